@@ -1,0 +1,29 @@
+# One entry point for humans and CI. `make ci` is what .ci/run runs and what
+# the README gives as the test command for a fresh Debian/Ubuntu machine.
+GO ?= go
+
+.PHONY: ci deps check test bench demo
+
+ci: deps test
+
+# Install redis-server, memcached, ZooKeeper and MariaDB from Debian's
+# packages (the tests start their own private instances).
+deps:
+	bash scripts/install-deps.sh
+
+# Formatting and vet.
+check:
+	@unformatted=$$(gofmt -l .); if [ -n "$$unformatted" ]; then echo "gofmt -l:"; echo "$$unformatted"; exit 1; fi
+	$(GO) vet ./...
+
+# The whole test suite with the race detector.
+test: check
+	$(GO) test -race -count=1 -timeout 25m ./...
+
+# The benchmarks quoted in the README.
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+# The main job on the embedded default backend.
+demo:
+	$(GO) run ./examples/quickstart

@@ -1,0 +1,208 @@
+// Package backend is the driver interface that every distlock backend
+// implements, and the registry that maps URL schemes to backends.
+//
+// A backend implements only its mechanism: one owner-checked attempt to take
+// a lock, owner-checked release and refresh, and whatever optional
+// interfaces its server makes possible (a native blocking wait, release
+// notifications, batched refresh). Everything shared — key and TTL
+// validation, owner identities, waiting and backoff, auto-refresh, local
+// validity deadlines, the lease state machine and error wrapping — lives once
+// in package distlock, which wraps a Driver into a distlock.Locker.
+//
+// The split follows database/sql and database/sql/driver: users program
+// against distlock; backend authors program against this package.
+package backend
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// The sentinel errors of distlock. Package distlock re-exports each of them
+// under the same name; drivers return them (wrapped with %w) so that callers
+// can test with errors.Is.
+var (
+	// ErrNotAcquired: the lock is held by another owner (TryAcquire), or
+	// Acquire gave up because its context ended.
+	ErrNotAcquired = errors.New("lock not acquired")
+	// ErrNotHeld: the caller does not hold the lock (any more): it was
+	// released, it expired, or another owner holds it now.
+	ErrNotHeld = errors.New("lock not held")
+	// ErrLockLost: the lease ended without Release — it expired, its
+	// session died, or its refresh failed. It wraps ErrNotHeld.
+	ErrLockLost = fmt.Errorf("lock lost: %w", ErrNotHeld)
+	// ErrInvalidKey: the key is empty, longer than MaxKeyLen bytes, or not
+	// valid UTF-8.
+	ErrInvalidKey = errors.New("invalid lock key")
+	// ErrInvalidTTL: the TTL is not positive, or below what the backend can
+	// honour (no silent rounding).
+	ErrInvalidTTL = errors.New("invalid lock TTL")
+	// ErrInvalidOption: an option value is unusable (for example an owner
+	// id that is not valid UTF-8, or a malformed backend URL).
+	ErrInvalidOption = errors.New("invalid option")
+	// ErrUnavailable: the backend cannot be reached or cannot decide (server
+	// down, pool exhausted, no quorum).
+	ErrUnavailable = errors.New("backend unavailable")
+	// ErrClosed: the Locker was closed.
+	ErrClosed = errors.New("locker closed")
+)
+
+// MaxKeyLen is the longest key, in bytes, that every backend accepts.
+const MaxKeyLen = 1024
+
+// Capabilities says what a backend guarantees. A backend claims only what it
+// guarantees; the conformance suite tests every claim.
+type Capabilities struct {
+	// Fencing: Token() is strictly increasing per key across every new
+	// acquisition (owners, processes, expiries, takeovers).
+	Fencing bool
+	// Reentrant: acquisitions with the same WithOwner id on the same key
+	// nest, and the lock is free only when each of them is released.
+	Reentrant bool
+	// Notify: waiters are woken by the backend, not by polling.
+	Notify bool
+	// Fair: waiters acquire in arrival order.
+	Fair bool
+	// SessionBound: the backend frees the lock when the holder's
+	// session or connection dies.
+	SessionBound bool
+	// Expiring: the lock expires after its TTL unless refreshed.
+	Expiring bool
+	// Durable: a held lock survives a backend restart.
+	Durable bool
+}
+
+// Request is one acquisition as the driver sees it. distlock has validated
+// Key and TTL before the driver is called.
+type Request struct {
+	// Key names the lock: valid UTF-8, 1 to MaxKeyLen bytes, any content.
+	// The driver maps it to a safe server-side name without collisions.
+	Key string
+	// Owner identifies the holder. Two requests with the same Owner on the
+	// same Key are the same holder: the second nests (reentrancy) and
+	// returns the holder's token. Owners are random per acquisition unless
+	// the caller chose one with WithOwner.
+	Owner string
+	// TTL is the lease duration for Expiring backends: the server must
+	// free the lock TTL after the request unless it is refreshed. A nested
+	// acquisition never shortens the current expiry.
+	TTL time.Duration
+	// Lost is called at most once, from any goroutine, when the driver
+	// learns that this lock is gone without Release (session expired,
+	// connection killed). It never blocks. Drivers that cannot learn of
+	// loss on their own may ignore it: distlock's local validity deadline
+	// and refresh failures cover them.
+	Lost func(error)
+}
+
+// Driver is the interface a backend implements. Its methods are safe for
+// concurrent use.
+type Driver interface {
+	// TryAcquire makes one attempt. It returns ErrNotAcquired (wrapped,
+	// for instance by Busy) when another owner holds the lock, and leaves
+	// nothing behind in the backend in that case.
+	TryAcquire(ctx context.Context, req Request) (Lock, error)
+	// Capabilities reports what the backend guarantees.
+	Capabilities() Capabilities
+	// Close releases the driver's resources. Locks still held are left to
+	// expire or to the end of the session.
+	Close() error
+}
+
+// Lock is one held lock as granted by a driver.
+type Lock interface {
+	// Token is the fencing token of this acquisition: strictly
+	// increasing per key where the driver claims Fencing, else 0.
+	Token() uint64
+	// Refresh extends the lock to at least ttl from now if this owner
+	// still holds it; it never shortens the expiry. It returns ErrNotHeld
+	// (wrapped) if the lock is gone or held by another owner.
+	Refresh(ctx context.Context, ttl time.Duration) error
+	// Release gives up one hold of the lock if this owner still holds it,
+	// and frees it when no hold remains. It returns ErrNotHeld (wrapped)
+	// if the lock is gone or held by another owner, and then changes
+	// nothing in the backend.
+	Release(ctx context.Context) error
+}
+
+// Blocker is implemented by drivers whose backend can wait for a lock
+// natively (a server-side wait, a watch on a predecessor node, an in-process
+// queue). distlock's Acquire then calls Acquire instead of its own retry
+// loop. Acquire must honour ctx and, when it returns an error, leave nothing
+// behind in the backend.
+type Blocker interface {
+	Acquire(ctx context.Context, req Request) (Lock, error)
+}
+
+// Notifier is implemented by drivers whose backend announces releases.
+// Watch registers interest in key: after Watch returns, every release of key
+// leads to a non-blocking send on the channel (capacity at least 1).
+// distlock calls Watch after a failed attempt and before the next one, so a
+// release between the two is not missed; it calls cancel when done waiting.
+type Notifier interface {
+	Watch(key string) (ch <-chan struct{}, cancel func())
+}
+
+// TTLPolicy is implemented by drivers whose validity differs from the
+// default. Validity returns for how long after an acquire or refresh request
+// with ttl was sent the lock is certainly still held by the server (ttl less
+// clock drift and the server's expiry granularity), or an error wrapping
+// ErrInvalidTTL if the backend cannot honour ttl exactly.
+type TTLPolicy interface {
+	Validity(ttl time.Duration) (time.Duration, error)
+}
+
+// Issued is implemented by locks granted after a wait inside the driver
+// (Blocker): IssuedAt is the time (with its monotonic reading) at which the
+// server started the lock's TTL, or a time before it. Locks without it count
+// their validity from the moment the request was sent.
+type Issued interface {
+	IssuedAt() time.Time
+}
+
+// RefreshItem is one lock to refresh in a batch.
+type RefreshItem struct {
+	Lock Lock
+	TTL  time.Duration
+}
+
+// BatchRefresher is implemented by drivers that can refresh many locks in
+// one round trip (pipelining). RefreshBatch returns one error per item, in
+// order; each behaves as Lock.Refresh would.
+type BatchRefresher interface {
+	RefreshBatch(ctx context.Context, items []RefreshItem) []error
+}
+
+// DefaultValidity is the validity of drivers without a TTLPolicy: ttl less a
+// clock-drift allowance of 1% plus 2 ms, as in the Redlock algorithm. It
+// returns ErrInvalidTTL when nothing remains.
+func DefaultValidity(ttl time.Duration) (time.Duration, error) {
+	v := ttl - ttl/100 - 2*time.Millisecond
+	if v <= 0 {
+		return 0, fmt.Errorf("%w: %v leaves no validity after clock-drift allowance (minimum 3ms)", ErrInvalidTTL, ttl)
+	}
+	return v, nil
+}
+
+// BusyError is returned by TryAcquire when another owner holds the lock. It
+// wraps ErrNotAcquired. RetryAfter, when positive, is how long the current
+// holder's lock has left: a waiter need not wait longer than that before the
+// next attempt.
+type BusyError struct {
+	RetryAfter time.Duration
+}
+
+func (e *BusyError) Error() string {
+	if e.RetryAfter > 0 {
+		return fmt.Sprintf("%v: held by another owner for up to %v", ErrNotAcquired, e.RetryAfter)
+	}
+	return fmt.Sprintf("%v: held by another owner", ErrNotAcquired)
+}
+
+// Unwrap returns ErrNotAcquired.
+func (e *BusyError) Unwrap() error { return ErrNotAcquired }
+
+// Busy returns a *BusyError with the holder's remaining time.
+func Busy(retryAfter time.Duration) error { return &BusyError{RetryAfter: retryAfter} }

@@ -1,0 +1,199 @@
+package backend
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+)
+
+// OpenFunc opens a driver from a parsed URL. It must reject URL parameters it
+// does not know (Params.Done does that) and must not leave connections open
+// when it returns an error.
+type OpenFunc func(ctx context.Context, u *url.URL) (Driver, error)
+
+var (
+	registryMu sync.RWMutex
+	registry   = map[string]OpenFunc{}
+)
+
+// Register makes a backend available under a URL scheme (lower case). It is
+// meant to be called from a backend package's init function. Register panics
+// if open is nil or if the scheme is already registered, as
+// database/sql.Register does.
+func Register(scheme string, open OpenFunc) {
+	registryMu.Lock()
+	defer registryMu.Unlock()
+	if open == nil {
+		panic("distlock/backend: Register open func is nil for scheme " + scheme)
+	}
+	if scheme == "" || scheme != strings.ToLower(scheme) {
+		panic("distlock/backend: Register scheme must be non-empty lower case: " + scheme)
+	}
+	if _, dup := registry[scheme]; dup {
+		panic("distlock/backend: Register called twice for scheme " + scheme)
+	}
+	registry[scheme] = open
+}
+
+// Schemes returns the registered URL schemes, sorted.
+func Schemes() []string {
+	registryMu.RLock()
+	defer registryMu.RUnlock()
+	s := make([]string, 0, len(registry))
+	for k := range registry {
+		s = append(s, k)
+	}
+	sort.Strings(s)
+	return s
+}
+
+// packageOf names the distlock package that registers each built-in scheme,
+// for the hint in Lookup's error.
+var packageOf = map[string]string{
+	"redis":     "redis",
+	"rediss":    "redis",
+	"redlock":   "redlock",
+	"zookeeper": "zookeeper",
+	"zk":        "zookeeper",
+	"memcached": "memcached",
+	"mysql":     "mysql",
+	"mem":       "memory",
+}
+
+// Lookup returns the OpenFunc registered for scheme. The error for an
+// unknown scheme lists the registered ones and names the import that
+// registers the scheme, when it is one of distlock's own.
+func Lookup(scheme string) (OpenFunc, error) {
+	scheme = strings.ToLower(scheme)
+	registryMu.RLock()
+	open, ok := registry[scheme]
+	registryMu.RUnlock()
+	if ok {
+		return open, nil
+	}
+	known := Schemes()
+	msg := fmt.Sprintf("unknown backend scheme %q (registered: %s)", scheme, strings.Join(known, ", "))
+	if len(known) == 0 {
+		msg = fmt.Sprintf("unknown backend scheme %q (no backend is registered)", scheme)
+	}
+	if pkg, ok := packageOf[scheme]; ok {
+		msg += fmt.Sprintf(`; forgotten import _ "github.com/distlock/distlock/%s"?`, pkg)
+	}
+	return nil, fmt.Errorf("%w: %s", ErrInvalidOption, msg)
+}
+
+// Params reads a URL's query parameters and remembers which were read, so
+// that Done can reject the ones a backend does not know.
+type Params struct {
+	v    url.Values
+	used map[string]bool
+	errs []string
+}
+
+// NewParams wraps u's query parameters.
+func NewParams(u *url.URL) *Params {
+	return &Params{v: u.Query(), used: map[string]bool{}}
+}
+
+// String returns the value of name, or def when absent.
+func (p *Params) String(name, def string) string {
+	p.used[name] = true
+	if vs, ok := p.v[name]; ok && len(vs) > 0 {
+		if len(vs) > 1 {
+			p.errs = append(p.errs, fmt.Sprintf("parameter %q given %d times", name, len(vs)))
+		}
+		return vs[0]
+	}
+	return def
+}
+
+// Has reports whether name is present.
+func (p *Params) Has(name string) bool { _, ok := p.v[name]; return ok }
+
+// Parse reads name with conv; a conversion error is recorded for Done.
+func Parse[T any](p *Params, name string, def T, conv func(string) (T, error)) T {
+	if !p.Has(name) {
+		p.used[name] = true
+		return def
+	}
+	s := p.String(name, "")
+	v, err := conv(s)
+	if err != nil {
+		p.errs = append(p.errs, fmt.Sprintf("parameter %s=%q: %v", name, s, err))
+		return def
+	}
+	return v
+}
+
+// Done returns an error wrapping ErrInvalidOption if a parameter was not
+// read, or could not be parsed. The message lists the unknown names and the
+// known ones.
+func (p *Params) Done() error {
+	var unknown []string
+	for k := range p.v {
+		if !p.used[k] {
+			unknown = append(unknown, k)
+		}
+	}
+	sort.Strings(unknown)
+	errs := slices.Clone(p.errs)
+	if len(unknown) > 0 {
+		var known []string
+		for k := range p.used {
+			known = append(known, k)
+		}
+		sort.Strings(known)
+		hint := "none"
+		if len(known) > 0 {
+			hint = strings.Join(known, ", ")
+		}
+		errs = append(errs, fmt.Sprintf("unknown parameter(s) %s (known: %s)", strings.Join(unknown, ", "), hint))
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: %s", ErrInvalidOption, strings.Join(errs, "; "))
+}
+
+// Hosts splits the host part of a URL that may list several comma-separated
+// hosts ("h1:6379,h2:6379"), which url.URL's Hostname and Port do not
+// handle. A host without a port gets defaultPort. IPv6 literals must be in
+// brackets. It rejects an empty list and empty entries.
+func Hosts(u *url.URL, defaultPort string) ([]string, error) {
+	if u.Host == "" {
+		return nil, fmt.Errorf("%w: %s URL has no host", ErrInvalidOption, u.Scheme)
+	}
+	var out []string
+	for _, h := range strings.Split(u.Host, ",") {
+		if h == "" {
+			return nil, fmt.Errorf("%w: empty host in %q", ErrInvalidOption, u.Host)
+		}
+		host, port := h, ""
+		if strings.HasPrefix(h, "[") {
+			end := strings.Index(h, "]")
+			if end < 0 {
+				return nil, fmt.Errorf("%w: bad IPv6 host %q", ErrInvalidOption, h)
+			}
+			host, port = h[:end+1], strings.TrimPrefix(h[end+1:], ":")
+		} else if i := strings.LastIndex(h, ":"); i >= 0 {
+			host, port = h[:i], h[i+1:]
+		}
+		if host == "" {
+			return nil, fmt.Errorf("%w: empty host name in %q", ErrInvalidOption, h)
+		}
+		if port == "" {
+			port = defaultPort
+		}
+		for _, c := range port {
+			if c < '0' || c > '9' {
+				return nil, fmt.Errorf("%w: bad port in %q", ErrInvalidOption, h)
+			}
+		}
+		out = append(out, host+":"+port)
+	}
+	return out, nil
+}

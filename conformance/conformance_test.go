@@ -1,0 +1,218 @@
+package conformance_test
+
+import (
+	"context"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/conformance"
+	"github.com/distlock/distlock/memory"
+)
+
+// The suite must be able to fail: each broken backend below violates one
+// contract line, and the check for that line must report it.
+
+// broken wraps a memory session and breaks one behaviour.
+type broken struct {
+	backend.Driver
+	caps    func(backend.Capabilities) backend.Capabilities
+	lock    func(backend.Lock) backend.Lock
+	tryWrap func(ctx context.Context, req backend.Request, d backend.Driver) (backend.Lock, error)
+}
+
+func (b *broken) Capabilities() backend.Capabilities {
+	c := b.Driver.Capabilities()
+	c.Notify, c.Fair = false, false // force the root wait loop over TryAcquire
+	if b.caps != nil {
+		c = b.caps(c)
+	}
+	return c
+}
+
+func (b *broken) TryAcquire(ctx context.Context, req backend.Request) (backend.Lock, error) {
+	var (
+		l   backend.Lock
+		err error
+	)
+	if b.tryWrap != nil {
+		l, err = b.tryWrap(ctx, req, b.Driver)
+	} else {
+		l, err = b.Driver.TryAcquire(ctx, req)
+	}
+	if err == nil && b.lock != nil {
+		l = b.lock(l)
+	}
+	return l, err
+}
+
+type fixedToken struct{ backend.Lock }
+
+func (fixedToken) Token() uint64 { return 7 }
+
+// unchecked reports every refresh as successful, owner or not.
+type unchecked struct{ backend.Lock }
+
+func (u unchecked) Refresh(context.Context, time.Duration) error { return nil }
+
+// memDriver opens a memory session on the namespace called name through the
+// registry.
+func memDriver(t *testing.T, name string) backend.Driver {
+	open, err := backend.Lookup("mem")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := open(context.Background(), &url.URL{Scheme: "mem", Host: memName(name)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func run(t *testing.T, mk func(t *testing.T, ns string) *broken, match string) []conformance.Result {
+	t.Helper()
+	ns := t.Name()
+	h := conformance.Harness{
+		Name: "broken",
+		NewLocker: func(context.Context) (distlock.Locker, error) {
+			return distlock.New(mk(t, ns), "broken"), nil
+		},
+		TTL: 200 * time.Millisecond,
+		Faults: conformance.Faults{Expire: func(_ context.Context, key string) error {
+			memory.Shared(memName(ns)).Expire(key)
+			return nil
+		}},
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	return conformance.RunChecks(ctx, h, conformance.Options{Match: mustRe(match), Destructive: true})
+}
+
+func expectFail(t *testing.T, results []conformance.Result, check, contains string) {
+	t.Helper()
+	for _, r := range results {
+		if r.Name != check {
+			continue
+		}
+		if r.Status != conformance.Fail {
+			t.Fatalf("check %s = %s on a broken backend, want FAIL (message: %s)", check, r.Status, r.Message)
+		}
+		if !strings.Contains(r.Message, contains) || !strings.Contains(r.Message, "contract") {
+			t.Errorf("check %s failed with %q, want it to name the contract and mention %q", check, r.Message, contains)
+		}
+		return
+	}
+	t.Fatalf("check %s did not run", check)
+}
+
+func TestSuiteCatchesNoMutualExclusion(t *testing.T) {
+	// Every TryAcquire succeeds under a fresh owner's own key: no exclusion.
+	res := run(t, func(t *testing.T, ns string) *broken {
+		return &broken{Driver: memDriver(t, ns), tryWrap: func(ctx context.Context, req backend.Request, d backend.Driver) (backend.Lock, error) {
+			req.Key += "/" + req.Owner
+			return d.TryAcquire(ctx, req)
+		}}
+	}, "^(mutual-exclusion|try-acquire-held)$")
+	expectFail(t, res, "mutual-exclusion", "overlapping")
+	expectFail(t, res, "try-acquire-held", "want ErrNotAcquired")
+}
+
+func TestSuiteCatchesUncheckedRefresh(t *testing.T) {
+	res := run(t, func(t *testing.T, ns string) *broken {
+		return &broken{Driver: memDriver(t, ns), lock: func(l backend.Lock) backend.Lock { return unchecked{l} }}
+	}, "^(stale-holder)$")
+	expectFail(t, res, "stale-holder", "stale holder's Refresh")
+}
+
+func TestSuiteCatchesConstantTokens(t *testing.T) {
+	res := run(t, func(t *testing.T, ns string) *broken {
+		return &broken{Driver: memDriver(t, ns), lock: func(l backend.Lock) backend.Lock { return fixedToken{l} }}
+	}, "^fencing$")
+	expectFail(t, res, "fencing", "strictly increasing")
+}
+
+func TestSuiteCatchesFalseClaims(t *testing.T) {
+	res := run(t, func(t *testing.T, ns string) *broken {
+		return &broken{Driver: memDriver(t, ns), caps: func(c backend.Capabilities) backend.Capabilities {
+			c.Notify = true // claimed, but the wait loop polls with the caller's policy
+			return c
+		}}
+	}, "^notify$")
+	expectFail(t, res, "notify", "woken")
+}
+
+func TestSuiteCatchesNoExpiry(t *testing.T) {
+	// A backend that claims Expiring but whose locks never expire (TTL
+	// stretched to an hour server-side).
+	res := run(t, func(t *testing.T, ns string) *broken {
+		return &broken{Driver: memDriver(t, ns), tryWrap: func(ctx context.Context, req backend.Request, d backend.Driver) (backend.Lock, error) {
+			req.TTL = time.Hour
+			return d.TryAcquire(ctx, req)
+		}}
+	}, "^holder-superseded$")
+	expectFail(t, res, "holder-superseded", "TTL")
+}
+
+func TestRunChecksReportsSkips(t *testing.T) {
+	res := run(t, func(t *testing.T, ns string) *broken {
+		return &broken{Driver: memDriver(t, ns), caps: func(c backend.Capabilities) backend.Capabilities {
+			return backend.Capabilities{Expiring: true}
+		}}
+	}, "^(reentrant|fencing|fair|notify|session-bound|durable)$")
+	if len(res) != 6 {
+		t.Fatalf("got %d results, want 6", len(res))
+	}
+	for _, r := range res {
+		if r.Status != conformance.Skip || !strings.Contains(r.Message, "does not claim") {
+			t.Errorf("%s: %s %q, want a skip that names the unclaimed capability", r.Name, r.Status, r.Message)
+		}
+	}
+}
+
+func TestMemoryViaRunChecks(t *testing.T) {
+	ns := memory.NewNamespace()
+	h := conformance.Harness{
+		Name:      "memory",
+		NewLocker: func(context.Context) (distlock.Locker, error) { return memory.New(ns), nil },
+		TTL:       200 * time.Millisecond,
+	}
+	var progress int
+	res := conformance.RunChecks(context.Background(), h, conformance.Options{Progress: func(conformance.Result) { progress++ }})
+	if len(res) != len(conformance.Checks()) {
+		t.Fatalf("%d results for %d checks", len(res), len(conformance.Checks()))
+	}
+	for _, r := range res {
+		switch {
+		case r.Name == "durable" || r.Name == "session-bound" || r.Name == "stale-holder":
+			if r.Status != conformance.Skip {
+				t.Errorf("%s: %s, want skip (not claimed / no fault hook)", r.Name, r.Status)
+			}
+		case r.Status != conformance.Pass:
+			t.Errorf("%s: %s %s", r.Name, r.Status, r.Message)
+		}
+	}
+	if progress < len(res) {
+		t.Errorf("progress called %d times for %d results", progress, len(res))
+	}
+}
+
+// TestPollingMemory runs the whole suite over the memory backend seen only
+// through the plain Driver interface: no native wait, no notification. It
+// validates distlock's own wait loop, the one the polling backends use.
+func TestPollingMemory(t *testing.T) {
+	ns := memName(t.Name())
+	conformance.Run(t, conformance.Harness{
+		Name: "polling-memory",
+		NewLocker: func(context.Context) (distlock.Locker, error) {
+			return distlock.New(&broken{Driver: memDriver(t, ns)}, "polling"), nil
+		},
+		TTL: 300 * time.Millisecond,
+		Faults: conformance.Faults{Expire: func(_ context.Context, key string) error {
+			memory.Shared(ns).Expire(key)
+			return nil
+		}},
+	})
+}

@@ -1,0 +1,226 @@
+package conformance
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+)
+
+// T is the part of *testing.T the checks use. RunChecks supplies its own.
+type T interface {
+	Helper()
+	Logf(format string, args ...any)
+	Errorf(format string, args ...any)
+	Fatalf(format string, args ...any)
+	Skipf(format string, args ...any)
+	Failed() bool
+	Cleanup(func())
+	Context() context.Context
+}
+
+// Check is one conformance check.
+type Check struct {
+	// Name is the subtest name, such as "mutual-exclusion".
+	Name string
+	// Contract is the line of the contract the check verifies; failures
+	// quote it.
+	Contract string
+	// Destructive checks disturb the backend for other users (restart a
+	// server); the CLI runs them only when asked to.
+	Destructive bool
+	// Fn runs the check.
+	Fn func(t T, h *Harness)
+}
+
+// Run runs every check as a subtest of t.
+func Run(t *testing.T, h Harness) {
+	t.Helper()
+	for _, c := range Checks() {
+		t.Run(c.Name, func(t *testing.T) {
+			c.Fn(&contractT{T: t, contract: c.Contract}, &h)
+		})
+	}
+}
+
+// contractT prefixes failures with the contract line the check verifies.
+type contractT struct {
+	T
+	contract string
+}
+
+func (c *contractT) Errorf(format string, args ...any) {
+	c.T.Helper()
+	c.T.Errorf("contract %q violated: %s", c.contract, fmt.Sprintf(format, args...))
+}
+
+func (c *contractT) Fatalf(format string, args ...any) {
+	c.T.Helper()
+	c.T.Fatalf("contract %q violated: %s", c.contract, fmt.Sprintf(format, args...))
+}
+
+// Status is a check's outcome.
+type Status string
+
+// The outcomes of a check.
+const (
+	Pass Status = "pass"
+	Fail Status = "FAIL"
+	Skip Status = "skip"
+)
+
+// Result is the outcome of one check run by RunChecks.
+type Result struct {
+	Name     string
+	Contract string
+	Status   Status
+	Duration time.Duration
+	// Message holds the failures, or the reason for a skip.
+	Message string
+}
+
+// Options select what RunChecks runs.
+type Options struct {
+	// Match selects checks by name; nil runs all.
+	Match *regexp.Regexp
+	// Destructive allows checks that disturb the backend (restarts).
+	Destructive bool
+	// Progress, if set, is called before (with Status "") and after each
+	// check.
+	Progress func(Result)
+}
+
+// RunChecks runs the checks without package testing, one after another,
+// and returns their results. ctx bounds the whole run: when it ends, the
+// running check sees its context cancelled.
+func RunChecks(ctx context.Context, h Harness, opts Options) []Result {
+	var results []Result
+	for _, c := range Checks() {
+		if opts.Match != nil && !opts.Match.MatchString(c.Name) {
+			continue
+		}
+		r := Result{Name: c.Name, Contract: c.Contract}
+		if c.Destructive && !opts.Destructive {
+			r.Status, r.Message = Skip, "destructive: run with --destructive"
+			results = append(results, r)
+			if opts.Progress != nil {
+				opts.Progress(r)
+			}
+			continue
+		}
+		if opts.Progress != nil {
+			opts.Progress(r)
+		}
+		r = runOne(ctx, c, &h)
+		results = append(results, r)
+		if opts.Progress != nil {
+			opts.Progress(r)
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return results
+}
+
+func runOne(ctx context.Context, c Check, h *Harness) Result {
+	rt := &runT{ctx: ctx}
+	rt.ctx, rt.cancel = context.WithCancel(ctx)
+	start := time.Now()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer rt.runCleanups()
+		c.Fn(&contractT{T: rt, contract: c.Contract}, h)
+	}()
+	<-done
+	r := Result{Name: c.Name, Contract: c.Contract, Duration: time.Since(start)}
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	switch {
+	case rt.failed:
+		r.Status = Fail
+	case rt.skipped:
+		r.Status = Skip
+	default:
+		r.Status = Pass
+	}
+	r.Message = rt.msg
+	return r
+}
+
+// runT implements T for RunChecks. Fatalf and Skipf end the check's
+// goroutine with runtime.Goexit, as package testing does.
+type runT struct {
+	ctx      context.Context
+	cancel   context.CancelFunc
+	mu       sync.Mutex
+	failed   bool
+	skipped  bool
+	msg      string
+	cleanups []func()
+}
+
+func (r *runT) Helper()                  {}
+func (r *runT) Logf(string, ...any)      {}
+func (r *runT) Context() context.Context { return r.ctx }
+
+func (r *runT) note(s string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.msg != "" {
+		r.msg += "\n"
+	}
+	r.msg += s
+}
+
+func (r *runT) Errorf(format string, args ...any) {
+	r.note(fmt.Sprintf(format, args...))
+	r.mu.Lock()
+	r.failed = true
+	r.mu.Unlock()
+}
+
+func (r *runT) Fatalf(format string, args ...any) {
+	r.Errorf(format, args...)
+	runtime.Goexit()
+}
+
+func (r *runT) Skipf(format string, args ...any) {
+	r.note(fmt.Sprintf(format, args...))
+	r.mu.Lock()
+	r.skipped = true
+	r.mu.Unlock()
+	runtime.Goexit()
+}
+
+func (r *runT) Failed() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.failed
+}
+
+func (r *runT) Cleanup(f func()) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.cleanups = append(r.cleanups, f)
+}
+
+func (r *runT) runCleanups() {
+	r.cancel()
+	for {
+		r.mu.Lock()
+		n := len(r.cleanups)
+		if n == 0 {
+			r.mu.Unlock()
+			return
+		}
+		f := r.cleanups[n-1]
+		r.cleanups = r.cleanups[:n-1]
+		r.mu.Unlock()
+		f()
+	}
+}

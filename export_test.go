@@ -1,0 +1,4 @@
+package distlock
+
+// ParseURL exposes parseURL to the external tests.
+var ParseURL = parseURL

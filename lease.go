@@ -1,0 +1,267 @@
+package distlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/distlock/distlock/backend"
+)
+
+// Lease is one held lock. Its methods are safe for concurrent use.
+//
+// A Lease is held from the moment Acquire or TryAcquire returns it until
+// Release, Close of its Locker, or loss: expiry of its local validity
+// deadline without a successful refresh, a refresh the backend refuses, or
+// the end of the backend session. Then Done is closed, Context is cancelled
+// and Err says why. Loss is reported no later than another owner can
+// acquire the lock, provided the backend honours the TTL it was given and
+// clocks drift by less than the backend's allowance: the deadline is measured
+// on the monotonic clock from the moment the acquire or refresh request was
+// sent, not from its reply.
+type Lease struct {
+	l     *locker
+	key   string
+	owner string
+	lock  backend.Lock
+	token uint64
+	auto  bool
+
+	mu     sync.Mutex
+	state  leaseState
+	err    error
+	done   chan struct{}           // made on demand
+	ctx    context.Context         // made on demand
+	cancel context.CancelCauseFunc // with ctx
+
+	// Guarded by l.sched.mu.
+	ttl       time.Duration
+	validity  time.Duration
+	deadline  time.Time // local validity deadline; zero: no expiry
+	refreshAt time.Time
+	next      time.Time // min(refreshAt, deadline): the scheduler's key
+	idx       int       // heap index, -1 when not scheduled
+	inflight  bool      // an automatic refresh is running
+}
+
+type leaseState uint8
+
+const (
+	pending leaseState = iota
+	held
+	ended
+)
+
+var (
+	errReleased = fmt.Errorf("%w: released", ErrNotHeld)
+	errExpired  = fmt.Errorf("%w: validity deadline passed without a successful refresh", ErrLockLost)
+	errLate     = fmt.Errorf("%w: the grant arrived after its validity had ended (backend or network slower than the TTL)", ErrUnavailable)
+	closedLease = fmt.Errorf("%w: %w", ErrNotHeld, ErrClosed)
+)
+
+func newLease(l *locker, r request) *Lease {
+	return &Lease{l: l, key: r.key, owner: r.owner, auto: r.autoRefresh, ttl: r.ttl, validity: r.validity, idx: -1}
+}
+
+// Key returns the lock's name.
+func (ls *Lease) Key() string { return ls.key }
+
+// Owner returns the holder identity: the WithOwner id, or the random id
+// made for this acquisition.
+func (ls *Lease) Owner() string { return ls.owner }
+
+// Token returns the fencing token: strictly increasing per key for every
+// new acquisition, across owners, processes, expiries and takeovers, where
+// Capabilities().Fencing is true; a reentrant acquisition returns the
+// holder's token. It is 0 on backends without Fencing. Pass it to the
+// resource you protect and have it reject writes with a token lower than one
+// it has seen: that, not the lock alone, makes a paused or partitioned
+// holder harmless.
+func (ls *Lease) Token() uint64 { return ls.token }
+
+// Deadline returns the local validity deadline: until then the lock is
+// certainly held (if the lease has not ended). Zero on backends whose locks
+// do not expire (their session keeps them).
+func (ls *Lease) Deadline() time.Time {
+	ls.l.sched.mu.Lock()
+	defer ls.l.sched.mu.Unlock()
+	return ls.deadline
+}
+
+// Done returns a channel closed when the lease ends: released, expired,
+// session lost, taken over, or its Locker closed.
+func (ls *Lease) Done() <-chan struct{} {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if ls.done == nil {
+		ls.done = make(chan struct{})
+		if ls.state == ended {
+			close(ls.done)
+		}
+	}
+	return ls.done
+}
+
+// Err returns nil while the lease is held. After it ended, Err wraps
+// ErrNotHeld; it also wraps ErrLockLost if the lease ended without Release,
+// and ErrClosed if its Locker was closed.
+func (ls *Lease) Err() error {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	return ls.err
+}
+
+// Context returns a context cancelled when the lease ends, with Err as its
+// cause (context.Cause), so work done under the lock can stop when the lock
+// is lost.
+func (ls *Lease) Context() context.Context {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if ls.ctx == nil {
+		ls.ctx, ls.cancel = context.WithCancelCause(context.Background())
+		if ls.state == ended {
+			ls.cancel(ls.err)
+		}
+	}
+	return ls.ctx
+}
+
+// start makes a granted lease held. It reports false if the lease was lost
+// before or its Locker closed; the caller then gives the lock back.
+func (ls *Lease) start(lock backend.Lock, sent time.Time) bool {
+	ls.mu.Lock()
+	if ls.state != pending {
+		ls.mu.Unlock()
+		return false
+	}
+	ls.lock, ls.token, ls.state = lock, lock.Token(), held
+	ls.mu.Unlock()
+	if !ls.l.track(ls) {
+		ls.end(closedLease)
+		return false
+	}
+	if ls.validity > 0 {
+		if !ls.l.sched.add(ls, sent) {
+			ls.finish(errLate)
+			return false
+		}
+	}
+	return true
+}
+
+// end moves the lease to ended with err, once, and says whether it did.
+func (ls *Lease) end(err error) bool {
+	ls.mu.Lock()
+	if ls.state == ended {
+		ls.mu.Unlock()
+		return false
+	}
+	ls.state, ls.err = ended, err
+	if ls.done != nil {
+		close(ls.done)
+	}
+	if ls.cancel != nil {
+		ls.cancel(err)
+	}
+	ls.mu.Unlock()
+	return true
+}
+
+// finish ends the lease and detaches it from its Locker.
+func (ls *Lease) finish(err error) bool {
+	if !ls.end(err) {
+		return false
+	}
+	ls.l.sched.remove(ls)
+	ls.l.untrack(ls)
+	return true
+}
+
+// lose ends a held lease that was lost without Release.
+func (ls *Lease) lose(err error) { ls.finish(err) }
+
+// backendLost is the Request.Lost callback given to drivers.
+func (ls *Lease) backendLost(cause error) {
+	if cause == nil {
+		cause = errors.New("backend reported the lock lost")
+	}
+	if errors.Is(cause, ErrLockLost) {
+		ls.lose(cause)
+		return
+	}
+	ls.lose(fmt.Errorf("%w: %w", ErrLockLost, cause))
+}
+
+func (ls *Lease) endedError(op string) error {
+	ls.mu.Lock()
+	err := ls.err
+	ls.mu.Unlock()
+	if err == nil {
+		err = ErrNotHeld
+	}
+	return ls.l.err(op, ls.key, err)
+}
+
+// Release gives up the lease. It is owner-checked in the backend: it never
+// deletes a lock that another owner holds now. It returns an error wrapping
+// ErrNotHeld if the lease was already released or lost (a second Release of
+// the same lease changes nothing, even when the same owner holds the lock
+// through another reentrant lease). If the backend cannot be reached the
+// lease still ends locally: it is no longer refreshed and expires after its
+// TTL, and the error wraps ErrUnavailable.
+func (ls *Lease) Release(ctx context.Context) error {
+	if !ls.finish(errReleased) {
+		return ls.endedError("release")
+	}
+	if err := ls.lock.Release(ctx); err != nil {
+		return ls.l.err("release", ls.key, err)
+	}
+	return nil
+}
+
+// closeByLocker ends the lease because its Locker is closing.
+func (ls *Lease) closeByLocker() {
+	if ls.finish(closedLease) {
+		ls.l.releaseQuietly(ls.lock)
+	}
+}
+
+// Refresh extends the lease to at least ttl from now, owner-checked: it
+// returns an error wrapping ErrNotHeld (and ErrLockLost, ending the lease, if
+// the backend no longer holds it for this owner). ttl becomes the lease's
+// TTL for later automatic refreshes. On a transient failure (ErrUnavailable)
+// the lease stays held until its validity deadline.
+func (ls *Lease) Refresh(ctx context.Context, ttl time.Duration) error {
+	validity, err := ls.l.validityFor(ttl)
+	if err != nil {
+		return ls.l.err("refresh", ls.key, err)
+	}
+	ls.mu.Lock()
+	st := ls.state
+	ls.mu.Unlock()
+	if st != held {
+		return ls.endedError("refresh")
+	}
+	sent := time.Now()
+	if err := ls.lock.Refresh(ctx, ttl); err != nil {
+		if errors.Is(err, ErrNotHeld) {
+			if ls.finish(fmt.Errorf("%w: refresh refused: %w", ErrLockLost, err)) {
+				return ls.l.err("refresh", ls.key, ls.Err())
+			}
+			return ls.endedError("refresh")
+		}
+		return ls.l.err("refresh", ls.key, err)
+	}
+	if validity > 0 {
+		ls.l.sched.refreshed(ls, sent, ttl, validity)
+	}
+	ls.mu.Lock()
+	st = ls.state
+	ls.mu.Unlock()
+	if st != held {
+		return ls.endedError("refresh")
+	}
+	return nil
+}

@@ -1,0 +1,495 @@
+// Package distlock is a distributed lock with one API over pluggable
+// backends: Redis, Redlock, ZooKeeper, memcached, MySQL/MariaDB and an
+// in-process reference backend.
+//
+// A Locker hands out Leases. A Lease is one held lock: it carries a fencing
+// token, can be refreshed and released (both owner-checked, so they never
+// touch a lock that another owner holds now), is refreshed automatically by
+// default, and reports its end on Done and Context — no later than the
+// moment another owner could acquire the lock, because distlock keeps a local
+// validity deadline measured on the monotonic clock from the moment each
+// request was sent.
+//
+// Open a Locker by URL after importing the backend package for its side
+// effect, as with database/sql:
+//
+//	import _ "github.com/distlock/distlock/memory"
+//
+//	locker, err := distlock.Open(ctx, "mem://")
+//	...
+//	err = distlock.Do(ctx, locker, "invoice:42", func(ctx context.Context) error {
+//		return work(ctx) // ctx ends if the lock is lost
+//	})
+//
+// Each backend package also has a typed constructor over an existing client.
+package distlock
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/distlock/distlock/backend"
+)
+
+// Locker acquires locks on one backend. Its methods are safe for concurrent
+// use by many goroutines.
+type Locker interface {
+	// Acquire blocks until the lock named key is held, ctx ends, or the
+	// backend fails. When ctx ends first, the error satisfies both
+	// errors.Is(err, ErrNotAcquired) and errors.Is(err, ctx.Err()), and
+	// nothing is left behind in the backend.
+	Acquire(ctx context.Context, key string, opts ...Option) (*Lease, error)
+	// TryAcquire makes one attempt and returns ErrNotAcquired at once if
+	// another owner holds the lock.
+	TryAcquire(ctx context.Context, key string, opts ...Option) (*Lease, error)
+	// Capabilities reports what the backend guarantees.
+	Capabilities() Capabilities
+	// Close ends the Locker: in-flight acquisitions return ErrClosed,
+	// leases still held are released (best effort, bounded) and end with
+	// ErrClosed, and the backend's connections are closed. Close is
+	// idempotent.
+	Close() error
+}
+
+// Capabilities says what a backend guarantees; see backend.Capabilities.
+type Capabilities = backend.Capabilities
+
+// New wraps a backend driver into a Locker. name labels errors ("redis").
+// opts become the defaults of every acquisition. Backend packages call New
+// from their typed constructors; users rarely need it.
+func New(d backend.Driver, name string, opts ...Option) Locker {
+	l := &locker{
+		drv:      d,
+		name:     name,
+		caps:     d.Capabilities(),
+		defaults: opts,
+		leases:   map[*Lease]struct{}{},
+	}
+	l.blocker, _ = d.(backend.Blocker)
+	l.notifier, _ = d.(backend.Notifier)
+	l.ttlPolicy, _ = d.(backend.TTLPolicy)
+	l.batcher, _ = d.(backend.BatchRefresher)
+	l.closeCtx, l.closeFn = context.WithCancelCause(context.Background())
+	l.sched.l = l
+	return l
+}
+
+// Open opens a Locker from a URL such as "redis://127.0.0.1:6379/0" or
+// "mem://". The scheme selects a backend registered with backend.Register;
+// an unknown scheme's error lists the registered ones. opts become the
+// defaults of every acquisition.
+func Open(ctx context.Context, rawURL string, opts ...Option) (Locker, error) {
+	u, err := parseURL(rawURL)
+	if err != nil {
+		return nil, &Error{Op: "open", Backend: "distlock", Err: fmt.Errorf("%w: %v", ErrInvalidOption, err)}
+	}
+	if u.Scheme == "" {
+		return nil, &Error{Op: "open", Backend: "distlock", Err: fmt.Errorf("%w: URL %q has no scheme (want e.g. mem:// or redis://host:6379)", ErrInvalidOption, redact(u))}
+	}
+	open, err := backend.Lookup(u.Scheme)
+	if err != nil {
+		return nil, &Error{Op: "open", Backend: "distlock", Err: err}
+	}
+	d, err := open(ctx, u)
+	if err != nil {
+		return nil, &Error{Op: "open", Backend: u.Scheme, Err: err}
+	}
+	return New(d, u.Scheme, opts...), nil
+}
+
+func redact(u *url.URL) string { return u.Redacted() }
+
+// parseURL is url.Parse made safe for several comma-separated hosts
+// ("redlock://h1:6379,h2,h3:6380"), which url.Parse rejects or misreads
+// depending on where ports appear. The host list is kept verbatim in u.Host
+// for backend.Hosts to split.
+func parseURL(raw string) (*url.URL, error) {
+	i := strings.Index(raw, "://")
+	if i < 0 {
+		return url.Parse(raw)
+	}
+	rest := raw[i+3:]
+	end := strings.IndexAny(rest, "/?#")
+	if end < 0 {
+		end = len(rest)
+	}
+	authority := rest[:end]
+	hostStart := strings.LastIndex(authority, "@") + 1
+	hosts := authority[hostStart:]
+	if !strings.Contains(hosts, ",") {
+		return url.Parse(raw)
+	}
+	u, err := url.Parse(raw[:i+3] + authority[:hostStart] + "multi.invalid" + rest[end:])
+	if err != nil {
+		return nil, err
+	}
+	u.Host = hosts
+	return u, nil
+}
+
+// Do acquires key, runs fn with the lease's context (cancelled if the lock is
+// lost), and releases the lock. It returns fn's error, joined with ErrLockLost
+// if the lock was lost while fn ran (fn's work may then have overlapped with
+// another owner's), or the acquire error.
+func Do(ctx context.Context, l Locker, key string, fn func(ctx context.Context) error, opts ...Option) error {
+	lease, err := l.Acquire(ctx, key, opts...)
+	if err != nil {
+		return err
+	}
+	fnErr := fn(lease.Context())
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+	defer cancel()
+	relErr := lease.Release(rctx)
+	if relErr != nil && !errors.Is(relErr, ErrNotHeld) {
+		return errors.Join(fnErr, relErr)
+	}
+	if lost := lease.Err(); lost != nil && errors.Is(lost, ErrLockLost) {
+		return errors.Join(fnErr, lost)
+	}
+	return fnErr
+}
+
+// releaseTimeout bounds releases that distlock makes on its own (Do, Close,
+// abandoned acquisitions).
+const releaseTimeout = 5 * time.Second
+
+type locker struct {
+	drv       backend.Driver
+	name      string
+	caps      Capabilities
+	defaults  []Option
+	blocker   backend.Blocker
+	notifier  backend.Notifier
+	ttlPolicy backend.TTLPolicy
+	batcher   backend.BatchRefresher
+
+	closeCtx context.Context // cancelled with ErrClosed by Close
+	closeFn  context.CancelCauseFunc
+
+	mu       sync.Mutex
+	closed   bool
+	inflight sync.WaitGroup
+	leases   map[*Lease]struct{}
+
+	sched scheduler
+}
+
+func (l *locker) Capabilities() Capabilities { return l.caps }
+
+func (l *locker) err(op, key string, err error) error {
+	return &Error{Op: op, Key: key, Backend: l.name, Err: err}
+}
+
+// request is an acquisition after validation.
+type request struct {
+	settings
+	key      string
+	validity time.Duration // 0 when the backend does not expire locks
+}
+
+func (l *locker) prepare(key string, opts []Option) (request, error) {
+	r := request{settings: defaultSettings(), key: key}
+	for _, o := range l.defaults {
+		o(&r.settings)
+	}
+	for _, o := range opts {
+		o(&r.settings)
+	}
+	if r.settings.err != nil {
+		return r, r.settings.err
+	}
+	if err := ValidateKey(key); err != nil {
+		return r, err
+	}
+	var err error
+	if r.validity, err = l.validityFor(r.ttl); err != nil {
+		return r, err
+	}
+	if r.validity == 0 {
+		r.autoRefresh = false // nothing to refresh: the session keeps the lock
+	}
+	if r.owner == "" {
+		r.owner = newOwnerID()
+	}
+	return r, nil
+}
+
+// validityFor returns how long a lock granted with ttl is certainly held
+// after its request was sent, 0 for backends whose locks do not expire, or
+// an error wrapping ErrInvalidTTL.
+func (l *locker) validityFor(ttl time.Duration) (time.Duration, error) {
+	if ttl <= 0 {
+		return 0, fmt.Errorf("%w: %v is not positive", ErrInvalidTTL, ttl)
+	}
+	if !l.caps.Expiring {
+		return 0, nil
+	}
+	var (
+		v   time.Duration
+		err error
+	)
+	if l.ttlPolicy != nil {
+		v, err = l.ttlPolicy.Validity(ttl)
+	} else {
+		v, err = backend.DefaultValidity(ttl)
+	}
+	if err != nil {
+		return 0, err
+	}
+	if v <= 0 || v > ttl {
+		return 0, fmt.Errorf("%w: backend reports validity %v for ttl %v", ErrInvalidTTL, v, ttl)
+	}
+	return v, nil
+}
+
+// ValidateKey returns an error wrapping ErrInvalidKey unless key is valid
+// UTF-8 of 1 to 1024 bytes. Every backend accepts every valid key, whatever
+// its content; backends escape or hash keys internally.
+func ValidateKey(key string) error {
+	switch {
+	case key == "":
+		return fmt.Errorf("%w: empty", ErrInvalidKey)
+	case len(key) > backend.MaxKeyLen:
+		return fmt.Errorf("%w: %d bytes, the limit is %d", ErrInvalidKey, len(key), backend.MaxKeyLen)
+	case !utf8.ValidString(key):
+		return fmt.Errorf("%w: not valid UTF-8", ErrInvalidKey)
+	}
+	return nil
+}
+
+// newOwnerID returns 128 random bits, unguessable, base64url-encoded.
+func newOwnerID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand panics rather than return an error)
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// begin registers an in-flight call; Close waits for every one of them.
+func (l *locker) begin() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return ErrClosed
+	}
+	l.inflight.Add(1)
+	return nil
+}
+
+// closeAware returns ctx cancelled also when the Locker closes, for calls
+// that wait. stop must be called when the wait is over.
+func (l *locker) closeAware(ctx context.Context) (context.Context, func()) {
+	cctx, cancel := context.WithCancelCause(ctx)
+	stopAfter := context.AfterFunc(l.closeCtx, func() { cancel(ErrClosed) })
+	return cctx, func() {
+		stopAfter()
+		cancel(nil)
+	}
+}
+
+func (l *locker) isClosed() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.closed
+}
+
+func (l *locker) TryAcquire(ctx context.Context, key string, opts ...Option) (*Lease, error) {
+	return l.acquire(ctx, "try-acquire", key, opts, false)
+}
+
+func (l *locker) Acquire(ctx context.Context, key string, opts ...Option) (*Lease, error) {
+	return l.acquire(ctx, "acquire", key, opts, true)
+}
+
+func (l *locker) acquire(ctx context.Context, op, key string, opts []Option, wait bool) (*Lease, error) {
+	r, err := l.prepare(key, opts)
+	if err != nil {
+		return nil, l.err(op, key, err)
+	}
+	if err := l.begin(); err != nil {
+		return nil, l.err(op, key, err)
+	}
+	defer l.inflight.Done()
+	lease := newLease(l, r)
+	req := backend.Request{Key: key, Owner: r.owner, TTL: r.ttl, Lost: lease.backendLost}
+	var (
+		lock backend.Lock
+		sent time.Time
+	)
+	if wait && l.blocker != nil {
+		cctx, stop := l.closeAware(ctx)
+		sent = time.Now()
+		lock, err = l.blocker.Acquire(cctx, req)
+		stop()
+	} else if wait {
+		lock, sent, err = l.waitLoop(ctx, req, r.retry)
+	} else {
+		sent = time.Now()
+		lock, err = l.drv.TryAcquire(ctx, req)
+	}
+	if err != nil {
+		return nil, l.err(op, key, l.ctxError(ctx, err))
+	}
+	if is, ok := lock.(backend.Issued); ok {
+		sent = is.IssuedAt()
+	}
+	if !lease.start(lock, sent) {
+		// Lost, or Close ran, between the grant and now: give the lock back.
+		l.releaseQuietly(lock)
+		return nil, l.err(op, key, lease.Err())
+	}
+	return lease, nil
+}
+
+// ctxError puts an error caused by the end of the caller's context, or by
+// Close, into the documented form.
+func (l *locker) ctxError(ctx context.Context, err error) error {
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		if !errors.Is(err, ctxErr) {
+			err = fmt.Errorf("%w: %w", err, ctxErr)
+		}
+		if !errors.Is(err, ErrNotAcquired) {
+			err = fmt.Errorf("%w: %w", ErrNotAcquired, err)
+		}
+		return err
+	}
+	if (errors.Is(err, context.Canceled) || errors.Is(err, ErrClosed)) && l.isClosed() {
+		return ErrClosed
+	}
+	return err
+}
+
+// waitLoop retries TryAcquire until it succeeds, fails for another reason
+// than a busy lock, or ctx ends. With a Notifier it subscribes after the
+// first failed attempt and before the next, so no release is missed, and
+// waits for the notification, for the holder's remaining time, or for the
+// retry policy's delay as a fallback, whichever comes first.
+func (l *locker) waitLoop(ctx context.Context, req backend.Request, policy RetryPolicy) (backend.Lock, time.Time, error) {
+	var (
+		wake  <-chan struct{}
+		timer *time.Timer
+	)
+	first := true
+	for attempt := 0; ; attempt++ {
+		sent := time.Now()
+		lock, err := l.drv.TryAcquire(ctx, req)
+		if err == nil {
+			if timer != nil {
+				timer.Stop()
+			}
+			return lock, sent, nil
+		}
+		if !errors.Is(err, ErrNotAcquired) || ctx.Err() != nil {
+			return nil, sent, err
+		}
+		if first {
+			// About to wait: let Close interrupt the wait. (Not before:
+			// the uncontended path stays free of this cost.)
+			first = false
+			var stop func()
+			ctx, stop = l.closeAware(ctx)
+			defer stop()
+		}
+		if l.notifier != nil && wake == nil {
+			ch, cancel := l.notifier.Watch(req.Key)
+			defer cancel()
+			wake = ch
+			continue // subscribed: try once more so a release in between is not missed
+		}
+		pause := policy.Delay(attempt + 1)
+		var busy *backend.BusyError
+		if errors.As(err, &busy) && busy.RetryAfter > 0 {
+			if wake != nil {
+				// With notifications the policy is only the fallback: the
+				// holder's expiry is the longest we need to wait.
+				pause = min(busy.RetryAfter+time.Millisecond, max(pause, notifyFallback))
+			} else {
+				pause = min(pause, busy.RetryAfter+time.Millisecond)
+			}
+		} else if wake != nil {
+			pause = max(pause, notifyFallback)
+		}
+		if timer == nil {
+			timer = time.NewTimer(pause)
+		} else {
+			timer.Reset(pause)
+		}
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return nil, sent, fmt.Errorf("%w: %w", err, context.Cause(ctx))
+		case <-timer.C:
+		case <-wake:
+			timer.Stop()
+		}
+	}
+}
+
+// notifyFallback is the longest a notified waiter sleeps without a message
+// when the holder's remaining time is unknown.
+const notifyFallback = time.Second
+
+// releaseQuietly gives back a lock that will not become a Lease.
+func (l *locker) releaseQuietly(lock backend.Lock) {
+	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+	defer cancel()
+	_ = lock.Release(ctx)
+}
+
+func (l *locker) Close() error {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return nil
+	}
+	l.closed = true
+	l.mu.Unlock()
+	l.closeFn(ErrClosed)
+	l.inflight.Wait() // no new lease can appear after this
+
+	l.mu.Lock()
+	held := make([]*Lease, 0, len(l.leases))
+	for ls := range l.leases {
+		held = append(held, ls)
+	}
+	l.mu.Unlock()
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 16)
+	for _, ls := range held {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			ls.closeByLocker()
+		}()
+	}
+	wg.Wait()
+	l.sched.wait()
+	if err := l.drv.Close(); err != nil {
+		return l.err("close", "", err)
+	}
+	return nil
+}
+
+func (l *locker) track(ls *Lease) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return false
+	}
+	l.leases[ls] = struct{}{}
+	return true
+}
+
+func (l *locker) untrack(ls *Lease) {
+	l.mu.Lock()
+	delete(l.leases, ls)
+	l.mu.Unlock()
+}

@@ -1,0 +1,246 @@
+package distlock_test
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/memory"
+)
+
+func TestOpenErrors(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct{ url, want string }{
+		{"nosuch://x", `unknown backend scheme "nosuch" (registered: mem`},
+		{"redis://127.0.0.1:6379", `forgotten import _ "github.com/distlock/distlock/redis"`},
+		{"://bad", "missing protocol scheme"},
+		{"127.0.0.1:6379", "first path segment in URL cannot contain colon"},
+		{"localhost", "has no scheme"},
+		{"mem://?ttl=5s", "unknown parameter(s) ttl"},
+		{"mem://x/some/path", "mem URL must be"},
+	} {
+		_, err := distlock.Open(ctx, tc.url)
+		if err == nil {
+			t.Errorf("Open(%q) succeeded", tc.url)
+			continue
+		}
+		if !errors.Is(err, distlock.ErrInvalidOption) {
+			t.Errorf("Open(%q) = %v, want ErrInvalidOption", tc.url, err)
+		}
+		if !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Open(%q) = %q, want it to contain %q", tc.url, err, tc.want)
+		}
+		var de *distlock.Error
+		if !errors.As(err, &de) || de.Op != "open" {
+			t.Errorf("Open(%q) error %T is not a *distlock.Error with Op open", tc.url, err)
+		}
+	}
+}
+
+func TestRegisterPanics(t *testing.T) {
+	for name, f := range map[string]func(){
+		"duplicate": func() {
+			backend.Register("mem", func(context.Context, *urlURL) (backend.Driver, error) { return nil, nil })
+		},
+		"nil": func() { backend.Register("nilscheme", nil) },
+		"upper": func() {
+			backend.Register("UPPER", func(context.Context, *urlURL) (backend.Driver, error) { return nil, nil })
+		},
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("%s registration did not panic", name)
+				}
+			}()
+			f()
+		}()
+	}
+}
+
+func TestHosts(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want string
+		bad  bool
+	}{
+		{"redlock://h1:1,h2,h3:3", "h1:1 h2:6379 h3:3", false},
+		{"redlock://u:p@h1:6379,h2/0?x=1", "h1:6379 h2:6379", false},
+		{"redis://[::1]:3", "[::1]:3", false},
+		{"redis://[::1]", "[::1]:6379", false},
+		{"redlock://h1:1,,h2", "", true},
+		{"redlock://:1", "", true},
+		{"redlock://h1:x1", "", true},
+		{"redlock://h1:1,h2:x", "", true},
+	} {
+		u, err := parseURL(tc.in)
+		if err != nil {
+			if !tc.bad {
+				t.Errorf("parse %q: %v", tc.in, err)
+			}
+			continue
+		}
+		hosts, err := backend.Hosts(u, "6379")
+		if tc.bad {
+			if !errors.Is(err, backend.ErrInvalidOption) {
+				t.Errorf("Hosts(%q) = %v, %v; want ErrInvalidOption", tc.in, hosts, err)
+			}
+			continue
+		}
+		if err != nil || strings.Join(hosts, " ") != tc.want {
+			t.Errorf("Hosts(%q) = %v, %v; want %s", tc.in, hosts, err, tc.want)
+		}
+	}
+}
+
+func TestParams(t *testing.T) {
+	u, _ := parseURL("x://h/?a=1&b=2s&b=3s&c=zz&d=1")
+	p := backend.NewParams(u)
+	if v := backend.Parse(p, "a", 0, atoi); v != 1 {
+		t.Errorf("a = %d", v)
+	}
+	_ = backend.Parse(p, "b", time.Duration(0), time.ParseDuration)
+	_ = backend.Parse(p, "c", 0, atoi)
+	err := p.Done()
+	for _, want := range []string{`"b" given 2 times`, `c="zz"`, "unknown parameter(s) d (known: a, b, c)"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Done() = %v, want it to mention %s", err, want)
+		}
+	}
+}
+
+func TestBackoffStateless(t *testing.T) {
+	b := distlock.Backoff{Min: 10 * time.Millisecond, Max: 80 * time.Millisecond}
+	var wg sync.WaitGroup
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 1000; i++ {
+				for attempt, hi := range []time.Duration{10, 20, 40, 80, 80, 80} {
+					d := b.Delay(attempt + 1)
+					hi *= time.Millisecond
+					if d < hi/2 || d > hi {
+						t.Errorf("Delay(%d) = %v, want in [%v, %v]", attempt+1, d, hi/2, hi)
+						return
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	// The same value gives the same range again: nothing counted down.
+	if d := b.Delay(1); d > 10*time.Millisecond {
+		t.Errorf("Delay(1) after use = %v", d)
+	}
+}
+
+func TestInvalidOptions(t *testing.T) {
+	l := memory.New(memory.NewNamespace())
+	defer l.Close()
+	ctx := context.Background()
+	for name, opt := range map[string]distlock.Option{
+		"empty owner":   distlock.WithOwner(""),
+		"invalid owner": distlock.WithOwner("\xff"),
+		"long owner":    distlock.WithOwner(strings.Repeat("o", 257)),
+		"nil retry":     distlock.WithRetry(nil),
+	} {
+		if _, err := l.Acquire(ctx, "k", opt); !errors.Is(err, distlock.ErrInvalidOption) {
+			t.Errorf("%s: %v, want ErrInvalidOption", name, err)
+		}
+	}
+	if _, err := l.TryAcquire(ctx, "k", distlock.WithTTL(2*time.Millisecond)); !errors.Is(err, distlock.ErrInvalidTTL) {
+		t.Errorf("2ms TTL: %v, want ErrInvalidTTL (no validity left after drift)", err)
+	}
+}
+
+func TestErrorFormat(t *testing.T) {
+	l := memory.New(memory.NewNamespace())
+	defer l.Close()
+	lease, err := l.TryAcquire(context.Background(), strings.Repeat("ж", 100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = l.TryAcquire(context.Background(), lease.Key())
+	var de *distlock.Error
+	if !errors.As(err, &de) || de.Backend != "mem" || de.Op != "try-acquire" || de.Key != lease.Key() {
+		t.Fatalf("error %#v", err)
+	}
+	msg := err.Error()
+	if !strings.HasPrefix(msg, `mem: try-acquire "жжж`) || !strings.Contains(msg, "(200 bytes)") || !strings.Contains(msg, "lock not acquired") {
+		t.Errorf("message %q", msg)
+	}
+	var busy *backend.BusyError
+	if !errors.As(err, &busy) || busy.RetryAfter <= 0 {
+		t.Errorf("BusyError not reachable with RetryAfter: %v", err)
+	}
+}
+
+// TestNoLeaks: after Release and Close, no goroutine or timer of distlock
+// remains, however many leases were held with auto-refresh.
+func TestNoLeaks(t *testing.T) {
+	before := runtime.NumGoroutine()
+	l := memory.New(memory.NewNamespace())
+	ctx := context.Background()
+	var leases []*distlock.Lease
+	for i := 0; i < 2000; i++ {
+		lease, err := l.TryAcquire(ctx, "leak/"+itoa(i), distlock.WithTTL(300*time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = lease.Context() // materialise the context
+		leases = append(leases, lease)
+	}
+	time.Sleep(400 * time.Millisecond) // a few refresh rounds
+	if n := runtime.NumGoroutine() - before; n > 1+8 {
+		t.Errorf("%d goroutines for 2000 leases, want at most 9 (scheduler + workers)", n)
+	}
+	for _, lease := range leases[:1000] {
+		if err := lease.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The rest are released by Close.
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, lease := range leases {
+		if lease.Err() == nil || lease.Context().Err() == nil {
+			t.Fatalf("lease %s still held after Close", lease.Key())
+		}
+	}
+	waitGoroutines(t, before)
+}
+
+func waitGoroutines(t *testing.T, want int) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Second)
+	for runtime.NumGoroutine() > want {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<16)
+			t.Fatalf("%d goroutines, want %d:\n%s", runtime.NumGoroutine(), want, buf[:runtime.Stack(buf, true)])
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestLeakAfterReleaseWithoutClose(t *testing.T) {
+	before := runtime.NumGoroutine()
+	l := memory.New(memory.NewNamespace())
+	defer l.Close()
+	lease, err := l.Acquire(context.Background(), "k", distlock.WithTTL(20*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(30 * time.Millisecond)
+	if err := lease.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	waitGoroutines(t, before)
+}

@@ -1,0 +1,369 @@
+// Package memory is distlock's in-process backend, registered as "mem://".
+//
+// It is the reference the conformance suite is validated against and the
+// embedded default for examples, the CLI demo and users' own unit tests.
+// Lockers opened with the same URL in one process share one lock namespace
+// ("mem://" the default one, "mem://name" another), so they contend as
+// clients of one server would. Each Locker is one client session.
+//
+// Capabilities: Fencing (a per-key counter that outlives the lock),
+// Reentrant, Notify and Fair (waiters queue in arrival order and the lock is
+// handed to the first of them on release or expiry), SessionBound (closing a
+// Locker, or Crash, frees its locks at once) and Expiring (TTL on Go's
+// monotonic clock). Not Durable: the lock table lives and dies with the
+// process, so there is no server restart for a lock to survive.
+package memory
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/backend"
+)
+
+func init() { backend.Register("mem", open) }
+
+// Namespace is one table of locks, the in-process stand-in for a server.
+// Its zero value is not usable: call NewNamespace or Shared.
+type Namespace struct {
+	mu     sync.Mutex
+	locks  map[string]*entry
+	fences map[string]uint64 // last token per key; outlives the lock
+}
+
+type entry struct {
+	owner   string
+	holds   int
+	token   uint64
+	expires time.Time
+	sess    *driver
+	lost    map[*lock]func(error) // Request.Lost of the holder's live holds
+	waiters []*waiter             // FIFO
+}
+
+type waiter struct {
+	req     backend.Request
+	sess    *driver
+	ch      chan *lock // receives the grant; capacity 1
+	granted *lock
+}
+
+// NewNamespace returns a private, empty namespace.
+func NewNamespace() *Namespace {
+	return &Namespace{locks: map[string]*entry{}, fences: map[string]uint64{}}
+}
+
+var (
+	sharedMu sync.Mutex
+	shared   = map[string]*Namespace{}
+)
+
+// Shared returns the process-wide namespace called name, which "mem://name"
+// opens ("" for "mem://").
+func Shared(name string) *Namespace {
+	sharedMu.Lock()
+	defer sharedMu.Unlock()
+	ns, ok := shared[name]
+	if !ok {
+		ns = NewNamespace()
+		shared[name] = ns
+	}
+	return ns
+}
+
+// Locker is a distlock.Locker on a Namespace: one client session.
+type Locker struct {
+	distlock.Locker
+	d *driver
+}
+
+// New returns a Locker, one new session, on ns. opts become the defaults of
+// every acquisition.
+func New(ns *Namespace, opts ...distlock.Option) *Locker {
+	d := &driver{ns: ns}
+	return &Locker{Locker: distlock.New(d, "mem", opts...), d: d}
+}
+
+// Crash ends the session as a client crash would: every lock it holds is
+// freed for other owners at once, without Release, and its leases are told
+// they were lost. Waiting acquisitions fail. The Locker is unusable after.
+func (l *Locker) Crash() {
+	l.d.endSession(true)
+	_ = l.Locker.Close()
+}
+
+// Expire drops the lock named key at once, as if its TTL had run out, and
+// reports whether it was held. The holder is not told: its lease still looks
+// valid until its next refresh, as when a paused process or a clock jump
+// makes a real server expire a lock early. For tests of code that must
+// survive that.
+func (ns *Namespace) Expire(key string) bool {
+	ns.mu.Lock()
+	defer ns.mu.Unlock()
+	e := ns.locks[key]
+	if e == nil || e.holds == 0 {
+		return false
+	}
+	e.holds = 0
+	ns.settle(key, e, time.Now())
+	return true
+}
+
+func open(_ context.Context, u *url.URL) (backend.Driver, error) {
+	if u.Opaque != "" || (u.Path != "" && u.Path != "/") || u.User != nil {
+		return nil, fmt.Errorf("%w: mem URL must be mem:// or mem://name, got %q", backend.ErrInvalidOption, u.Redacted())
+	}
+	if err := backend.NewParams(u).Done(); err != nil {
+		return nil, err
+	}
+	return &driver{ns: Shared(u.Host)}, nil
+}
+
+// driver is one session on a namespace.
+type driver struct {
+	ns     *Namespace
+	closed bool // guarded by ns.mu
+}
+
+func (d *driver) Capabilities() backend.Capabilities {
+	return backend.Capabilities{Fencing: true, Reentrant: true, Notify: true, Fair: true, SessionBound: true, Expiring: true}
+}
+
+// Close ends the session; locks still held are freed.
+func (d *driver) Close() error {
+	d.endSession(false)
+	return nil
+}
+
+func (d *driver) endSession(crash bool) {
+	ns := d.ns
+	ns.mu.Lock()
+	d.closed = true
+	var lost []func(error)
+	now := time.Now()
+	for key, e := range ns.locks {
+		if e.sess == d && e.holds > 0 {
+			if crash {
+				for _, f := range e.lost {
+					lost = append(lost, f)
+				}
+			}
+			e.holds = 0
+			ns.settle(key, e, now)
+		}
+		// Waiters of this session are woken by their own context
+		// (Locker.Close cancels them) or, after Crash, fail at their
+		// next expiry check.
+	}
+	ns.mu.Unlock()
+	for _, f := range lost {
+		f(fmt.Errorf("%w: session ended", backend.ErrLockLost))
+	}
+}
+
+// settle expires e if its time is up and, when it is free, hands it to the
+// first waiter or deletes it. Callers hold ns.mu.
+func (ns *Namespace) settle(key string, e *entry, now time.Time) {
+	if e.holds > 0 && !now.Before(e.expires) {
+		e.holds = 0
+	}
+	if e.holds > 0 {
+		return
+	}
+	clear(e.lost)
+	for len(e.waiters) > 0 {
+		w := e.waiters[0]
+		e.waiters = e.waiters[1:]
+		if w.sess.closed {
+			continue
+		}
+		w.granted = ns.grant(key, e, w.req, w.sess, now)
+		w.ch <- w.granted
+		return
+	}
+	delete(ns.locks, key)
+}
+
+// grant makes req's owner the holder of the free entry e. Callers hold ns.mu.
+func (ns *Namespace) grant(key string, e *entry, req backend.Request, sess *driver, now time.Time) *lock {
+	token := ns.fences[key] + 1
+	ns.fences[key] = token
+	e.owner, e.holds, e.token, e.sess = req.Owner, 1, token, sess
+	e.expires = now.Add(req.TTL)
+	l := &lock{d: sess, key: key, owner: req.Owner, token: token, issued: now}
+	if e.lost == nil {
+		e.lost = map[*lock]func(error){}
+	}
+	e.lost[l] = req.Lost
+	return l
+}
+
+// attempt tries to take key for req. It returns the lock, or the entry that
+// blocks it. Callers hold ns.mu.
+func (d *driver) attempt(req backend.Request, now time.Time) (*lock, *entry) {
+	ns := d.ns
+	e := ns.locks[req.Key]
+	if e == nil {
+		e = &entry{}
+		ns.locks[req.Key] = e
+		return ns.grant(req.Key, e, req, d, now), nil
+	}
+	ns.settle(req.Key, e, now)
+	if ns.locks[req.Key] != e { // settle deleted the free entry
+		e = &entry{}
+		ns.locks[req.Key] = e
+		return ns.grant(req.Key, e, req, d, now), nil
+	}
+	if e.holds > 0 && e.owner == req.Owner {
+		e.holds++
+		if exp := now.Add(req.TTL); exp.After(e.expires) {
+			e.expires = exp
+		}
+		l := &lock{d: d, key: req.Key, owner: req.Owner, token: e.token, issued: now}
+		e.lost[l] = req.Lost
+		return l, nil
+	}
+	return nil, e
+}
+
+func (d *driver) TryAcquire(ctx context.Context, req backend.Request) (backend.Lock, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	ns := d.ns
+	ns.mu.Lock()
+	defer ns.mu.Unlock()
+	if d.closed {
+		return nil, backend.ErrClosed
+	}
+	now := time.Now()
+	l, e := d.attempt(req, now)
+	if l != nil {
+		return l, nil
+	}
+	return nil, backend.Busy(e.expires.Sub(now))
+}
+
+// Acquire waits in arrival order: the lock is handed to the first waiter
+// when its holder releases it or expires.
+func (d *driver) Acquire(ctx context.Context, req backend.Request) (backend.Lock, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("%w: %w", backend.ErrNotAcquired, err)
+	}
+	ns := d.ns
+	ns.mu.Lock()
+	if d.closed {
+		ns.mu.Unlock()
+		return nil, backend.ErrClosed
+	}
+	now := time.Now()
+	l, e := d.attempt(req, now)
+	if l != nil {
+		ns.mu.Unlock()
+		return l, nil
+	}
+	w := &waiter{req: req, sess: d, ch: make(chan *lock, 1)}
+	e.waiters = append(e.waiters, w)
+	expires := e.expires
+	ns.mu.Unlock()
+
+	timer := time.NewTimer(time.Until(expires))
+	defer timer.Stop()
+	for {
+		select {
+		case l := <-w.ch:
+			return l, nil
+		case <-ctx.Done():
+			ns.mu.Lock()
+			if w.granted != nil {
+				// Granted as we gave up: pass the lock on.
+				ns.mu.Unlock()
+				_ = w.granted.Release(context.Background())
+			} else {
+				e.waiters = slices.DeleteFunc(e.waiters, func(x *waiter) bool { return x == w })
+				ns.mu.Unlock()
+			}
+			return nil, fmt.Errorf("%w: %w", backend.ErrNotAcquired, ctx.Err())
+		case <-timer.C:
+			// The holder's time is up unless it refreshed: settle hands
+			// the lock to the first waiter.
+			ns.mu.Lock()
+			now := time.Now()
+			if ns.locks[req.Key] == e {
+				ns.settle(req.Key, e, now)
+			}
+			if w.granted == nil && d.closed {
+				e.waiters = slices.DeleteFunc(e.waiters, func(x *waiter) bool { return x == w })
+				ns.mu.Unlock()
+				return nil, backend.ErrClosed
+			}
+			next := e.expires
+			ns.mu.Unlock()
+			timer.Reset(max(time.Until(next), time.Millisecond))
+		}
+	}
+}
+
+// lock is a held lock: one hold of owner on key with token.
+type lock struct {
+	d      *driver
+	key    string
+	owner  string
+	token  uint64
+	issued time.Time
+}
+
+func (l *lock) Token() uint64       { return l.token }
+func (l *lock) IssuedAt() time.Time { return l.issued }
+
+// current returns the entry if l's owner still holds it with l's token.
+// Callers hold ns.mu.
+func (l *lock) current(now time.Time) *entry {
+	ns := l.d.ns
+	e := ns.locks[l.key]
+	if e == nil {
+		return nil
+	}
+	ns.settle(l.key, e, now)
+	if ns.locks[l.key] != e || e.holds == 0 || e.owner != l.owner || e.token != l.token {
+		return nil
+	}
+	return e
+}
+
+func (l *lock) Release(context.Context) error {
+	ns := l.d.ns
+	ns.mu.Lock()
+	defer ns.mu.Unlock()
+	now := time.Now()
+	e := l.current(now)
+	if e == nil {
+		return fmt.Errorf("%w: expired or held by another owner", backend.ErrNotHeld)
+	}
+	e.holds--
+	delete(e.lost, l)
+	if e.holds == 0 {
+		ns.settle(l.key, e, now)
+	}
+	return nil
+}
+
+func (l *lock) Refresh(_ context.Context, ttl time.Duration) error {
+	ns := l.d.ns
+	ns.mu.Lock()
+	defer ns.mu.Unlock()
+	now := time.Now()
+	e := l.current(now)
+	if e == nil {
+		return fmt.Errorf("%w: expired or held by another owner", backend.ErrNotHeld)
+	}
+	if exp := now.Add(ttl); exp.After(e.expires) {
+		e.expires = exp
+	}
+	return nil
+}

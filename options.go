@@ -1,0 +1,112 @@
+package distlock
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"time"
+	"unicode/utf8"
+)
+
+// DefaultTTL is the lease duration when WithTTL is not given.
+const DefaultTTL = 15 * time.Second
+
+// Option configures one acquisition; options given to New or Open become
+// defaults for every acquisition of that Locker. Options hold no state
+// between calls, so one Option value can be shared by many goroutines.
+type Option func(*settings)
+
+type settings struct {
+	ttl         time.Duration
+	owner       string
+	autoRefresh bool
+	retry       RetryPolicy
+	err         error
+}
+
+func defaultSettings() settings {
+	return settings{ttl: DefaultTTL, autoRefresh: true, retry: DefaultRetry}
+}
+
+// WithTTL sets the lease duration: on an Expiring backend the server frees
+// the lock ttl after the last successful acquire or refresh. It must be
+// positive and at least the backend's minimum, or the acquisition fails with
+// ErrInvalidTTL; it is never rounded. Session-bound backends without expiry
+// ignore it once validated (their session timeout plays its role).
+func WithTTL(ttl time.Duration) Option {
+	return func(s *settings) { s.ttl = ttl }
+}
+
+// WithOwner sets the holder's identity for reentrancy: acquisitions of one
+// key with the same owner id nest, each succeeds at once while the owner
+// holds the lock, and the lock is free only when every one of them has been
+// released. Without WithOwner each acquisition gets a fresh random owner id,
+// so two goroutines never share a lock by accident. The id must be valid
+// UTF-8 of 1 to 256 bytes.
+func WithOwner(id string) Option {
+	return func(s *settings) {
+		if id == "" || len(id) > 256 || !utf8.ValidString(id) {
+			s.err = fmt.Errorf("%w: owner id must be valid UTF-8 of 1 to 256 bytes", ErrInvalidOption)
+			return
+		}
+		s.owner = id
+	}
+}
+
+// WithAutoRefresh turns automatic refresh on (the default) or off. When on,
+// distlock refreshes the lease about every ttl/3 until Release; a refresh
+// that fails, or cannot reach the backend before the lease's local validity
+// deadline, ends the lease with ErrLockLost. Refreshes of all leases of a
+// Locker share one scheduler goroutine and a small bounded worker pool.
+func WithAutoRefresh(on bool) Option {
+	return func(s *settings) { s.autoRefresh = on }
+}
+
+// WithRetry sets how Acquire waits between attempts on backends that cannot
+// wait natively. With Notify the policy's delay is only the fallback for a
+// lost notification.
+func WithRetry(p RetryPolicy) Option {
+	return func(s *settings) {
+		if p == nil {
+			s.err = fmt.Errorf("%w: nil RetryPolicy", ErrInvalidOption)
+			return
+		}
+		s.retry = p
+	}
+}
+
+// RetryPolicy chooses the pause before retry number attempt (1 for the first
+// retry). It is called concurrently and must hold no state between calls.
+// There is no attempt limit: Acquire waits until its context ends, so a
+// waiter never gives up before a crashed holder's lock expires.
+type RetryPolicy interface {
+	Delay(attempt int) time.Duration
+}
+
+// Backoff is a jittered, capped exponential backoff: the pause before retry
+// n is uniformly random in [d/2, d] with d = min(Max, Min·2^(n−1)). The
+// random jitter spreads competing clients apart (the Redlock paper's
+// advice). Backoff is a value: it holds no state between calls.
+type Backoff struct {
+	Min, Max time.Duration
+}
+
+// DefaultRetry is the policy used without WithRetry: 5 ms doubling up to
+// 250 ms.
+var DefaultRetry RetryPolicy = Backoff{Min: 5 * time.Millisecond, Max: 250 * time.Millisecond}
+
+// Delay implements RetryPolicy.
+func (b Backoff) Delay(attempt int) time.Duration {
+	lo, hi := b.Min, b.Max
+	if lo <= 0 {
+		lo = time.Millisecond
+	}
+	if hi < lo {
+		hi = lo
+	}
+	d := lo
+	for i := 1; i < attempt && d < hi; i++ {
+		d *= 2
+	}
+	d = min(d, hi)
+	return d/2 + rand.N(d/2+1)
+}

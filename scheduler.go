@@ -1,0 +1,288 @@
+package distlock
+
+import (
+	"container/heap"
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/distlock/distlock/backend"
+)
+
+// The scheduler keeps every expiring lease of one Locker in a heap ordered
+// by its next event: the automatic refresh (about ttl/3 after the last
+// successful one) or the local validity deadline. One goroutine sleeps until
+// the earliest event; refreshes run on at most maxRefreshWorkers goroutines,
+// in batches where the driver can pipeline them. Goroutines do not grow with
+// the number of leases, and none is left once no lease is scheduled.
+type scheduler struct {
+	l *locker
+
+	mu      sync.Mutex
+	h       leaseHeap
+	running bool          // the loop goroutine is alive
+	wake    chan struct{} // nudges the loop when the earliest event changed
+	queue   []*Lease      // refreshes waiting for a worker
+	workers int
+	wg      sync.WaitGroup // loop and workers
+}
+
+const (
+	maxRefreshWorkers = 8
+	refreshChunk      = 128 // leases a worker takes at once (one batch)
+)
+
+// add schedules a lease just granted with its request sent at sent. It
+// reports false if the validity had already ended when the grant arrived.
+func (s *scheduler) add(ls *Lease, sent time.Time) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ls.deadline = sent.Add(ls.validity)
+	if !ls.deadline.After(time.Now()) {
+		return false
+	}
+	ls.refreshAt = refreshTime(sent, ls.ttl, ls.auto)
+	ls.setNext()
+	heap.Push(&s.h, ls)
+	s.kick()
+	return true
+}
+
+// refreshTime is when a lease refreshed (or granted) at sent refreshes next.
+func refreshTime(sent time.Time, ttl time.Duration, auto bool) time.Time {
+	if !auto {
+		return time.Time{}
+	}
+	return sent.Add(ttl / 3)
+}
+
+// setNext recomputes the heap key. Callers hold s.mu.
+func (ls *Lease) setNext() {
+	ls.next = ls.deadline
+	if !ls.inflight && !ls.refreshAt.IsZero() && ls.refreshAt.Before(ls.deadline) {
+		ls.next = ls.refreshAt
+	}
+}
+
+func (s *scheduler) remove(ls *Lease) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ls.idx >= 0 {
+		heap.Remove(&s.h, ls.idx)
+		s.kick()
+	}
+}
+
+// refreshed records a successful refresh with ttl sent at sent. validity 0
+// keeps the lease's current validity (an automatic refresh of the same ttl).
+func (s *scheduler) refreshed(ls *Lease, sent time.Time, ttl, validity time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ls.inflight = false
+	if validity > 0 {
+		ls.ttl, ls.validity = ttl, validity
+	} else {
+		validity = ls.validity
+	}
+	if d := sent.Add(validity); d.After(ls.deadline) {
+		ls.deadline = d
+	}
+	if ls.idx < 0 {
+		return // ended meanwhile
+	}
+	ls.refreshAt = refreshTime(sent, ttl, ls.auto)
+	ls.setNext()
+	heap.Fix(&s.h, ls.idx)
+	s.kick()
+}
+
+// retryLater records a failed automatic refresh that may be retried before
+// the deadline.
+func (s *scheduler) retryLater(ls *Lease) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ls.inflight = false
+	if ls.idx < 0 {
+		return
+	}
+	now := time.Now()
+	pause := max(min(ls.validity/10, ls.deadline.Sub(now)/3), 5*time.Millisecond)
+	ls.refreshAt = now.Add(pause)
+	ls.setNext()
+	heap.Fix(&s.h, ls.idx)
+	s.kick()
+}
+
+// kick starts the loop or wakes it. Callers hold s.mu.
+func (s *scheduler) kick() {
+	if !s.running {
+		if len(s.h) == 0 {
+			return
+		}
+		s.running = true
+		if s.wake == nil {
+			s.wake = make(chan struct{}, 1)
+		}
+		s.wg.Add(1)
+		go s.loop()
+		return
+	}
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (s *scheduler) loop() {
+	defer s.wg.Done()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	var expired []*Lease
+	for {
+		s.mu.Lock()
+		if len(s.h) == 0 {
+			s.running = false
+			s.mu.Unlock()
+			return
+		}
+		now := time.Now()
+		expired = expired[:0]
+		due := 0
+		for len(s.h) > 0 && !s.h[0].next.After(now) {
+			ls := s.h[0]
+			if !ls.deadline.After(now) {
+				heap.Pop(&s.h)
+				expired = append(expired, ls)
+				continue
+			}
+			ls.inflight = true
+			ls.setNext()
+			heap.Fix(&s.h, 0)
+			s.queue = append(s.queue, ls)
+			due++
+		}
+		for due > 0 && s.workers < maxRefreshWorkers && len(s.queue) > 0 {
+			s.workers++
+			s.wg.Add(1)
+			go s.worker()
+			due -= refreshChunk
+		}
+		var wait time.Duration
+		if len(s.h) > 0 {
+			wait = s.h[0].next.Sub(now)
+		}
+		s.mu.Unlock()
+
+		for _, ls := range expired {
+			ls.lose(errExpired)
+		}
+		if wait <= 0 {
+			continue
+		}
+		timer.Reset(wait)
+		select {
+		case <-timer.C:
+		case <-s.wake:
+			if !timer.Stop() {
+				select {
+				case <-timer.C:
+				default:
+				}
+			}
+		}
+	}
+}
+
+// worker drains the refresh queue in chunks and exits when it is empty.
+func (s *scheduler) worker() {
+	defer s.wg.Done()
+	for {
+		s.mu.Lock()
+		n := min(len(s.queue), refreshChunk)
+		if n == 0 {
+			s.workers--
+			s.mu.Unlock()
+			return
+		}
+		batch := make([]*Lease, n)
+		copy(batch, s.queue[:n])
+		s.queue = s.queue[n:]
+		if len(s.queue) == 0 {
+			s.queue = nil
+		}
+		s.mu.Unlock()
+		s.refresh(batch)
+	}
+}
+
+// refresh runs the automatic refresh of a batch of leases.
+func (s *scheduler) refresh(batch []*Lease) {
+	s.mu.Lock()
+	items := make([]backend.RefreshItem, len(batch))
+	earliest := batch[0].deadline
+	for i, ls := range batch {
+		items[i] = backend.RefreshItem{Lock: ls.lock, TTL: ls.ttl}
+		if ls.deadline.Before(earliest) {
+			earliest = ls.deadline
+		}
+	}
+	s.mu.Unlock()
+	// A refresh that cannot finish before the deadline is useless: bound it.
+	ctx, cancel := context.WithDeadline(context.Background(), earliest)
+	defer cancel()
+	sent := time.Now()
+	var errs []error
+	if s.l.batcher != nil && len(items) > 1 {
+		errs = s.l.batcher.RefreshBatch(ctx, items)
+	} else {
+		errs = make([]error, len(items))
+		for i, it := range items {
+			errs[i] = it.Lock.Refresh(ctx, it.TTL)
+		}
+	}
+	for i, ls := range batch {
+		var err error
+		if i < len(errs) {
+			err = errs[i]
+		} else {
+			err = fmt.Errorf("%w: driver returned %d results for %d refreshes", ErrUnavailable, len(errs), len(items))
+		}
+		switch {
+		case err == nil:
+			s.refreshed(ls, sent, items[i].TTL, 0)
+		case errors.Is(err, ErrNotHeld):
+			ls.lose(fmt.Errorf("%w: refresh refused: %w", ErrLockLost, err))
+		default:
+			s.retryLater(ls)
+		}
+	}
+}
+
+// wait blocks until the loop and every worker have exited. It is called by
+// Close after every lease has ended.
+func (s *scheduler) wait() { s.wg.Wait() }
+
+// leaseHeap orders leases by their next event.
+type leaseHeap []*Lease
+
+func (h leaseHeap) Len() int           { return len(h) }
+func (h leaseHeap) Less(i, j int) bool { return h[i].next.Before(h[j].next) }
+func (h leaseHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].idx, h[j].idx = i, j
+}
+func (h *leaseHeap) Push(x any) {
+	ls := x.(*Lease)
+	ls.idx = len(*h)
+	*h = append(*h, ls)
+}
+func (h *leaseHeap) Pop() any {
+	old := *h
+	ls := old[len(old)-1]
+	old[len(old)-1] = nil
+	ls.idx = -1
+	*h = old[:len(old)-1]
+	return ls
+}
