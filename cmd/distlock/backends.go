@@ -1,0 +1,6 @@
+package main
+
+// The backends built into the command.
+import (
+	_ "github.com/distlock/distlock/memory"
+)

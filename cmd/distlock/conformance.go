@@ -1,0 +1,155 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"regexp"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/conformance"
+)
+
+func cmdConformance(args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("conformance", "conformance [--backend URL] [--run REGEXP] [--destructive] [--ttl D] [--json]", stderr)
+	backendURL := fs.String("backend", defaultBackend(), "lock backend URL (default $DISTLOCK_BACKEND, then mem://)")
+	run := fs.String("run", "", "run only the checks whose name matches this regular expression")
+	destructive := fs.Bool("destructive", false, "also run checks that disturb other users of the backend (restarts)")
+	ttl := fs.Duration("ttl", 0, "short TTL for the expiry checks (default 300ms for mem://, else 2s)")
+	sessionTimeout := fs.Duration("session-timeout", 30*time.Second, "longest time a session-bound backend may take to free a dead client's lock")
+	timeout := fs.Duration("timeout", 20*time.Minute, "give up on the whole run after this long")
+	asJSON := fs.Bool("json", false, "print the results as JSON instead of a table")
+	if st := parseFlags(fs, args, stderr); st >= 0 {
+		return st
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "distlock conformance: unexpected argument %q\n", fs.Arg(0))
+		return ExitUsage
+	}
+	var match *regexp.Regexp
+	if *run != "" {
+		var err error
+		if match, err = compileRun(*run); err != nil {
+			fmt.Fprintf(stderr, "distlock conformance: --run: %v\n", err)
+			return ExitUsage
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt)
+	defer stop()
+
+	h, err := cliHarness(ctx, *backendURL, *ttl, *sessionTimeout)
+	if err != nil {
+		fmt.Fprintf(stderr, "distlock conformance: %v\n", err)
+		return exitFor(err)
+	}
+	progress := func(r conformance.Result) {
+		if *asJSON {
+			return
+		}
+		if r.Status == "" {
+			fmt.Fprintf(stdout, "=== %s\n", r.Name)
+			return
+		}
+		fmt.Fprintf(stdout, "--- %s %s (%v)\n", strings.ToUpper(string(r.Status)), r.Name, r.Duration.Round(time.Millisecond))
+	}
+	results := conformance.RunChecks(ctx, h, conformance.Options{Match: match, Destructive: *destructive, Progress: progress})
+	if *asJSON {
+		writeJSON(stdout, struct {
+			Backend string               `json:"backend"`
+			Results []conformance.Result `json:"results"`
+		}{redactURL(*backendURL), results})
+	} else {
+		fmt.Fprintf(stdout, "\nconformance of %s\n", redactURL(*backendURL))
+		printResults(stdout, results)
+	}
+	for _, r := range results {
+		if r.Status == conformance.Fail {
+			return ExitFailed
+		}
+	}
+	if ctx.Err() != nil {
+		fmt.Fprintf(stderr, "distlock conformance: stopped: %v\n", context.Cause(ctx))
+		return ExitFailed
+	}
+	return ExitOK
+}
+
+// cliHarness checks that url opens and returns a harness whose keys live
+// under a prefix unique to this run.
+func cliHarness(ctx context.Context, url string, ttl, sessionTimeout time.Duration) (conformance.Harness, error) {
+	l, err := distlock.Open(ctx, url)
+	if err != nil {
+		return conformance.Harness{}, err
+	}
+	_ = l.Close()
+	if ttl == 0 {
+		ttl = 2 * time.Second
+		if strings.HasPrefix(url, "mem:") {
+			ttl = 300 * time.Millisecond
+		}
+	}
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return conformance.Harness{
+		Name:           redactURL(url),
+		NewLocker:      func(ctx context.Context) (distlock.Locker, error) { return distlock.Open(ctx, url) },
+		KeyPrefix:      "distlock-conformance/" + hex.EncodeToString(b[:]) + "/",
+		TTL:            ttl,
+		SessionTimeout: sessionTimeout,
+	}, nil
+}
+
+func printResults(w io.Writer, results []conformance.Result) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "CHECK\tRESULT\tDURATION\tDETAIL")
+	var pass, fail, skip int
+	for _, r := range results {
+		switch r.Status {
+		case conformance.Pass:
+			pass++
+		case conformance.Fail:
+			fail++
+		case conformance.Skip:
+			skip++
+		}
+		detail := strings.ReplaceAll(r.Message, "\n", " | ")
+		if len(detail) > 160 {
+			detail = detail[:157] + "..."
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%v\t%s\n", r.Name, r.Status, r.Duration.Round(time.Millisecond), detail)
+	}
+	_ = tw.Flush()
+	fmt.Fprintf(w, "%d passed, %d failed, %d skipped\n", pass, fail, skip)
+}
+
+func writeJSON(w io.Writer, v any) {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+// redactURL hides a password in a backend URL.
+func redactURL(raw string) string {
+	at := strings.LastIndex(raw, "@")
+	scheme := strings.Index(raw, "://")
+	if at < 0 || scheme < 0 || at < scheme {
+		return raw
+	}
+	userinfo := raw[scheme+3 : at]
+	if i := strings.Index(userinfo, ":"); i >= 0 {
+		return raw[:scheme+3] + userinfo[:i] + ":xxxxx" + raw[at:]
+	}
+	return raw
+}
+
+func compileRun(expr string) (*regexp.Regexp, error) { return regexp.Compile(expr) }

@@ -1,0 +1,35 @@
+package main
+
+import (
+	"sort"
+
+	"github.com/distlock/distlock/backend"
+)
+
+// Exit statuses. Those of run that are not the command's own follow
+// sysexits.h, so they stay clear of the statuses commands commonly use.
+const (
+	ExitOK = 0
+	// ExitFailed: conformance found a failing check.
+	ExitFailed = 1
+	// ExitUsage: bad flags or arguments (EX_USAGE).
+	ExitUsage = 64
+	// ExitUnavailable: the backend could not be reached (EX_UNAVAILABLE).
+	ExitUnavailable = 69
+	// ExitInternal: an unexpected error (EX_SOFTWARE).
+	ExitInternal = 70
+	// ExitNotAcquired: run could not take the lock in time (EX_TEMPFAIL),
+	// like flock -w.
+	ExitNotAcquired = 75
+	// ExitLost: the lock was lost while the command ran; the command was
+	// sent SIGTERM, then SIGKILL after the grace period.
+	ExitLost = 76
+	// ExitConfig: a malformed backend URL, key, TTL or option (EX_CONFIG).
+	ExitConfig = 78
+)
+
+func schemes() []string {
+	s := backend.Schemes()
+	sort.Strings(s)
+	return s
+}

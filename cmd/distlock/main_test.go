@@ -1,0 +1,206 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// bin is the distlock binary built once for the tests that run it.
+var bin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "distlock-cli")
+	if err != nil {
+		panic(err)
+	}
+	bin = filepath.Join(dir, "distlock")
+	build := exec.Command("go", "build", "-race", "-o", bin, ".")
+	build.Stderr = os.Stderr
+	if err := build.Run(); err != nil {
+		// Without cgo there is no race detector; build plainly.
+		build = exec.Command("go", "build", "-o", bin, ".")
+		build.Stderr = os.Stderr
+		if err := build.Run(); err != nil {
+			panic(err)
+		}
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+type result struct {
+	stdout, stderr string
+	status         int
+}
+
+// runBin runs the binary with args and a timeout.
+func runBin(t *testing.T, timeout time.Duration, env []string, args ...string) result {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	timer := time.AfterFunc(timeout, func() { _ = cmd.Process.Kill() })
+	defer timer.Stop()
+	err := cmd.Wait()
+	return result{out.String(), errb.String(), exitStatus(err)}
+}
+
+func TestRunStatusAndEnvironment(t *testing.T) {
+	r := runBin(t, time.Minute, nil, "run", "--key", "job/1", "--", "sh", "-c", `echo "$DISTLOCK_KEY|$DISTLOCK_TOKEN|$DISTLOCK_OWNER"; exit 7`)
+	if r.status != 7 {
+		t.Fatalf("status %d, want the command's 7; stderr: %s", r.status, r.stderr)
+	}
+	parts := strings.Split(strings.TrimSpace(r.stdout), "|")
+	if len(parts) != 3 || parts[0] != "job/1" || parts[1] != "1" || len(parts[2]) < 16 {
+		t.Errorf("environment seen by the command: %q", r.stdout)
+	}
+	r = runBin(t, time.Minute, nil, "run", "--key", "k", "--owner", "me", "--", "sh", "-c", `echo $DISTLOCK_OWNER; kill -9 $$`)
+	if r.status != 128+9 || strings.TrimSpace(r.stdout) != "me" {
+		t.Errorf("command killed by SIGKILL: status %d (want 137), stdout %q", r.status, r.stdout)
+	}
+	r = runBin(t, time.Minute, nil, "run", "--key", "k", "--", "/nonexistent/cmd")
+	if r.status != 127 {
+		t.Errorf("missing command: status %d, want 127", r.status)
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args   []string
+		status int
+		want   string
+	}{
+		{[]string{}, ExitUsage, "Usage"},
+		{[]string{"frobnicate"}, ExitUsage, `unknown command "frobnicate"`},
+		{[]string{"run", "--", "true"}, ExitUsage, "--key is required"},
+		{[]string{"run", "--key", "k"}, ExitUsage, "no command given"},
+		{[]string{"run", "--bogus", "--key", "k", "--", "true"}, ExitUsage, "flag provided but not defined: -bogus"},
+		{[]string{"run", "--key", "k", "--wait", "1s", "--no-wait", "--", "true"}, ExitUsage, "exclude each other"},
+		{[]string{"run", "--backend", "nosuch://x", "--key", "k", "--", "true"}, ExitConfig, `unknown backend scheme "nosuch"`},
+		{[]string{"run", "--backend", "mem://?x=1", "--key", "k", "--", "true"}, ExitConfig, "unknown parameter(s) x"},
+		{[]string{"run", "--key", "", "--", "true"}, ExitUsage, "--key is required"},
+		{[]string{"run", "--key", strings.Repeat("k", 1025), "--", "true"}, ExitConfig, "invalid lock key"},
+		{[]string{"run", "--key", "k", "--ttl", "-1s", "--", "true"}, ExitConfig, "invalid lock TTL"},
+		{[]string{"conformance", "--run", "("}, ExitUsage, "--run"},
+		{[]string{"bench", "--clients", "0"}, ExitUsage, "must be positive"},
+	} {
+		r := runBin(t, time.Minute, nil, tc.args...)
+		if r.status != tc.status || !strings.Contains(r.stderr, tc.want) {
+			t.Errorf("distlock %q: status %d stderr %q; want %d and %q", tc.args, r.status, r.stderr, tc.status, tc.want)
+		}
+		if strings.Contains(r.stderr, "goroutine ") || strings.Contains(r.stderr, "panic") {
+			t.Errorf("distlock %q printed a stack trace: %s", tc.args, r.stderr)
+		}
+		if tc.status != ExitUsage || len(tc.args) < 2 {
+			continue
+		}
+		if n := strings.Count(strings.TrimSpace(r.stderr), "\n"); n > 0 {
+			t.Errorf("distlock %q: %d lines of error, want one: %q", tc.args, n+1, r.stderr)
+		}
+	}
+	for _, cmd := range []string{"run", "conformance", "bench", "demo"} {
+		r := runBin(t, time.Minute, nil, cmd, "--help")
+		if r.status != 0 || !strings.Contains(r.stderr, "Usage: distlock "+cmd) {
+			t.Errorf("%s --help: status %d, stderr %q", cmd, r.status, r.stderr)
+		}
+	}
+}
+
+func TestRunForwardsSignals(t *testing.T) {
+	cmd := exec.Command(bin, "run", "--key", "sig", "--", "sh", "-c", `trap 'echo got TERM; exit 3' TERM; echo ready; while :; do sleep 0.05; done`)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	buf := make([]byte, 6)
+	if _, err := out.Read(buf); err != nil || string(buf) != "ready\n" {
+		t.Fatalf("command did not start: %q %v", buf, err)
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	rest := make([]byte, 64)
+	n, _ := out.Read(rest)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if st := exitStatus(err); st != 3 || !strings.Contains(string(rest[:n]), "got TERM") {
+			t.Errorf("after SIGTERM to distlock: status %d, output %q; want the command to get TERM and exit 3", st, rest[:n])
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("distlock did not exit after SIGTERM")
+	}
+}
+
+func TestConformanceCommandOnMemory(t *testing.T) {
+	r := runBin(t, 5*time.Minute, nil, "conformance")
+	if r.status != 0 {
+		t.Fatalf("status %d\nstdout:\n%s\nstderr:\n%s", r.status, r.stdout, r.stderr)
+	}
+	for _, want := range []string{"=== mutual-exclusion", "--- PASS mutual-exclusion", "CHECK", "RESULT", "DURATION", "destructive: run with --destructive", "0 failed"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("output lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	r = runBin(t, 5*time.Minute, []string{"DISTLOCK_BACKEND=mem://other"}, "conformance", "--json", "--run", "^(keys|ttl|fair)$")
+	var rep struct {
+		Backend string
+		Results []struct{ Name, Status string }
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Fatalf("--json output: %v\n%s", err, r.stdout)
+	}
+	if rep.Backend != "mem://other" || len(rep.Results) != 3 {
+		t.Errorf("report %+v", rep)
+	}
+	for _, res := range rep.Results {
+		if res.Status != "pass" {
+			t.Errorf("%s: %s", res.Name, res.Status)
+		}
+	}
+}
+
+func TestBenchCommand(t *testing.T) {
+	r := runBin(t, time.Minute, nil, "bench", "--duration", "300ms", "--clients", "8", "--json")
+	if r.status != 0 {
+		t.Fatalf("status %d: %s", r.status, r.stderr)
+	}
+	var rep BenchReport
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Fatalf("bench --json: %v\n%s", err, r.stdout)
+	}
+	if rep.Uncontended.Cycles == 0 || rep.Uncontended.AcquireP50us <= 0 || rep.Contended.Handoffs == 0 ||
+		rep.Contended.HandoffP99us < rep.Contended.HandoffP50us || rep.Contended.Clients != 8 || rep.Contended.Errors != 0 {
+		t.Errorf("implausible report %+v", rep)
+	}
+	r = runBin(t, time.Minute, nil, "bench", "--duration", "200ms")
+	for _, want := range []string{"uncontended cycles/s", "contended handoff p50 / p99"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("table lacks %q:\n%s", want, r.stdout)
+		}
+	}
+}
+
+func TestExitStatus(t *testing.T) {
+	if exitStatus(nil) != 0 || exitStatus(errors.New("x")) != ExitInternal {
+		t.Error("exitStatus")
+	}
+}
