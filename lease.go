@@ -90,9 +90,24 @@ func (ls *Lease) Deadline() time.Time {
 	return ls.deadline
 }
 
+// checkDeadline ends the lease at once if its validity deadline has
+// passed, so that a caller who looks right after a pause (SIGSTOP, a long GC
+// pause, a suspended VM) sees the loss even before the scheduler goroutine
+// has run.
+func (ls *Lease) checkDeadline() {
+	s := &ls.l.sched
+	s.mu.Lock()
+	expired := ls.idx >= 0 && !ls.deadline.IsZero() && !time.Now().Before(ls.deadline)
+	s.mu.Unlock()
+	if expired {
+		ls.lose(errExpired)
+	}
+}
+
 // Done returns a channel closed when the lease ends: released, expired,
 // session lost, taken over, or its Locker closed.
 func (ls *Lease) Done() <-chan struct{} {
+	ls.checkDeadline()
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	if ls.done == nil {
@@ -108,6 +123,7 @@ func (ls *Lease) Done() <-chan struct{} {
 // ErrNotHeld; it also wraps ErrLockLost if the lease ended without Release,
 // and ErrClosed if its Locker was closed.
 func (ls *Lease) Err() error {
+	ls.checkDeadline()
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	return ls.err
@@ -117,6 +133,7 @@ func (ls *Lease) Err() error {
 // cause (context.Cause), so work done under the lock can stop when the lock
 // is lost.
 func (ls *Lease) Context() context.Context {
+	ls.checkDeadline()
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	if ls.ctx == nil {

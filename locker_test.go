@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -244,3 +245,56 @@ func TestLeakAfterReleaseWithoutClose(t *testing.T) {
 	}
 	waitGoroutines(t, before)
 }
+
+// TestLossSeenAfterPause: a caller that looks at a lease after its deadline
+// (as after SIGSTOP/SIGCONT) sees the loss at once, before the scheduler
+// goroutine had a chance to run.
+func TestLossSeenAfterPause(t *testing.T) {
+	l := distlock.New(&stuckDriver{}, "stuck")
+	defer l.Close()
+	lease, err := l.TryAcquire(context.Background(), "k", distlock.WithTTL(50*time.Millisecond), distlock.WithAutoRefresh(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for time.Now().Before(lease.Deadline()) {
+		// Busy-wait on this goroutine so nothing else is needed to run.
+	}
+	if err := lease.Err(); !errors.Is(err, distlock.ErrLockLost) {
+		t.Fatalf("Err() right after the deadline = %v, want ErrLockLost", err)
+	}
+}
+
+// TestLateGrant: a grant whose reply arrives after the lease's validity has
+// ended is refused and given back.
+func TestLateGrant(t *testing.T) {
+	d := &stuckDriver{delay: 80 * time.Millisecond}
+	l := distlock.New(d, "slow")
+	defer l.Close()
+	_, err := l.TryAcquire(context.Background(), "k", distlock.WithTTL(50*time.Millisecond))
+	if !errors.Is(err, distlock.ErrUnavailable) || !strings.Contains(err.Error(), "after its validity") {
+		t.Fatalf("late grant: %v, want ErrUnavailable", err)
+	}
+	if d.released.Load() != 1 {
+		t.Errorf("late grant released %d times, want 1", d.released.Load())
+	}
+}
+
+// stuckDriver grants after delay and counts releases.
+type stuckDriver struct {
+	delay    time.Duration
+	released atomic.Int32
+}
+
+type stuckLock struct{ d *stuckDriver }
+
+func (d *stuckDriver) TryAcquire(ctx context.Context, _ backend.Request) (backend.Lock, error) {
+	time.Sleep(d.delay)
+	return stuckLock{d}, nil
+}
+func (d *stuckDriver) Capabilities() backend.Capabilities {
+	return backend.Capabilities{Expiring: true}
+}
+func (d *stuckDriver) Close() error                            { return nil }
+func (stuckLock) Token() uint64                                { return 0 }
+func (stuckLock) Refresh(context.Context, time.Duration) error { return nil }
+func (l stuckLock) Release(context.Context) error              { l.d.released.Add(1); return nil }
