@@ -1,0 +1,228 @@
+// Package netfault puts a fault-injecting TCP proxy between a client and a
+// server on loopback: added latency, a silent blackhole (connections stay
+// open, nothing passes, like a partition), and a cut (connections reset,
+// new ones refused). A backend under test is pointed at the proxy's address
+// instead of the server's, so the fault hits exactly one client's links.
+package netfault
+
+import (
+	"net"
+	"sync"
+	"time"
+)
+
+// Mode is what the proxy does to traffic.
+type Mode int
+
+// The modes of a proxy.
+const (
+	Pass      Mode = iota // forward, after the configured latency
+	Blackhole             // accept and hold connections, forward nothing
+	Cut                   // reset open connections, refuse new ones
+)
+
+// Proxy forwards connections from its loopback address to a target.
+type Proxy struct {
+	target string
+	ln     net.Listener
+
+	mu      sync.Mutex
+	mode    Mode
+	latency time.Duration
+	conns   map[net.Conn]struct{}
+	changed chan struct{} // closed and replaced when mode or latency change
+	closed  bool
+	wg      sync.WaitGroup
+}
+
+// Listen starts a proxy to target on a free loopback port.
+func Listen(target string) (*Proxy, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	p := &Proxy{target: target, ln: ln, conns: map[net.Conn]struct{}{}, changed: make(chan struct{})}
+	p.wg.Add(1)
+	go p.accept()
+	return p, nil
+}
+
+// Addr is the address clients dial instead of the target.
+func (p *Proxy) Addr() string { return p.ln.Addr().String() }
+
+// Target is the address the proxy forwards to.
+func (p *Proxy) Target() string { return p.target }
+
+// SetLatency delays every chunk of data in both directions by d (0: none),
+// for new and open connections.
+func (p *Proxy) SetLatency(d time.Duration) { p.set(Pass, d) }
+
+// Blackhole stops all traffic silently; open connections stay open.
+func (p *Proxy) Blackhole() { p.set(Blackhole, p.latencyNow()) }
+
+// Cut resets every open connection and refuses new ones until Heal.
+func (p *Proxy) Cut() {
+	p.set(Cut, p.latencyNow())
+	p.mu.Lock()
+	conns := make([]net.Conn, 0, len(p.conns))
+	for c := range p.conns {
+		conns = append(conns, c)
+	}
+	p.mu.Unlock()
+	for _, c := range conns {
+		if tc, ok := c.(*net.TCPConn); ok {
+			_ = tc.SetLinger(0) // RST, not FIN
+		}
+		_ = c.Close()
+	}
+}
+
+// Heal restores normal forwarding without latency.
+func (p *Proxy) Heal() { p.set(Pass, 0) }
+
+func (p *Proxy) latencyNow() time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.latency
+}
+
+func (p *Proxy) set(m Mode, d time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.mode, p.latency = m, d
+	close(p.changed)
+	p.changed = make(chan struct{})
+}
+
+// state returns the mode, latency and a channel closed at the next change.
+func (p *Proxy) state() (Mode, time.Duration, <-chan struct{}) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.mode, p.latency, p.changed
+}
+
+// Close stops the proxy and closes every connection.
+func (p *Proxy) Close() error {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil
+	}
+	p.closed = true
+	err := p.ln.Close()
+	for c := range p.conns {
+		_ = c.Close()
+	}
+	close(p.changed)
+	p.changed = make(chan struct{})
+	p.mu.Unlock()
+	p.wg.Wait()
+	return err
+}
+
+func (p *Proxy) track(c net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return false
+	}
+	p.conns[c] = struct{}{}
+	return true
+}
+
+func (p *Proxy) untrack(c net.Conn) {
+	p.mu.Lock()
+	delete(p.conns, c)
+	p.mu.Unlock()
+}
+
+func (p *Proxy) accept() {
+	defer p.wg.Done()
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		if m, _, _ := p.state(); m == Cut {
+			if tc, ok := c.(*net.TCPConn); ok {
+				_ = tc.SetLinger(0)
+			}
+			_ = c.Close()
+			continue
+		}
+		p.wg.Add(1)
+		go p.serve(c)
+	}
+}
+
+func (p *Proxy) serve(client net.Conn) {
+	defer p.wg.Done()
+	server, err := net.DialTimeout("tcp", p.target, 5*time.Second)
+	if err != nil {
+		_ = client.Close()
+		return
+	}
+	if !p.track(client) || !p.track(server) {
+		_ = client.Close()
+		_ = server.Close()
+		return
+	}
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); p.pipe(server, client) }()
+	go func() { defer wg.Done(); p.pipe(client, server) }()
+	wg.Wait()
+	p.untrack(client)
+	p.untrack(server)
+}
+
+// pipe copies src to dst chunk by chunk, applying the proxy's mode to each
+// chunk; it closes both ends when either fails.
+func (p *Proxy) pipe(dst, src net.Conn) {
+	defer func() { _ = dst.Close(); _ = src.Close() }()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			if !p.deliver(dst, buf[:n]) {
+				return
+			}
+		}
+		if err != nil {
+			return // EOF or error: close both ends
+		}
+	}
+}
+
+// deliver writes chunk to dst once the mode allows: after the latency in
+// Pass mode, never in Cut mode, and only after a Heal in Blackhole mode.
+func (p *Proxy) deliver(dst net.Conn, chunk []byte) bool {
+	arrived := time.Now()
+	for {
+		mode, latency, changed := p.state()
+		switch mode {
+		case Cut:
+			return false
+		case Blackhole:
+			<-changed
+			p.mu.Lock()
+			closed := p.closed
+			p.mu.Unlock()
+			if closed {
+				return false
+			}
+			continue
+		}
+		if wait := time.Until(arrived.Add(latency)); wait > 0 {
+			t := time.NewTimer(wait)
+			select {
+			case <-t.C:
+			case <-changed:
+				t.Stop()
+				continue
+			}
+		}
+		_, err := dst.Write(chunk)
+		return err == nil
+	}
+}
