@@ -177,6 +177,7 @@ type locker struct {
 	mu       sync.Mutex
 	closed   bool
 	inflight sync.WaitGroup
+	cleanups sync.WaitGroup // background Forget calls
 	leases   map[*Lease]struct{}
 
 	sched scheduler
@@ -191,8 +192,9 @@ func (l *locker) err(op, key string, err error) error {
 // request is an acquisition after validation.
 type request struct {
 	settings
-	key      string
-	validity time.Duration // 0 when the backend does not expire locks
+	key           string
+	validity      time.Duration // 0 when the backend does not expire locks
+	explicitOwner bool          // WithOwner: the owner may hold other nested holds
 }
 
 func (l *locker) prepare(key string, opts []Option) (request, error) {
@@ -216,7 +218,8 @@ func (l *locker) prepare(key string, opts []Option) (request, error) {
 	if r.validity == 0 {
 		r.autoRefresh = false // nothing to refresh: the session keeps the lock
 	}
-	if r.owner == "" {
+	r.explicitOwner = r.owner != ""
+	if !r.explicitOwner {
 		r.owner = newOwnerID()
 	}
 	return r, nil
@@ -228,6 +231,9 @@ func (l *locker) prepare(key string, opts []Option) (request, error) {
 func (l *locker) validityFor(ttl time.Duration) (time.Duration, error) {
 	if ttl <= 0 {
 		return 0, fmt.Errorf("%w: %v is not positive", ErrInvalidTTL, ttl)
+	}
+	if ttl > MaxTTL {
+		return 0, fmt.Errorf("%w: %v is longer than MaxTTL (%v)", ErrInvalidTTL, ttl, MaxTTL)
 	}
 	if !l.caps.Expiring {
 		return 0, nil
@@ -335,6 +341,9 @@ func (l *locker) acquire(ctx context.Context, op, key string, opts []Option, wai
 		lock, err = l.drv.TryAcquire(ctx, req)
 	}
 	if err != nil {
+		if !r.explicitOwner && ambiguous(err) {
+			l.forget(req)
+		}
 		return nil, l.err(op, key, l.ctxError(ctx, err))
 	}
 	if is, ok := lock.(backend.Issued); ok {
@@ -347,6 +356,49 @@ func (l *locker) acquire(ctx context.Context, op, key string, opts []Option, wai
 	}
 	return lease, nil
 }
+
+// ambiguous reports whether a failed attempt may have been granted by the
+// server anyway: it ended with the context or an I/O error, not with an
+// answer.
+func ambiguous(err error) bool {
+	return !errors.Is(err, ErrNotAcquired) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// forget asks the driver, in the background and bounded, to remove what an
+// attempt with an unknown outcome may have left. Close waits for it.
+func (l *locker) forget(req backend.Request) {
+	f, ok := l.drv.(backend.Forgetter)
+	if !ok {
+		return
+	}
+	req.Lost = nil
+	l.cleanups.Add(1)
+	go func() {
+		defer l.cleanups.Done()
+		// The ambiguous request may still be on its way to the server, so
+		// one Forget can come too early: repeat it over a few seconds.
+		// Close cuts the schedule short after one last try.
+		for i, pause := range forgetSchedule {
+			if i > 0 {
+				t := time.NewTimer(pause)
+				select {
+				case <-t.C:
+				case <-l.closeCtx.Done():
+					t.Stop()
+				}
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+			_ = f.Forget(ctx, req)
+			cancel()
+			if l.closeCtx.Err() != nil {
+				return
+			}
+		}
+	}()
+}
+
+// forgetSchedule spaces the Forget calls after an ambiguous attempt.
+var forgetSchedule = []time.Duration{0, 250 * time.Millisecond, time.Second, 2 * time.Second}
 
 // ctxError puts an error caused by the end of the caller's context, or by
 // Close, into the documented form.
@@ -472,6 +524,7 @@ func (l *locker) Close() error {
 	}
 	wg.Wait()
 	l.sched.wait()
+	l.cleanups.Wait()
 	if err := l.drv.Close(); err != nil {
 		return l.err("close", "", err)
 	}

@@ -10,6 +10,11 @@ import (
 // DefaultTTL is the lease duration when WithTTL is not given.
 const DefaultTTL = 15 * time.Second
 
+// MaxTTL is the longest TTL distlock accepts: far beyond any sensible lease
+// (use auto-refresh to hold a lock for long), and far from the overflow of
+// time arithmetic in every backend. Backends may accept less.
+const MaxTTL = 365 * 24 * time.Hour
+
 // Option configures one acquisition; options given to New or Open become
 // defaults for every acquisition of that Locker. Options hold no state
 // between calls, so one Option value can be shared by many goroutines.
@@ -29,8 +34,8 @@ func defaultSettings() settings {
 
 // WithTTL sets the lease duration: on an Expiring backend the server frees
 // the lock ttl after the last successful acquire or refresh. It must be
-// positive and at least the backend's minimum, or the acquisition fails with
-// ErrInvalidTTL; it is never rounded. Session-bound backends without expiry
+// positive, at most MaxTTL and at least the backend's minimum, or the
+// acquisition fails with ErrInvalidTTL; it is never rounded. Session-bound backends without expiry
 // ignore it once validated (their session timeout plays its role).
 func WithTTL(ttl time.Duration) Option {
 	return func(s *settings) { s.ttl = ttl }

@@ -162,6 +162,18 @@ type Issued interface {
 	IssuedAt() time.Time
 }
 
+// Forgetter is implemented by drivers that can clean up after an attempt
+// whose outcome is unknown: its context ended or the connection failed after
+// the request may have reached the server, so the lock may have been
+// granted with nobody to hold it. Forget must free the lock if req.Owner
+// holds it, and change nothing otherwise (owner-checked). distlock calls it
+// in the background, bounded in time, and only for owners it generated at
+// random, which hold at most one hold; without it an orphan grant lives
+// until its TTL or session ends.
+type Forgetter interface {
+	Forget(ctx context.Context, req Request) error
+}
+
 // RefreshItem is one lock to refresh in a batch.
 type RefreshItem struct {
 	Lock Lock

@@ -14,7 +14,7 @@ import (
 
 // Checks returns every check, in the order they run.
 func Checks() []Check {
-	return []Check{
+	return append([]Check{
 		{"mutual-exclusion", "at no moment do two owners hold the same key while their leases are valid", false, checkMutualExclusion},
 		{"try-acquire-held", "TryAcquire makes one attempt and returns ErrNotAcquired at once if another owner holds the lock", false, checkTryAcquireHeld},
 		{"acquire-waits", "Acquire blocks until the lock is held, and wins promptly after a release", false, checkAcquireWaits},
@@ -37,7 +37,7 @@ func Checks() []Check {
 		{"fair", "capability Fair: waiters acquire in arrival order", false, checkFair},
 		{"session-bound", "capability SessionBound: the backend frees the lock when the holder's session dies", false, checkSessionBound},
 		{"durable", "capability Durable: a held lock survives a backend restart", true, checkDurable},
-	}
+	}, faultChecks()...)
 }
 
 // Helpers.

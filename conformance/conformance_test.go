@@ -186,9 +186,10 @@ func TestMemoryViaRunChecks(t *testing.T) {
 	}
 	for _, r := range res {
 		switch {
-		case r.Name == "durable" || r.Name == "session-bound" || r.Name == "stale-holder":
-			if r.Status != conformance.Skip {
-				t.Errorf("%s: %s, want skip (not claimed / no fault hook)", r.Name, r.Status)
+		case r.Status == conformance.Skip:
+			// In-process memory has no URL, link or servers to break.
+			if !strings.Contains(r.Message, "harness") && !strings.Contains(r.Message, "destructive") {
+				t.Errorf("%s: skipped for %q, want only missing-hook skips", r.Name, r.Message)
 			}
 		case r.Status != conformance.Pass:
 			t.Errorf("%s: %s %s", r.Name, r.Status, r.Message)

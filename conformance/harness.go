@@ -36,9 +36,42 @@ type Harness struct {
 	// SessionTimeout bounds how long a session-bound backend takes to
 	// free the locks of a dead client. Default 30s.
 	SessionTimeout time.Duration
+	// URL opens the backend under test from another process: the checks
+	// with worker processes (pauses, crashes, cross-process exclusion)
+	// need it, and the test binary must call ServeWorker.
+	URL string
+	// FencedRedis is the address of a Redis server the suite may use as a
+	// fenced resource (a store that refuses stale tokens), to show what
+	// fencing buys when a paused holder wakes up.
+	FencedRedis string
+	// UnreachableURL points at a backend that does not answer (a closed
+	// loopback port); the bad-input check expects ErrUnavailable from it.
+	UnreachableURL string
+	// BadURLs are malformed URLs for this backend that Open must refuse
+	// with ErrInvalidOption.
+	BadURLs []string
+	// BadTTLs are positive TTLs below this backend's resolution, which
+	// must get ErrInvalidTTL.
+	BadTTLs []time.Duration
 	// Faults are optional hooks; checks that need a missing one are
 	// skipped with a reason.
 	Faults Faults
+}
+
+// Link is the network path between one client and the backend.
+type Link interface {
+	SetLatency(d time.Duration) // delay each direction by d
+	Blackhole()                 // drop everything silently (a partition)
+	Cut()                       // reset connections, refuse new ones
+	Heal()                      // back to normal
+}
+
+// ServerFault is a backend-specific fault that the server-faults check
+// injects while worker processes contend for a lock.
+type ServerFault struct {
+	Name string
+	// Inject breaks something and returns how to repair it.
+	Inject func(ctx context.Context) (heal func(ctx context.Context) error, err error)
 }
 
 // Faults are the fault-injection hooks a harness may provide.
@@ -53,6 +86,20 @@ type Faults struct {
 	// lock that another owner holds while its own lease still looks valid,
 	// which exercises the backend's owner check rather than distlock's.
 	Expire func(ctx context.Context, key string) error
+	// NewLinkedLocker returns a new client whose every connection to the
+	// backend passes through the returned Link. The network-fault checks
+	// need it.
+	NewLinkedLocker func(ctx context.Context) (distlock.Locker, Link, error)
+	// StopBackend kills every server of the backend; StartBackend starts
+	// them again with their data. The backend-down check needs both.
+	StopBackend, StartBackend func(ctx context.Context) error
+	// Held lists the locks held in the backend right now, read from the
+	// server directly (keys, nodes, rows; not fencing counters or empty
+	// parents). The cancel-in-flight check uses it to prove nothing was
+	// left behind.
+	Held func(ctx context.Context) ([]string, error)
+	// ServerFaults are injected under load by the server-faults check.
+	ServerFaults []ServerFault
 	// RestartBackend restarts the backend's server(s), keeping their data
 	// as a real restart would. The Durable check needs it. It returns when
 	// the backend serves again.

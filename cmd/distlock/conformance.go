@@ -27,6 +27,7 @@ func cmdConformance(args []string, stdout, stderr io.Writer) int {
 	sessionTimeout := fs.Duration("session-timeout", 30*time.Second, "longest time a session-bound backend may take to free a dead client's lock")
 	timeout := fs.Duration("timeout", 20*time.Minute, "give up on the whole run after this long")
 	asJSON := fs.Bool("json", false, "print the results as JSON instead of a table")
+	fencedRedis := fs.String("fenced-redis", "", "host:port of a Redis the pause check may use as a fenced resource")
 	if st := parseFlags(fs, args, stderr); st >= 0 {
 		return st
 	}
@@ -48,6 +49,7 @@ func cmdConformance(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 
 	h, err := cliHarness(ctx, *backendURL, *ttl, *sessionTimeout)
+	h.FencedRedis = *fencedRedis
 	if err != nil {
 		fmt.Fprintf(stderr, "distlock conformance: %v\n", err)
 		return exitFor(err)
@@ -104,6 +106,7 @@ func cliHarness(ctx context.Context, url string, ttl, sessionTimeout time.Durati
 		Name:           redactURL(url),
 		NewLocker:      func(ctx context.Context) (distlock.Locker, error) { return distlock.Open(ctx, url) },
 		KeyPrefix:      "distlock-conformance/" + hex.EncodeToString(b[:]) + "/",
+		URL:            workerURL(url),
 		TTL:            ttl,
 		SessionTimeout: sessionTimeout,
 	}, nil
@@ -153,3 +156,12 @@ func redactURL(raw string) string {
 }
 
 func compileRun(expr string) (*regexp.Regexp, error) { return regexp.Compile(expr) }
+
+// workerURL is the URL worker processes open: none for the in-process
+// backend, whose lock table a separate process cannot share.
+func workerURL(url string) string {
+	if strings.HasPrefix(url, "mem:") {
+		return ""
+	}
+	return url
+}

@@ -20,9 +20,11 @@ import (
 	"strings"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/conformance"
 )
 
 func main() {
+	conformance.ServeWorker() // the conformance checks' worker processes re-execute this binary
 	os.Exit(Main(os.Args[1:], os.Stdout, os.Stderr))
 }
 

@@ -1,0 +1,470 @@
+package conformance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/fenced"
+	"github.com/distlock/distlock/internal/history"
+)
+
+// faultChecks are the checks that need fault hooks, worker processes or both.
+func faultChecks() []Check {
+	return []Check{
+		{"processes", "mutual exclusion and fencing order hold across processes: 4 worker processes, 1,000 critical sections, a checked history", false, checkProcesses},
+		{"pause-holder", "a holder paused past its lease learns of the loss on resume, and with fencing its stale write is refused", false, checkPauseHolder},
+		{"crash-holder", "a holder killed with SIGKILL frees the lock after its TTL (or session timeout)", false, checkCrashHolder},
+		{"late-grant", "a grant that arrives after the TTL is refused and cleaned up", false, checkLateGrant},
+		{"partitioned-holder", "a holder cut off from the backend reports the loss no later than another owner acquires", false, checkPartitionedHolder},
+		{"cancel-in-flight", "an acquisition cancelled after its request was sent leaves nothing behind", false, checkCancelInFlight},
+		{"bad-input", "bad TTLs and URLs get typed errors; an unreachable backend gets ErrUnavailable within ctx", false, checkBadInput},
+		{"backend-down", "with the backend down Acquire returns ErrUnavailable within its ctx, nothing leaks, and the Locker recovers", true, checkBackendDown},
+		{"server-faults", "mutual exclusion holds while the backend's servers fail and recover under load", true, checkServerFaults},
+	}
+}
+
+func needURL(t T, h *Harness) {
+	t.Helper()
+	if h.URL == "" {
+		t.Skipf("the harness has no URL for worker processes (Harness.URL)")
+	}
+}
+
+// takeoverBound is how long another owner may need to take a lock whose
+// holder is gone: its TTL, or the session timeout.
+func (h *Harness) takeoverBound(caps distlock.Capabilities) time.Duration {
+	if caps.Expiring {
+		return h.ttl()
+	}
+	return h.sessionTimeout()
+}
+
+func checkProcesses(t T, h *Harness) {
+	needURL(t, h)
+	const workers, perWorker = 4, 250
+	key := h.key(t, "procs")
+	dir, err := os.MkdirTemp("", "distlock-history")
+	if err != nil {
+		t.Fatalf("temp dir: %v", err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	var ws []*worker
+	for i := 0; i < workers; i++ {
+		ws = append(ws, startWorker(t, workerConfig{
+			ID: fmt.Sprintf("w%d", i), URL: h.URL, Key: key, Mode: "loop", TTL: 10 * time.Second,
+			Count: perWorker, Duration: 4 * time.Minute, History: filepath.Join(dir, fmt.Sprintf("w%d.jsonl", i)),
+		}))
+	}
+	total := 0
+	for i, w := range ws {
+		m, ok := w.recv(5 * time.Minute)
+		if !ok || m.Ev != "finished" {
+			t.Fatalf("worker %d did not finish: %+v", i, m)
+		}
+		total += m.Done
+	}
+	var events []history.Event
+	for i := range ws {
+		f, err := os.Open(filepath.Join(dir, fmt.Sprintf("w%d.jsonl", i)))
+		if err != nil {
+			t.Fatalf("history: %v", err)
+		}
+		evs, err := history.Read(f)
+		f.Close()
+		if err != nil {
+			t.Fatalf("history: %v", err)
+		}
+		events = append(events, evs...)
+	}
+	holds := history.Holds(events, history.Now())
+	if len(holds) < workers*perWorker || total < workers*perWorker {
+		t.Fatalf("%d critical sections recorded (%d reported), want %d", len(holds), total, workers*perWorker)
+	}
+	if v := history.Check(holds); len(v) > 0 {
+		t.Errorf("%d violations in %d critical sections across %d processes; first: %v", len(v), len(holds), workers, v[0])
+	}
+}
+
+func checkPauseHolder(t T, h *Harness) {
+	needURL(t, h)
+	b := h.locker(t)
+	caps := b.Capabilities()
+	key := h.key(t, "pause")
+	w := startWorker(t, workerConfig{ID: "paused", URL: h.URL, Key: key, Mode: "hold", TTL: h.ttl(), Fenced: h.FencedRedis})
+	m, ok := w.recv(time.Minute)
+	if !ok || m.Ev != "acquired" {
+		t.Fatalf("worker did not acquire: %+v", m)
+	}
+	if err := w.signal(syscall.SIGSTOP); err != nil {
+		t.Fatalf("SIGSTOP: %v", err)
+	}
+	paused := time.Now()
+	bound := h.takeoverBound(caps)
+	lease, err := b.Acquire(ctxFor(t, 3*bound+10*time.Second), key)
+	if err != nil {
+		if !caps.Expiring {
+			_ = w.signal(syscall.SIGCONT)
+			t.Skipf("documented: a paused holder keeps its session (its connection stays open), so the lock stays held — safe, not live: %v", err)
+		}
+		t.Fatalf("no takeover while the holder was paused %v: %v", time.Since(paused), err)
+	}
+	t.Logf("taken over %v after the pause", time.Since(paused).Round(time.Millisecond))
+	var store *fenced.Store
+	if h.FencedRedis != "" && caps.Fencing {
+		c := goredis.NewClient(&goredis.Options{Addr: h.FencedRedis})
+		defer c.Close()
+		store = fenced.New(c, key)
+		if err := store.Write(t.Context(), lease.Token(), "new-owner", "fresh"); err != nil {
+			t.Fatalf("new owner's fenced write: %v", err)
+		}
+	}
+	if err := w.signal(syscall.SIGCONT); err != nil {
+		t.Fatalf("SIGCONT: %v", err)
+	}
+	if err := w.send("write"); err != nil {
+		t.Fatalf("worker: %v", err)
+	}
+	m, ok = w.recv(30 * time.Second)
+	if !ok || m.Ev != "write" {
+		t.Fatalf("worker did not answer after resume: %+v", m)
+	}
+	if !m.Lost {
+		t.Errorf("the resumed holder still believes it holds the lock that another owner took")
+	}
+	if store != nil {
+		if m.OK || !m.Stale {
+			t.Errorf("the paused holder's write with its old token %d was not refused by the fenced resource: %+v", m.Token, m)
+		}
+		if st, _ := store.Read(t.Context()); st.Writer != "new-owner" {
+			t.Errorf("fenced resource written by %q, want the new owner's write intact", st.Writer)
+		}
+	}
+	mustRelease(t, lease)
+	switch {
+	case !caps.Fencing:
+		t.Skipf("documented unsafe: no fencing tokens — the resumed holder saw its loss, but a holder that writes without checking overwrites the new owner")
+	case store == nil:
+		t.Skipf("no fenced resource (Harness.FencedRedis): loss on resume checked, stale write not")
+	}
+}
+
+func checkCrashHolder(t T, h *Harness) {
+	needURL(t, h)
+	b := h.locker(t)
+	caps := b.Capabilities()
+	key := h.key(t, "crash")
+	w := startWorker(t, workerConfig{ID: "crashed", URL: h.URL, Key: key, Mode: "hold", TTL: h.ttl()})
+	if m, ok := w.recv(time.Minute); !ok || m.Ev != "acquired" {
+		t.Fatalf("worker did not acquire: %+v", m)
+	}
+	expectBusy(t, b, key, "lock of a live holder process")
+	start := time.Now()
+	if err := w.signal(syscall.SIGKILL); err != nil {
+		t.Fatalf("SIGKILL: %v", err)
+	}
+	bound := h.takeoverBound(caps)
+	lease, err := b.Acquire(ctxFor(t, bound+10*time.Second), key)
+	if err != nil {
+		t.Fatalf("lock of a killed holder not taken over within %v: %v", bound+10*time.Second, err)
+	}
+	took := time.Since(start)
+	t.Logf("taken over %v after SIGKILL (bound %v)", took.Round(time.Millisecond), bound)
+	if took > bound+3*time.Second {
+		t.Errorf("takeover after %v, want within TTL/session timeout %v + 3s", took, bound)
+	}
+	mustRelease(t, lease)
+}
+
+func needLink(t T, h *Harness) (distlock.Locker, Link) {
+	t.Helper()
+	if h.Faults.NewLinkedLocker == nil {
+		t.Skipf("the harness cannot put a fault on one client's link (Faults.NewLinkedLocker)")
+	}
+	l, link, err := h.Faults.NewLinkedLocker(ctxFor(t, 30*time.Second))
+	if err != nil {
+		t.Fatalf("NewLinkedLocker: %v", err)
+	}
+	t.Cleanup(func() { link.Heal(); _ = l.Close() })
+	return l, link
+}
+
+func checkLateGrant(t T, h *Harness) {
+	b := h.locker(t)
+	needs(t, b.Capabilities().Expiring, "Expiring (no TTL for a grant to outlive)")
+	l, link := needLink(t, h)
+	key, ttl := h.key(t, "late"), h.ttl()
+	link.SetLatency(ttl) // the reply arrives after 2×ttl
+	start := time.Now()
+	lease, err := l.TryAcquire(ctxFor(t, 10*ttl+10*time.Second), key, distlock.WithTTL(ttl))
+	if err == nil {
+		if lease.Err() == nil {
+			t.Errorf("a grant that arrived %v after its request (TTL %v) was reported held", time.Since(start), ttl)
+		}
+		_ = lease.Release(context.Background())
+	} else {
+		t.Logf("late grant refused after %v: %v", time.Since(start).Round(time.Millisecond), err)
+	}
+	link.Heal()
+	expectFree(t, b, key, ttl+5*time.Second, "after the late grant")
+}
+
+func checkPartitionedHolder(t T, h *Harness) {
+	b := h.locker(t)
+	caps := b.Capabilities()
+	l, link := needLink(t, h)
+	key := h.key(t, "partition")
+	lease := mustAcquire(t, l, key, distlock.WithTTL(h.ttl()))
+	var lostAt time.Time
+	lostCh := make(chan struct{})
+	go func() {
+		<-lease.Done()
+		lostAt = time.Now()
+		close(lostCh)
+	}()
+	link.Blackhole()
+	start := time.Now()
+	bound := h.takeoverBound(caps)
+	other, err := b.Acquire(ctxFor(t, 3*bound+10*time.Second), key)
+	acquiredAt := time.Now()
+	if err != nil {
+		if !caps.Expiring && lease.Err() == nil {
+			link.Heal()
+			t.Skipf("documented: the partitioned holder's session outlives this partition (its server never saw it end), so the lock stays with it — safe, not live: %v", err)
+		}
+		t.Fatalf("no takeover during the partition (%v): %v", time.Since(start), err)
+	}
+	select {
+	case <-lostCh:
+	default:
+		t.Fatalf("another owner acquired %v into the partition but the holder's Done is still open", acquiredAt.Sub(start))
+	}
+	margin := acquiredAt.Sub(lostAt)
+	t.Logf("holder learned of the loss %v into the partition, %v before the takeover", lostAt.Sub(start).Round(time.Millisecond), margin.Round(time.Millisecond))
+	if margin < 0 {
+		t.Errorf("the holder learned of its loss %v after another owner acquired", -margin)
+	}
+	if !errors.Is(lease.Err(), distlock.ErrLockLost) {
+		t.Errorf("partitioned lease ended with %v, want ErrLockLost", lease.Err())
+	}
+	mustRelease(t, other)
+	link.Heal()
+	// The client recovers once the partition heals.
+	lease2, err := l.Acquire(ctxFor(t, 60*time.Second), key)
+	if err != nil {
+		t.Fatalf("client not usable after the partition healed: %v", err)
+	}
+	mustRelease(t, lease2)
+}
+
+func checkCancelInFlight(t T, h *Harness) {
+	b := h.locker(t)
+	l, link := needLink(t, h)
+	key := h.key(t, "inflight")
+	link.SetLatency(300 * time.Millisecond)
+	// A TTL far longer than the check: only cleanup can free the lock in
+	// time.
+	ctx, cancel := context.WithTimeout(t.Context(), 450*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	lease, err := l.TryAcquire(ctx, key, distlock.WithTTL(10*time.Minute))
+	if err == nil {
+		_ = lease.Release(context.Background())
+		t.Skipf("the acquisition finished before its context ended; no ambiguous outcome to test")
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("cancelled acquisition returned after %v, want promptly", took)
+	}
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("cancelled acquisition: %v, want the ctx error", err)
+	}
+	link.Heal()
+	expectFree(t, b, key, 15*time.Second, "after an acquisition cancelled in flight (TTL 10m)")
+	if h.Faults.Held != nil {
+		held, err := h.Faults.Held(ctxFor(t, 10*time.Second))
+		if err != nil {
+			t.Fatalf("Held: %v", err)
+		}
+		for _, k := range held {
+			if strings.Contains(k, "inflight") {
+				t.Errorf("left behind in the backend: %s", k)
+			}
+		}
+	}
+}
+
+func checkBadInput(t T, h *Harness) {
+	a := h.locker(t)
+	key := h.key(t, "badinput")
+	ctx := ctxFor(t, time.Minute)
+	for _, ttl := range append([]time.Duration{distlock.MaxTTL + 1, 1<<63 - 1}, h.BadTTLs...) {
+		if lease, err := a.TryAcquire(ctx, key, distlock.WithTTL(ttl)); !errors.Is(err, distlock.ErrInvalidTTL) {
+			if lease != nil {
+				_ = lease.Release(ctx)
+			}
+			t.Errorf("TTL %v: %v, want ErrInvalidTTL", ttl, err)
+		}
+	}
+	var bad []string
+	if h.URL != "" {
+		scheme := h.URL[:strings.Index(h.URL, ":")]
+		bad = append(bad, scheme+"://[::1", scheme+"://127.0.0.1:99999999", scheme+"://127.0.0.1:1/?no_such_parameter=1", scheme+":/%zz")
+	}
+	for _, u := range append(bad, h.BadURLs...) {
+		l, err := distlock.Open(ctx, u)
+		if err == nil {
+			_ = l.Close()
+			t.Errorf("Open(%q) succeeded, want ErrInvalidOption", u)
+			continue
+		}
+		if !errors.Is(err, distlock.ErrInvalidOption) {
+			t.Errorf("Open(%q) = %v, want ErrInvalidOption", u, err)
+		}
+	}
+	if h.UnreachableURL != "" {
+		start := time.Now()
+		l, err := distlock.Open(ctx, h.UnreachableURL)
+		if err == nil {
+			actx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			_, err = l.Acquire(actx, key)
+			cancel()
+			_ = l.Close()
+		}
+		if !errors.Is(err, distlock.ErrUnavailable) {
+			t.Errorf("unreachable backend: %v, want ErrUnavailable", err)
+		}
+		if took := time.Since(start); took > 5*time.Second {
+			t.Errorf("unreachable backend: answered after %v, want within the 2s ctx", took)
+		}
+	}
+}
+
+func checkBackendDown(t T, h *Harness) {
+	if h.Faults.StopBackend == nil || h.Faults.StartBackend == nil {
+		t.Skipf("the harness cannot stop and start the backend (Faults.StopBackend/StartBackend)")
+	}
+	l := h.locker(t)
+	key := h.key(t, "down")
+	mustRelease(t, mustTry(t, l, key)) // connected
+	before := runtime.NumGoroutine()
+	if err := h.Faults.StopBackend(ctxFor(t, time.Minute)); err != nil {
+		t.Fatalf("StopBackend: %v", err)
+	}
+	started := false
+	t.Cleanup(func() {
+		if !started {
+			_ = h.Faults.StartBackend(context.Background())
+		}
+	})
+	for i := 0; i < 3; i++ {
+		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+		start := time.Now()
+		_, err := l.Acquire(ctx, key)
+		cancel()
+		took := time.Since(start)
+		if !errors.Is(err, distlock.ErrUnavailable) {
+			t.Errorf("Acquire with the backend down: %v, want ErrUnavailable", err)
+		}
+		if took > 3*time.Second {
+			t.Errorf("Acquire with the backend down returned after %v, want within its 2s ctx", took)
+		}
+	}
+	if err := h.Faults.StartBackend(ctxFor(t, 2*time.Minute)); err != nil {
+		t.Fatalf("StartBackend: %v", err)
+	}
+	started = true
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		lease, err := l.Acquire(ctx, key)
+		cancel()
+		if err == nil {
+			mustRelease(t, lease)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Locker did not recover within 60s of the backend's return: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	// Goroutines settle back (client reconnect loops end).
+	settle := time.Now().Add(10 * time.Second)
+	for runtime.NumGoroutine() > before+5 && time.Now().Before(settle) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if n := runtime.NumGoroutine(); n > before+5 {
+		t.Errorf("%d goroutines after the outage, %d before: leak", n, before)
+	}
+}
+
+func checkServerFaults(t T, h *Harness) {
+	needURL(t, h)
+	if len(h.Faults.ServerFaults) == 0 {
+		t.Skipf("the harness has no server faults to inject (Faults.ServerFaults)")
+	}
+	for _, f := range h.Faults.ServerFaults {
+		key := h.key(t, "srvfault")
+		dir, err := os.MkdirTemp("", "distlock-history")
+		if err != nil {
+			t.Fatalf("temp dir: %v", err)
+		}
+		t.Cleanup(func() { _ = os.RemoveAll(dir) })
+		const workers = 4
+		var ws []*worker
+		for i := 0; i < workers; i++ {
+			ws = append(ws, startWorker(t, workerConfig{
+				ID: fmt.Sprintf("w%d", i), URL: h.URL, Key: key, Mode: "loop", TTL: 2 * time.Second,
+				Count: 1 << 30, Duration: 12 * time.Second, History: filepath.Join(dir, fmt.Sprintf("w%d.jsonl", i)),
+			}))
+		}
+		time.Sleep(2 * time.Second)
+		heal, err := f.Inject(ctxFor(t, time.Minute))
+		if err != nil {
+			t.Fatalf("%s: inject: %v", f.Name, err)
+		}
+		time.Sleep(3 * time.Second)
+		if err := heal(ctxFor(t, 2*time.Minute)); err != nil {
+			t.Fatalf("%s: heal: %v", f.Name, err)
+		}
+		var (
+			events []history.Event
+			mu     sync.Mutex
+			total  int
+		)
+		for i, w := range ws {
+			m, ok := w.recv(3 * time.Minute)
+			if !ok || m.Ev != "finished" {
+				t.Fatalf("%s: worker %d did not finish: %+v", f.Name, i, m)
+			}
+			mu.Lock()
+			total += m.Done
+			mu.Unlock()
+			fh, err := os.Open(filepath.Join(dir, fmt.Sprintf("w%d.jsonl", i)))
+			if err != nil {
+				t.Fatalf("history: %v", err)
+			}
+			evs, _ := history.Read(fh)
+			fh.Close()
+			events = append(events, evs...)
+		}
+		holds := history.Holds(events, history.Now())
+		v := history.Check(holds)
+		t.Logf("%s: %d critical sections by %d processes, %d violations", f.Name, total, workers, len(v))
+		if len(v) > 0 {
+			t.Errorf("%s: %d violations; first: %v", f.Name, len(v), v[0])
+		}
+		if total == 0 {
+			t.Errorf("%s: no critical section completed", f.Name)
+		}
+	}
+}

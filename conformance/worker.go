@@ -1,0 +1,286 @@
+package conformance
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"syscall"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/fenced"
+	"github.com/distlock/distlock/internal/history"
+)
+
+// workerEnv carries a worker's configuration (JSON) to the re-executed
+// binary.
+const workerEnv = "DISTLOCK_CONFORMANCE_WORKER"
+
+// ServeWorker turns this process into a conformance worker process if it was
+// started as one, and returns at once otherwise. The checks that need lock
+// clients in other processes (to pause them with SIGSTOP or kill them with
+// SIGKILL) start the running binary again as a worker, so a test binary
+// that runs the suite must call ServeWorker first in its TestMain:
+//
+//	func TestMain(m *testing.M) {
+//		conformance.ServeWorker()
+//		os.Exit(m.Run())
+//	}
+//
+// Without it those checks are skipped with the reason. A worker opens the
+// backend by Harness.URL, so the backend's package must be linked in.
+func ServeWorker() {
+	raw := os.Getenv(workerEnv)
+	if raw == "" {
+		return
+	}
+	var cfg workerConfig
+	if err := json.Unmarshal([]byte(raw), &cfg); err != nil {
+		fmt.Fprintf(os.Stderr, "conformance worker: bad config: %v\n", err)
+		os.Exit(2)
+	}
+	os.Exit(runWorker(cfg))
+}
+
+type workerConfig struct {
+	ID       string        `json:"id"`
+	URL      string        `json:"url"`
+	Key      string        `json:"key"`
+	Mode     string        `json:"mode"` // "loop" or "hold"
+	TTL      time.Duration `json:"ttl"`
+	Count    int           `json:"count"`    // loop: critical sections
+	Duration time.Duration `json:"duration"` // loop: at most this long
+	History  string        `json:"history"`  // loop: JSON-lines history file
+	Fenced   string        `json:"fenced"`   // hold: Redis address of the fenced resource
+}
+
+// workerMsg is one line a worker prints on stdout.
+type workerMsg struct {
+	Ev       string `json:"ev"`
+	Token    uint64 `json:"token,omitempty"`
+	Deadline int64  `json:"deadline,omitempty"` // CLOCK_MONOTONIC
+	At       int64  `json:"at,omitempty"`       // CLOCK_MONOTONIC
+	Lost     bool   `json:"lost,omitempty"`
+	OK       bool   `json:"ok,omitempty"`
+	Stale    bool   `json:"stale,omitempty"`
+	Done     int    `json:"done,omitempty"`
+	Err      string `json:"err,omitempty"`
+}
+
+func runWorker(cfg workerConfig) int {
+	out := json.NewEncoder(os.Stdout)
+	say := func(m workerMsg) {
+		m.At = history.Now()
+		_ = out.Encode(m)
+	}
+	ctx := context.Background()
+	l, err := distlock.Open(ctx, cfg.URL)
+	if err != nil {
+		say(workerMsg{Ev: "error", Err: err.Error()})
+		return 1
+	}
+	defer l.Close()
+	say(workerMsg{Ev: "ready"})
+	switch cfg.Mode {
+	case "loop":
+		return workerLoop(ctx, l, cfg, say)
+	case "hold":
+		return workerHold(ctx, l, cfg, say)
+	}
+	say(workerMsg{Ev: "error", Err: "unknown mode " + cfg.Mode})
+	return 2
+}
+
+// workerLoop runs critical sections and records them.
+func workerLoop(ctx context.Context, l distlock.Locker, cfg workerConfig, say func(workerMsg)) int {
+	f, err := os.OpenFile(cfg.History, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		say(workerMsg{Ev: "error", Err: err.Error()})
+		return 1
+	}
+	defer f.Close()
+	w := bufio.NewWriter(f)
+	rec := history.NewRecorder(w)
+	stop := time.Now().Add(cfg.Duration)
+	done := 0
+	for seq := 0; done < cfg.Count && time.Now().Before(stop); seq++ {
+		rec.Add(history.Event{Process: cfg.ID, Seq: seq, Op: history.AcquireCall, Key: cfg.Key})
+		actx, cancel := context.WithDeadline(ctx, stop)
+		lease, err := l.Acquire(actx, cfg.Key, distlock.WithTTL(cfg.TTL))
+		cancel()
+		if err != nil {
+			rec.Add(history.Event{Process: cfg.ID, Seq: seq, Op: history.AcquireFail, Key: cfg.Key, Err: err.Error()})
+			if errors.Is(err, distlock.ErrUnavailable) {
+				time.Sleep(50 * time.Millisecond)
+			}
+			continue
+		}
+		rec.Add(history.Event{Process: cfg.ID, Seq: seq, Op: history.AcquireOK, Key: cfg.Key, Owner: lease.Owner(),
+			Token: lease.Token(), Deadline: history.Mono(lease.Deadline())})
+		if err := lease.Err(); err != nil {
+			rec.Add(history.Event{Process: cfg.ID, Seq: seq, Op: history.Lost, Key: cfg.Key})
+		}
+		rec.Add(history.Event{Process: cfg.ID, Seq: seq, Op: history.ReleaseCall, Key: cfg.Key})
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err = lease.Release(rctx)
+		cancel()
+		op := history.ReleaseOK
+		if err != nil {
+			op = history.ReleaseFail
+		}
+		rec.Add(history.Event{Process: cfg.ID, Seq: seq, Op: op, Key: cfg.Key})
+		done++
+	}
+	if err := w.Flush(); err != nil {
+		say(workerMsg{Ev: "error", Err: err.Error()})
+		return 1
+	}
+	say(workerMsg{Ev: "finished", Done: done})
+	return 0
+}
+
+// workerHold takes the lock once and then obeys commands on stdin: "write"
+// (to the fenced resource with its token), "status", "release".
+func workerHold(ctx context.Context, l distlock.Locker, cfg workerConfig, say func(workerMsg)) int {
+	lease, err := l.Acquire(ctx, cfg.Key, distlock.WithTTL(cfg.TTL))
+	if err != nil {
+		say(workerMsg{Ev: "error", Err: err.Error()})
+		return 1
+	}
+	say(workerMsg{Ev: "acquired", Token: lease.Token(), Deadline: history.Mono(lease.Deadline())})
+	var store *fenced.Store
+	if cfg.Fenced != "" {
+		c := goredis.NewClient(&goredis.Options{Addr: cfg.Fenced})
+		defer c.Close()
+		store = fenced.New(c, cfg.Key)
+	}
+	in := bufio.NewScanner(os.Stdin)
+	for in.Scan() {
+		switch in.Text() {
+		case "write":
+			// Kleppmann's holder: it does not look at the lease first
+			// (as if paused between the check and the write).
+			m := workerMsg{Ev: "write"}
+			if store == nil {
+				m.Err = "no fenced resource configured"
+			} else {
+				werr := store.Write(ctx, lease.Token(), cfg.ID, "from "+cfg.ID)
+				m.OK, m.Stale = werr == nil, errors.Is(werr, fenced.ErrStale)
+				if werr != nil {
+					m.Err = werr.Error()
+				}
+			}
+			m.Lost = lease.Err() != nil
+			say(m)
+		case "status":
+			m := workerMsg{Ev: "status", Lost: lease.Err() != nil}
+			if err := lease.Err(); err != nil {
+				m.Err = err.Error()
+			}
+			say(m)
+		case "release":
+			m := workerMsg{Ev: "released"}
+			if err := lease.Release(ctx); err != nil {
+				m.Err = err.Error()
+			}
+			say(m)
+			return 0
+		}
+	}
+	return 0
+}
+
+// worker is the parent's handle on a worker process.
+type worker struct {
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	msgs  chan workerMsg
+	exit  chan error
+}
+
+// startWorker starts this binary as a worker and waits for it to be ready.
+// It skips the check if the binary does not serve workers.
+func startWorker(t T, cfg workerConfig) *worker {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Skipf("cannot find the running binary to start worker processes: %v", err)
+	}
+	raw, _ := json.Marshal(cfg)
+	// -test.run=^$ makes a test binary that does not call ServeWorker
+	// run nothing and exit, instead of running the tests again.
+	cmd := exec.Command(exe, "-test.run=^$", "-test.count=1")
+	cmd.Env = append(os.Environ(), workerEnv+"="+string(raw))
+	cmd.Stderr = os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatalf("worker stdin: %v", err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatalf("worker stdout: %v", err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start worker: %v", err)
+	}
+	w := &worker{cmd: cmd, stdin: stdin, msgs: make(chan workerMsg, 64), exit: make(chan error, 1)}
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			var m workerMsg
+			if json.Unmarshal(sc.Bytes(), &m) == nil {
+				w.msgs <- m
+			}
+		}
+		close(w.msgs)
+		w.exit <- cmd.Wait()
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGCONT)
+		_ = cmd.Process.Kill()
+		_ = stdin.Close()
+	})
+	m, ok := w.recv(60 * time.Second)
+	if !ok {
+		t.Skipf("the binary does not serve conformance workers: call conformance.ServeWorker() first in TestMain")
+	}
+	if m.Ev != "ready" {
+		t.Fatalf("worker %s: %+v", cfg.ID, m)
+	}
+	return w
+}
+
+// recv waits for the next message; false if the worker ended or timed out.
+func (w *worker) recv(d time.Duration) (workerMsg, bool) {
+	select {
+	case m, ok := <-w.msgs:
+		return m, ok
+	case <-time.After(d):
+		return workerMsg{}, false
+	}
+}
+
+func (w *worker) send(cmd string) error {
+	_, err := io.WriteString(w.stdin, cmd+"\n")
+	return err
+}
+
+func (w *worker) signal(sig syscall.Signal) error { return w.cmd.Process.Signal(sig) }
+
+// waitExit waits for the worker process to end.
+func (w *worker) waitExit(d time.Duration) error {
+	select {
+	case err := <-w.exit:
+		return err
+	case <-time.After(d):
+		return fmt.Errorf("worker still running after %v", d)
+	}
+}
