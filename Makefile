@@ -2,7 +2,7 @@
 # the README gives as the test command for a fresh Debian/Ubuntu machine.
 GO ?= go
 
-.PHONY: ci deps check test bench demo
+.PHONY: ci deps check test bench demo faults
 
 ci: deps test
 
@@ -27,3 +27,12 @@ bench:
 # The main job on the embedded default backend.
 demo:
 	$(GO) run ./examples/quickstart
+
+# The conformance and fault matrix (check × backend), written to
+# docs/FAULTS.md from one run of every backend's conformance suite.
+faults:
+	@mkdir -p docs
+	$(GO) test -json -count=1 -timeout 25m -run 'TestConformance' ./... > docs/faults.jsonl || true
+	$(GO) run ./internal/tools/faultmatrix -command "make faults" < docs/faults.jsonl > docs/FAULTS.md
+	@rm -f docs/faults.jsonl
+	@echo wrote docs/FAULTS.md
