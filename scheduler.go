@@ -13,20 +13,24 @@ import (
 
 // The scheduler keeps every expiring lease of one Locker in a heap ordered
 // by its next event: the automatic refresh (about ttl/3 after the last
-// successful one) or the local validity deadline. One goroutine sleeps until
-// the earliest event; refreshes run on at most maxRefreshWorkers goroutines,
-// in batches where the driver can pipeline them. Goroutines do not grow with
-// the number of leases, and none is left once no lease is scheduled.
+// successful one) or the local validity deadline. One runtime timer is armed
+// for the earliest event; when it fires, due refreshes go to at most
+// maxRefreshWorkers goroutines (in batches where the driver can pipeline
+// them) and passed deadlines end their leases. No goroutine waits between
+// events, adding or removing a lease is a heap operation (and a timer reset
+// only when the earliest event moves earlier), and goroutines do not grow
+// with the number of leases.
 type scheduler struct {
 	l *locker
 
 	mu      sync.Mutex
 	h       leaseHeap
-	running bool          // the loop goroutine is alive
-	wake    chan struct{} // nudges the loop when the earliest event changed
-	queue   []*Lease      // refreshes waiting for a worker
+	timer   *time.Timer // fires s.fire; nil until first needed
+	armed   bool        // timer is set, for armedAt
+	armedAt time.Time
+	queue   []*Lease // refreshes waiting for a worker
 	workers int
-	wg      sync.WaitGroup // loop and workers
+	wg      sync.WaitGroup // workers
 }
 
 const (
@@ -46,7 +50,7 @@ func (s *scheduler) add(ls *Lease, sent time.Time) bool {
 	ls.refreshAt = refreshTime(sent, ls.ttl, ls.auto)
 	ls.setNext()
 	heap.Push(&s.h, ls)
-	s.kick()
+	s.arm()
 	return true
 }
 
@@ -71,7 +75,11 @@ func (s *scheduler) remove(ls *Lease) {
 	defer s.mu.Unlock()
 	if ls.idx >= 0 {
 		heap.Remove(&s.h, ls.idx)
-		s.kick()
+		if len(s.h) == 0 {
+			s.arm() // stops the timer
+		}
+		// Otherwise a timer set for the removed lease fires early and
+		// re-arms: cheaper than resetting it on every release.
 	}
 }
 
@@ -95,7 +103,7 @@ func (s *scheduler) refreshed(ls *Lease, sent time.Time, ttl, validity time.Dura
 	ls.refreshAt = refreshTime(sent, ttl, ls.auto)
 	ls.setNext()
 	heap.Fix(&s.h, ls.idx)
-	s.kick()
+	s.arm()
 }
 
 // retryLater records a failed automatic refresh that may be retried before
@@ -112,86 +120,63 @@ func (s *scheduler) retryLater(ls *Lease) {
 	ls.refreshAt = now.Add(pause)
 	ls.setNext()
 	heap.Fix(&s.h, ls.idx)
-	s.kick()
+	s.arm()
 }
 
-// kick starts the loop or wakes it. Callers hold s.mu.
-func (s *scheduler) kick() {
-	if !s.running {
-		if len(s.h) == 0 {
-			return
+// arm sets the timer for the earliest event, or stops it when there is
+// none. A timer already set for an earlier time is left alone: it re-arms
+// when it fires. Callers hold s.mu.
+func (s *scheduler) arm() {
+	if len(s.h) == 0 {
+		if s.armed {
+			s.timer.Stop()
+			s.armed = false
 		}
-		s.running = true
-		if s.wake == nil {
-			s.wake = make(chan struct{}, 1)
-		}
-		s.wg.Add(1)
-		go s.loop()
 		return
 	}
-	select {
-	case s.wake <- struct{}{}:
-	default:
+	next := s.h[0].next
+	if s.armed && !next.Before(s.armedAt) {
+		return
 	}
+	d := time.Until(next)
+	if s.timer == nil {
+		s.timer = time.AfterFunc(d, s.fire)
+	} else {
+		s.timer.Reset(d)
+	}
+	s.armed, s.armedAt = true, next
 }
 
-func (s *scheduler) loop() {
-	defer s.wg.Done()
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
+// fire handles every due event, then re-arms the timer.
+func (s *scheduler) fire() {
 	var expired []*Lease
-	for {
-		s.mu.Lock()
-		if len(s.h) == 0 {
-			s.running = false
-			s.mu.Unlock()
-			return
-		}
-		now := time.Now()
-		expired = expired[:0]
-		due := 0
-		for len(s.h) > 0 && !s.h[0].next.After(now) {
-			ls := s.h[0]
-			if !ls.deadline.After(now) {
-				heap.Pop(&s.h)
-				expired = append(expired, ls)
-				continue
-			}
-			ls.inflight = true
-			ls.setNext()
-			heap.Fix(&s.h, 0)
-			s.queue = append(s.queue, ls)
-			due++
-		}
-		for due > 0 && s.workers < maxRefreshWorkers && len(s.queue) > 0 {
-			s.workers++
-			s.wg.Add(1)
-			go s.worker()
-			due -= refreshChunk
-		}
-		var wait time.Duration
-		if len(s.h) > 0 {
-			wait = s.h[0].next.Sub(now)
-		}
-		s.mu.Unlock()
-
-		for _, ls := range expired {
-			ls.lose(errExpired)
-		}
-		if wait <= 0 {
+	s.mu.Lock()
+	s.armed = false
+	now := time.Now()
+	due := 0
+	for len(s.h) > 0 && !s.h[0].next.After(now) {
+		ls := s.h[0]
+		if !ls.deadline.After(now) {
+			heap.Pop(&s.h)
+			expired = append(expired, ls)
 			continue
 		}
-		timer.Reset(wait)
-		select {
-		case <-timer.C:
-		case <-s.wake:
-			if !timer.Stop() {
-				select {
-				case <-timer.C:
-				default:
-				}
-			}
-		}
+		ls.inflight = true
+		ls.setNext()
+		heap.Fix(&s.h, 0)
+		s.queue = append(s.queue, ls)
+		due++
+	}
+	for due > 0 && s.workers < maxRefreshWorkers && len(s.queue) > 0 {
+		s.workers++
+		s.wg.Add(1)
+		go s.worker()
+		due -= refreshChunk
+	}
+	s.arm()
+	s.mu.Unlock()
+	for _, ls := range expired {
+		ls.lose(errExpired)
 	}
 }
 
@@ -260,9 +245,17 @@ func (s *scheduler) refresh(batch []*Lease) {
 	}
 }
 
-// wait blocks until the loop and every worker have exited. It is called by
-// Close after every lease has ended.
-func (s *scheduler) wait() { s.wg.Wait() }
+// wait blocks until every refresh worker has exited and stops the timer. It
+// is called by Close after every lease has ended.
+func (s *scheduler) wait() {
+	s.wg.Wait()
+	s.mu.Lock()
+	if s.timer != nil {
+		s.timer.Stop()
+		s.armed = false
+	}
+	s.mu.Unlock()
+}
 
 // leaseHeap orders leases by their next event.
 type leaseHeap []*Lease

@@ -1,0 +1,209 @@
+package redisscript
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/internal/testserver"
+)
+
+func client(t *testing.T) *goredis.Client {
+	t.Helper()
+	srv := testserver.Redis(t, testserver.RedisConfig{})
+	c := goredis.NewClient(&goredis.Options{Addr: srv.Addr()})
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+func TestPX(t *testing.T) {
+	for _, bad := range []time.Duration{0, -time.Millisecond, time.Nanosecond, 999 * time.Microsecond, 1500 * time.Microsecond} {
+		if _, err := PX(bad); !errors.Is(err, backend.ErrInvalidTTL) {
+			t.Errorf("PX(%v) = %v, want ErrInvalidTTL", bad, err)
+		}
+	}
+	if px, err := PX(1500 * time.Millisecond); err != nil || px != 1500 {
+		t.Errorf("PX(1.5s) = %d, %v", px, err)
+	}
+}
+
+// TestPerNodeOperations walks the API the way a Redlock backend uses it
+// against one node.
+func TestPerNodeOperations(t *testing.T) {
+	c := client(t)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	holds := NewHoldSource()
+	k := KeysFor("t:", "resource")
+
+	h1 := holds.Next()
+	r, err := Acquire(ctx, c, k, "A", h1, time.Minute)
+	if err != nil || r.Outcome != Acquired || r.Token != 1 {
+		t.Fatalf("first acquire = %+v, %v; want Acquired token 1", r, err)
+	}
+	// Same hold again (a retry after a lost reply): idempotent.
+	r, err = Acquire(ctx, c, k, "A", h1, time.Minute)
+	if err != nil || r.Outcome != Reentered || r.Token != 1 {
+		t.Fatalf("retry with the same hold = %+v, %v", r, err)
+	}
+	if n := c.HLen(ctx, k.Lock).Val(); n != 3 {
+		t.Fatalf("hash has %d fields after a retried acquire, want 3 (o, t, one hold)", n)
+	}
+	// Another owner: busy with the remaining time.
+	r, err = Acquire(ctx, c, k, "B", holds.Next(), time.Second)
+	if err != nil || r.Outcome != Busy || r.PTTL < 50*time.Second || r.PTTL > time.Minute {
+		t.Fatalf("other owner = %+v, %v; want Busy with ~1m", r, err)
+	}
+	// Nested hold of A.
+	h2 := holds.Next()
+	if r, err = Acquire(ctx, c, k, "A", h2, time.Second); err != nil || r.Outcome != Reentered || r.Token != 1 {
+		t.Fatalf("nested = %+v, %v", r, err)
+	}
+	// Refresh: owner, token and hold must match; never shortens.
+	if held, err := Refresh(ctx, c, k, "A", 2, h1, time.Hour); err != nil || held {
+		t.Errorf("refresh with a wrong token = %v, %v; want not held", held, err)
+	}
+	if held, err := Refresh(ctx, c, k, "A", 1, "hnope", time.Hour); err != nil || held {
+		t.Errorf("refresh with an unknown hold = %v, %v; want not held", held, err)
+	}
+	if held, err := Refresh(ctx, c, k, "A", 1, h1, time.Second); err != nil || !held {
+		t.Errorf("refresh = %v, %v", held, err)
+	}
+	if pttl := c.PTTL(ctx, k.Lock).Val(); pttl < 50*time.Second {
+		t.Errorf("refresh with 1s shortened the expiry to %v", pttl)
+	}
+	// Subscribe to the wake-up channel, then release both holds.
+	sub := NewSubscriber(c, SubscriberOptions{})
+	defer sub.Close()
+	wake, stop := sub.Watch(k.Channel)
+	defer stop()
+	if rr, err := Release(ctx, c, k, "B", 1, h1); err != nil || rr != NotHeld {
+		t.Errorf("release by another owner = %v, %v", rr, err)
+	}
+	if rr, err := Release(ctx, c, k, "A", 1, h1); err != nil || rr != HoldsLeft {
+		t.Errorf("release of the first hold = %v, %v; want HoldsLeft", rr, err)
+	}
+	if rr, err := Release(ctx, c, k, "A", 1, h1); err != nil || rr != NotHeld {
+		t.Errorf("second release of the same hold = %v, %v; want NotHeld", rr, err)
+	}
+	select {
+	case <-wake:
+		t.Fatal("wake-up while a hold remains")
+	case <-time.After(100 * time.Millisecond):
+	}
+	// Token 0: undo by owner and hold alone.
+	if rr, err := Release(ctx, c, k, "A", 0, h2); err != nil || rr != Freed {
+		t.Errorf("release of the last hold with token 0 = %v, %v; want Freed", rr, err)
+	}
+	select {
+	case <-wake:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no wake-up after the lock was freed")
+	}
+	if c.Exists(ctx, k.Lock).Val() != 0 || c.Get(ctx, k.Fence).Val() != "1" {
+		t.Errorf("after the last release: lock exists=%d fence=%q", c.Exists(ctx, k.Lock).Val(), c.Get(ctx, k.Fence).Val())
+	}
+	// The counter outlives the lock.
+	if r, err = Acquire(ctx, c, k, "B", holds.Next(), time.Minute); err != nil || r.Outcome != Acquired || r.Token != 2 {
+		t.Errorf("next acquire = %+v, %v; want token 2", r, err)
+	}
+}
+
+// TestNoFenceNoChannel: Keys without Fence and Channel (as a Redlock node
+// may use them) leave only the lock key, with token 0.
+func TestNoFenceNoChannel(t *testing.T) {
+	c := client(t)
+	ctx := t.Context()
+	k := KeysFor("t:", "x")
+	k.Fence, k.Channel = "", ""
+	h := NewHoldSource().Next()
+	r, err := Acquire(ctx, c, k, "A", h, time.Minute)
+	if err != nil || r.Outcome != Acquired || r.Token != 0 {
+		t.Fatalf("acquire without fence = %+v, %v", r, err)
+	}
+	if held, err := Refresh(ctx, c, k, "A", 0, h, time.Minute); err != nil || !held {
+		t.Fatalf("refresh = %v, %v", held, err)
+	}
+	if rr, err := Release(ctx, c, k, "A", 0, h); err != nil || rr != Freed {
+		t.Fatalf("release = %v, %v", rr, err)
+	}
+	if n := c.DBSize(ctx).Val(); n != 0 {
+		t.Errorf("%d keys left", n)
+	}
+}
+
+func TestRefreshBatchAndErrors(t *testing.T) {
+	c := client(t)
+	ctx := t.Context()
+	holds := NewHoldSource()
+	var ops []RefreshOp
+	for _, key := range []string{"a", "b", "c"} {
+		k := KeysFor("t:", key)
+		h := holds.Next()
+		if _, err := Acquire(ctx, c, k, "o", h, time.Second); err != nil {
+			t.Fatal(err)
+		}
+		ops = append(ops, RefreshOp{Keys: k, Owner: "o", Token: 1, Hold: h, TTL: time.Minute})
+	}
+	ops[1].Owner = "other"
+	ops = append(ops, RefreshOp{Keys: ops[0].Keys, Owner: "o", Token: 1, Hold: ops[0].Hold, TTL: 1500 * time.Microsecond})
+	res := RefreshBatch(ctx, c, ops)
+	if !res[0].Held || res[1].Held || res[1].Err != nil || !res[2].Held || !errors.Is(res[3].Err, backend.ErrInvalidTTL) {
+		t.Errorf("batch results %+v", res)
+	}
+	// Errors: a WRONGTYPE reply is not "unavailable"; a dead server is.
+	if err := c.Set(ctx, "t:wrong", "x", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Acquire(ctx, c, Keys{Lock: "t:wrong"}, "o", holds.Next(), time.Second)
+	if err == nil || !IsReply(err) || Ambiguous(err) || errors.Is(Classify(ctx, err), backend.ErrUnavailable) {
+		t.Errorf("WRONGTYPE: %v (classified %v)", err, Classify(ctx, err))
+	}
+	dead := goredis.NewClient(&goredis.Options{Addr: "127.0.0.1:1", MaxRetries: -1})
+	defer dead.Close()
+	_, err = Acquire(ctx, dead, KeysFor("t:", "x"), "o", holds.Next(), time.Second)
+	if !Ambiguous(err) || !errors.Is(Classify(ctx, err), backend.ErrUnavailable) {
+		t.Errorf("dead server: %v (classified %v)", err, Classify(ctx, err))
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := Classify(cctx, context.Canceled); !errors.Is(err, context.Canceled) {
+		t.Errorf("Classify(canceled) = %v", err)
+	}
+}
+
+func TestSubscriberUnavailable(t *testing.T) {
+	// No server: Watch gives up after its confirm timeout with a channel
+	// that never fires, and Close stops everything.
+	c := goredis.NewClient(&goredis.Options{Addr: "127.0.0.1:1", DialerRetries: 1})
+	defer c.Close()
+	sub := NewSubscriber(c, SubscriberOptions{ConfirmTimeout: 300 * time.Millisecond})
+	start := time.Now()
+	ch, cancel := sub.Watch("chan")
+	cancel()
+	if took := time.Since(start); took > 3*time.Second {
+		t.Errorf("Watch took %v with a 300ms confirm timeout", took)
+	}
+	if ch == nil {
+		t.Fatal("nil channel")
+	}
+	select {
+	case <-ch:
+		t.Error("the fallback channel fired")
+	case <-time.After(100 * time.Millisecond):
+	}
+	done := make(chan struct{})
+	go func() { _ = sub.Close(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close hung")
+	}
+	if ch, _ := sub.Watch("chan"); ch == nil {
+		t.Error("Watch after Close returned nil")
+	}
+}

@@ -1,0 +1,485 @@
+package redisscript
+
+import (
+	"context"
+	"errors"
+	"net"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+)
+
+// Subscriber delivers release wake-ups (the messages Release publishes on
+// Keys.Channel) to any number of waiters over ONE pub/sub connection of one
+// client. Channels are subscribed when their first waiter arrives and
+// unsubscribed when their last waiter leaves (reference counted). The
+// connection and its reader goroutine exist only while someone waits (plus
+// an optional linger) and stop at Close. Safe for concurrent use.
+type Subscriber struct {
+	client  goredis.UniversalClient
+	confirm time.Duration // Watch waits this long for the server's SUBSCRIBE confirmation
+	linger  time.Duration // the connection stays this long after its last waiter left
+	health  time.Duration // a silent connection is pinged after this, and replaced after twice this
+
+	wmu sync.Mutex // serialises (un)subscribe writes with their expected replies
+
+	mu     sync.Mutex
+	closed bool
+	done   chan struct{} // closed by Close
+	sess   *session
+	topics map[string]*topic
+	idle   *time.Timer
+	wg     sync.WaitGroup // reader goroutines
+
+	messages, wakes, sessions atomic.Int64 // for Stats
+}
+
+// SubscriberStats counts what a Subscriber did since it was made.
+type SubscriberStats struct {
+	Messages int64 // release messages received
+	Wakes    int64 // sends on waiters' channels (messages and reconnections)
+	Sessions int64 // pub/sub sessions (connections) started
+}
+
+// Stats returns the counters.
+func (s *Subscriber) Stats() SubscriberStats {
+	return SubscriberStats{Messages: s.messages.Load(), Wakes: s.wakes.Load(), Sessions: s.sessions.Load()}
+}
+
+// session is one PubSub connection and its reader goroutine.
+type session struct {
+	ps *goredis.PubSub // replaced only by the reader (under wmu and mu)
+	// expect holds, per channel, the (un)subscribe replies still to come
+	// from writes we made, in order: the topic a "subscribe" confirms, or
+	// nil for an "unsubscribe". Guarded by Subscriber.mu.
+	expect map[string][]*topic
+	stop   chan struct{}
+}
+
+// topic is one subscribed channel and its waiters.
+type topic struct {
+	name      string
+	watchers  []*watcher
+	confirmed chan struct{} // closed once the server confirmed the subscription
+	ok        bool          // confirmed is closed
+}
+
+type watcher struct {
+	ch   chan struct{}
+	t    *topic
+	gone bool
+}
+
+// SubscriberOptions tunes a Subscriber. Zero values take the defaults.
+type SubscriberOptions struct {
+	// ConfirmTimeout bounds how long Watch waits for the server to confirm
+	// a new subscription before it gives up (and returns a channel that
+	// never fires). Default 2s.
+	ConfirmTimeout time.Duration
+	// Linger keeps the pub/sub connection open this long after its last
+	// waiter left, so that a burst of waits does not dial and close a
+	// connection each time. Negative: close at once. Default 1s.
+	Linger time.Duration
+	// HealthInterval: a connection silent for this long is pinged, and
+	// replaced if still silent after another interval. Default 10s.
+	HealthInterval time.Duration
+}
+
+// NewSubscriber returns a Subscriber over client. It opens no connection
+// and starts no goroutine until the first Watch.
+func NewSubscriber(client goredis.UniversalClient, o SubscriberOptions) *Subscriber {
+	s := &Subscriber{
+		client:  client,
+		confirm: o.ConfirmTimeout,
+		linger:  o.Linger,
+		health:  o.HealthInterval,
+		done:    make(chan struct{}),
+		topics:  map[string]*topic{},
+	}
+	if s.confirm <= 0 {
+		s.confirm = 2 * time.Second
+	}
+	if s.linger == 0 {
+		s.linger = time.Second
+	}
+	if s.health <= 0 {
+		s.health = 10 * time.Second
+	}
+	return s
+}
+
+// never is the channel returned when no subscription could be made: it
+// never fires, so the caller falls back to polling.
+var never = make(chan struct{})
+
+func noop() {}
+
+// Watch subscribes to channel (sharing the subscription with every other
+// waiter of it) and returns once the server has confirmed the subscription,
+// so a message published after Watch returns is not missed. Each message on
+// channel — and each reconnection of the shared connection, after which
+// messages may have been lost — makes a non-blocking send on the returned
+// channel (capacity 1). cancel, idempotent, ends the watch. If the
+// subscription cannot be confirmed within the confirm timeout, or the
+// Subscriber is closed, Watch returns a channel that never fires and a
+// no-op cancel.
+func (s *Subscriber) Watch(channel string) (<-chan struct{}, func()) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return never, noop
+	}
+	t := s.topics[channel]
+	if t == nil {
+		// A new channel: take the write lock first (lock order wmu, mu).
+		s.mu.Unlock()
+		s.wmu.Lock()
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			s.wmu.Unlock()
+			return never, noop
+		}
+		t = s.topics[channel]
+		if t == nil {
+			t = &topic{name: channel, confirmed: make(chan struct{})}
+			s.topics[channel] = t
+			w := s.addLocked(t)
+			s.subscribeLocked(t) // unlocks mu and wmu
+			return s.await(w)
+		}
+		s.wmu.Unlock()
+	}
+	w := s.addLocked(t)
+	s.mu.Unlock()
+	return s.await(w)
+}
+
+// addLocked adds a watcher to t. Callers hold mu.
+func (s *Subscriber) addLocked(t *topic) *watcher {
+	if s.idle != nil {
+		s.idle.Stop()
+		s.idle = nil
+	}
+	w := &watcher{ch: make(chan struct{}, 1), t: t}
+	t.watchers = append(t.watchers, w)
+	return w
+}
+
+// subscribeLocked sends SUBSCRIBE for t, starting the session if needed.
+// Callers hold wmu and mu; both are released on return.
+func (s *Subscriber) subscribeLocked(t *topic) {
+	ctx, cancel := context.WithTimeout(context.Background(), s.confirm)
+	defer cancel()
+	sess := s.sess
+	if sess == nil {
+		sess = &session{expect: map[string][]*topic{}, stop: make(chan struct{})}
+		sess.ps = s.client.Subscribe(ctx) // no channel yet: no I/O
+		s.sess = sess
+		s.sessions.Add(1)
+		s.wg.Add(1)
+		go s.read(sess)
+	}
+	sess.expect[t.name] = append(sess.expect[t.name], t)
+	ps := sess.ps
+	s.mu.Unlock()
+	// On a write error go-redis reconnects and resubscribes; the
+	// confirmation (or the confirm timeout) decides.
+	_ = ps.Subscribe(ctx, t.name)
+	s.wmu.Unlock()
+}
+
+// await waits for w's topic to be confirmed.
+func (s *Subscriber) await(w *watcher) (<-chan struct{}, func()) {
+	cancel := func() { s.unwatch(w) }
+	s.mu.Lock()
+	confirmed := w.t.confirmed
+	s.mu.Unlock()
+	select {
+	case <-confirmed:
+		return w.ch, cancel
+	default:
+	}
+	timer := time.NewTimer(s.confirm)
+	defer timer.Stop()
+	select {
+	case <-confirmed:
+		return w.ch, cancel
+	case <-timer.C:
+	case <-s.done:
+	}
+	cancel()
+	return never, noop
+}
+
+// unwatch removes w; the last watcher of a topic unsubscribes it, the last
+// topic schedules the end of the session.
+func (s *Subscriber) unwatch(w *watcher) {
+	s.mu.Lock()
+	if w.gone {
+		s.mu.Unlock()
+		return
+	}
+	w.gone = true
+	t := w.t
+	t.watchers = slices.DeleteFunc(t.watchers, func(x *watcher) bool { return x == w })
+	if len(t.watchers) > 0 || s.topics[t.name] != t || s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.mu.Unlock()
+
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	s.mu.Lock()
+	if len(t.watchers) > 0 || s.topics[t.name] != t || s.closed {
+		s.mu.Unlock()
+		return
+	}
+	delete(s.topics, t.name)
+	sess := s.sess
+	if len(s.topics) == 0 {
+		if s.linger < 0 {
+			s.sess = nil
+			s.mu.Unlock()
+			if sess != nil {
+				sess.end()
+			}
+			return
+		}
+		if s.idle == nil {
+			s.idle = time.AfterFunc(s.linger, s.idleCheck)
+		}
+	}
+	if sess == nil {
+		s.mu.Unlock()
+		return
+	}
+	sess.expect[t.name] = append(sess.expect[t.name], nil)
+	ps := sess.ps
+	s.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), s.confirm)
+	defer cancel()
+	_ = ps.Unsubscribe(ctx, t.name)
+}
+
+// idleCheck ends the session if no one has waited since the linger began.
+func (s *Subscriber) idleCheck() {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	s.mu.Lock()
+	s.idle = nil
+	if len(s.topics) > 0 || s.sess == nil {
+		s.mu.Unlock()
+		return
+	}
+	sess := s.sess
+	s.sess = nil
+	s.mu.Unlock()
+	sess.end()
+}
+
+// end stops a detached session: its reader exits once the connection is
+// closed. Callers hold wmu (so the reader is not replacing ps).
+func (sess *session) end() {
+	close(sess.stop)
+	_ = sess.ps.Close()
+}
+
+// Close ends every watch (their channels never fire again), closes the
+// pub/sub connection and waits for the reader goroutine to exit. It is
+// idempotent and does not close the client.
+func (s *Subscriber) Close() error {
+	s.wmu.Lock()
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		s.wmu.Unlock()
+		s.wg.Wait()
+		return nil
+	}
+	s.closed = true
+	close(s.done)
+	if s.idle != nil {
+		s.idle.Stop()
+		s.idle = nil
+	}
+	sess := s.sess
+	s.sess = nil
+	clear(s.topics)
+	s.mu.Unlock()
+	if sess != nil {
+		sess.end()
+	}
+	s.wmu.Unlock()
+	s.wg.Wait()
+	return nil
+}
+
+// Active reports whether the pub/sub session (connection and reader
+// goroutine) is up, and how many channels are watched.
+func (s *Subscriber) Active() (session bool, channels int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sess != nil, len(s.topics)
+}
+
+func (sess *session) stopped() bool {
+	select {
+	case <-sess.stop:
+		return true
+	default:
+		return false
+	}
+}
+
+// read is the session's reader goroutine.
+func (s *Subscriber) read(sess *session) {
+	defer s.wg.Done()
+	ctx := context.Background()
+	var backoff time.Duration
+	pinged := false
+	for {
+		msg, err := sess.ps.ReceiveTimeout(ctx, s.health)
+		if sess.stopped() {
+			return
+		}
+		if err != nil {
+			if isTimeout(err) {
+				if !pinged {
+					pinged = true
+					pctx, cancel := context.WithTimeout(ctx, s.health)
+					_ = sess.ps.Ping(pctx)
+					cancel()
+					continue
+				}
+				// Silent for two intervals, even to a PING: the
+				// connection is dead without an error (half-open).
+				pinged = false
+				if !s.replace(sess) {
+					return
+				}
+				continue
+			}
+			// Broken connection: go-redis reconnects and resubscribes
+			// on the next receive. Messages may have been lost.
+			s.broken(sess)
+			backoff = min(max(2*backoff, 50*time.Millisecond), time.Second)
+			select {
+			case <-sess.stop:
+				return
+			case <-time.After(backoff):
+			}
+			continue
+		}
+		backoff, pinged = 0, false
+		s.dispatch(sess, msg)
+	}
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// dispatch handles one pub/sub item.
+func (s *Subscriber) dispatch(sess *session, msg any) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.sess != sess {
+		return
+	}
+	switch m := msg.(type) {
+	case *goredis.Message:
+		s.messages.Add(1)
+		if t := s.topics[m.Channel]; t != nil {
+			s.wake(t)
+		}
+	case *goredis.Subscription:
+		q := sess.expect[m.Channel]
+		if len(q) > 0 {
+			e := q[0]
+			if len(q) == 1 {
+				delete(sess.expect, m.Channel)
+			} else {
+				sess.expect[m.Channel] = q[1:]
+			}
+			if e != nil && m.Kind == "subscribe" && s.topics[m.Channel] == e {
+				e.confirm()
+			}
+			return
+		}
+		// A reply we did not ask for: go-redis resubscribing after a
+		// reconnect. It confirms the current topic.
+		if m.Kind == "subscribe" {
+			if t := s.topics[m.Channel]; t != nil {
+				t.confirm()
+			}
+		}
+	}
+}
+
+func (t *topic) confirm() {
+	if !t.ok {
+		t.ok = true
+		close(t.confirmed)
+	}
+}
+
+// broken records a lost connection: expected replies will not come, new
+// watchers must wait for the resubscription, and current watchers are woken
+// because a release may have been published while no one listened.
+func (s *Subscriber) broken(sess *session) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.sess != sess {
+		return
+	}
+	clear(sess.expect)
+	for _, t := range s.topics {
+		if t.ok {
+			t.ok = false
+			t.confirmed = make(chan struct{})
+		}
+		s.wake(t)
+	}
+}
+
+// wake makes a non-blocking send to every watcher of t. Callers hold mu.
+func (s *Subscriber) wake(t *topic) {
+	for _, w := range t.watchers {
+		select {
+		case w.ch <- struct{}{}:
+			s.wakes.Add(1)
+		default:
+		}
+	}
+}
+
+// replace swaps a silent connection for a new one subscribed to every
+// current channel. It reports false if the session was stopped meanwhile.
+func (s *Subscriber) replace(sess *session) bool {
+	s.broken(sess)
+	s.wmu.Lock()
+	s.mu.Lock()
+	if s.sess != sess || sess.stopped() {
+		s.mu.Unlock()
+		s.wmu.Unlock()
+		return false
+	}
+	names := make([]string, 0, len(s.topics))
+	for name := range s.topics {
+		names = append(names, name)
+	}
+	old := sess.ps
+	ctx, cancel := context.WithTimeout(context.Background(), s.confirm)
+	sess.ps = s.client.Subscribe(ctx, names...)
+	cancel()
+	s.mu.Unlock()
+	s.wmu.Unlock()
+	_ = old.Close()
+	return true
+}

@@ -1,0 +1,327 @@
+package redis
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/redisscript"
+	"github.com/distlock/distlock/internal/testserver"
+)
+
+// randomValue is the seeds' my_random_value: 128 random bits, as distlock's
+// owner ids.
+func randomValue() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+const floorDelSrc = `if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("del",KEYS[1]) else return 0 end`
+
+// BenchmarkRedis runs every Redis benchmark against one local redis-server,
+// in one process, so the figures compare:
+//
+//   - floor/rtt: one SET NX PX, a single round trip;
+//   - floor/setnx+del: go-redis alone doing the seeds' lock: SET key random
+//     NX PX, then the EVALSHA compare-and-delete (2 round trips);
+//   - acquire+release, try-acquire+release: distlock, uncontended (target:
+//     within 1.15× of floor/setnx+del);
+//   - handoff: 16 goroutines over 4 Lockers on one key, zero hold time:
+//     handoffs/s, release-to-next-acquire latency p50/p99 (from the
+//     releaser calling Release to the next holder's Acquire returning), and
+//     acquire attempts per handoff;
+//   - paired: the floor and distlock's cycles alternating in blocks of 100
+//     within one run, reporting the median per-cycle time of each and their
+//     ratios — the comparison that survives a noisy machine, where the
+//     separate sub-benchmarks can land in different load regimes;
+//   - distinct-keys: 1,000 goroutines, each on its own key, through one
+//     Locker (b.RunParallel).
+func BenchmarkRedis(b *testing.B) {
+	srv := testserver.Redis(b, testserver.RedisConfig{})
+	url := "redis://" + srv.Addr() + "/0"
+	ctx := context.Background()
+	open := func(b *testing.B, opts ...distlock.Option) distlock.Locker {
+		l, err := distlock.Open(ctx, url, opts...)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = l.Close() })
+		return l
+	}
+	cycle := func(b *testing.B, l distlock.Locker, try bool, opts ...distlock.Option) {
+		b.ReportAllocs()
+		acquire := l.Acquire
+		if try {
+			acquire = l.TryAcquire
+		}
+		for b.Loop() {
+			lease, err := acquire(ctx, "bench/uncontended", opts...)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := lease.Release(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+
+	b.Run("floor/rtt", func(b *testing.B) {
+		c := goredis.NewClient(&goredis.Options{Addr: srv.Addr()})
+		defer c.Close()
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := c.SetArgs(ctx, "bench/rtt", "v", goredis.SetArgs{Mode: "NX", TTL: 15 * time.Second}).Err(); err != nil && err != goredis.Nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("floor/setnx+del", func(b *testing.B) {
+		c := goredis.NewClient(&goredis.Options{Addr: srv.Addr()})
+		defer c.Close()
+		del := goredis.NewScript(floorDelSrc)
+		if err := del.Load(ctx, c).Err(); err != nil {
+			b.Fatal(err)
+		}
+		b.ReportAllocs()
+		for b.Loop() {
+			val := randomValue()
+			ok, err := c.SetNX(ctx, "bench/floor", val, 15001*time.Millisecond).Result() // SET NX PX 15001
+			if err != nil || !ok {
+				b.Fatalf("SET NX PX: %v %v", ok, err)
+			}
+			if n, err := del.Run(ctx, c, []string{"bench/floor"}, val).Int64(); err != nil || n != 1 {
+				b.Fatalf("compare-and-delete: %v %v", n, err)
+			}
+		}
+	})
+	b.Run("acquire+release", func(b *testing.B) { cycle(b, open(b), false) })
+	b.Run("try-acquire+release", func(b *testing.B) { cycle(b, open(b), true) })
+	b.Run("try-acquire+release/no-auto-refresh", func(b *testing.B) {
+		cycle(b, open(b), true, distlock.WithAutoRefresh(false))
+	})
+	b.Run("paired", func(b *testing.B) { benchPaired(b, srv.Addr()) })
+	b.Run("handoff", func(b *testing.B) { benchHandoff(b, srv.Addr(), 4, 16) })
+	b.Run("handoff-light", func(b *testing.B) { benchHandoff(b, srv.Addr(), 2, 2) })
+	b.Run("distinct-keys", func(b *testing.B) {
+		l := open(b)
+		var next atomic.Int64
+		b.SetParallelism(500) // 1,000 goroutines on 2 CPUs
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			key := fmt.Sprintf("bench/distinct/%d", next.Add(1))
+			for pb.Next() {
+				lease, err := l.TryAcquire(ctx, key)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				if err := lease.Release(ctx); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+		if n := next.Load(); n != 1000 && b.N >= 1000 {
+			b.Logf("%d goroutines", n)
+		}
+	})
+}
+
+// benchPaired alternates blocks of floor and distlock cycles; one op is
+// one block of each.
+func benchPaired(b *testing.B, addr string) {
+	ctx := context.Background()
+	c := goredis.NewClient(&goredis.Options{Addr: addr})
+	defer c.Close()
+	del := goredis.NewScript(floorDelSrc)
+	if err := del.Load(ctx, c).Err(); err != nil {
+		b.Fatal(err)
+	}
+	l, err := distlock.Open(ctx, "redis://"+addr+"/0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	cycles := []struct {
+		name string
+		fn   func() error
+	}{
+		{"floor", func() error {
+			val := randomValue()
+			if err := c.SetNX(ctx, "bench/paired/floor", val, 15001*time.Millisecond).Err(); err != nil {
+				return err
+			}
+			return del.Run(ctx, c, []string{"bench/paired/floor"}, val).Err()
+		}},
+		{"acquire", func() error {
+			lease, err := l.Acquire(ctx, "bench/paired/acquire")
+			if err != nil {
+				return err
+			}
+			return lease.Release(ctx)
+		}},
+		{"try", func() error {
+			lease, err := l.TryAcquire(ctx, "bench/paired/try")
+			if err != nil {
+				return err
+			}
+			return lease.Release(ctx)
+		}},
+	}
+	const block = 100
+	per := make([][]float64, len(cycles))
+	b.ResetTimer()
+	for range b.N {
+		for i, cy := range cycles {
+			start := time.Now()
+			for range block {
+				if err := cy.fn(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			per[i] = append(per[i], float64(time.Since(start))/block/float64(time.Microsecond))
+		}
+	}
+	b.StopTimer()
+	med := make([]float64, len(cycles))
+	for i := range per {
+		slices.Sort(per[i])
+		med[i] = per[i][len(per[i])/2]
+		b.ReportMetric(med[i], cycles[i].name+"-µs")
+	}
+	b.ReportMetric(med[1]/med[0], "acquire/floor")
+	b.ReportMetric(med[2]/med[0], "try/floor")
+}
+
+// medianRTT is the median time of n single SET NX PX round trips.
+func medianRTT(ctx context.Context, c *goredis.Client, n int) time.Duration {
+	d := make([]time.Duration, n)
+	for i := range d {
+		start := time.Now()
+		_ = c.SetArgs(ctx, "bench/rtt", "v", goredis.SetArgs{Mode: "NX", TTL: 15 * time.Second}).Err()
+		d[i] = time.Since(start)
+	}
+	slices.Sort(d)
+	return d[n/2]
+}
+
+// benchHandoff: goroutines over lockers contend for one key with zero hold
+// time. One op is one acquisition (one handoff). Besides the latency it
+// reports, per handoff, the acquire attempts (hook on each client), the
+// release messages received and the waiter wake-ups they caused: attempts
+// ≈ wake-ups + the initial try and post-subscribe retry of each wait shows
+// that no attempt comes from polling.
+func benchHandoff(b *testing.B, addr string, lockers, goroutines int) {
+	ctx := context.Background()
+	ls := make([]*testLocker, lockers)
+	counters := make([]*acquireCounter, lockers)
+	for i := range ls {
+		client := goredis.NewClient(&goredis.Options{Addr: addr})
+		counters[i] = &acquireCounter{}
+		client.AddHook(counters[i])
+		c := config{prefix: "bench:", closeClient: true}
+		d := newDriver(client, c)
+		ls[i] = &testLocker{Locker: distlock.New(d, "redis"), d: d, client: client}
+	}
+	defer func() {
+		for _, l := range ls {
+			_ = l.Close()
+		}
+	}()
+	const key = "bench/hot"
+	// Warm up: scripts loaded, subscriptions dialled.
+	for _, l := range ls {
+		lease, err := l.Acquire(ctx, key)
+		if err != nil {
+			b.Fatal(err)
+		}
+		_ = lease.Release(ctx)
+	}
+	var (
+		base        = time.Now()
+		lastRelease atomic.Int64 // ns since base at the last Release call; 0: none
+		done        atomic.Int64
+		mu          sync.Mutex
+		lat         []time.Duration
+		wg          sync.WaitGroup
+		failed      atomic.Pointer[error]
+	)
+	rtt := medianRTT(ctx, ls[0].client, 500)
+	var before int64
+	var sBefore redisscript.SubscriberStats
+	for i, c := range counters {
+		before += c.n.Load()
+		st := ls[i].d.sub.Stats()
+		sBefore.Messages += st.Messages
+		sBefore.Wakes += st.Wakes
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for g := range goroutines {
+		l := ls[g%lockers]
+		wg.Go(func() {
+			mine := make([]time.Duration, 0, b.N/goroutines+1)
+			defer func() {
+				mu.Lock()
+				lat = append(lat, mine...)
+				mu.Unlock()
+			}()
+			for done.Add(1) <= int64(b.N) {
+				lease, err := l.Acquire(ctx, key)
+				if err != nil {
+					failed.Store(&err)
+					return
+				}
+				now := int64(time.Since(base))
+				if r := lastRelease.Load(); r != 0 {
+					mine = append(mine, time.Duration(now-r))
+				}
+				lastRelease.Store(int64(time.Since(base)))
+				if err := lease.Release(ctx); err != nil {
+					failed.Store(&err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	b.StopTimer()
+	if p := failed.Load(); p != nil {
+		b.Fatal(*p)
+	}
+	var after int64
+	var sAfter redisscript.SubscriberStats
+	for i, c := range counters {
+		after += c.n.Load()
+		st := ls[i].d.sub.Stats()
+		sAfter.Messages += st.Messages
+		sAfter.Wakes += st.Wakes
+	}
+	slices.Sort(lat)
+	pct := func(p float64) float64 {
+		if len(lat) == 0 {
+			return 0
+		}
+		return float64(lat[min(len(lat)-1, int(p*float64(len(lat))))]) / float64(time.Microsecond)
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "handoffs/s")
+	b.ReportMetric(pct(0.50), "p50-µs")
+	b.ReportMetric(pct(0.99), "p99-µs")
+	b.ReportMetric(float64(after-before)/float64(b.N), "attempts/handoff")
+	b.ReportMetric(float64(sAfter.Messages-sBefore.Messages)/float64(b.N), "msgs/handoff")
+	b.ReportMetric(float64(sAfter.Wakes-sBefore.Wakes)/float64(b.N), "wakes/handoff")
+	rttAfter := medianRTT(ctx, ls[0].client, 500)
+	rttUS := float64((rtt+rttAfter)/2) / float64(time.Microsecond)
+	b.ReportMetric(rttUS, "rtt-µs")
+	b.ReportMetric(pct(0.50)/rttUS, "p50-rtts")
+}

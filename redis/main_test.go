@@ -1,0 +1,22 @@
+package redis
+
+import (
+	"context"
+	"os"
+	"testing"
+
+	goredis "github.com/redis/go-redis/v9"
+)
+
+// quietLogger drops go-redis's log lines (dial failures while a test has
+// killed the server on purpose); tests report what matters themselves.
+type quietLogger struct{}
+
+func (quietLogger) Printf(context.Context, string, ...any) {}
+
+func TestMain(m *testing.M) {
+	if os.Getenv("DISTLOCK_REDIS_LOG") == "" {
+		goredis.SetLogger(quietLogger{})
+	}
+	os.Exit(m.Run())
+}

@@ -1,0 +1,525 @@
+// Package redis is distlock's backend for one Redis: a single server, a
+// Sentinel-managed master, or a Redis Cluster, through any go-redis
+// UniversalClient. It registers the URL schemes "redis" and "rediss" (TLS).
+//
+// # Mechanism
+//
+// A lock is a Redis hash holding the owner, the fencing token and one field
+// per hold, with a PX expiry. Every operation is one Lua script in one round
+// trip (EVALSHA, falling back to EVAL on NOSCRIPT):
+//
+//   - Acquire: SET NX PX semantics — if the key is absent, INCR the key's
+//     fencing counter and create the hash with the TTL; if the same owner
+//     holds it, add a hold (reentrancy) and extend the expiry to
+//     max(remaining, ttl); otherwise change nothing and report the holder's
+//     remaining PTTL.
+//   - Release: owner-checked compare-and-delete. Only the holder (owner,
+//     token and the acquisition's own hold id must match) can remove its
+//     hold; when the last hold goes the key is deleted and a wake-up is
+//     PUBLISHed on the key's channel. A stale holder — one whose lock
+//     expired and was taken over, as in the classic scenario — changes
+//     nothing and gets ErrNotHeld.
+//   - Refresh: owner-checked compare-and-PEXPIRE that never shortens the
+//     expiry. Refreshes due together are sent in one pipeline
+//     (backend.BatchRefresher).
+//
+// All keys of one lock carry the same hash tag, derived from the SHA-256 of
+// the key, so they sit in one Cluster slot; any key of 1 to 1024 bytes with
+// any content maps to fixed-length names (see internal/redisscript for the
+// layout). The fencing counter key (<prefix>{tag}:fence) has no expiry and
+// is left behind on purpose: it is what keeps tokens increasing.
+//
+// Waiting: a waiter is woken by the release's pub/sub message. Every
+// Locker shares ONE pub/sub connection among all its waiters, subscribing
+// and unsubscribing per-key channels as waiters come and go; a waiter is
+// subscribed (the server has confirmed the SUBSCRIBE) before its retry, so a
+// release in between is not missed, and each wait is capped at the holder's
+// remaining TTL, so a holder that expires without a release (a crash) is
+// noticed without a message. If the subscription cannot be made the waiter
+// polls with its retry policy instead. In a Redis Cluster the messages are
+// ordinary PUBLISH messages, which the cluster forwards to every node.
+//
+// # Capabilities
+//
+// Fencing, Reentrant, Notify and Expiring — and only these:
+//
+//   - Not Durable. Without persistence a restarted Redis has forgotten
+//     every lock: another owner can take a lock its holder still believes
+//     it has (until that holder's next refresh fails). With the default AOF
+//     policy (appendfsync everysec) up to a second of acquisitions can be
+//     lost in a crash; only "appendonly yes" with "appendfsync always"
+//     writes each acquisition to disk before replying, and even then the
+//     lost-lock window depends on the OS and disk honouring fsync.
+//   - Failover loses locks. Redis replication is asynchronous: a master can
+//     acknowledge an acquisition and fail before the replica has it; the
+//     promoted replica then grants the same lock to another owner. The
+//     Sentinel and Cluster clients fail over automatically, so this applies
+//     to them. Use Redlock over independent masters, or a consensus-backed
+//     store (ZooKeeper), where that matters.
+//   - Fencing tokens are strictly increasing only while the counter
+//     survives: a Redis restarted without persistence (or failed over to a
+//     replica that lacks the last INCRs) starts the counter again and
+//     tokens can repeat. If fencing must hold across restarts, run Redis
+//     with "appendonly yes" and "appendfsync always".
+//   - Not SessionBound: Redis has no client sessions that own keys; a dead
+//     holder's lock is freed by its TTL.
+//   - Not Fair: on a release every waiter is woken and the first retry to
+//     reach Redis wins.
+//   - Eviction: a maxmemory policy other than noeviction (or volatile-* on
+//     a busy instance) can evict a live lock key. Run lock keys on an
+//     instance with maxmemory-policy noeviction.
+//
+// TTLs must be whole milliseconds of at least 3ms (PX is in milliseconds;
+// anything finer is refused with ErrInvalidTTL rather than rounded). The
+// validity distlock counts from each request's send time is the TTL less
+// 1% and 2ms of clock-drift allowance (backend.DefaultValidity).
+//
+// # URLs
+//
+//	redis://[user:password@]host:port[/db][?param=value&...]
+//	rediss://...   (TLS; skip_verify=true disables certificate checks)
+//
+// The standard parts and go-redis's own query parameters (dial_timeout,
+// read_timeout, write_timeout, pool_size, pool_timeout, max_retries,
+// client_name, protocol, ...) are parsed by go-redis's ParseURL. distlock
+// adds prefix= (WithPrefix), subscribe_timeout= (WithSubscribeTimeout) and
+// subscription_linger= (WithSubscriptionLinger), as Go durations. Any other
+// parameter, a malformed URL or several hosts is an ErrInvalidOption. One
+// URL names one server: for Redis Cluster or Sentinel build the go-redis
+// client and call New.
+//
+// Opening a URL does not connect (like database/sql.Open): an unreachable
+// server shows up as ErrUnavailable from Acquire and TryAcquire, within
+// their context. The Locker owns the client it created and closes it in
+// Close.
+//
+// # Errors
+//
+// A server that cannot be reached, a pool timeout, an I/O error or an error
+// reply such as LOADING, READONLY or OOM yields an error wrapping
+// ErrUnavailable, with the go-redis error reachable through errors.As and
+// errors.Is. An acquisition whose outcome is unknown (the request may have
+// reached Redis but no reply came) is undone in the background: its unique
+// hold is removed, owner-checked, within min(TTL, 5s).
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/internal/redisscript"
+)
+
+// Option configures New.
+type Option func(*config)
+
+type config struct {
+	defaults       []distlock.Option
+	prefix         string
+	confirmTimeout time.Duration
+	linger         time.Duration
+	closeClient    bool
+}
+
+// WithDefaults sets options applied to every acquisition of the Locker
+// (passed to distlock.New), such as distlock.WithTTL.
+func WithDefaults(opts ...distlock.Option) Option {
+	return func(c *config) { c.defaults = append(c.defaults, opts...) }
+}
+
+// WithPrefix sets the prefix of every Redis key and channel the Locker uses
+// (default "distlock:"). Lockers must use the same prefix to contend for the
+// same locks.
+func WithPrefix(prefix string) Option {
+	return func(c *config) { c.prefix = prefix }
+}
+
+// WithSubscribeTimeout bounds how long a waiter waits for the server to
+// confirm its pub/sub subscription before it falls back to polling (default
+// 2s).
+func WithSubscribeTimeout(d time.Duration) Option {
+	return func(c *config) { c.confirmTimeout = d }
+}
+
+// WithSubscriptionLinger keeps the Locker's shared pub/sub connection open
+// for d after its last waiter left, so bursts of contention do not dial a
+// new connection each time (default 1s). 0 or less closes it as soon as the
+// last waiter leaves.
+func WithSubscriptionLinger(d time.Duration) Option {
+	return func(c *config) {
+		if d <= 0 {
+			d = -1
+		}
+		c.linger = d
+	}
+}
+
+// WithCloseClient makes the Locker's Close also close the client. By
+// default New does not take ownership of the caller's client.
+func WithCloseClient() Option {
+	return func(c *config) { c.closeClient = true }
+}
+
+// New returns a Locker over client, which may be a *goredis.Client, a
+// Sentinel failover client or a *goredis.ClusterClient. The client stays the
+// caller's (Close does not close it unless WithCloseClient is given), and
+// its options apply: timeouts, pool size, retries (retried acquisitions are
+// safe: each carries a unique hold id, so a retry is idempotent).
+//
+// Every call returns when its ctx ends, even in the middle of a round trip
+// (go-redis itself does not interrupt a socket read on cancellation): the
+// abandoned round trip finishes in the background, bounded by the client's
+// ReadTimeout, and an acquisition it completes is undone. Enable the
+// client's ContextTimeoutEnabled so that ctx deadlines also bound the
+// socket I/O (the URL opener does).
+func New(client goredis.UniversalClient, opts ...Option) distlock.Locker {
+	c := config{prefix: redisscript.DefaultPrefix}
+	for _, o := range opts {
+		o(&c)
+	}
+	return distlock.New(newDriver(client, c), "redis", c.defaults...)
+}
+
+func newDriver(client goredis.UniversalClient, c config) *driver {
+	d := &driver{
+		client: client,
+		prefix: c.prefix,
+		owned:  c.closeClient,
+		holds:  redisscript.NewHoldSource(),
+		sub: redisscript.NewSubscriber(client, redisscript.SubscriberOptions{
+			ConfirmTimeout: c.confirmTimeout,
+			Linger:         c.linger,
+		}),
+		cleanSem: make(chan struct{}, maxCleanups),
+	}
+	d.idle.L = &d.mu
+	return d
+}
+
+// driver implements backend.Driver, Notifier, TTLPolicy and BatchRefresher.
+type driver struct {
+	client goredis.UniversalClient
+	prefix string
+	owned  bool
+	holds  *redisscript.HoldSource
+	sub    *redisscript.Subscriber
+
+	closed   atomic.Bool
+	cleanSem chan struct{}
+
+	// Background goroutines: calls that outlive a caller whose ctx ended,
+	// and undo work. Close waits for active to reach 0.
+	mu       sync.Mutex
+	draining bool
+	active   int
+	idle     sync.Cond
+}
+
+var (
+	_ backend.Driver         = (*driver)(nil)
+	_ backend.Notifier       = (*driver)(nil)
+	_ backend.TTLPolicy      = (*driver)(nil)
+	_ backend.BatchRefresher = (*driver)(nil)
+)
+
+// maxCleanups bounds the concurrent background undo of ambiguous operations; beyond
+// it the TTL alone frees the lock.
+const maxCleanups = 64
+
+// cleanupTimeout bounds each background undo.
+const cleanupTimeout = 5 * time.Second
+
+var errNotHeld = fmt.Errorf("%w: expired, released, or held by another owner", backend.ErrNotHeld)
+
+func (d *driver) Capabilities() backend.Capabilities {
+	return backend.Capabilities{Fencing: true, Reentrant: true, Notify: true, Expiring: true}
+}
+
+// Validity implements backend.TTLPolicy: whole milliseconds only, then the
+// default drift allowance.
+func (d *driver) Validity(ttl time.Duration) (time.Duration, error) {
+	if _, err := redisscript.PX(ttl); err != nil {
+		return 0, err
+	}
+	return backend.DefaultValidity(ttl)
+}
+
+func (d *driver) keys(key string) redisscript.Keys { return redisscript.KeysFor(d.prefix, key) }
+
+func (d *driver) TryAcquire(ctx context.Context, req backend.Request) (backend.Lock, error) {
+	if d.closed.Load() {
+		return nil, backend.ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	k := d.keys(req.Key)
+	hold := d.holds.Next()
+	var (
+		r         redisscript.AcquireResult
+		err       error
+		abandoned bool
+	)
+	if ctx.Done() == nil {
+		r, err = redisscript.Acquire(ctx, d.client, k, req.Owner, hold, req.TTL)
+	} else {
+		abandoned, err = d.run(ctx, func(ctx context.Context) error {
+			var err error
+			r, err = redisscript.Acquire(ctx, d.client, k, req.Owner, hold, req.TTL)
+			return err
+		}, func(err error) {
+			// The caller gave up: whatever the script did, undo this hold.
+			if err == nil || redisscript.Ambiguous(err) {
+				d.cleanup(k, req.Owner, 0, hold, req.TTL, true)
+			}
+		})
+	}
+	if err != nil {
+		if redisscript.Ambiguous(err) && !abandoned {
+			// The script may have run: undo exactly this hold.
+			d.cleanup(k, req.Owner, 0, hold, req.TTL, false)
+		}
+		return nil, redisscript.Classify(ctx, err)
+	}
+	if r.Outcome == redisscript.Busy {
+		return nil, backend.Busy(r.PTTL)
+	}
+	return &lock{d: d, keys: k, owner: req.Owner, hold: hold, token: r.Token}, nil
+}
+
+// run calls op so that the caller returns as soon as ctx ends, as go-redis
+// does not interrupt a socket read when a context is cancelled (and honours
+// deadlines only with ContextTimeoutEnabled). op runs on its own goroutine;
+// if ctx ends first, run returns ctx's error at once and abandoned, and
+// late, if not nil, receives op's result when it finally arrives.
+func (d *driver) run(ctx context.Context, op func(context.Context) error, late func(error)) (abandoned bool, err error) {
+	var state atomic.Int32 // 0 running, 1 result taken by the caller, 2 abandoned
+	done := make(chan error, 1)
+	if !d.spawn(func() {
+		err := op(ctx)
+		if !state.CompareAndSwap(0, 1) && late != nil {
+			late(err)
+		}
+		done <- err
+	}, false) {
+		return false, op(ctx) // closing: no more background work
+	}
+	select {
+	case err := <-done:
+		return false, err
+	case <-ctx.Done():
+		if state.CompareAndSwap(0, 2) {
+			return true, ctxError(ctx)
+		}
+		return false, <-done
+	}
+}
+
+// ctxError is ctx's error, with its cause when that says more (such as
+// distlock.ErrClosed when the Locker closes).
+func ctxError(ctx context.Context) error {
+	err := ctx.Err()
+	if cause := context.Cause(ctx); cause != nil && cause != err {
+		return fmt.Errorf("%w: %w", err, cause)
+	}
+	return err
+}
+
+// spawn runs fn on a goroutine that Close waits for. After Close began,
+// only background work may spawn more (it holds Close back itself).
+func (d *driver) spawn(fn func(), fromBackground bool) bool {
+	d.mu.Lock()
+	if d.draining && !fromBackground {
+		d.mu.Unlock()
+		return false
+	}
+	d.active++
+	d.mu.Unlock()
+	go func() {
+		defer func() {
+			d.mu.Lock()
+			d.active--
+			if d.active == 0 {
+				d.idle.Broadcast()
+			}
+			d.mu.Unlock()
+		}()
+		fn()
+	}()
+	return true
+}
+
+// cleanup removes one hold in the background, owner-checked, until it
+// succeeds, Redis refuses, or min(ttl, cleanupTimeout) passes (after which
+// the TTL frees the lock anyway).
+func (d *driver) cleanup(k redisscript.Keys, owner string, token uint64, hold string, ttl time.Duration, fromBackground bool) {
+	select {
+	case d.cleanSem <- struct{}{}:
+	default:
+		return // too many at once: the TTL will do
+	}
+	if !d.spawn(func() {
+		defer func() { <-d.cleanSem }()
+		ctx, cancel := context.WithTimeout(context.Background(), min(ttl, cleanupTimeout))
+		defer cancel()
+		pause := 20 * time.Millisecond
+		for {
+			_, err := redisscript.Release(ctx, d.client, k, owner, token, hold)
+			if err == nil || !redisscript.Ambiguous(err) || ctx.Err() != nil || errors.Is(err, goredis.ErrClosed) {
+				return
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(pause):
+			}
+			pause = min(2*pause, time.Second)
+		}
+	}, fromBackground) {
+		<-d.cleanSem
+	}
+}
+
+// Watch implements backend.Notifier over the Locker's shared subscription.
+func (d *driver) Watch(key string) (<-chan struct{}, func()) {
+	return d.sub.Watch(d.keys(key).Channel)
+}
+
+// RefreshBatch implements backend.BatchRefresher: one pipeline (one round
+// trip per node) for every lock of this driver in items.
+func (d *driver) RefreshBatch(ctx context.Context, items []backend.RefreshItem) []error {
+	errs := make([]error, len(items))
+	ops := make([]redisscript.RefreshOp, 0, len(items))
+	idx := make([]int, 0, len(items))
+	for i, it := range items {
+		l, ok := it.Lock.(*lock)
+		if !ok || l.d != d {
+			errs[i] = it.Lock.Refresh(ctx, it.TTL)
+			continue
+		}
+		ops = append(ops, redisscript.RefreshOp{Keys: l.keys, Owner: l.owner, Token: l.token, Hold: l.hold, TTL: it.TTL})
+		idx = append(idx, i)
+	}
+	if len(ops) == 0 {
+		return errs
+	}
+	var res []redisscript.RefreshResult
+	if ctx.Done() == nil {
+		res = redisscript.RefreshBatch(ctx, d.client, ops)
+	} else if _, err := d.run(ctx, func(ctx context.Context) error {
+		res = redisscript.RefreshBatch(ctx, d.client, ops)
+		return nil
+	}, nil); err != nil {
+		for _, i := range idx {
+			errs[i] = err
+		}
+		return errs
+	}
+	for j, r := range res {
+		switch {
+		case r.Err != nil:
+			errs[idx[j]] = redisscript.Classify(ctx, r.Err)
+		case !r.Held:
+			errs[idx[j]] = errNotHeld
+		}
+	}
+	return errs
+}
+
+// Close stops the shared subscription, waits for background work (calls
+// whose caller's ctx ended, undo of ambiguous operations; each bounded by
+// the client's timeouts and at most 5s) and closes the client if the driver
+// owns it.
+func (d *driver) Close() error {
+	if d.closed.Swap(true) {
+		return nil
+	}
+	_ = d.sub.Close()
+	d.mu.Lock()
+	d.draining = true
+	for d.active > 0 {
+		d.idle.Wait()
+	}
+	d.mu.Unlock()
+	if d.owned {
+		if err := d.client.Close(); err != nil && !errors.Is(err, goredis.ErrClosed) {
+			return err
+		}
+	}
+	return nil
+}
+
+// lock is one hold granted by the driver.
+type lock struct {
+	d     *driver
+	keys  redisscript.Keys
+	owner string
+	hold  string
+	token uint64
+}
+
+func (l *lock) Token() uint64 { return l.token }
+
+func (l *lock) Release(ctx context.Context) error {
+	var (
+		r         redisscript.ReleaseResult
+		err       error
+		abandoned bool
+	)
+	if ctx.Done() == nil {
+		r, err = redisscript.Release(ctx, l.d.client, l.keys, l.owner, l.token, l.hold)
+	} else {
+		abandoned, err = l.d.run(ctx, func(ctx context.Context) error {
+			var err error
+			r, err = redisscript.Release(ctx, l.d.client, l.keys, l.owner, l.token, l.hold)
+			return err
+		}, func(err error) {
+			if redisscript.Ambiguous(err) {
+				l.d.cleanup(l.keys, l.owner, l.token, l.hold, cleanupTimeout, true)
+			}
+		})
+	}
+	if err != nil {
+		if redisscript.Ambiguous(err) && !abandoned {
+			// It may not have run: finish it in the background so the
+			// lock does not stay held until its TTL.
+			l.d.cleanup(l.keys, l.owner, l.token, l.hold, cleanupTimeout, false)
+		}
+		return redisscript.Classify(ctx, err)
+	}
+	if r == redisscript.NotHeld {
+		return errNotHeld
+	}
+	return nil
+}
+
+func (l *lock) Refresh(ctx context.Context, ttl time.Duration) error {
+	var (
+		held bool
+		err  error
+	)
+	if ctx.Done() == nil {
+		held, err = redisscript.Refresh(ctx, l.d.client, l.keys, l.owner, l.token, l.hold, ttl)
+	} else {
+		_, err = l.d.run(ctx, func(ctx context.Context) error {
+			var err error
+			held, err = redisscript.Refresh(ctx, l.d.client, l.keys, l.owner, l.token, l.hold, ttl)
+			return err
+		}, nil)
+	}
+	if err != nil {
+		return redisscript.Classify(ctx, err)
+	}
+	if !held {
+		return errNotHeld
+	}
+	return nil
+}

@@ -1,0 +1,127 @@
+package redis
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/internal/redisscript"
+)
+
+func init() {
+	backend.Register("redis", open)
+	backend.Register("rediss", open)
+}
+
+// URL parameters of distlock's own; every other parameter goes to go-redis's
+// ParseURL, which rejects the ones it does not know.
+const (
+	paramPrefix           = "prefix"              // key prefix (WithPrefix)
+	paramSubscribeTimeout = "subscribe_timeout"   // Go duration (WithSubscribeTimeout)
+	paramLinger           = "subscription_linger" // Go duration (WithSubscriptionLinger)
+)
+
+var ownParams = []string{paramPrefix, paramSubscribeTimeout, paramLinger}
+
+// open is the OpenFunc of "redis://" and "rediss://" URLs:
+//
+//	redis://[user:password@]host:port[/db][?param=value&...]
+//	rediss://...  (TLS; skip_verify=true disables certificate checks)
+//
+// The standard parts and go-redis's own query parameters (dial_timeout,
+// read_timeout, pool_size, max_retries, client_name, protocol, ...) are
+// parsed by go-redis's ParseURL. distlock adds prefix=, subscribe_timeout=
+// and subscription_linger=. Any other parameter is an ErrInvalidOption.
+//
+// Open does not connect: like database/sql.Open it only validates the URL,
+// and the first operation dials. An unreachable server therefore shows up
+// as ErrUnavailable from Acquire and TryAcquire, within their context.
+// The Locker owns the client it creates and closes it in Close.
+//
+// One URL names one server. For Redis Cluster or Sentinel, build the
+// go-redis client and call New.
+func open(_ context.Context, u *url.URL) (backend.Driver, error) {
+	opt, c, err := parseURL(u)
+	if err != nil {
+		return nil, err
+	}
+	c.closeClient = true
+	opt.ContextTimeoutEnabled = true // ctx deadlines bound socket I/O
+	return newDriver(goredis.NewClient(opt), c), nil
+}
+
+// parseURL splits the URL into go-redis options and distlock's config.
+func parseURL(u *url.URL) (*goredis.Options, config, error) {
+	c := config{prefix: redisscript.DefaultPrefix}
+	bad := func(format string, args ...any) (*goredis.Options, config, error) {
+		return nil, c, fmt.Errorf("%w: %s", backend.ErrInvalidOption, fmt.Sprintf(format, args...))
+	}
+	if u.Opaque != "" {
+		return bad("%s URL must look like %s://[user:password@]host:port[/db], got %q", u.Scheme, u.Scheme, u.Redacted())
+	}
+	if u.Fragment != "" {
+		return bad("%s URL must not have a fragment (#%s)", u.Scheme, u.Fragment)
+	}
+	if strings.Contains(u.Host, ",") {
+		return bad("%s URL names several hosts (%s): it connects to one Redis; for Redis Cluster or Sentinel build a go-redis client and call redis.New, for independent masters use redlock://", u.Scheme, u.Host)
+	}
+	q, err := url.ParseQuery(u.RawQuery)
+	if err != nil {
+		return bad("%s URL query: %v", u.Scheme, err)
+	}
+	own, rest := url.Values{}, url.Values{}
+	for k, vs := range q {
+		if isOwnParam(k) {
+			own[k] = vs
+		} else {
+			rest[k] = vs
+		}
+	}
+	p := backend.NewParams(&url.URL{RawQuery: own.Encode()})
+	c.prefix = p.String(paramPrefix, c.prefix)
+	c.confirmTimeout = backend.Parse(p, paramSubscribeTimeout, 0, positiveDuration)
+	if p.Has(paramLinger) {
+		d := backend.Parse(p, paramLinger, 0, nonNegativeDuration)
+		WithSubscriptionLinger(d)(&c)
+	}
+	if err := p.Done(); err != nil {
+		return nil, c, err
+	}
+	gu := *u
+	gu.RawQuery = rest.Encode()
+	opt, err := goredis.ParseURL(gu.String())
+	if err != nil {
+		return nil, c, fmt.Errorf("%w: %w (distlock's own parameters: %s)", backend.ErrInvalidOption, err, strings.Join(ownParams, ", "))
+	}
+	return opt, c, nil
+}
+
+func isOwnParam(k string) bool {
+	for _, p := range ownParams {
+		if k == p {
+			return true
+		}
+	}
+	return false
+}
+
+func positiveDuration(s string) (time.Duration, error) {
+	d, err := time.ParseDuration(s)
+	if err == nil && d <= 0 {
+		err = fmt.Errorf("must be positive")
+	}
+	return d, err
+}
+
+func nonNegativeDuration(s string) (time.Duration, error) {
+	d, err := time.ParseDuration(s)
+	if err == nil && d < 0 {
+		err = fmt.Errorf("must not be negative")
+	}
+	return d, err
+}
