@@ -138,9 +138,14 @@ type Blocker interface {
 
 // Notifier is implemented by drivers whose backend announces releases.
 // Watch registers interest in key: after Watch returns, every release of key
-// leads to a non-blocking send on the channel (capacity at least 1).
-// distlock calls Watch after a failed attempt and before the next one, so a
-// release between the two is not missed; it calls cancel when done waiting.
+// wakes at least one of the driver's watchers of key with a non-blocking send
+// on its channel (capacity at least 1). A driver may wake just one of several
+// watchers of a key, to spare the others a wasted attempt, provided that a
+// woken watcher's cancel hands the wake-up on to another watcher: a waiter
+// that leaves must not swallow a release. distlock calls Watch after a
+// failed attempt and before the next one, so a release between the two is
+// not missed; it calls cancel when it stops waiting, whether it acquired the
+// lock or not.
 type Notifier interface {
 	Watch(key string) (ch <-chan struct{}, cancel func())
 }
