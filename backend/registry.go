@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 )
@@ -188,10 +189,8 @@ func Hosts(u *url.URL, defaultPort string) ([]string, error) {
 		if port == "" {
 			port = defaultPort
 		}
-		for _, c := range port {
-			if c < '0' || c > '9' {
-				return nil, fmt.Errorf("%w: bad port in %q", ErrInvalidOption, h)
-			}
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 || port[0] == '+' {
+			return nil, fmt.Errorf("%w: bad port in %q (want 1-65535)", ErrInvalidOption, h)
 		}
 		out = append(out, host+":"+port)
 	}

@@ -88,15 +88,15 @@ type Faults struct {
 	Expire func(ctx context.Context, key string) error
 	// NewLinkedLocker returns a new client whose every connection to the
 	// backend passes through the returned Link. The network-fault checks
-	// need it.
+	// need it. If the Link is an io.Closer it is closed after the Locker.
 	NewLinkedLocker func(ctx context.Context) (distlock.Locker, Link, error)
 	// StopBackend kills every server of the backend; StartBackend starts
 	// them again with their data. The backend-down check needs both.
 	StopBackend, StartBackend func(ctx context.Context) error
 	// Held lists the locks held in the backend right now, read from the
 	// server directly (keys, nodes, rows; not fencing counters or empty
-	// parents). The cancel-in-flight check uses it to prove nothing was
-	// left behind.
+	// parents). The cancel-in-flight check uses it, when every lock of the
+	// suite has been released, to prove nothing was left behind.
 	Held func(ctx context.Context) ([]string, error)
 	// ServerFaults are injected under load by the server-faults check.
 	ServerFaults []ServerFault

@@ -10,6 +10,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/conformance"
+	"github.com/distlock/distlock/internal/netfault"
 	"github.com/distlock/distlock/internal/redisscript"
 	"github.com/distlock/distlock/internal/testserver"
 )
@@ -33,21 +34,73 @@ func expireFault(admin goredis.UniversalClient, prefix string) func(ctx context.
 	}
 }
 
-// TestConformance runs the whole suite against one redis-server, opening
-// every Locker by URL (each with its own client and connections).
+// TestConformance runs the whole suite, fault checks included, against one
+// redis-server with AOF appendfsync always (so that a restart keeps locks
+// and the fencing counter, which the server-faults check relies on),
+// opening every Locker by URL (each with its own client and connections).
 func TestConformance(t *testing.T) {
-	srv := testserver.Redis(t, testserver.RedisConfig{})
+	srv := testserver.Redis(t, testserver.RedisConfig{Persistence: true})
+	fencedSrv := testserver.Redis(t, testserver.RedisConfig{})
 	admin := goredis.NewClient(&goredis.Options{Addr: srv.Addr()})
 	t.Cleanup(func() { _ = admin.Close() })
 	const prefix = "conf:"
+	url := func(addr string) string { return "redis://" + addr + "/0?prefix=" + prefix }
 	conformance.Run(t, conformance.Harness{
 		Name: "redis",
 		NewLocker: func(ctx context.Context) (distlock.Locker, error) {
-			return distlock.Open(ctx, "redis://"+srv.Addr()+"/0?prefix="+prefix)
+			return distlock.Open(ctx, url(srv.Addr()))
 		},
-		TTL:    confTTL,
-		Faults: conformance.Faults{Expire: expireFault(admin, prefix)},
+		TTL:            confTTL,
+		URL:            url(srv.Addr()),
+		FencedRedis:    fencedSrv.Addr(),
+		UnreachableURL: "redis://127.0.0.1:1/0",
+		BadURLs:        []string{"redis://127.0.0.1:6379/notadb", "redis://a:1,b:2/0", "redis://127.0.0.1:6379/0?prefix=x&prefix=y", "redis://127.0.0.1:6379/0?subscribe_timeout=soon"},
+		BadTTLs:        []time.Duration{time.Nanosecond, time.Microsecond, 1500 * time.Microsecond},
+		Faults: conformance.Faults{
+			Expire: expireFault(admin, prefix),
+			NewLinkedLocker: func(ctx context.Context) (distlock.Locker, conformance.Link, error) {
+				g, err := netfault.ListenGroup(srv.Addr())
+				if err != nil {
+					return nil, nil, err
+				}
+				l, err := distlock.Open(ctx, url(g.Addrs()[0]))
+				if err != nil {
+					_ = g.Close()
+					return nil, nil, err
+				}
+				return l, g, nil
+			},
+			StopBackend:  func(context.Context) error { return srv.Kill() },
+			StartBackend: srv.Restart,
+			Held:         heldLocks(admin, prefix),
+			ServerFaults: []conformance.ServerFault{{
+				Name: "redis killed and restarted (AOF always)",
+				Inject: func(ctx context.Context) (func(context.Context) error, error) {
+					return srv.Restart, srv.Kill()
+				},
+			}},
+		},
 	})
+}
+
+// heldLocks lists the lock hashes under prefix (not the fencing counters).
+func heldLocks(admin goredis.UniversalClient, prefix string) func(ctx context.Context) ([]string, error) {
+	return func(ctx context.Context) ([]string, error) {
+		var held []string
+		iter := admin.Scan(ctx, 0, prefix+"*", 1000).Iterator()
+		for iter.Next(ctx) {
+			k := iter.Val()
+			typ, err := admin.Type(ctx, k).Result()
+			if err != nil {
+				return nil, err
+			}
+			if typ == "hash" {
+				owner, _ := admin.HGet(ctx, k, "o").Result()
+				held = append(held, k+" owner="+owner)
+			}
+		}
+		return held, iter.Err()
+	}
 }
 
 // TestConformanceCluster runs the whole suite against a Redis Cluster of

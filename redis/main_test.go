@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/distlock/distlock/conformance"
 )
 
 // quietLogger drops go-redis's log lines (dial failures while a test has
@@ -15,6 +17,7 @@ type quietLogger struct{}
 func (quietLogger) Printf(context.Context, string, ...any) {}
 
 func TestMain(m *testing.M) {
+	conformance.ServeWorker() // worker processes of the conformance fault checks
 	if os.Getenv("DISTLOCK_REDIS_LOG") == "" {
 		goredis.SetLogger(quietLogger{})
 	}

@@ -70,6 +70,9 @@ func parseURL(u *url.URL) (*goredis.Options, config, error) {
 	if strings.Contains(u.Host, ",") {
 		return bad("%s URL names several hosts (%s): it connects to one Redis; for Redis Cluster or Sentinel build a go-redis client and call redis.New, for independent masters use redlock://", u.Scheme, u.Host)
 	}
+	if _, err := backend.Hosts(u, "6379"); err != nil {
+		return nil, config{}, err
+	}
 	q, err := url.ParseQuery(u.RawQuery)
 	if err != nil {
 		return bad("%s URL query: %v", u.Scheme, err)

@@ -226,3 +226,59 @@ func (p *Proxy) deliver(dst net.Conn, chunk []byte) bool {
 		return err == nil
 	}
 }
+
+// Group is one proxy per server of a backend, faulted together: the links
+// of one client to every node. It satisfies conformance.Link.
+type Group struct{ Proxies []*Proxy }
+
+// ListenGroup starts a proxy for each target.
+func ListenGroup(targets ...string) (*Group, error) {
+	g := &Group{}
+	for _, t := range targets {
+		p, err := Listen(t)
+		if err != nil {
+			_ = g.Close()
+			return nil, err
+		}
+		g.Proxies = append(g.Proxies, p)
+	}
+	return g, nil
+}
+
+// Addrs returns the proxies' addresses, in the order of the targets.
+func (g *Group) Addrs() []string {
+	out := make([]string, len(g.Proxies))
+	for i, p := range g.Proxies {
+		out[i] = p.Addr()
+	}
+	return out
+}
+
+// SetLatency delays traffic on every link.
+func (g *Group) SetLatency(d time.Duration) { g.each(func(p *Proxy) { p.SetLatency(d) }) }
+
+// Blackhole silences every link.
+func (g *Group) Blackhole() { g.each((*Proxy).Blackhole) }
+
+// Cut resets every link.
+func (g *Group) Cut() { g.each((*Proxy).Cut) }
+
+// Heal restores every link.
+func (g *Group) Heal() { g.each((*Proxy).Heal) }
+
+// Close stops every proxy.
+func (g *Group) Close() error {
+	var first error
+	for _, p := range g.Proxies {
+		if err := p.Close(); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+func (g *Group) each(f func(*Proxy)) {
+	for _, p := range g.Proxies {
+		f(p)
+	}
+}
