@@ -55,10 +55,11 @@ const (
 )
 
 var (
-	errReleased = fmt.Errorf("%w: released", ErrNotHeld)
-	errExpired  = fmt.Errorf("%w: validity deadline passed without a successful refresh", ErrLockLost)
-	errLate     = fmt.Errorf("%w: the grant arrived after its validity had ended (backend or network slower than the TTL)", ErrUnavailable)
-	closedLease = fmt.Errorf("%w: %w", ErrNotHeld, ErrClosed)
+	errReleased       = fmt.Errorf("%w: released", ErrNotHeld)
+	errExpired        = fmt.Errorf("%w: validity deadline passed without a successful refresh", ErrLockLost)
+	errSessionExpired = fmt.Errorf("%w: no contact with the backend within the session timeout", ErrLockLost)
+	errLate           = fmt.Errorf("%w: the grant arrived after its validity had ended (backend or network slower than the TTL)", ErrUnavailable)
+	closedLease       = fmt.Errorf("%w: %w", ErrNotHeld, ErrClosed)
 )
 
 func newLease(l *locker, r request) *Lease {
@@ -82,9 +83,17 @@ func (ls *Lease) Owner() string { return ls.owner }
 func (ls *Lease) Token() uint64 { return ls.token }
 
 // Deadline returns the local validity deadline: until then the lock is
-// certainly held (if the lease has not ended). Zero on backends whose locks
-// do not expire (their session keeps them).
+// certainly held (if the lease has not ended). On session-bound backends
+// whose locks do not expire it is the driver's session deadline (last
+// contact plus the session timeout, less a margin), or zero if the driver
+// keeps none.
 func (ls *Lease) Deadline() time.Time {
+	if !ls.l.caps.Expiring {
+		if d, ok := ls.lock.(backend.Deadliner); ok {
+			return d.ValidUntil()
+		}
+		return time.Time{}
+	}
 	ls.l.sched.mu.Lock()
 	defer ls.l.sched.mu.Unlock()
 	return ls.deadline
@@ -95,12 +104,31 @@ func (ls *Lease) Deadline() time.Time {
 // pause, a suspended VM) sees the loss even before the scheduler goroutine
 // has run.
 func (ls *Lease) checkDeadline() {
+	if !ls.l.caps.Expiring {
+		ls.checkSession()
+		return
+	}
 	s := &ls.l.sched
 	s.mu.Lock()
 	expired := ls.idx >= 0 && !ls.deadline.IsZero() && !time.Now().Before(ls.deadline)
 	s.mu.Unlock()
 	if expired {
 		ls.lose(errExpired)
+	}
+}
+
+// checkSession ends a session-bound lease whose driver-kept deadline has
+// passed (backend.Deadliner).
+func (ls *Lease) checkSession() {
+	ls.mu.Lock()
+	d, ok := ls.lock.(backend.Deadliner)
+	held := ls.state == held
+	ls.mu.Unlock()
+	if !ok || !held {
+		return
+	}
+	if until := d.ValidUntil(); !until.IsZero() && !time.Now().Before(until) {
+		ls.lose(errSessionExpired)
 	}
 }
 

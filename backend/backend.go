@@ -179,6 +179,17 @@ type Forgetter interface {
 	Forget(ctx context.Context, req Request) error
 }
 
+// Deadliner is implemented by locks of session-bound backends that keep a
+// local deadline of their own (last contact with the server plus the session
+// timeout, less a margin): ValidUntil returns it, or the zero time when
+// there is none. distlock consults it whenever the lease's state is read, so
+// a holder resumed from a pause sees its loss at once, even before the
+// driver's own timer or keepalive has run; the driver still calls
+// Request.Lost when it notices.
+type Deadliner interface {
+	ValidUntil() time.Time
+}
+
 // RefreshItem is one lock to refresh in a batch.
 type RefreshItem struct {
 	Lock Lock

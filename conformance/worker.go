@@ -127,7 +127,7 @@ func workerLoop(ctx context.Context, l distlock.Locker, cfg workerConfig, say fu
 		if err := lease.Err(); err != nil {
 			rec.Add(history.Event{Process: cfg.ID, Seq: seq, Op: history.Lost, Key: cfg.Key})
 		}
-		rec.Add(history.Event{Process: cfg.ID, Seq: seq, Op: history.ReleaseCall, Key: cfg.Key})
+		rec.Add(history.Event{Process: cfg.ID, Seq: seq, Op: history.ReleaseCall, Key: cfg.Key, Deadline: history.Mono(lease.Deadline())})
 		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		err = lease.Release(rctx)
 		cancel()

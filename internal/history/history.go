@@ -53,7 +53,9 @@ type Event struct {
 	// Time is the CLOCK_MONOTONIC reading in nanoseconds.
 	Time int64 `json:"at"`
 	// Deadline is the lease's local validity deadline as a
-	// CLOCK_MONOTONIC reading; 0 for locks that do not expire.
+	// CLOCK_MONOTONIC reading; 0 for locks that do not expire. AcquireOK
+	// carries the first; ReleaseCall and Lost may carry a later one (the
+	// lease was refreshed meanwhile), and the latest counts.
 	Deadline int64 `json:"dl,omitempty"`
 	// Nested marks an acquisition made while the same owner already held
 	// the key (reentrancy).
@@ -192,6 +194,9 @@ func Holds(events []Event, end int64) []Hold {
 		case ReleaseCall, Lost:
 			if h := byID[k]; h != nil && h.Start != 0 && h.End == 0 {
 				h.End = e.Time
+			}
+			if e.Deadline > deadline[k] {
+				deadline[k] = e.Deadline // refreshed since the grant
 			}
 		}
 	}

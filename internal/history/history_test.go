@@ -57,6 +57,11 @@ func TestCheck(t *testing.T) {
 		{"same owner overlap allowed", join(acq("a", 1, "A", 4, 0, 1, 9), nested(acq("b", 1, "A", 4, 2, 3, 5))), ""},
 		{"lease deadline ends the hold", join(withDeadline(acq("a", 1, "A", 1, 0, 1, 50), 5), acq("b", 1, "B", 2, 2, 6, 9)), ""},
 		{"lease deadline after takeover", join(withDeadline(acq("a", 1, "A", 1, 0, 1, 50), 7), acq("b", 1, "B", 2, 2, 6, 9)), "mutual-exclusion"},
+		{"refreshed deadline extends the hold", join(func() []Event {
+			e := withDeadline(acq("a", 1, "A", 1, 0, 1, 50), 5)
+			e[2].Deadline = 60
+			return e
+		}(), acq("b", 1, "B", 2, 2, 6, 9)), "mutual-exclusion"},
 		{"lost ends the hold", join([]Event{ev("a", 1, AcquireCall, 0, "A", 0), ev("a", 1, AcquireOK, 1, "A", 1), ev("a", 1, Lost, 4, "A", 0)}, acq("b", 1, "B", 2, 2, 5, 9)), ""},
 		{"crashed holder holds to its deadline", join([]Event{ev("a", 1, AcquireCall, 0, "A", 0), func() Event { e := ev("a", 1, AcquireOK, 1, "A", 1); e.Deadline = 20; return e }()}, acq("b", 1, "B", 2, 2, 10, 30)), "mutual-exclusion"},
 		{"failed acquire holds nothing", join([]Event{ev("a", 1, AcquireCall, 0, "A", 0), ev("a", 1, AcquireFail, 3, "A", 0)}, acq("b", 1, "B", 1, 1, 2, 9)), ""},

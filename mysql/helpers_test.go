@@ -1,0 +1,234 @@
+package mysql_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	gomysql "github.com/go-sql-driver/mysql"
+
+	"github.com/distlock/distlock/conformance"
+	"github.com/distlock/distlock/internal/testserver"
+)
+
+// shared is the MariaDB server most tests use; tests that kill or restart
+// a server start their own.
+var shared *testserver.MariaDB
+
+func TestMain(m *testing.M) {
+	conformance.ServeWorker()
+	code := func() int {
+		if dsn := os.Getenv(testserver.EnvMySQLDSN); dsn == "" {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			srv, err := testserver.StartMariaDB(ctx, "")
+			cancel()
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "start mariadb:", err)
+				return 1
+			}
+			defer srv.Stop()
+			shared = srv
+		}
+		return m.Run()
+	}()
+	os.Exit(code)
+}
+
+// server returns the shared server (or, with DISTLOCK_MYSQL_DSN, the
+// external one).
+func server(t testing.TB) *testserver.MariaDB {
+	t.Helper()
+	if shared != nil {
+		return shared
+	}
+	return testserver.MariaDBServer(t)
+}
+
+// ownServer starts a server for a test that kills or restarts it.
+func ownServer(t testing.TB) *testserver.MariaDB {
+	t.Helper()
+	srv := testserver.MariaDBServer(t)
+	if !srv.Controllable() {
+		t.Skip("the MariaDB server is external: cannot kill or restart it")
+	}
+	return srv
+}
+
+// mysqlURL is the distlock URL of srv with extra query parameters.
+func mysqlURL(srv *testserver.MariaDB, query string) string {
+	u := url.URL{Scheme: "mysql", User: url.UserPassword(srv.User, srv.Password), Host: srv.Addr(), Path: "/" + srv.DB, RawQuery: query}
+	return u.String()
+}
+
+// config is a go-sql-driver configuration for srv with interpolateParams.
+func config(t testing.TB, srv *testserver.MariaDB) *gomysql.Config {
+	t.Helper()
+	cfg, err := gomysql.ParseDSN(srv.DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.InterpolateParams = true
+	cfg.ParseTime = true
+	return cfg
+}
+
+// openDB opens a pool for cfg, closed at the end of the test.
+func openDB(t testing.TB, cfg *gomysql.Config) *sql.DB {
+	t.Helper()
+	c, err := gomysql.NewConnector(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := sql.OpenDB(c)
+	t.Cleanup(func() { _ = db.Close() })
+	return db
+}
+
+// adminDB is a plain pool for inspection and fault injection.
+func adminDB(t testing.TB, srv *testserver.MariaDB) *sql.DB {
+	t.Helper()
+	return openDB(t, config(t, srv))
+}
+
+var tableSeq atomic.Int64
+
+// uniqueTable names a fresh table so tests on the shared server do not see
+// each other's rows.
+func uniqueTable(prefix string) string {
+	return fmt.Sprintf("%s_%d_%d", prefix, time.Now().UnixNano()%1e9, tableSeq.Add(1))
+}
+
+func ctxT(t testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// wire is a dialer that watches the client side of the MySQL protocol: it
+// records every command the client sends (COM_QUERY text included, which
+// with interpolateParams is the whole statement with its arguments), and
+// can swallow the server's reply to the next command, as a network that
+// drops a response would.
+type wire struct {
+	mu       sync.Mutex
+	commands []command
+	swallow  atomic.Bool // the next command's connection gets no more replies
+}
+
+type command struct {
+	code  byte
+	query string
+}
+
+// MySQL command codes.
+const (
+	comQuit        = 0x01
+	comQuery       = 0x03
+	comPing        = 0x0e
+	comStmtPrepare = 0x16
+	comStmtExecute = 0x17
+	comStmtClose   = 0x19
+)
+
+func (w *wire) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	return &wireConn{Conn: c, w: w, closed: make(chan struct{})}, nil
+}
+
+// reset forgets the recorded commands.
+func (w *wire) reset() {
+	w.mu.Lock()
+	w.commands = nil
+	w.mu.Unlock()
+}
+
+// roundTrips counts the recorded commands that wait for a reply.
+func (w *wire) roundTrips() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := 0
+	for _, c := range w.commands {
+		if c.code != comQuit && c.code != comStmtClose {
+			n++
+		}
+	}
+	return n
+}
+
+func (w *wire) queries() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var q []string
+	for _, c := range w.commands {
+		switch c.code {
+		case comQuery:
+			q = append(q, c.query)
+		case comPing:
+			q = append(q, "<COM_PING>")
+		case comStmtPrepare:
+			q = append(q, "<PREPARE> "+c.query)
+		case comStmtExecute:
+			q = append(q, "<EXECUTE>")
+		}
+	}
+	return q
+}
+
+type wireConn struct {
+	net.Conn
+	w         *wire
+	swallowed atomic.Bool
+	once      sync.Once
+	closed    chan struct{}
+}
+
+func (c *wireConn) Write(b []byte) (int, error) {
+	// go-sql-driver writes one packet per Write: 3-byte length, sequence
+	// id, payload. Sequence 0 starts a command.
+	if len(b) >= 5 && b[3] == 0 {
+		cmd := command{code: b[4]}
+		if cmd.code == comQuery || cmd.code == comStmtPrepare {
+			cmd.query = string(b[5:])
+		}
+		c.w.mu.Lock()
+		c.w.commands = append(c.w.commands, cmd)
+		c.w.mu.Unlock()
+		if cmd.code != comQuit && c.w.swallow.CompareAndSwap(true, false) {
+			c.swallowed.Store(true)
+		}
+	}
+	return c.Conn.Write(b)
+}
+
+func (c *wireConn) Read(b []byte) (int, error) {
+	if c.swallowed.Load() {
+		<-c.closed
+		return 0, net.ErrClosed
+	}
+	return c.Conn.Read(b)
+}
+
+func (c *wireConn) Close() error {
+	c.once.Do(func() { close(c.closed) })
+	return c.Conn.Close()
+}
+
+// wiredDB opens a pool for srv whose connections go through w.
+func wiredDB(t testing.TB, srv *testserver.MariaDB, w *wire) *sql.DB {
+	cfg := config(t, srv)
+	cfg.DialFunc = w.dial
+	return openDB(t, cfg)
+}
+
+func mysqlKeyHash(key string) [32]byte { return sha256.Sum256([]byte(key)) }

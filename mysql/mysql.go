@@ -1,0 +1,655 @@
+// Package mysql is distlock's MySQL/MariaDB backend, registered as
+// "mysql://". It offers the two database locks of the seeds (003: a lock
+// table with a unique key, and InnoDB's exclusive row lock taken with
+// SELECT … FOR UPDATE), each with the weaknesses the seeds list repaired.
+// One Locker uses one mode; both keep a per-key fencing counter in an InnoDB
+// row.
+//
+// # Mode "row" (the default): a lease row
+//
+// A lock is one row of a lock table (DDL returns the statement; the table is
+// created on first use unless WithCreateTable(false)). The primary key is the
+// SHA-256 of the key, so any key of up to 1,024 bytes, whatever its bytes,
+// case or trailing spaces, names its own row; the key itself is kept in a
+// VARBINARY column for humans and no SQL text is ever built from it.
+//
+// Acquire is one INSERT … ON DUPLICATE KEY UPDATE: one round trip, one
+// atomic statement. It takes the row when it is free or expired (a new
+// tenure: fence+1), nests when the row is already held by the same owner
+// (hold count+1, same fence, expiry never shortened), and otherwise changes
+// nothing. Its outcome travels back in the OK packet through
+// LAST_INSERT_ID(expr): the new fence, or the holder's remaining time with
+// the top bit set when the lock is busy, so the result does not depend on the
+// client's CLIENT_FOUND_ROWS flag. Release and Refresh are single UPDATEs
+// checked on owner AND fence, so a stale handle — even of the same owner id —
+// never touches a later tenure. Expiry is computed by the database clock:
+// UTC_TIMESTAMP(6), which is NOW(6) in UTC, so neither the client's clock nor
+// a session time_zone (or a DST change) can move an expiry. The client sends
+// durations, never times; a TTL is sent in whole microseconds (the
+// resolution of DATETIME(6)), rounded up, so the server never holds a lock
+// for less than its TTL. An acquire whose reply is lost (its context ended,
+// or the connection broke, after the statement may have run) is undone in
+// the background: each grant records a random request id in the row, and an
+// owner-checked UPDATE matching that id gives back exactly that hold — also
+// for a WithOwner owner whose other nested holds stay — repeated for a few
+// seconds in case the request is still in flight.
+//
+// Capabilities: Fencing (the counter stays in the row across releases,
+// expiries and takeovers, and is advanced with LAST_INSERT_ID(fence+1) in the
+// acquiring statement), Reentrant (owner and hold count in the row, across
+// Lockers and processes), Expiring (distlock refreshes the row every ttl/3
+// and ends the lease locally before the database could let another owner in)
+// and Durable (a committed InnoDB row survives a crash and restart of the
+// server with the default innodb_flush_log_at_trx_commit=1; the fence then
+// keeps increasing).
+//
+// Not claimed in row mode: Notify (waiters poll, but never sleep past the
+// holder's remaining time, which the busy reply carries), Fair, SessionBound
+// (a crashed holder's lock ends when its TTL runs out, not when its
+// connection dies). A jump of the database server's wall clock moves every
+// expiry with it (forward: leases end early, before the holders' local
+// deadlines); keep the server's clock disciplined (slewed, not stepped).
+//
+// # Mode "forupdate": an InnoDB row lock on a pinned connection
+//
+// A lock is InnoDB's exclusive lock on the key's row, held by an open
+// transaction on a *sql.Conn pinned for the lease. The row must exist before
+// it is locked — a locking read of a missing row takes a gap lock, and two
+// sessions that both hold it deadlock on INSERT — so a missing row is
+// created with an autocommit INSERT IGNORE after the locking transaction is
+// rolled back, and then locked. TryAcquire uses FOR UPDATE NOWAIT; Acquire
+// waits inside the server (a lock-wait timeout, 1205, leaves the
+// transaction open: it is rolled back and the wait starts afresh), and when
+// its context ends the waiting statement is stopped with KILL QUERY from
+// another connection and the connection is discarded. Release is COMMIT. A
+// connection whose lock was abandoned — cancelled, failed, lost — is never
+// returned to the pool (it is discarded with driver.ErrBadConn), so no other
+// goroutine can run inside a transaction that holds a lock.
+//
+// The fencing token is not kept in the locked row: it is advanced and
+// committed on a second connection while the row lock is held (one more
+// round trip), and the pinned connection is checked to be alive afterwards.
+// A token is therefore durable before anyone sees it, and the token of a
+// holder whose connection is killed is never handed out again — advancing
+// the counter inside the lock's own transaction would roll it back with the
+// dead session, and the next holder would get the same token.
+//
+// Loss: a keepalive pings every pinned connection (WithKeepalive, default
+// 1s, at most a third of the session's wait_timeout). The pings keep
+// wait_timeout from ending an idle holder's session; when the connection
+// was killed, timed out or broke, the lease ends (Done closes with
+// ErrLockLost) within one interval. A holder that cannot reach the server
+// (partition, frozen process) keeps its lock on the server until the server
+// ends the silent session after wait_timeout; the holder declares the lock
+// lost before that moment (last successful command + wait_timeout − 1% −
+// 100ms), and before closing its connection, so it always hears of the loss
+// before another owner can acquire. A process frozen (SIGSTOP, a suspended
+// VM) for longer than wait_timeout cannot hear anything while frozen; when
+// it resumes, the lease reports the loss the moment it is looked at (Err,
+// Done, Context compare that deadline synchronously, through
+// backend.Deadliner), before the keepalive has even run — and the fencing
+// token makes a write it had already started harmless. A URL-opened Locker sets wait_timeout
+// to its sessionTimeout parameter (default 30s); with New, wait_timeout is
+// whatever the DSN sets (the server default is 8 hours, and that is then
+// how long a partitioned holder blocks others).
+//
+// Capabilities: Fencing, Reentrant (within one Locker: the lock belongs to a
+// connection of that Locker; another Locker using the same owner id contends
+// like any other owner), Notify (waiters are queued and woken by InnoDB on
+// COMMIT), SessionBound (the server rolls back, freeing the lock, when the
+// holder's connection closes or is killed, and after wait_timeout of
+// silence).
+//
+// Not claimed in forupdate mode: Expiring (there is no TTL: WithTTL is
+// validated and ignored; a live but stuck holder keeps the lock as long as
+// its connection lives), Durable (a server restart ends every session and
+// so every lock — only the fence counter survives), Fair (InnoDB grants
+// waiting lock requests in no promised order). Each held or waiting lock
+// occupies one connection: with a bounded pool (MaxOpenConns) one connection
+// is kept free for the fence counter and KILL QUERY, and an acquisition
+// beyond that fails at once with ErrUnavailable instead of waiting.
+//
+// # Both modes
+//
+// One database is a single point of failure: locks are exactly as available
+// as the primary. Failover to an asynchronous replica can lose committed
+// rows — two owners may then hold a lock and fences may repeat — so it is
+// not claimed safe. Durability of rows and fences assumes
+// innodb_flush_log_at_trx_commit=1 (the default). Rows are never deleted:
+// the fence lives in them, so the table keeps one row (two in forupdate
+// mode) per distinct key ever locked. The lock tables of the two modes
+// differ; give each mode its own table (the defaults do). Statements use
+// only parameters for keys and owners; the table name is validated as an
+// identifier and quoted.
+//
+// Tested on MariaDB 10.11. The SQL is also valid on MySQL 8.0+; the
+// differences handled are: NOWAIT fails with 1205 on MariaDB and 3572 on
+// MySQL; VALUES() in ON DUPLICATE KEY UPDATE (deprecated in MySQL 8.0.20) is
+// not used; statements give the same result whether UPDATE assignments see
+// earlier assignments (MySQL's left-to-right rule) or not (MariaDB's
+// SIMULTANEOUS_ASSIGNMENT sql_mode).
+package mysql
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	gomysql "github.com/go-sql-driver/mysql"
+	"github.com/jmoiron/sqlx"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/backend"
+)
+
+// Mode selects the locking mechanism of a Locker.
+type Mode string
+
+const (
+	// ModeRow keeps each lock as a lease row with an owner, a hold count,
+	// an expiry on the database clock and a fencing counter.
+	ModeRow Mode = "row"
+	// ModeForUpdate holds each lock as an InnoDB row lock (SELECT … FOR
+	// UPDATE) in an open transaction on a pinned connection.
+	ModeForUpdate Mode = "forupdate"
+)
+
+// Default table names. The two modes use different table layouts, so they
+// default to different tables.
+const (
+	DefaultRowTable       = "distlock_leases"
+	DefaultForUpdateTable = "distlock_rowlocks"
+)
+
+// DefaultKeepalive is how often forupdate mode pings each pinned connection.
+// A killed or timed-out holder connection ends its lease within this
+// interval.
+const DefaultKeepalive = time.Second
+
+// DB is the handle New accepts: a *sql.DB or a *sqlx.DB opened with the
+// go-sql-driver/mysql driver.
+type DB interface {
+	*sql.DB | *sqlx.DB
+}
+
+// Option configures New.
+type Option func(*config)
+
+type config struct {
+	mode        Mode
+	table       string
+	createTable bool
+	keepalive   time.Duration
+	defaults    []distlock.Option
+	err         error
+}
+
+// WithMode selects the mechanism (default ModeRow).
+func WithMode(m Mode) Option {
+	return func(c *config) {
+		if m != ModeRow && m != ModeForUpdate {
+			c.fail(fmt.Errorf("%w: mode %q (want %q or %q)", backend.ErrInvalidOption, m, ModeRow, ModeForUpdate))
+			return
+		}
+		c.mode = m
+	}
+}
+
+// WithTable names the lock table: an identifier of letters, digits, '_' and
+// '$' (at most 64), optionally qualified by a database name ("db.table").
+// Anything else is rejected with ErrInvalidOption; a valid name is
+// backquoted into the statements, no SQL is built from anything else.
+func WithTable(name string) Option {
+	return func(c *config) {
+		if err := validTable(name); err != nil {
+			c.fail(err)
+			return
+		}
+		c.table = name
+	}
+}
+
+// WithCreateTable controls whether the lock table is created with CREATE
+// TABLE IF NOT EXISTS on first use (default true). Turn it off to manage the
+// schema yourself with the statement DDL returns.
+func WithCreateTable(on bool) Option {
+	return func(c *config) { c.createTable = on }
+}
+
+// WithKeepalive sets how often forupdate mode pings each pinned connection
+// (default DefaultKeepalive; a third of the session's wait_timeout if that
+// is shorter). Loss of the connection ends the lease within one interval.
+// Row mode ignores it.
+func WithKeepalive(d time.Duration) Option {
+	return func(c *config) {
+		if d <= 0 {
+			c.fail(fmt.Errorf("%w: keepalive %v must be positive", backend.ErrInvalidOption, d))
+			return
+		}
+		c.keepalive = d
+	}
+}
+
+// WithDefaults sets distlock options applied to every acquisition of the
+// Locker (for example distlock.WithTTL).
+func WithDefaults(opts ...distlock.Option) Option {
+	return func(c *config) { c.defaults = append(c.defaults, opts...) }
+}
+
+func (c *config) fail(err error) {
+	if c.err == nil {
+		c.err = err
+	}
+}
+
+func newConfig(opts []Option) config {
+	c := config{mode: ModeRow, createTable: true, keepalive: DefaultKeepalive}
+	for _, o := range opts {
+		o(&c)
+	}
+	if c.table == "" {
+		c.table = DefaultRowTable
+		if c.mode == ModeForUpdate {
+			c.table = DefaultForUpdateTable
+		}
+	}
+	return c
+}
+
+// Locker is a distlock.Locker on a MySQL or MariaDB database, in one Mode.
+type Locker struct {
+	distlock.Locker
+	mode Mode
+	b    *base
+	fu   *fuDriver // nil in row mode
+}
+
+// New returns a Locker over db, which must use the go-sql-driver/mysql
+// driver; interpolateParams=true in its DSN saves a round trip per statement
+// (otherwise every statement with arguments is prepared on the server).
+// New does not take ownership of db: Close leaves it open. In forupdate mode
+// each held or waiting lock occupies one of db's connections until it is
+// released.
+//
+// An invalid option does not panic: every acquisition then fails with an
+// error wrapping ErrInvalidOption.
+func New[T DB](db T, opts ...Option) *Locker {
+	var x *sqlx.DB
+	switch v := any(db).(type) {
+	case *sql.DB:
+		if v != nil {
+			x = sqlx.NewDb(v, "mysql")
+		}
+	case *sqlx.DB:
+		if v != nil && v.DB != nil {
+			x = v
+		}
+	}
+	c := newConfig(opts)
+	if x == nil {
+		// A placeholder that Close closes: every call fails with c.err.
+		c.fail(fmt.Errorf("%w: nil database handle", backend.ErrInvalidOption))
+		return newLocker(sqlx.NewDb(sql.OpenDB(nilConnector{}), "mysql"), true, c)
+	}
+	return newLocker(x, false, c)
+}
+
+// nilConnector stands in for a missing database; it is never dialled
+// because a Locker built on it fails every call before using it.
+type nilConnector struct{}
+
+func (nilConnector) Connect(context.Context) (driver.Conn, error) {
+	return nil, fmt.Errorf("%w: nil database handle", backend.ErrInvalidOption)
+}
+func (nilConnector) Driver() driver.Driver { return nil }
+
+func newLocker(x *sqlx.DB, owned bool, c config) *Locker {
+	d := newDriver(x, owned, c)
+	l := &Locker{mode: c.mode, b: d.common()}
+	l.fu, _ = d.(*fuDriver)
+	l.Locker = distlock.New(d, "mysql", c.defaults...)
+	return l
+}
+
+// modeDriver is a backend.Driver of either mode.
+type modeDriver interface {
+	backend.Driver
+	common() *base
+}
+
+func newDriver(x *sqlx.DB, owned bool, c config) modeDriver {
+	b := &base{db: x.DB, x: x, owned: owned, create: c.createTable, mode: c.mode, cfgErr: c.err}
+	b.life, b.stop = context.WithCancel(context.Background())
+	if c.err == nil {
+		b.table = quoteTable(c.table)
+	}
+	if c.mode == ModeForUpdate {
+		return newFUDriver(b, c.keepalive)
+	}
+	return newRowDriver(b)
+}
+
+func (b *base) common() *base { return b }
+
+// Mode reports the Locker's mechanism.
+func (l *Locker) Mode() Mode { return l.mode }
+
+// Info describes a lock as the database sees it; see Locker.Inspect.
+type Info struct {
+	// Key is the lock's name.
+	Key string
+	// Held reports whether an owner holds the lock now (row mode only).
+	Held bool
+	// Owner and Holds are the holder's identity and reentrant hold count
+	// (row mode, when Held).
+	Owner string
+	Holds int
+	// Remaining is the holder's time left by the database clock (row mode,
+	// when Held).
+	Remaining time.Duration
+	// Fence is the last fencing token issued for the key (0 if none).
+	Fence uint64
+}
+
+type infoRow struct {
+	Key       []byte        `db:"lock_key"`
+	Owner     []byte        `db:"owner"`
+	Holds     int           `db:"holds"`
+	Remaining sql.NullInt64 `db:"remaining_us"`
+	Fence     uint64        `db:"fence"`
+}
+
+// Inspect reads the lock named key without taking it, for monitoring and
+// tests. In row mode it returns the lease row; in forupdate mode only Fence
+// is known (the row lock itself is invisible without trying to take it). A
+// key never locked gives a zero Info (with Key set) and no error.
+func (l *Locker) Inspect(ctx context.Context, key string) (Info, error) {
+	if err := distlock.ValidateKey(key); err != nil {
+		return Info{}, err
+	}
+	if l.b.cfgErr != nil {
+		return Info{}, l.b.cfgErr
+	}
+	h := keyHash(key)
+	info := Info{Key: key}
+	var r infoRow
+	var q string
+	if l.mode == ModeRow {
+		q = `SELECT lock_key, owner, holds, fence,
+			IF(holds > 0 AND expires_at > UTC_TIMESTAMP(6), TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at), NULL) AS remaining_us
+			FROM ` + l.b.table + ` WHERE key_hash = ?`
+	} else {
+		q = `SELECT lock_key, '' AS owner, 0 AS holds, fence, NULL AS remaining_us FROM ` + l.b.table + ` WHERE key_hash = ? AND kind = 1`
+	}
+	err := l.b.x.GetContext(ctx, &r, q, h[:])
+	if errors.Is(err, sql.ErrNoRows) {
+		return info, nil
+	}
+	if err != nil {
+		return Info{}, l.b.wrap(ctx, err)
+	}
+	info.Fence = r.Fence
+	if r.Remaining.Valid {
+		info.Held = true
+		info.Owner = string(r.Owner)
+		info.Holds = r.Holds
+		info.Remaining = time.Duration(r.Remaining.Int64) * time.Microsecond
+	}
+	return info, nil
+}
+
+// DDL returns the CREATE TABLE statement of the lock table for mode, for
+// users who manage the schema themselves (WithCreateTable(false)). table ""
+// means the mode's default table.
+func DDL(mode Mode, table string) (string, error) {
+	if table == "" {
+		table = DefaultRowTable
+		if mode == ModeForUpdate {
+			table = DefaultForUpdateTable
+		}
+	}
+	if err := validTable(table); err != nil {
+		return "", err
+	}
+	switch mode {
+	case ModeRow:
+		return rowDDL(quoteTable(table)), nil
+	case ModeForUpdate:
+		return forUpdateDDL(quoteTable(table)), nil
+	}
+	return "", fmt.Errorf("%w: mode %q (want %q or %q)", backend.ErrInvalidOption, mode, ModeRow, ModeForUpdate)
+}
+
+func rowDDL(table string) string {
+	return `CREATE TABLE IF NOT EXISTS ` + table + ` (
+  key_hash   BINARY(32)      NOT NULL COMMENT 'SHA-256 of the lock key',
+  lock_key   VARBINARY(1024) NOT NULL COMMENT 'the lock key',
+  owner      VARBINARY(256)  NOT NULL COMMENT 'holder identity',
+  holds      INT UNSIGNED    NOT NULL COMMENT 'reentrant holds; 0 when free',
+  expires_at DATETIME(6)     NOT NULL COMMENT 'UTC, database clock; in the past when free',
+  fence      BIGINT UNSIGNED NOT NULL COMMENT 'last fencing token issued; never reset',
+  acq_id     BINARY(16)      NULL     COMMENT 'id of the last granting request',
+  PRIMARY KEY (key_hash)
+) ENGINE=InnoDB COMMENT='distlock row-mode leases'`
+}
+
+func forUpdateDDL(table string) string {
+	return `CREATE TABLE IF NOT EXISTS ` + table + ` (
+  key_hash BINARY(32)       NOT NULL COMMENT 'SHA-256 of the lock key',
+  kind     TINYINT UNSIGNED NOT NULL COMMENT '0: the row locked FOR UPDATE; 1: the fence counter',
+  lock_key VARBINARY(1024)  NOT NULL COMMENT 'the lock key',
+  fence    BIGINT UNSIGNED  NOT NULL DEFAULT 0 COMMENT 'kind 1: last fencing token issued',
+  PRIMARY KEY (key_hash, kind)
+) ENGINE=InnoDB COMMENT='distlock forupdate-mode lock rows'`
+}
+
+var identRE = regexp.MustCompile(`^[A-Za-z0-9_$]{1,64}$`)
+
+func validTable(name string) error {
+	parts := strings.Split(name, ".")
+	if len(parts) > 2 {
+		return fmt.Errorf("%w: table name %q: at most one '.' (db.table)", backend.ErrInvalidOption, name)
+	}
+	for _, p := range parts {
+		if !identRE.MatchString(p) {
+			return fmt.Errorf("%w: table name %q: want 1-64 letters, digits, '_' or '$' (optionally db.table)", backend.ErrInvalidOption, name)
+		}
+	}
+	return nil
+}
+
+// quoteTable quotes a validated table name. Validation has excluded the
+// backtick, so quoting cannot be escaped from.
+func quoteTable(name string) string {
+	parts := strings.Split(name, ".")
+	for i, p := range parts {
+		parts[i] = "`" + p + "`"
+	}
+	return strings.Join(parts, ".")
+}
+
+// keyHash is the primary key of a lock: fixed length, binary, so keys that
+// differ only in case, trailing spaces or after any byte are distinct rows
+// whatever the server's collations.
+func keyHash(key string) [32]byte { return sha256.Sum256([]byte(key)) }
+
+// base is what both modes share: the database, the table, the schema setup
+// and background work.
+type base struct {
+	db     *sql.DB
+	x      *sqlx.DB
+	owned  bool // Close closes db (URL-opened)
+	table  string
+	create bool
+	mode   Mode
+	cfgErr error
+
+	schemaMu sync.Mutex
+	schemaOK bool
+
+	life context.Context // cancelled by Close; bounds background work
+	stop context.CancelFunc
+
+	goMu   sync.Mutex
+	closed bool
+	wg     sync.WaitGroup
+}
+
+// ready checks the configuration and creates the table once.
+func (b *base) ready(ctx context.Context) error {
+	if b.cfgErr != nil {
+		return b.cfgErr
+	}
+	if !b.create {
+		return nil
+	}
+	b.schemaMu.Lock()
+	defer b.schemaMu.Unlock()
+	if b.schemaOK {
+		return nil
+	}
+	ddl := rowDDL(b.table)
+	if b.mode == ModeForUpdate {
+		ddl = forUpdateDDL(b.table)
+	}
+	if _, err := b.db.ExecContext(ctx, ddl); err != nil {
+		return fmt.Errorf("create lock table: %w", b.wrap(ctx, err))
+	}
+	b.schemaOK = true
+	return nil
+}
+
+// goBackground runs f on a goroutine that Close waits for. It reports false
+// (and does not run f) after Close.
+func (b *base) goBackground(f func(ctx context.Context)) bool {
+	b.goMu.Lock()
+	defer b.goMu.Unlock()
+	if b.closed {
+		return false
+	}
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		f(b.life)
+	}()
+	return true
+}
+
+// shutdown stops background work and closes an owned database.
+func (b *base) shutdown() error {
+	b.goMu.Lock()
+	b.closed = true
+	b.goMu.Unlock()
+	b.stop()
+	b.wg.Wait()
+	if b.owned {
+		return b.db.Close()
+	}
+	return nil
+}
+
+// MySQL and MariaDB error numbers the backend acts on.
+const (
+	erLockWaitTimeout   = 1205 // also MariaDB's NOWAIT failure
+	erLockDeadlock      = 1213
+	erQueryInterrupted  = 1317
+	erDupEntry          = 1062
+	erLockNowait        = 3572 // MySQL 8's NOWAIT failure
+	erConnectionKilled  = 1927 // MariaDB
+	erServerShutdown    = 1053
+	erTooManyConns      = 1040
+	erUserTooManyConns  = 1203
+	erReadOnly          = 1290 // --read-only, e.g. a replica after failover
+	erReadOnlyTrx       = 1792
+	erInnoReadOnly      = 1836
+	erNetReadInterrupt  = 1159
+	erNetWriteInterrupt = 1161
+	erNetErrorOnWrite   = 1160
+	erNetReadError      = 1158
+	erClientDisconnect  = 4031 // MySQL 8: disconnected by the server (idle)
+	erMaxStatementTime  = 1969 // MariaDB max_statement_time
+	erMaxExecutionTime  = 3024 // MySQL max_execution_time
+)
+
+func mysqlCode(err error) uint16 {
+	var me *gomysql.MySQLError
+	if errors.As(err, &me) {
+		return me.Number
+	}
+	return 0
+}
+
+func isLockBusy(err error) bool {
+	c := mysqlCode(err)
+	return c == erLockWaitTimeout || c == erLockNowait
+}
+
+// serverRejected reports whether the server answered the statement with an
+// error, so it certainly had no effect.
+func serverRejected(err error) bool {
+	var me *gomysql.MySQLError
+	return errors.As(err, &me) || errors.Is(err, driver.ErrBadConn)
+}
+
+// unavailable reports whether err means the server cannot be reached or
+// cannot serve now, as opposed to a statement or schema error.
+func unavailable(err error) bool {
+	switch mysqlCode(err) {
+	case 0:
+	case erLockWaitTimeout, erLockDeadlock, erQueryInterrupted, erLockNowait,
+		erConnectionKilled, erServerShutdown, erTooManyConns, erUserTooManyConns,
+		erReadOnly, erReadOnlyTrx, erInnoReadOnly, erNetReadInterrupt, erNetWriteInterrupt,
+		erNetErrorOnWrite, erNetReadError, erClientDisconnect, erMaxStatementTime, erMaxExecutionTime:
+		return true
+	default:
+		return false
+	}
+	var ne net.Error
+	return errors.Is(err, driver.ErrBadConn) || errors.Is(err, gomysql.ErrInvalidConn) ||
+		errors.Is(err, sql.ErrConnDone) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, net.ErrClosed) || errors.As(err, &ne) || errors.Is(err, gomysql.ErrPktSync) ||
+		errors.Is(err, gomysql.ErrBusyBuffer) || errors.Is(err, gomysql.ErrMalformPkt)
+}
+
+// wrap puts a database error into the driver convention: a network call cut
+// by the end of ctx keeps ctx's error reachable and is ErrUnavailable (the
+// server did not answer in time); an unreachable server or I/O failure is
+// ErrUnavailable; other errors (schema, privileges) are returned as they
+// are. The client's error stays reachable with errors.As.
+func (b *base) wrap(ctx context.Context, err error) error {
+	if err == nil {
+		return nil
+	}
+	if cerr := ctx.Err(); cerr != nil {
+		if !errors.Is(err, cerr) {
+			err = fmt.Errorf("%w: %w", cerr, err)
+		}
+		return fmt.Errorf("%w: %w", backend.ErrUnavailable, err)
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || unavailable(err) {
+		return fmt.Errorf("%w: %w", backend.ErrUnavailable, err)
+	}
+	return err
+}
+
+// ttlMicros converts a TTL to whole microseconds, the resolution of
+// DATETIME(6), rounding up: the server never holds a lock for less than its
+// TTL.
+func ttlMicros(ttl time.Duration) int64 {
+	us := int64(ttl / time.Microsecond)
+	if ttl%time.Microsecond != 0 {
+		us++
+	}
+	return us
+}

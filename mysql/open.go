@@ -1,0 +1,171 @@
+package mysql
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	gomysql "github.com/go-sql-driver/mysql"
+	"github.com/jmoiron/sqlx"
+
+	"github.com/distlock/distlock/backend"
+)
+
+func init() { backend.Register("mysql", open) }
+
+// DefaultSessionTimeout is the wait_timeout a URL-opened forupdate Locker
+// sets on its connections (parameter sessionTimeout): the server ends a
+// session that sends nothing for that long, freeing its locks. It bounds how
+// long a partitioned or frozen holder keeps a lock; the holder's keepalive
+// declares the lock lost shortly before.
+const DefaultSessionTimeout = 30 * time.Second
+
+// DefaultMaxConns is the connection pool size of a URL-opened Locker
+// (parameter maxConns). In forupdate mode it bounds the locks held or waited
+// for at once to DefaultMaxConns-1.
+const DefaultMaxConns = 32
+
+// URL form:
+//
+//	mysql://user:password@host:3306/database?mode=row&table=distlock_leases
+//
+// Parameters, all optional:
+//
+//	mode         row (default) or forupdate
+//	table        lock table name (default distlock_leases / distlock_rowlocks)
+//	createTable  true (default): CREATE TABLE IF NOT EXISTS on first use
+//	keepalive    forupdate ping interval, a Go duration (default 1s)
+//	sessionTimeout  forupdate: the connections' wait_timeout, whole seconds
+//	             (default 30s): a holder cut off for that long loses its lock
+//	maxConns     connection pool size (default 32)
+//	timeout      dial timeout, a Go duration (default 5s)
+//	tls          true, false, skip-verify or preferred (go-sql-driver's tls)
+//
+// The opener owns the pool it creates (interpolateParams=true, so each
+// statement is one round trip) and verifies, within ctx, that the server
+// accepts the login.
+func open(ctx context.Context, u *url.URL) (backend.Driver, error) {
+	if u.Opaque != "" {
+		return nil, fmt.Errorf("%w: want mysql://user:pass@host:3306/db, got %q", backend.ErrInvalidOption, u.Redacted())
+	}
+	hosts, err := backend.Hosts(u, "3306")
+	if err != nil {
+		return nil, err
+	}
+	if len(hosts) != 1 {
+		return nil, fmt.Errorf("%w: mysql URL takes one host, got %d", backend.ErrInvalidOption, len(hosts))
+	}
+	if _, port, err := net.SplitHostPort(hosts[0]); err != nil {
+		return nil, fmt.Errorf("%w: host %q: %v", backend.ErrInvalidOption, hosts[0], err)
+	} else if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return nil, fmt.Errorf("%w: port %q out of range 1-65535", backend.ErrInvalidOption, port)
+	}
+	dbName := strings.TrimPrefix(u.Path, "/")
+	if dbName == "" || strings.Contains(dbName, "/") {
+		return nil, fmt.Errorf("%w: mysql URL needs a database name as its path (mysql://host:3306/db), got %q", backend.ErrInvalidOption, u.Path)
+	}
+	if _, err := url.ParseQuery(u.RawQuery); err != nil {
+		// url.URL.Query drops what it cannot parse (such as a ';'): refuse
+		// instead of silently ignoring a parameter.
+		return nil, fmt.Errorf("%w: query %q: %v", backend.ErrInvalidOption, u.RawQuery, err)
+	}
+	p := backend.NewParams(u)
+	opts := []Option{}
+	if p.Has("mode") {
+		opts = append(opts, WithMode(Mode(p.String("mode", ""))))
+	} else {
+		p.String("mode", "")
+	}
+	if p.Has("table") {
+		opts = append(opts, WithTable(p.String("table", "")))
+	} else {
+		p.String("table", "")
+	}
+	opts = append(opts, WithCreateTable(backend.Parse(p, "createTable", true, strconv.ParseBool)))
+	if p.Has("keepalive") {
+		opts = append(opts, WithKeepalive(backend.Parse(p, "keepalive", DefaultKeepalive, time.ParseDuration)))
+	} else {
+		p.String("keepalive", "")
+	}
+	maxConns := backend.Parse(p, "maxConns", DefaultMaxConns, func(s string) (int, error) {
+		n, err := strconv.Atoi(s)
+		if err == nil && n < 1 {
+			err = fmt.Errorf("must be at least 1")
+		}
+		return n, err
+	})
+	timeout := backend.Parse(p, "timeout", 5*time.Second, func(s string) (time.Duration, error) {
+		d, err := time.ParseDuration(s)
+		if err == nil && d <= 0 {
+			err = fmt.Errorf("must be positive")
+		}
+		return d, err
+	})
+	sessionTimeout := backend.Parse(p, "sessionTimeout", DefaultSessionTimeout, func(s string) (time.Duration, error) {
+		d, err := time.ParseDuration(s)
+		if err == nil && (d < time.Second || d%time.Second != 0) {
+			err = fmt.Errorf("must be whole seconds, at least 1s (it becomes wait_timeout)")
+		}
+		return d, err
+	})
+	tls := p.String("tls", "")
+	switch tls {
+	case "", "true", "false", "skip-verify", "preferred":
+	default:
+		return nil, fmt.Errorf("%w: tls=%q (want true, false, skip-verify or preferred)", backend.ErrInvalidOption, tls)
+	}
+	if err := p.Done(); err != nil {
+		return nil, err
+	}
+	c := newConfig(opts)
+	if c.err != nil {
+		return nil, c.err
+	}
+
+	cfg := gomysql.NewConfig()
+	cfg.Net = "tcp"
+	cfg.Addr = hosts[0]
+	cfg.DBName = dbName
+	if u.User != nil {
+		cfg.User = u.User.Username()
+		cfg.Passwd, _ = u.User.Password()
+	}
+	cfg.InterpolateParams = true
+	cfg.Timeout = timeout
+	cfg.TLSConfig = tls
+	if c.mode == ModeForUpdate {
+		cfg.Params = map[string]string{"wait_timeout": strconv.Itoa(int(sessionTimeout / time.Second))}
+	}
+	connector, err := gomysql.NewConnector(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", backend.ErrInvalidOption, err)
+	}
+	db := sql.OpenDB(connector)
+	db.SetMaxOpenConns(maxConns)
+	db.SetMaxIdleConns(maxConns)
+	if c.mode == ModeForUpdate {
+		// Close idle connections before the server's wait_timeout does.
+		db.SetConnMaxIdleTime(sessionTimeout / 2)
+	}
+	if err := db.PingContext(ctx); err != nil {
+		_ = db.Close()
+		b := &base{}
+		return nil, fmt.Errorf("connect to %s: %w", hosts[0], b.wrapOpen(ctx, err))
+	}
+	return newDriver(sqlx.NewDb(db, "mysql"), true, c), nil
+}
+
+// wrapOpen classifies an error of the login check: anything that keeps the
+// server from accepting us is ErrUnavailable.
+func (b *base) wrapOpen(ctx context.Context, err error) error {
+	werr := b.wrap(ctx, err)
+	if werr == err {
+		return fmt.Errorf("%w: %w", backend.ErrUnavailable, err)
+	}
+	return werr
+}

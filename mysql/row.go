@@ -1,0 +1,198 @@
+package mysql
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/distlock/distlock/backend"
+)
+
+// busyBit marks an acquire reply that carries the holder's remaining
+// microseconds instead of a fence. Fences never reach 2^63.
+const busyBit = uint64(1) << 63
+
+// freeExpiry is the expires_at of a released row: in the past for any
+// database clock, so "free" is simply expires_at <= now.
+const freeExpiry = "'1970-01-01 00:00:01'"
+
+// The row-mode statements. Every one reports its outcome through
+// LAST_INSERT_ID(expr), which the server returns in the OK packet of the same
+// round trip (0 when no expression ran): the fence when the row was granted,
+// refreshed or released; busyBit|remaining µs when another owner holds it.
+// The statements give the same result whether an assignment sees the
+// columns assigned before it (MySQL) or not (MariaDB with
+// SIMULTANEOUS_ASSIGNMENT): expires_at, the column every condition reads, is
+// assigned last in the upsert, and owner, assigned first, equals the new
+// owner exactly when the row is granted.
+const (
+	// Arguments: hash, key, owner, ttl µs, acq id, owner, owner, owner,
+	// owner, acq id, ttl µs, owner, ttl µs.
+	rowAcquireSQL = `INSERT INTO %[1]s (key_hash, lock_key, owner, holds, expires_at, fence, acq_id)
+VALUES (?, ?, ?, 1, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, LAST_INSERT_ID(1), ?)
+ON DUPLICATE KEY UPDATE
+  owner = IF(expires_at <= UTC_TIMESTAMP(6), ?, owner),
+  fence = IF(expires_at <= UTC_TIMESTAMP(6), LAST_INSERT_ID(fence + 1),
+          IF(owner = ?, LAST_INSERT_ID(fence),
+          IF(LAST_INSERT_ID(` + "0x8000000000000000" + ` | GREATEST(1, TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at))) > 0, fence, fence))),
+  holds = IF(expires_at <= UTC_TIMESTAMP(6), 1, IF(owner = ?, holds + 1, holds)),
+  acq_id = IF(expires_at <= UTC_TIMESTAMP(6) OR owner = ?, ?, acq_id),
+  expires_at = IF(expires_at <= UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND,
+               IF(owner = ?, GREATEST(expires_at, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND), expires_at))`
+
+	// Arguments: ttl µs, hash, owner, fence.
+	rowRefreshSQL = `UPDATE %[1]s SET
+  expires_at = GREATEST(expires_at, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND),
+  fence = LAST_INSERT_ID(fence)
+WHERE key_hash = ? AND owner = ? AND fence = ? AND holds > 0 AND expires_at > UTC_TIMESTAMP(6)`
+
+	// Arguments: hash, owner, fence.
+	rowReleaseSQL = `UPDATE %[1]s SET
+  expires_at = IF(holds <= 1, ` + freeExpiry + `, expires_at),
+  holds = holds - 1,
+  fence = LAST_INSERT_ID(fence)
+WHERE key_hash = ? AND owner = ? AND fence = ? AND holds > 0 AND expires_at > UTC_TIMESTAMP(6)`
+
+	// Gives back the hold of an acquire whose reply was lost. Arguments:
+	// hash, owner, acq id.
+	rowAbandonSQL = `UPDATE %[1]s SET
+  expires_at = IF(holds <= 1, ` + freeExpiry + `, expires_at),
+  holds = holds - 1,
+  acq_id = NULL,
+  fence = LAST_INSERT_ID(fence)
+WHERE key_hash = ? AND owner = ? AND acq_id = ? AND holds > 0 AND expires_at > UTC_TIMESTAMP(6)`
+)
+
+type rowDriver struct {
+	*base
+	qAcquire, qRefresh, qRelease, qAbandon string
+}
+
+func newRowDriver(b *base) *rowDriver {
+	return &rowDriver{
+		base:     b,
+		qAcquire: fmt.Sprintf(rowAcquireSQL, b.table),
+		qRefresh: fmt.Sprintf(rowRefreshSQL, b.table),
+		qRelease: fmt.Sprintf(rowReleaseSQL, b.table),
+		qAbandon: fmt.Sprintf(rowAbandonSQL, b.table),
+	}
+}
+
+func (d *rowDriver) Capabilities() backend.Capabilities {
+	return backend.Capabilities{Fencing: true, Reentrant: true, Expiring: true, Durable: true}
+}
+
+func (d *rowDriver) Close() error { return d.shutdown() }
+
+// TryAcquire is one INSERT … ON DUPLICATE KEY UPDATE. When its reply is lost
+// (ctx ended or the connection broke after the statement may have run), the
+// hold it may have taken is given back in the background, identified by a
+// per-request id, so no orphan blocks other owners until the TTL.
+func (d *rowDriver) TryAcquire(ctx context.Context, req backend.Request) (backend.Lock, error) {
+	if err := d.ready(ctx); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	h := keyHash(req.Key)
+	owner := []byte(req.Owner)
+	us := ttlMicros(req.TTL)
+	var acq [16]byte
+	_, _ = rand.Read(acq[:])
+	res, err := d.db.ExecContext(ctx, d.qAcquire,
+		h[:], []byte(req.Key), owner, us, acq[:],
+		owner, owner, owner, owner, acq[:], us, owner, us)
+	if err != nil {
+		if !serverRejected(err) {
+			d.abandon(h, owner, acq, req.TTL)
+		}
+		return nil, d.wrap(ctx, err)
+	}
+	id, err := res.LastInsertId()
+	if err != nil {
+		return nil, d.wrap(ctx, err)
+	}
+	v := uint64(id)
+	switch {
+	case v == 0:
+		return nil, fmt.Errorf("%w: acquire statement returned no outcome (is %s the distlock row-mode table?)", backend.ErrUnavailable, d.table)
+	case v&busyBit != 0:
+		return nil, backend.Busy(time.Duration(v&^busyBit) * time.Microsecond)
+	}
+	return &rowLock{d: d, hash: h, owner: owner, token: v}, nil
+}
+
+// abandonSchedule spaces the attempts to give back an orphan hold: the
+// lost request may still be on its way to the server, so one early attempt
+// is not enough.
+var abandonSchedule = []time.Duration{0, 250 * time.Millisecond, time.Second, 2 * time.Second, 4 * time.Second}
+
+// abandon gives back, in the background, the hold that an acquire with
+// request id acq may have taken. The statement matches only a row whose last
+// grant was that request, so repeating it is harmless and it never takes a
+// hold that another acquisition (even of the same owner) made. It stops
+// after the schedule, once the TTL has passed (the row is free by then
+// anyway), or when the driver closes.
+func (d *rowDriver) abandon(h [32]byte, owner []byte, acq [16]byte, ttl time.Duration) {
+	d.goBackground(func(life context.Context) {
+		ctx, cancel := context.WithTimeout(life, ttl)
+		defer cancel()
+		for _, pause := range abandonSchedule {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(pause):
+			}
+			actx, acancel := context.WithTimeout(ctx, 5*time.Second)
+			_, _ = d.db.ExecContext(actx, d.qAbandon, h[:], owner, acq[:])
+			acancel()
+		}
+	})
+}
+
+// rowLock is one hold of a lease row.
+type rowLock struct {
+	d     *rowDriver
+	hash  [32]byte
+	owner []byte
+	token uint64
+}
+
+func (l *rowLock) Token() uint64 { return l.token }
+
+var errRowNotHeld = fmt.Errorf("%w: the lease row has expired or belongs to another tenure", backend.ErrNotHeld)
+
+// Refresh extends the row to at least ttl from now by the database clock,
+// if this owner still holds it in this tenure (owner and fence match).
+func (l *rowLock) Refresh(ctx context.Context, ttl time.Duration) error {
+	if ttl <= 0 {
+		return fmt.Errorf("%w: %v", backend.ErrInvalidTTL, ttl)
+	}
+	return l.exec(ctx, l.d.qRefresh, ttlMicros(ttl), l.hash[:], l.owner, l.token)
+}
+
+// Release gives up one hold; the last one frees the row (its fence stays).
+func (l *rowLock) Release(ctx context.Context) error {
+	return l.exec(ctx, l.d.qRelease, l.hash[:], l.owner, l.token)
+}
+
+func (l *rowLock) exec(ctx context.Context, q string, args ...any) error {
+	res, err := l.d.db.ExecContext(ctx, q, args...)
+	if err != nil {
+		return l.d.wrap(ctx, err)
+	}
+	id, err := res.LastInsertId()
+	if err != nil {
+		return l.d.wrap(ctx, err)
+	}
+	if uint64(id) != l.token {
+		if id == 0 {
+			return errRowNotHeld
+		}
+		return errors.New("statement reported an unexpected fence")
+	}
+	return nil
+}
