@@ -344,6 +344,9 @@ func (l *locker) acquire(ctx context.Context, op, key string, opts []Option, wai
 		if !r.explicitOwner && ambiguous(err) {
 			l.forget(req)
 		}
+		if l.blocker == nil || !wait {
+			err = noAnswer(ctx, err)
+		}
 		return nil, l.err(op, key, l.ctxError(ctx, err))
 	}
 	if is, ok := lock.(backend.Issued); ok {
@@ -362,6 +365,17 @@ func (l *locker) acquire(ctx context.Context, op, key string, opts []Option, wai
 // answer.
 func ambiguous(err error) bool {
 	return !errors.Is(err, ErrNotAcquired) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// noAnswer marks an attempt that the caller's context cut off before the
+// backend answered (a dial or a round trip still under way) as
+// ErrUnavailable: the backend did not decide in time. A wait for a busy
+// lock that ran out is not one (it stays ErrNotAcquired).
+func noAnswer(ctx context.Context, err error) error {
+	if ctx.Err() == nil || errors.Is(err, ErrNotAcquired) || errors.Is(err, ErrUnavailable) || errors.Is(err, ErrClosed) {
+		return err
+	}
+	return fmt.Errorf("%w: no answer before the context ended: %w", ErrUnavailable, err)
 }
 
 // forget asks the driver, in the background and bounded, to remove what an

@@ -17,9 +17,9 @@ type quietLogger struct{}
 func (quietLogger) Printf(context.Context, string, ...any) {}
 
 func TestMain(m *testing.M) {
-	conformance.ServeWorker() // worker processes of the conformance fault checks
 	if os.Getenv("DISTLOCK_REDIS_LOG") == "" {
 		goredis.SetLogger(quietLogger{})
 	}
+	conformance.ServeWorker() // worker processes of the conformance fault checks
 	os.Exit(m.Run())
 }

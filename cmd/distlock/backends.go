@@ -2,5 +2,8 @@ package main
 
 // The backends built into the command.
 import (
+	_ "github.com/distlock/distlock/memcached"
 	_ "github.com/distlock/distlock/memory"
+	_ "github.com/distlock/distlock/mysql"
+	_ "github.com/distlock/distlock/redis"
 )

@@ -1,0 +1,227 @@
+package memcached
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/bradfitz/gomemcache/memcache"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/internal/testserver"
+)
+
+// countingDriver counts acquisition attempts.
+type countingDriver struct {
+	*driver
+	attempts atomic.Int64
+}
+
+func (c *countingDriver) TryAcquire(ctx context.Context, r backend.Request) (backend.Lock, error) {
+	c.attempts.Add(1)
+	return c.driver.TryAcquire(ctx, r)
+}
+
+// BenchmarkMemcached runs every memcached benchmark against one local
+// memcached (-M), in one process, so the figures compare:
+//
+//   - floor/rtt: one gomemcache add on a held key, a single round trip;
+//   - floor/add+gets+md: gomemcache and one meta md doing the lock by hand:
+//     add, then the owner-checked delete (gets, md C<cas>): 3 round trips,
+//     what distlock's uncontended cycle costs on the wire;
+//   - acquire+release, try-acquire+release: distlock, uncontended, with the
+//     meta release (and /cas with the tombstone release);
+//   - handoff: 16 goroutines over 4 Lockers on one key, zero hold time:
+//     handoffs/s, release-to-next-acquire latency p50/p99 (from the
+//     releaser calling Release to the next holder's Acquire returning), and
+//     acquire attempts per handoff (waiters poll with jittered backoff);
+//   - distinct-keys: 1,000 goroutines, each on its own key, through one
+//     Locker (b.RunParallel).
+func BenchmarkMemcached(b *testing.B) {
+	srv := testserver.Memcached(b, testserver.MemcachedConfig{NoEvict: true, ExtraArgs: []string{"-c", "4096"}})
+	ctx := context.Background()
+	open := func(b *testing.B, query string, opts ...distlock.Option) distlock.Locker {
+		l, err := distlock.Open(ctx, mcURL(srv, query), opts...)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = l.Close() })
+		return l
+	}
+	cycle := func(b *testing.B, l distlock.Locker, try bool, opts ...distlock.Option) {
+		b.ReportAllocs()
+		acquire := l.Acquire
+		if try {
+			acquire = l.TryAcquire
+		}
+		for b.Loop() {
+			lease, err := acquire(ctx, "bench/uncontended", opts...)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := lease.Release(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+
+	b.Run("floor/rtt", func(b *testing.B) {
+		c := memcache.New(srv.Addr())
+		defer c.Close()
+		_ = c.Set(&memcache.Item{Key: "bench/rtt", Value: []byte("v"), Expiration: 60})
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := c.Add(&memcache.Item{Key: "bench/rtt", Value: []byte("v"), Expiration: 15}); !errors.Is(err, memcache.ErrNotStored) {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("floor/add+gets+md", func(b *testing.B) {
+		c := memcache.New(srv.Addr())
+		defer c.Close()
+		addr, err := net.ResolveTCPAddr("tcp", srv.Addr())
+		if err != nil {
+			b.Fatal(err)
+		}
+		p := newRawPool(nil, time.Second, 2)
+		defer p.close()
+		b.ReportAllocs()
+		for b.Loop() {
+			val := []byte(randomID(tenureBytes))
+			if err := c.Add(&memcache.Item{Key: "bench/floor", Value: val, Expiration: 15}); err != nil {
+				b.Fatal(err)
+			}
+			it, err := c.Get("bench/floor")
+			if err != nil || string(it.Value) != string(val) {
+				b.Fatal(err)
+			}
+			if res, err := p.metaDelete(ctx, addr, "bench/floor", it.CasID); err != nil || res != mdDeleted {
+				b.Fatal(res, err)
+			}
+		}
+	})
+	b.Run("acquire+release", func(b *testing.B) { cycle(b, open(b, ""), false) })
+	b.Run("try-acquire+release", func(b *testing.B) { cycle(b, open(b, ""), true) })
+	b.Run("try-acquire+release/no-auto-refresh", func(b *testing.B) {
+		cycle(b, open(b, ""), true, distlock.WithAutoRefresh(false))
+	})
+	b.Run("try-acquire+release/cas", func(b *testing.B) { cycle(b, open(b, "release=cas"), true) })
+	b.Run("handoff", func(b *testing.B) { benchHandoff(b, srv, "") })
+	b.Run("handoff/cas", func(b *testing.B) { benchHandoff(b, srv, "release=cas") })
+	b.Run("distinct-keys", func(b *testing.B) {
+		l := open(b, "max_idle=64")
+		var next atomic.Int64
+		b.SetParallelism(500) // 1,000 goroutines on 2 CPUs
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			key := fmt.Sprintf("bench/distinct/%d", next.Add(1))
+			for pb.Next() {
+				lease, err := l.TryAcquire(ctx, key)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				if err := lease.Release(ctx); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	})
+}
+
+// benchHandoff: 16 goroutines over 4 Lockers contend for one key with zero
+// hold time. One op is one acquisition (one handoff).
+func benchHandoff(b *testing.B, srv *testserver.Server, query string) {
+	const lockers, goroutines = 4, 16
+	ctx := context.Background()
+	ls := make([]distlock.Locker, lockers)
+	drivers := make([]*countingDriver, lockers)
+	for i := range ls {
+		d := openDriver(b, mcURL(srv, query))
+		drivers[i] = &countingDriver{driver: d}
+		ls[i] = distlock.New(drivers[i], "memcached")
+	}
+	defer func() {
+		for _, l := range ls {
+			_ = l.Close()
+		}
+	}()
+	const key = "bench/hot"
+	for _, l := range ls { // warm up: connections dialled, server pinned
+		lease, err := l.Acquire(ctx, key)
+		if err != nil {
+			b.Fatal(err)
+		}
+		_ = lease.Release(ctx)
+	}
+	var (
+		base        = time.Now()
+		lastRelease atomic.Int64 // ns since base at the last Release call; 0: none
+		done        atomic.Int64
+		mu          sync.Mutex
+		lat         []time.Duration
+		wg          sync.WaitGroup
+		failed      atomic.Pointer[error]
+		before      int64
+	)
+	for _, d := range drivers {
+		before += d.attempts.Load()
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for g := range goroutines {
+		l := ls[g%lockers]
+		wg.Go(func() {
+			mine := make([]time.Duration, 0, b.N/goroutines+1)
+			defer func() {
+				mu.Lock()
+				lat = append(lat, mine...)
+				mu.Unlock()
+			}()
+			for done.Add(1) <= int64(b.N) {
+				lease, err := l.Acquire(ctx, key)
+				if err != nil {
+					failed.Store(&err)
+					return
+				}
+				now := int64(time.Since(base))
+				if r := lastRelease.Load(); r != 0 {
+					mine = append(mine, time.Duration(now-r))
+				}
+				lastRelease.Store(int64(time.Since(base)))
+				if err := lease.Release(ctx); err != nil {
+					failed.Store(&err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	b.StopTimer()
+	if p := failed.Load(); p != nil {
+		b.Fatal(*p)
+	}
+	var after int64
+	for _, d := range drivers {
+		after += d.attempts.Load()
+	}
+	slices.Sort(lat)
+	pct := func(p float64) float64 {
+		if len(lat) == 0 {
+			return 0
+		}
+		return float64(lat[min(len(lat)-1, int(p*float64(len(lat))))]) / float64(time.Microsecond)
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "handoffs/s")
+	b.ReportMetric(pct(0.50), "p50-µs")
+	b.ReportMetric(pct(0.99), "p99-µs")
+	b.ReportMetric(float64(after-before)/float64(b.N), "attempts/handoff")
+}

@@ -1,0 +1,145 @@
+// Package memcached is distlock's backend for memcached, through
+// github.com/bradfitz/gomemcache. It registers the URL scheme "memcached"
+// (memcached://h1:11211[,h2:11211]); New wraps an existing *memcache.Client.
+//
+// memcached is a cache, not a lock service. This backend makes it as safe
+// as memcached allows and says plainly below what memcached cannot promise:
+// a lock can vanish before its TTL (eviction, restart, flush_all), and there
+// are no fencing tokens. Use it where a lost lock costs duplicated work, not
+// corrupted data.
+//
+// # Mechanism
+//
+// A lock is one item whose key is the prefix followed by the base64url
+// SHA-256 of the lock's name (ItemKey), so every name of 1 to 1024 bytes,
+// whatever its content, maps to a legal memcached key of at most 250 bytes
+// without collisions. Its value records the owner, a random per-tenure
+// nonce, the random ids of the owner's live holds and the expiry asked for:
+//
+//   - Acquire: add with the TTL (plus one second, see below) as expiry —
+//     memcached stores it for the first writer only. If the item exists, one gets reads it: held by
+//     the same owner (WithOwner), a new hold id is added by compare-and-swap
+//     (cas) and the expiry becomes max(remaining, ttl), never shorter;
+//     held by another owner, the attempt fails with the holder's remaining
+//     time as a hint for the waiter.
+//   - Release: owner-checked compare-and-delete. gets reads the item;
+//     unless it still records this owner, this tenure's nonce and this
+//     acquisition's hold id, nothing changes and the caller gets
+//     ErrNotHeld — a holder whose lock expired and was taken over (the
+//     classic scenario) never touches the new owner's item, even with the
+//     same WithOwner id, because the new tenure has another nonce. The
+//     last hold is deleted with memcached 1.6's meta command
+//     "md <key> C<cas>", which deletes only if the item is unchanged since
+//     the gets (gomemcache has no meta protocol; the package speaks this one
+//     command on its own connections). Where the server does not speak the
+//     meta protocol, or the Locker does not know which server holds the key
+//     (New without WithSelector), or ReleaseCAS is set, the item is instead
+//     replaced by cas with an empty tombstone whose expiry is in the past,
+//     which memcached treats as gone at once. Other holds are removed by cas.
+//     Delete is never used: it would remove anyone's lock.
+//   - Refresh: gets, check owner, nonce and hold, then cas with expiry
+//     max(remaining, ttl). Touch is never used: it would extend anyone's
+//     lock.
+//
+// Waiting polls: distlock's Acquire retries with jittered, capped backoff,
+// never sleeping past the holder's recorded expiry.
+//
+// # TTL and validity
+//
+// memcached counts expiry in whole seconds on a clock that ticks once a
+// second: an item stored with expiry n lives between n−1 and n seconds
+// (measured: n = 1 lived 80–770 ms, n = 2 lived 1.07–2.0 s). Worse, each
+// tick re-arms the next one second after itself, so the ticks drift later
+// (1.5 to 2.6 ms per tick measured on a busy machine: a crossing every 6 to
+// 11 minutes), and whenever their phase crosses a whole second memcached's
+// clock jumps by two: every item alive at that moment loses one more second,
+// living between n−2 and n−1 seconds (an item with expiry 2 stored just
+// before a jump lived 11 ms). TTLs must therefore be whole seconds from MinTTL (2 s) to MaxTTL
+// (30 days); anything else is ErrInvalidTTL, never rounded. Every expiry
+// sent to memcached is the TTL plus one second, and a lease counts its
+// validity as ttl − 1 s from the moment its request was sent: the lease
+// reports its loss on Done no later than the server can drop the item by
+// expiry, even across a clock jump. A crashed holder's lock is freed between
+// ttl and ttl + 1 s after its last acquire or refresh (from ttl − 1 s at a
+// clock jump). memcached reads an expiry above 30 days (2,592,000 s) as an
+// absolute Unix time — 30 days and one second would expire at once — and
+// converting needs the server's clock, so longer TTLs are refused; at
+// exactly 30 days the extra second does not fit and the validity is
+// ttl − 2 s. These bounds assume memcached's clock thread is not starved of
+// CPU: a tick that runs late makes items stored meanwhile live that much
+// less.
+//
+// The expiry recorded in the value is computed with the writer's wall
+// clock; it serves the waiters' hint and the never-shorten rule between
+// nested holds of one owner on different machines, so clock skew between
+// those machines can shorten a sibling hold's server-side expiry by the
+// skew. Validity itself uses only the local monotonic clock.
+//
+// # Capabilities
+//
+// Expiring and Reentrant — and only these:
+//
+//   - Not Fencing. memcached has no durable counter: CAS values restart at 1
+//     after a restart, and incr counters can be evicted. Token is always 0.
+//   - Not Durable. memcached keeps nothing on disk. A restart or flush_all
+//     drops every lock at once; another owner can then acquire a lock whose
+//     holder still believes it holds it, until that holder's next refresh
+//     (auto-refresh runs about every ttl/3) finds the item gone and ends its
+//     lease with ErrLockLost. The Locker keeps working once the server is
+//     back.
+//   - Eviction. Under memory pressure memcached's LRU evicts items, live
+//     locks included, silently; the same window as a restart follows. Run
+//     memcached with -M (no eviction) for locks, ideally an instance of its
+//     own. With -M a full slab class answers "SERVER_ERROR out of memory",
+//     which this package reports as ErrUnavailable (never as "busy"): new
+//     acquisitions fail, a held lock stays put, but its refreshes fail too
+//     (cas needs a free chunk), so the lease ends at its validity deadline
+//     while the item lives until its expiry — safe, not live. The meta
+//     release needs no memory; the tombstone fallback does.
+//   - Not Notify, not Fair: memcached cannot announce deletions; waiters
+//     poll and whoever polls first after a release wins.
+//   - Not SessionBound: items are not tied to connections; a dead holder's
+//     lock is freed by its TTL.
+//
+// # Several servers
+//
+// With several servers each key lives on one of them, chosen by gomemcache's
+// ServerList: CRC-32 of the item key modulo the number of servers, in the
+// order listed. For a given list the same key always maps to the same
+// server. A different list (a server added, removed or reordered) maps many
+// keys to other servers, where their locks look free: a client using the
+// new list can acquire a lock that a client using the old list holds, and
+// the two never see each other. Every lock held under the old list is at
+// risk, until it expires or is released; a server that goes down takes its
+// locks with it (acquisitions of its keys fail with ErrUnavailable; they
+// do not move elsewhere). There is no replication and no quorum.
+//
+// The server-list guard (WithPin, pin= in URLs; on by default where the
+// Locker knows the selector) records the list on each server the first time
+// a Locker takes a lock there, in an item "<prefix>servers" without expiry,
+// and refuses with ErrInvalidOption to take locks on a server that records
+// another list. Change the list only after every holder under the old one
+// is gone, then open once with pin=reset. The guard is best effort: the
+// record is lost with a restart, flush_all or eviction (prefer -M), and
+// clients that reach the same server under different addresses (a name and
+// an IP) count as different lists.
+//
+// # Errors and cancellation
+//
+// gomemcache takes no context. Each operation runs under the client's I/O
+// timeout (the URL's timeout=, default 1 s; the client's Timeout for New)
+// and returns as soon as its context ends; the request then finishes in the
+// background within that timeout. An acquisition whose outcome is unknown —
+// its context ended or its connection failed after the request was sent —
+// is undone in the background: its unique hold is removed, owner-checked,
+// as soon as the server answers, for at most the TTL. A release that cannot
+// reach the server is retried the same way. An unreachable server, an I/O
+// error or a SERVER_ERROR reply yields an error wrapping ErrUnavailable
+// with gomemcache's error reachable through errors.As and errors.Is.
+//
+// gomemcache opens one connection per concurrent request and keeps up to
+// MaxIdleConns (the URL's max_idle=, default 16) of them idle per server;
+// it has no upper bound. memcached refuses connections beyond its -c limit
+// (default 1024) with "ERROR Too many open connections", which is reported
+// as ErrUnavailable: size -c for the number of concurrent lock operations.
+package memcached

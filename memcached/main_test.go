@@ -1,0 +1,13 @@
+package memcached
+
+import (
+	"os"
+	"testing"
+
+	"github.com/distlock/distlock/conformance"
+)
+
+func TestMain(m *testing.M) {
+	conformance.ServeWorker() // the suite's worker processes re-run this binary
+	os.Exit(m.Run())
+}

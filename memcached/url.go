@@ -1,0 +1,137 @@
+package memcached
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/bradfitz/gomemcache/memcache"
+
+	"github.com/distlock/distlock/backend"
+)
+
+func init() { backend.Register("memcached", open) }
+
+// Defaults of the URL opener's client.
+const (
+	defaultURLTimeout = time.Second
+	defaultURLMaxIdle = 16
+)
+
+// open is the OpenFunc of "memcached://" URLs:
+//
+//	memcached://host[:port][,host[:port]...][/][?param=value&...]
+//
+// The port defaults to 11211. Several hosts are spread over with
+// gomemcache's ServerList (CRC-32 of the item key modulo the number of
+// servers, in the order given). Parameters:
+//
+//	prefix=    key prefix (default "distlock:"), see WithPrefix
+//	timeout=   the client's I/O timeout per request (default 1s)
+//	max_idle=  idle connections kept per server (default 16)
+//	release=   auto (meta md where supported, the default) or cas, see WithRelease
+//	pin=       check (default), reset or off, see WithPin
+//
+// Anything else is an ErrInvalidOption. Host names are resolved once, at
+// Open, within ctx. Open does not connect: an unreachable server shows up
+// as ErrUnavailable from Acquire and TryAcquire, within their context. The
+// Locker owns the client it creates and closes it in Close.
+func open(ctx context.Context, u *url.URL) (backend.Driver, error) {
+	bad := func(format string, args ...any) (backend.Driver, error) {
+		return nil, fmt.Errorf("%w: %s", backend.ErrInvalidOption, fmt.Sprintf(format, args...))
+	}
+	if u.Opaque != "" {
+		return bad("memcached URL must look like memcached://host:port[,host:port...], got %q", u.Redacted())
+	}
+	if u.User != nil {
+		return bad("memcached URL must not carry user info: the text protocol has no authentication")
+	}
+	if u.Path != "" && u.Path != "/" {
+		return bad("memcached URL must not have a path (%q): memcached has no databases; use prefix= to separate namespaces", u.Path)
+	}
+	if u.Fragment != "" {
+		return bad("memcached URL must not have a fragment (#%s)", u.Fragment)
+	}
+	hosts, err := backend.Hosts(u, "11211")
+	if err != nil {
+		return nil, err
+	}
+	p := backend.NewParams(u)
+	cfg := config{prefix: p.String("prefix", DefaultPrefix), closeClient: true}
+	timeout := backend.Parse(p, "timeout", defaultURLTimeout, positiveDuration)
+	maxIdle := backend.Parse(p, "max_idle", defaultURLMaxIdle, positiveInt)
+	cfg.release = backend.Parse(p, "release", ReleaseAuto, parseRelease)
+	cfg.pin = backend.Parse(p, "pin", PinCheck, parsePin)
+	if err := p.Done(); err != nil {
+		return nil, err
+	}
+	if err := checkPrefix(cfg.prefix); err != nil {
+		return bad("%v", err)
+	}
+	addrs := make([]string, len(hosts))
+	for i, h := range hosts {
+		if addrs[i], err = resolve(ctx, h); err != nil {
+			return nil, err
+		}
+	}
+	ss := new(memcache.ServerList)
+	if err := ss.SetServers(addrs...); err != nil {
+		return bad("servers %v: %v", addrs, err)
+	}
+	client := memcache.NewFromSelector(ss)
+	client.Timeout = timeout
+	client.MaxIdleConns = maxIdle
+	cfg.selector = ss
+	return newDriver(client, cfg), nil
+}
+
+// resolve turns host:port into ip:port, resolving a name within ctx.
+func resolve(ctx context.Context, hostport string) (string, error) {
+	host, port, err := net.SplitHostPort(hostport)
+	if err != nil {
+		return "", fmt.Errorf("%w: bad host %q: %v", backend.ErrInvalidOption, hostport, err)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return "", fmt.Errorf("%w: bad port in %q (want 1 to 65535)", backend.ErrInvalidOption, hostport)
+	}
+	if _, err := netip.ParseAddr(host); err == nil {
+		return hostport, nil
+	}
+	ips, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+	if err != nil {
+		var dnsErr *net.DNSError
+		if ctx.Err() != nil || (errors.As(err, &dnsErr) && (dnsErr.IsTemporary || dnsErr.IsTimeout)) {
+			return "", fmt.Errorf("%w: resolve %q: %w", backend.ErrUnavailable, host, err)
+		}
+		return "", fmt.Errorf("%w: resolve %q: %w", backend.ErrInvalidOption, host, err)
+	}
+	ip := ips[0]
+	for _, a := range ips { // prefer IPv4, as net.ResolveTCPAddr does
+		if a.Is4() || a.Is4In6() {
+			ip = a.Unmap()
+			break
+		}
+	}
+	return net.JoinHostPort(ip.String(), port), nil
+}
+
+func positiveDuration(s string) (time.Duration, error) {
+	d, err := time.ParseDuration(s)
+	if err == nil && d <= 0 {
+		err = errors.New("must be positive")
+	}
+	return d, err
+}
+
+func positiveInt(s string) (int, error) {
+	n, err := strconv.Atoi(s)
+	if err == nil && n <= 0 {
+		err = errors.New("must be positive")
+	}
+	return n, err
+}
