@@ -6,4 +6,5 @@ import (
 	_ "github.com/distlock/distlock/memory"
 	_ "github.com/distlock/distlock/mysql"
 	_ "github.com/distlock/distlock/redis"
+	_ "github.com/distlock/distlock/zookeeper"
 )

@@ -1,0 +1,130 @@
+package zookeeper
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/distlock/distlock/backend"
+)
+
+// lock is one acquisition's handle on a hold. Nested acquisitions of one
+// owner share the hold (and its node and token) through separate handles.
+type lock struct {
+	d    *driver
+	h    *hold
+	done bool // guarded by d.mu
+}
+
+// Token is the czxid of the lock node: the zxid of the transaction that
+// created it, strictly increasing across the ensemble, hence across
+// holders, sessions and container re-creation.
+func (l *lock) Token() uint64 { return l.h.token }
+
+// ValidUntil implements backend.Deadliner: last contact with the ensemble
+// plus the negotiated session timeout, less the margin — the moment the
+// loss monitor would declare the session's leases lost. distlock compares it
+// whenever the lease is looked at, so a holder resumed from a pause sees its
+// loss before the monitor goroutine has run.
+func (l *lock) ValidUntil() time.Time {
+	l.d.mu.Lock()
+	defer l.d.mu.Unlock()
+	return l.h.sess.deadlineLocked()
+}
+
+var (
+	errReleasedHandle = fmt.Errorf("%w: already released", backend.ErrNotHeld)
+	errNodeGone       = fmt.Errorf("%w: lock node gone (session expired or node deleted by another client)", backend.ErrNotHeld)
+)
+
+// Release gives up one hold; the last one deletes the node. The node's
+// path is unique to this acquisition (GUID and sequence), so the delete
+// can never remove another owner's node.
+func (l *lock) Release(ctx context.Context) error {
+	d, h := l.d, l.h
+	d.mu.Lock()
+	if l.done {
+		d.mu.Unlock()
+		return errReleasedHandle
+	}
+	l.done = true
+	delete(h.handles, l)
+	if h.lost {
+		cause := h.sess.cause
+		d.mu.Unlock()
+		if cause != nil && h.sess.dead {
+			return fmt.Errorf("%w: %w", backend.ErrNotHeld, cause)
+		}
+		return errNodeGone
+	}
+	h.count--
+	last := h.count == 0
+	if last {
+		d.detachLocked(h)
+	}
+	s := h.sess
+	d.mu.Unlock()
+	if !last {
+		held, err := d.verify(ctx, h)
+		if err != nil {
+			return err
+		}
+		if !held {
+			d.holdGone(h, "lock node deleted by another client", nil)
+			return errNodeGone
+		}
+		return nil
+	}
+	var sentOnce bool
+	err := d.retrying(ctx, s, func(c *zk.Conn) error {
+		err := c.Delete(h.path, -1)
+		if errors.Is(err, zk.ErrNoNode) && sentOnce {
+			return nil // an earlier attempt, cut off with its connection, deleted it
+		}
+		sentOnce = true
+		return err
+	})
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, zk.ErrNoNode):
+		return errNodeGone
+	}
+	// Unknown or failed: keep trying in the background until the node or
+	// its session is gone.
+	d.deleteNodeBG(s, h.path)
+	if err = d.mapErr(ctx, s, err); errors.Is(err, errRestart) {
+		return fmt.Errorf("%w: session lost", backend.ErrNotHeld)
+	}
+	return err
+}
+
+// Refresh verifies that the node still exists in the lock's session: the
+// lock does not expire, so there is nothing to extend; ttl is ignored.
+func (l *lock) Refresh(ctx context.Context, _ time.Duration) error {
+	d, h := l.d, l.h
+	d.mu.Lock()
+	if l.done || h.lost {
+		d.mu.Unlock()
+		return errNodeGone
+	}
+	d.mu.Unlock()
+	held, err := d.verify(ctx, h)
+	if err != nil {
+		return err
+	}
+	if !held {
+		d.holdGone(h, "lock node deleted by another client", l)
+		return errNodeGone
+	}
+	d.mu.Lock()
+	lost := h.lost
+	d.mu.Unlock()
+	if lost {
+		return errNodeGone
+	}
+	return nil
+}
