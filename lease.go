@@ -257,6 +257,7 @@ func (ls *Lease) endedError(op string) error {
 // lease still ends locally: it is no longer refreshed and expires after its
 // TTL, and the error wraps ErrUnavailable.
 func (ls *Lease) Release(ctx context.Context) error {
+	ls.checkDeadline() // expired while nobody looked: report the loss, skip the round trip
 	if !ls.finish(errReleased) {
 		return ls.endedError("release")
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -174,6 +175,7 @@ func checkMutualExclusion(t T, h *Harness) {
 				if inside.Add(1) != 1 {
 					overlaps.Add(1)
 				}
+				runtime.Gosched() // widen the window in which an overlap is seen
 				if fencing {
 					if prev := lastToken.Swap(lease.Token()); lease.Token() <= prev {
 						tokenErrs.Add(1)

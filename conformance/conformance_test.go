@@ -116,7 +116,9 @@ func TestSuiteCatchesNoMutualExclusion(t *testing.T) {
 			return d.TryAcquire(ctx, req)
 		}}
 	}, "^(mutual-exclusion|try-acquire-held)$")
-	expectFail(t, res, "mutual-exclusion", "overlapping")
+	// Either witness may see it first: the overlap counter, or tokens
+	// that fail to increase from one critical section to the next.
+	expectFail(t, res, "mutual-exclusion", "")
 	expectFail(t, res, "try-acquire-held", "want ErrNotAcquired")
 }
 
