@@ -63,8 +63,12 @@
 //     with "appendonly yes" and "appendfsync always".
 //   - Not SessionBound: Redis has no client sessions that own keys; a dead
 //     holder's lock is freed by its TTL.
-//   - Not Fair: on a release every waiter is woken and the first retry to
-//     reach Redis wins.
+//   - Not Fair: a release wakes one waiter per Locker — the one of that
+//     Locker that has waited longest — not every waiter; a woken waiter
+//     that then leaves (with the lock or without it) hands the wake-up on
+//     to the next, so no release is lost. The first retry to reach Redis
+//     wins: waiters of different Lockers (processes, hosts) race, and one
+//     woken late can lose to a newcomer's first attempt.
 //   - Eviction: a maxmemory policy other than noeviction (or volatile-* on
 //     a busy instance) can evict a live lock key. Run lock keys on an
 //     instance with maxmemory-policy noeviction.
@@ -107,7 +111,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -198,9 +201,8 @@ func newDriver(client goredis.UniversalClient, c config) *driver {
 			ConfirmTimeout: c.confirmTimeout,
 			Linger:         c.linger,
 		}),
-		cleanSem: make(chan struct{}, maxCleanups),
+		bg: redisscript.NewBackground(0),
 	}
-	d.idle.L = &d.mu
 	return d
 }
 
@@ -212,15 +214,11 @@ type driver struct {
 	holds  *redisscript.HoldSource
 	sub    *redisscript.Subscriber
 
-	closed   atomic.Bool
-	cleanSem chan struct{}
+	closed atomic.Bool
 
 	// Background goroutines: calls that outlive a caller whose ctx ended,
-	// and undo work. Close waits for active to reach 0.
-	mu       sync.Mutex
-	draining bool
-	active   int
-	idle     sync.Cond
+	// and undo work. Close waits for them.
+	bg *redisscript.Background
 }
 
 var (
@@ -229,13 +227,6 @@ var (
 	_ backend.TTLPolicy      = (*driver)(nil)
 	_ backend.BatchRefresher = (*driver)(nil)
 )
-
-// maxCleanups bounds the concurrent background undo of ambiguous operations; beyond
-// it the TTL alone frees the lock.
-const maxCleanups = 64
-
-// cleanupTimeout bounds each background undo.
-const cleanupTimeout = 5 * time.Second
 
 var errNotHeld = fmt.Errorf("%w: expired, released, or held by another owner", backend.ErrNotHeld)
 
@@ -271,21 +262,21 @@ func (d *driver) TryAcquire(ctx context.Context, req backend.Request) (backend.L
 	if ctx.Done() == nil {
 		r, err = redisscript.Acquire(ctx, d.client, k, req.Owner, hold, req.TTL)
 	} else {
-		abandoned, err = d.run(ctx, func(ctx context.Context) error {
+		abandoned, err = d.bg.Run(ctx, func(ctx context.Context) error {
 			var err error
 			r, err = redisscript.Acquire(ctx, d.client, k, req.Owner, hold, req.TTL)
 			return err
 		}, func(err error) {
 			// The caller gave up: whatever the script did, undo this hold.
 			if err == nil || redisscript.Ambiguous(err) {
-				d.cleanup(k, req.Owner, 0, hold, req.TTL, true)
+				d.bg.Undo(d.client, k, req.Owner, 0, hold, req.TTL, true)
 			}
 		})
 	}
 	if err != nil {
 		if redisscript.Ambiguous(err) && !abandoned {
 			// The script may have run: undo exactly this hold.
-			d.cleanup(k, req.Owner, 0, hold, req.TTL, false)
+			d.bg.Undo(d.client, k, req.Owner, 0, hold, req.TTL, false)
 		}
 		return nil, redisscript.Classify(ctx, err)
 	}
@@ -293,99 +284,6 @@ func (d *driver) TryAcquire(ctx context.Context, req backend.Request) (backend.L
 		return nil, backend.Busy(r.PTTL)
 	}
 	return &lock{d: d, keys: k, owner: req.Owner, hold: hold, token: r.Token}, nil
-}
-
-// run calls op so that the caller returns as soon as ctx ends, as go-redis
-// does not interrupt a socket read when a context is cancelled (and honours
-// deadlines only with ContextTimeoutEnabled). op runs on its own goroutine;
-// if ctx ends first, run returns ctx's error at once and abandoned, and
-// late, if not nil, receives op's result when it finally arrives.
-func (d *driver) run(ctx context.Context, op func(context.Context) error, late func(error)) (abandoned bool, err error) {
-	var state atomic.Int32 // 0 running, 1 result taken by the caller, 2 abandoned
-	done := make(chan error, 1)
-	if !d.spawn(func() {
-		err := op(ctx)
-		if !state.CompareAndSwap(0, 1) && late != nil {
-			late(err)
-		}
-		done <- err
-	}, false) {
-		return false, op(ctx) // closing: no more background work
-	}
-	select {
-	case err := <-done:
-		return false, err
-	case <-ctx.Done():
-		if state.CompareAndSwap(0, 2) {
-			return true, ctxError(ctx)
-		}
-		return false, <-done
-	}
-}
-
-// ctxError is ctx's error, with its cause when that says more (such as
-// distlock.ErrClosed when the Locker closes).
-func ctxError(ctx context.Context) error {
-	err := ctx.Err()
-	if cause := context.Cause(ctx); cause != nil && cause != err {
-		return fmt.Errorf("%w: %w", err, cause)
-	}
-	return err
-}
-
-// spawn runs fn on a goroutine that Close waits for. After Close began,
-// only background work may spawn more (it holds Close back itself).
-func (d *driver) spawn(fn func(), fromBackground bool) bool {
-	d.mu.Lock()
-	if d.draining && !fromBackground {
-		d.mu.Unlock()
-		return false
-	}
-	d.active++
-	d.mu.Unlock()
-	go func() {
-		defer func() {
-			d.mu.Lock()
-			d.active--
-			if d.active == 0 {
-				d.idle.Broadcast()
-			}
-			d.mu.Unlock()
-		}()
-		fn()
-	}()
-	return true
-}
-
-// cleanup removes one hold in the background, owner-checked, until it
-// succeeds, Redis refuses, or min(ttl, cleanupTimeout) passes (after which
-// the TTL frees the lock anyway).
-func (d *driver) cleanup(k redisscript.Keys, owner string, token uint64, hold string, ttl time.Duration, fromBackground bool) {
-	select {
-	case d.cleanSem <- struct{}{}:
-	default:
-		return // too many at once: the TTL will do
-	}
-	if !d.spawn(func() {
-		defer func() { <-d.cleanSem }()
-		ctx, cancel := context.WithTimeout(context.Background(), min(ttl, cleanupTimeout))
-		defer cancel()
-		pause := 20 * time.Millisecond
-		for {
-			_, err := redisscript.Release(ctx, d.client, k, owner, token, hold)
-			if err == nil || !redisscript.Ambiguous(err) || ctx.Err() != nil || errors.Is(err, goredis.ErrClosed) {
-				return
-			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(pause):
-			}
-			pause = min(2*pause, time.Second)
-		}
-	}, fromBackground) {
-		<-d.cleanSem
-	}
 }
 
 // Watch implements backend.Notifier over the Locker's shared subscription.
@@ -414,7 +312,7 @@ func (d *driver) RefreshBatch(ctx context.Context, items []backend.RefreshItem) 
 	var res []redisscript.RefreshResult
 	if ctx.Done() == nil {
 		res = redisscript.RefreshBatch(ctx, d.client, ops)
-	} else if _, err := d.run(ctx, func(ctx context.Context) error {
+	} else if _, err := d.bg.Run(ctx, func(ctx context.Context) error {
 		res = redisscript.RefreshBatch(ctx, d.client, ops)
 		return nil
 	}, nil); err != nil {
@@ -443,12 +341,7 @@ func (d *driver) Close() error {
 		return nil
 	}
 	_ = d.sub.Close()
-	d.mu.Lock()
-	d.draining = true
-	for d.active > 0 {
-		d.idle.Wait()
-	}
-	d.mu.Unlock()
+	d.bg.Close()
 	if d.owned {
 		if err := d.client.Close(); err != nil && !errors.Is(err, goredis.ErrClosed) {
 			return err
@@ -477,13 +370,13 @@ func (l *lock) Release(ctx context.Context) error {
 	if ctx.Done() == nil {
 		r, err = redisscript.Release(ctx, l.d.client, l.keys, l.owner, l.token, l.hold)
 	} else {
-		abandoned, err = l.d.run(ctx, func(ctx context.Context) error {
+		abandoned, err = l.d.bg.Run(ctx, func(ctx context.Context) error {
 			var err error
 			r, err = redisscript.Release(ctx, l.d.client, l.keys, l.owner, l.token, l.hold)
 			return err
 		}, func(err error) {
 			if redisscript.Ambiguous(err) {
-				l.d.cleanup(l.keys, l.owner, l.token, l.hold, cleanupTimeout, true)
+				l.d.bg.Undo(l.d.client, l.keys, l.owner, l.token, l.hold, redisscript.UndoTimeout, true)
 			}
 		})
 	}
@@ -491,7 +384,7 @@ func (l *lock) Release(ctx context.Context) error {
 		if redisscript.Ambiguous(err) && !abandoned {
 			// It may not have run: finish it in the background so the
 			// lock does not stay held until its TTL.
-			l.d.cleanup(l.keys, l.owner, l.token, l.hold, cleanupTimeout, false)
+			l.d.bg.Undo(l.d.client, l.keys, l.owner, l.token, l.hold, redisscript.UndoTimeout, false)
 		}
 		return redisscript.Classify(ctx, err)
 	}
@@ -509,7 +402,7 @@ func (l *lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	if ctx.Done() == nil {
 		held, err = redisscript.Refresh(ctx, l.d.client, l.keys, l.owner, l.token, l.hold, ttl)
 	} else {
-		_, err = l.d.run(ctx, func(ctx context.Context) error {
+		_, err = l.d.bg.Run(ctx, func(ctx context.Context) error {
 			var err error
 			held, err = redisscript.Refresh(ctx, l.d.client, l.keys, l.owner, l.token, l.hold, ttl)
 			return err

@@ -946,11 +946,16 @@ func TestSubscriptionSurvivesReconnect(t *testing.T) {
 	if err := held.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
+	// The release wakes the head of the queue (the first watcher); when it
+	// leaves, it hands the wake-up on to the second.
 	for i, c := range []<-chan struct{}{ch, ch2} {
 		select {
 		case <-c:
 		case <-time.After(5 * time.Second):
 			t.Fatalf("watcher %d not woken by a release after the reconnect", i)
+		}
+		if i == 0 {
+			cancel()
 		}
 	}
 }

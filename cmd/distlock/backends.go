@@ -6,5 +6,6 @@ import (
 	_ "github.com/distlock/distlock/memory"
 	_ "github.com/distlock/distlock/mysql"
 	_ "github.com/distlock/distlock/redis"
+	_ "github.com/distlock/distlock/redlock"
 	_ "github.com/distlock/distlock/zookeeper"
 )

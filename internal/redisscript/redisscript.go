@@ -1,7 +1,10 @@
 // Package redisscript holds the Redis side of distlock's Redis-based
-// backends: the key layout, the Lua scripts, and the per-node operations
+// backends: the key layout, the Lua scripts, the per-node operations
 // (acquire with reentrancy and fencing counter, owner-checked release and
-// refresh, batched refresh over a pipeline, release wake-ups over pub/sub).
+// refresh, batched refresh over a pipeline, release wake-ups over pub/sub
+// that wake one waiter at a time) and the background work of a driver
+// (round trips whose caller gave up, owner-checked undo of operations whose
+// outcome is unknown).
 //
 // Every function works against one Redis node or one logical Redis (a
 // go-redis Client, a Sentinel failover client, or a ClusterClient), so the
@@ -40,6 +43,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"net"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -138,7 +142,8 @@ func checkHold(hold string) error {
 
 // acquireSrc: KEYS[1] lock, KEYS[2] fence (optional); ARGV[1] owner,
 // ARGV[2] ttl ms, ARGV[3] hold id.
-// Returns {1, token} new lock, {2, token} reentrant hold, {0, pttl} busy.
+// Returns {1, token} new lock, {2, token} reentrant hold, {0, pttl, holder}
+// busy.
 const acquireSrc = `
 local o = redis.call('HGET', KEYS[1], 'o')
 if not o then
@@ -155,7 +160,7 @@ if o == ARGV[1] then
 	end
 	return {2, redis.call('HGET', KEYS[1], 't')}
 end
-return {0, redis.call('PTTL', KEYS[1])}
+return {0, redis.call('PTTL', KEYS[1]), o}
 `
 
 // releaseSrc: KEYS[1] lock; ARGV[1] owner, ARGV[2] token ("0": not
@@ -231,14 +236,17 @@ type AcquireResult struct {
 	// PTTL is the holder's remaining time when Busy; 0 if unknown (the
 	// lock key has no expiry).
 	PTTL time.Duration
+	// Holder is the current holder's owner id when Busy. Redlock uses it to
+	// tell a lock held by one owner on a quorum of nodes from a split vote.
+	Holder string
 }
 
 // Acquire makes one attempt, in one round trip (EVALSHA, falling back to
 // EVAL on NOSCRIPT): if the lock is free it is taken for owner with the
 // next fencing token (INCR of k.Fence) and expiry ttl; if owner holds it the
 // hold id is added (reentrancy) and the expiry extended to max(remaining,
-// ttl); otherwise nothing changes and the holder's remaining time is
-// returned. Repeating a call with the same hold id is idempotent, so a retry
+// ttl); otherwise nothing changes and the holder's remaining time and
+// owner are returned. Repeating a call with the same hold id is idempotent, so a retry
 // after a lost reply does not add a second hold. hold must come from a
 // HoldSource; ttl must be whole milliseconds (see PX).
 func Acquire(ctx context.Context, c goredis.Scripter, k Keys, owner, hold string, ttl time.Duration) (AcquireResult, error) {
@@ -263,7 +271,7 @@ func Acquire(ctx context.Context, c goredis.Scripter, k Keys, owner, hold string
 }
 
 func parseAcquire(v []any) (AcquireResult, error) {
-	if len(v) != 2 {
+	if len(v) != 2 && len(v) != 3 {
 		return AcquireResult{}, fmt.Errorf("redisscript: unexpected acquire reply %v", v)
 	}
 	code, ok := v[0].(int64)
@@ -296,6 +304,9 @@ func parseAcquire(v []any) (AcquireResult, error) {
 		r := AcquireResult{Outcome: Busy}
 		if n > 0 {
 			r.PTTL = time.Duration(n) * time.Millisecond
+		}
+		if len(v) == 3 {
+			r.Holder, _ = v[2].(string)
 		}
 		return r, nil
 	}
@@ -450,9 +461,16 @@ func IsReply(err error) bool {
 }
 
 // Ambiguous reports whether a command that failed with err may nevertheless
-// have run on the server: any error that is not a server reply.
+// have run on the server: any error that is not a server reply, except a
+// failure to connect (the command was never sent).
 func Ambiguous(err error) bool {
-	return err != nil && !IsReply(err) && !errors.Is(err, backend.ErrInvalidTTL)
+	return err != nil && !IsReply(err) && !errors.Is(err, backend.ErrInvalidTTL) && !isDialError(err)
+}
+
+// isDialError reports whether err is a failure to open a connection.
+func isDialError(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
 }
 
 // Classify puts a go-redis error into distlock's conventions:

@@ -3,6 +3,7 @@ package redisscript
 import (
 	"context"
 	"errors"
+	"net"
 	"testing"
 	"time"
 
@@ -55,8 +56,8 @@ func TestPerNodeOperations(t *testing.T) {
 	}
 	// Another owner: busy with the remaining time.
 	r, err = Acquire(ctx, c, k, "B", holds.Next(), time.Second)
-	if err != nil || r.Outcome != Busy || r.PTTL < 50*time.Second || r.PTTL > time.Minute {
-		t.Fatalf("other owner = %+v, %v; want Busy with ~1m", r, err)
+	if err != nil || r.Outcome != Busy || r.PTTL < 50*time.Second || r.PTTL > time.Minute || r.Holder != "A" {
+		t.Fatalf("other owner = %+v, %v; want Busy with ~1m, held by A", r, err)
 	}
 	// Nested hold of A.
 	h2 := holds.Next()
@@ -163,11 +164,34 @@ func TestRefreshBatchAndErrors(t *testing.T) {
 	if err == nil || !IsReply(err) || Ambiguous(err) || errors.Is(Classify(ctx, err), backend.ErrUnavailable) {
 		t.Errorf("WRONGTYPE: %v (classified %v)", err, Classify(ctx, err))
 	}
+	// A dead server refuses the connection: unavailable, but the command
+	// was never sent, so not ambiguous.
 	dead := goredis.NewClient(&goredis.Options{Addr: "127.0.0.1:1", MaxRetries: -1})
 	defer dead.Close()
 	_, err = Acquire(ctx, dead, KeysFor("t:", "x"), "o", holds.Next(), time.Second)
+	if err == nil || Ambiguous(err) || !errors.Is(Classify(ctx, err), backend.ErrUnavailable) {
+		t.Errorf("dead server: %v (ambiguous %v, classified %v)", err, Ambiguous(err), Classify(ctx, err))
+	}
+	// A server that takes the command and never answers: ambiguous.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+		}
+	}()
+	mute := goredis.NewClient(&goredis.Options{Addr: ln.Addr().String(), MaxRetries: -1, ReadTimeout: 200 * time.Millisecond, Protocol: 2, DisableIdentity: true})
+	defer mute.Close()
+	_, err = Acquire(ctx, mute, KeysFor("t:", "x"), "o", holds.Next(), time.Second)
 	if !Ambiguous(err) || !errors.Is(Classify(ctx, err), backend.ErrUnavailable) {
-		t.Errorf("dead server: %v (classified %v)", err, Classify(ctx, err))
+		t.Errorf("mute server: %v (ambiguous %v, classified %v)", err, Ambiguous(err), Classify(ctx, err))
 	}
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()

@@ -18,6 +18,20 @@ import (
 // unsubscribed when their last waiter leaves (reference counted). The
 // connection and its reader goroutine exist only while someone waits (plus
 // an optional linger) and stop at Close. Safe for concurrent use.
+//
+// # Who is woken
+//
+// The waiters of one channel form a queue ordered by rank (arrival order
+// for Watch, see NextRank). A release message wakes only the head of the
+// queue — the waiter of lowest rank — rather than every waiter, so one
+// release costs one retry instead of a herd of them. The head stays the head
+// until it leaves: if its retry loses (to a waiter of another Subscriber, in
+// another process), the next release wakes it again. A waiter that was woken
+// and then leaves — it acquired the lock, gave up, or its context ended
+// before it could retry — hands the wake-up on to the new head as it leaves
+// (backend.Notifier's round-robin rule), so a release is never swallowed by
+// a departing waiter. After a reconnection, when messages may have been lost,
+// every waiter is woken.
 type Subscriber struct {
 	client  goredis.UniversalClient
 	confirm time.Duration // Watch waits this long for the server's SUBSCRIBE confirmation
@@ -34,19 +48,20 @@ type Subscriber struct {
 	idle   *time.Timer
 	wg     sync.WaitGroup // reader goroutines
 
-	messages, wakes, sessions atomic.Int64 // for Stats
+	messages, wakes, handOns, sessions atomic.Int64 // for Stats
 }
 
 // SubscriberStats counts what a Subscriber did since it was made.
 type SubscriberStats struct {
 	Messages int64 // release messages received
-	Wakes    int64 // sends on waiters' channels (messages and reconnections)
+	Wakes    int64 // sends on waiters' channels (messages, hand-ons and reconnections)
+	HandOns  int64 // wake-ups handed on by a woken waiter that left
 	Sessions int64 // pub/sub sessions (connections) started
 }
 
 // Stats returns the counters.
 func (s *Subscriber) Stats() SubscriberStats {
-	return SubscriberStats{Messages: s.messages.Load(), Wakes: s.wakes.Load(), Sessions: s.sessions.Load()}
+	return SubscriberStats{Messages: s.messages.Load(), Wakes: s.wakes.Load(), HandOns: s.handOns.Load(), Sessions: s.sessions.Load()}
 }
 
 // session is one PubSub connection and its reader goroutine.
@@ -68,10 +83,21 @@ type topic struct {
 }
 
 type watcher struct {
-	ch   chan struct{}
-	t    *topic
-	gone bool
+	ch    chan struct{}
+	t     *topic
+	rank  uint64
+	woken bool // a release message was delivered to it: its leaving hands it on
+	gone  bool
 }
+
+var rankSeq atomic.Uint64
+
+// NextRank returns a watcher rank larger than every rank NextRank returned
+// before in this process. Watch ranks its waiters with it; callers of
+// WatchRank that share a waiter among several Subscribers (one per Redis
+// node) take one rank for the waiter and pass it to each, so that every
+// node's Subscriber agrees on who is at the head of the queue.
+func NextRank() uint64 { return rankSeq.Add(1) }
 
 // SubscriberOptions tunes a Subscriber. Zero values take the defaults.
 type SubscriberOptions struct {
@@ -119,18 +145,33 @@ func noop() {}
 
 // Watch subscribes to channel (sharing the subscription with every other
 // waiter of it) and returns once the server has confirmed the subscription,
-// so a message published after Watch returns is not missed. Each message on
-// channel — and each reconnection of the shared connection, after which
-// messages may have been lost — makes a non-blocking send on the returned
-// channel (capacity 1). cancel, idempotent, ends the watch. If the
-// subscription cannot be confirmed within the confirm timeout, or the
-// Subscriber is closed, Watch returns a channel that never fires and a
-// no-op cancel.
+// so a message published after Watch returns is not missed. The waiter
+// joins the channel's queue (see Subscriber) with rank NextRank(). Each
+// message on channel that wakes this waiter, each hand-on from a woken
+// waiter that left, and each reconnection of the shared connection (after
+// which messages may have been lost) makes a non-blocking send on the
+// returned channel (capacity 1). cancel, idempotent, ends the watch and hands
+// a received wake-up on. If the subscription cannot be confirmed within the
+// confirm timeout, or the Subscriber is closed, Watch returns a channel that
+// never fires and a no-op cancel.
 func (s *Subscriber) Watch(channel string) (<-chan struct{}, func()) {
+	ch := make(chan struct{}, 1)
+	ok, cancel := s.WatchRank(channel, ch, NextRank())
+	if !ok {
+		return never, noop
+	}
+	return ch, cancel
+}
+
+// WatchRank is Watch with the caller's channel ch (capacity at least 1;
+// sends to it never block) and rank (see NextRank). It reports whether the
+// subscription was confirmed; if not, ch will not be sent to and cancel is
+// a no-op. Several Subscribers may send to one ch.
+func (s *Subscriber) WatchRank(channel string, ch chan struct{}, rank uint64) (ok bool, cancel func()) {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		return never, noop
+		return false, noop
 	}
 	t := s.topics[channel]
 	if t == nil {
@@ -141,31 +182,35 @@ func (s *Subscriber) Watch(channel string) (<-chan struct{}, func()) {
 		if s.closed {
 			s.mu.Unlock()
 			s.wmu.Unlock()
-			return never, noop
+			return false, noop
 		}
 		t = s.topics[channel]
 		if t == nil {
 			t = &topic{name: channel, confirmed: make(chan struct{})}
 			s.topics[channel] = t
-			w := s.addLocked(t)
+			w := s.addLocked(t, ch, rank)
 			s.subscribeLocked(t) // unlocks mu and wmu
 			return s.await(w)
 		}
 		s.wmu.Unlock()
 	}
-	w := s.addLocked(t)
+	w := s.addLocked(t, ch, rank)
 	s.mu.Unlock()
 	return s.await(w)
 }
 
-// addLocked adds a watcher to t. Callers hold mu.
-func (s *Subscriber) addLocked(t *topic) *watcher {
+// addLocked adds a watcher to t's queue, in rank order. Callers hold mu.
+func (s *Subscriber) addLocked(t *topic, ch chan struct{}, rank uint64) *watcher {
 	if s.idle != nil {
 		s.idle.Stop()
 		s.idle = nil
 	}
-	w := &watcher{ch: make(chan struct{}, 1), t: t}
-	t.watchers = append(t.watchers, w)
+	w := &watcher{ch: ch, t: t, rank: rank}
+	i := len(t.watchers)
+	for i > 0 && t.watchers[i-1].rank > rank {
+		i--
+	}
+	t.watchers = slices.Insert(t.watchers, i, w)
 	return w
 }
 
@@ -193,30 +238,31 @@ func (s *Subscriber) subscribeLocked(t *topic) {
 }
 
 // await waits for w's topic to be confirmed.
-func (s *Subscriber) await(w *watcher) (<-chan struct{}, func()) {
+func (s *Subscriber) await(w *watcher) (bool, func()) {
 	cancel := func() { s.unwatch(w) }
 	s.mu.Lock()
 	confirmed := w.t.confirmed
 	s.mu.Unlock()
 	select {
 	case <-confirmed:
-		return w.ch, cancel
+		return true, cancel
 	default:
 	}
 	timer := time.NewTimer(s.confirm)
 	defer timer.Stop()
 	select {
 	case <-confirmed:
-		return w.ch, cancel
+		return true, cancel
 	case <-timer.C:
 	case <-s.done:
 	}
 	cancel()
-	return never, noop
+	return false, noop
 }
 
-// unwatch removes w; the last watcher of a topic unsubscribes it, the last
-// topic schedules the end of the session.
+// unwatch removes w, handing a wake-up it received on to the new head of
+// the queue; the last watcher of a topic unsubscribes it, the last topic
+// schedules the end of the session.
 func (s *Subscriber) unwatch(w *watcher) {
 	s.mu.Lock()
 	if w.gone {
@@ -226,6 +272,10 @@ func (s *Subscriber) unwatch(w *watcher) {
 	w.gone = true
 	t := w.t
 	t.watchers = slices.DeleteFunc(t.watchers, func(x *watcher) bool { return x == w })
+	if w.woken && len(t.watchers) > 0 && s.topics[t.name] == t && !s.closed {
+		s.handOns.Add(1)
+		s.wakeHead(t)
+	}
 	if len(t.watchers) > 0 || s.topics[t.name] != t || s.closed {
 		s.mu.Unlock()
 		return
@@ -395,8 +445,8 @@ func (s *Subscriber) dispatch(sess *session, msg any) {
 	switch m := msg.(type) {
 	case *goredis.Message:
 		s.messages.Add(1)
-		if t := s.topics[m.Channel]; t != nil {
-			s.wake(t)
+		if t := s.topics[m.Channel]; t != nil && len(t.watchers) > 0 {
+			s.wakeHead(t)
 		}
 	case *goredis.Subscription:
 		q := sess.expect[m.Channel]
@@ -444,12 +494,26 @@ func (s *Subscriber) broken(sess *session) {
 			t.ok = false
 			t.confirmed = make(chan struct{})
 		}
-		s.wake(t)
+		s.wakeAll(t)
 	}
 }
 
-// wake makes a non-blocking send to every watcher of t. Callers hold mu.
-func (s *Subscriber) wake(t *topic) {
+// wakeHead wakes the head of t's queue (the waiter of lowest rank) with a
+// non-blocking send and marks it woken, so that it hands the wake-up on if
+// it leaves. A head whose channel is already full has a wake-up pending and
+// will retry after this release anyway. Callers hold mu; t has watchers.
+func (s *Subscriber) wakeHead(t *topic) {
+	w := t.watchers[0]
+	w.woken = true
+	select {
+	case w.ch <- struct{}{}:
+		s.wakes.Add(1)
+	default:
+	}
+}
+
+// wakeAll makes a non-blocking send to every watcher of t. Callers hold mu.
+func (s *Subscriber) wakeAll(t *topic) {
 	for _, w := range t.watchers {
 		select {
 		case w.ch <- struct{}{}:

@@ -1,0 +1,256 @@
+package redisscript
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+)
+
+// Background runs the work of a Redis-based driver that outlives the call
+// that started it: round trips whose caller's context ended first (go-redis
+// does not interrupt a socket read when a context is cancelled, and honours
+// deadlines only with Options.ContextTimeoutEnabled), and the owner-checked
+// undo of operations whose outcome is unknown. Close waits for all of it.
+// Safe for concurrent use.
+type Background struct {
+	undoSem chan struct{}
+	quit    chan struct{} // closed when Close begins: waits between retries end
+	work    chan func()   // unbuffered: hands a task to an idle worker
+	workers sync.WaitGroup
+
+	mu       sync.Mutex
+	draining bool
+	active   int
+	idle     sync.Cond
+}
+
+// DefaultMaxUndo bounds the concurrent undo operations of a Background made
+// with NewBackground(0).
+const DefaultMaxUndo = 64
+
+// UndoTimeout bounds each background undo.
+const UndoTimeout = 5 * time.Second
+
+// NewBackground returns a Background that runs at most maxUndo undo
+// operations at once (DefaultMaxUndo if maxUndo <= 0); beyond that an orphan
+// hold is left to its TTL.
+func NewBackground(maxUndo int) *Background {
+	if maxUndo <= 0 {
+		maxUndo = DefaultMaxUndo
+	}
+	b := &Background{undoSem: make(chan struct{}, maxUndo), quit: make(chan struct{}), work: make(chan func())}
+	b.idle.L = &b.mu
+	return b
+}
+
+// Go runs fn on a goroutine that Close waits for. Once Close has begun, only
+// work started from background work (fromBackground, which holds Close back
+// itself) may start more; Go then reports false and does not run fn.
+//
+// The goroutines are pooled: an idle one takes fn if there is one, else a
+// new one starts, and each stays idle for workerIdle before it exits. A
+// fan-out to several nodes per operation would otherwise pay for a new
+// goroutine, and for growing its stack, per node and operation.
+func (b *Background) Go(fn func(), fromBackground bool) bool {
+	b.mu.Lock()
+	if b.draining && !fromBackground {
+		b.mu.Unlock()
+		return false
+	}
+	b.active++
+	b.mu.Unlock()
+	task := func() {
+		defer b.done()
+		fn()
+	}
+	select {
+	case b.work <- task:
+	default:
+		b.workers.Add(1)
+		go b.worker(task)
+	}
+	return true
+}
+
+// workerIdle is how long a pooled goroutine waits for more work.
+const workerIdle = time.Second
+
+func (b *Background) worker(task func()) {
+	defer b.workers.Done()
+	task()
+	idle := time.NewTimer(workerIdle)
+	defer idle.Stop()
+	for {
+		select {
+		case task = <-b.work:
+			task()
+			idle.Reset(workerIdle)
+		case <-idle.C:
+			return
+		case <-b.quit:
+			return
+		}
+	}
+}
+
+func (b *Background) done() {
+	b.mu.Lock()
+	b.active--
+	if b.active == 0 {
+		b.idle.Broadcast()
+	}
+	b.mu.Unlock()
+}
+
+// Run calls op so that the caller returns as soon as ctx ends. op runs on
+// its own goroutine; if ctx ends first, Run returns ctx's error (see
+// CtxError) at once with abandoned set, and late, if not nil, receives op's
+// result when it finally arrives, on op's goroutine. After Close began, op
+// runs on the caller's goroutine.
+func (b *Background) Run(ctx context.Context, op func(context.Context) error, late func(error)) (abandoned bool, err error) {
+	var state atomic.Int32 // 0 running, 1 result taken by the caller, 2 abandoned
+	done := make(chan error, 1)
+	if !b.Go(func() {
+		err := op(ctx)
+		if !state.CompareAndSwap(0, 1) && late != nil {
+			late(err)
+		}
+		done <- err
+	}, false) {
+		return false, op(ctx) // closing: no more background work
+	}
+	select {
+	case err := <-done:
+		return false, err
+	case <-ctx.Done():
+		if state.CompareAndSwap(0, 2) {
+			return true, CtxError(ctx)
+		}
+		return false, <-done
+	}
+}
+
+// CtxError is ctx's error, with its cause when that says more (such as
+// distlock.ErrClosed when the Locker closes). errors.Is(CtxError(ctx),
+// ctx.Err()) holds.
+func CtxError(ctx context.Context) error {
+	err := ctx.Err()
+	if cause := context.Cause(ctx); cause != nil && cause != err {
+		return fmt.Errorf("%w: %w", err, cause)
+	}
+	return err
+}
+
+// Undo removes one hold in the background, owner-checked (see Release; token
+// 0 does not check the token, the unique hold id identifies the
+// acquisition), retrying with backoff until it gets an answer from the
+// server, the client is closed, or min(within, UndoTimeout) passes — after
+// which the TTL frees the lock anyway. When too many undo operations are
+// running it does nothing and leaves the hold to its TTL. fromBackground as
+// for Go.
+func (b *Background) Undo(c goredis.Scripter, k Keys, owner string, token uint64, hold string, within time.Duration, fromBackground bool) {
+	select {
+	case b.undoSem <- struct{}{}:
+	default:
+		return // too many at once: the TTL will do
+	}
+	if !b.Go(func() {
+		defer func() { <-b.undoSem }()
+		ctx, cancel := context.WithTimeout(context.Background(), min(within, UndoTimeout))
+		defer cancel()
+		pause := 20 * time.Millisecond
+		for {
+			_, err := Release(ctx, c, k, owner, token, hold)
+			if err == nil || !Ambiguous(err) || ctx.Err() != nil || errors.Is(err, goredis.ErrClosed) {
+				return
+			}
+			t := time.NewTimer(pause)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			pause = min(2*pause, time.Second)
+		}
+	}, fromBackground) {
+		<-b.undoSem
+	}
+}
+
+// UndoAcquire removes, in the background and owner-checked, the hold of an
+// acquire whose outcome is unknown because its request may still be on its
+// way (a timeout after sending it; the node may be slow or paused). One
+// release can come too early — it finds nothing and the acquire lands
+// after it — so it tries several times, spaced out over about 4.5s
+// (bounded by within, and each try by half a second), until a try finds
+// and removes the hold or the client is closed; Close cuts the schedule
+// short after one more try. When too many undo
+// operations are running it does nothing and leaves the hold to its TTL.
+// fromBackground as for Go.
+func (b *Background) UndoAcquire(c goredis.Scripter, k Keys, owner string, token uint64, hold string, within time.Duration, fromBackground bool) {
+	select {
+	case b.undoSem <- struct{}{}:
+	default:
+		return
+	}
+	if !b.Go(func() {
+		defer func() { <-b.undoSem }()
+		start := time.Now()
+		end := start.Add(min(within, UndoTimeout))
+		for _, at := range undoAcquireSchedule {
+			if wait := time.Until(start.Add(at)); wait > 0 {
+				if !start.Add(at).Before(end) {
+					return
+				}
+				t := time.NewTimer(wait)
+				select {
+				case <-t.C:
+				case <-b.quit:
+					t.Stop()
+				}
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), min(time.Until(end), 500*time.Millisecond))
+			r, err := Release(ctx, c, k, owner, token, hold)
+			cancel()
+			if (err == nil && r != NotHeld) || errors.Is(err, goredis.ErrClosed) || !time.Now().Before(end) || b.quitting() {
+				return
+			}
+		}
+	}, fromBackground) {
+		<-b.undoSem
+	}
+}
+
+// undoAcquireSchedule: when UndoAcquire tries, from its start.
+var undoAcquireSchedule = []time.Duration{0, 100 * time.Millisecond, 500 * time.Millisecond, 1500 * time.Millisecond, 3 * time.Second, 4500 * time.Millisecond}
+
+func (b *Background) quitting() bool {
+	select {
+	case <-b.quit:
+		return true
+	default:
+		return false
+	}
+}
+
+// Close stops new work (Go from outside background work reports false),
+// cuts UndoAcquire's waits short and waits until every task started by Go
+// has returned and every pooled goroutine has exited.
+func (b *Background) Close() {
+	b.mu.Lock()
+	if !b.draining {
+		close(b.quit)
+	}
+	b.draining = true
+	for b.active > 0 {
+		b.idle.Wait()
+	}
+	b.mu.Unlock()
+	b.workers.Wait()
+}

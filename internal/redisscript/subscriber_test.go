@@ -1,0 +1,140 @@
+package redisscript
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+func fired(ch <-chan struct{}, d time.Duration) bool {
+	select {
+	case <-ch:
+		return true
+	case <-time.After(d):
+		return false
+	}
+}
+
+// TestSubscriberWakesHeadAndHandsOn: a release message wakes only the
+// waiter of lowest rank; a woken waiter that leaves hands the wake-up on to
+// the next one, a waiter that was never woken hands nothing on, and a head
+// whose retry lost is woken again by the next release.
+func TestSubscriberWakesHeadAndHandsOn(t *testing.T) {
+	c := client(t)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	sub := NewSubscriber(c, SubscriberOptions{})
+	defer sub.Close()
+	const channel = "wake-one"
+	const n = 4
+	chs := make([]<-chan struct{}, n)
+	cancels := make([]func(), n)
+	for i := range n {
+		chs[i], cancels[i] = sub.Watch(channel)
+		defer cancels[i]()
+	}
+	quiet := func(why string, except ...int) {
+		t.Helper()
+		for i, ch := range chs {
+			skip := false
+			for _, e := range except {
+				skip = skip || e == i
+			}
+			if !skip && fired(ch, 0) {
+				t.Errorf("%s: watcher %d woken", why, i)
+			}
+		}
+	}
+	publish := func() {
+		t.Helper()
+		if err := c.Publish(ctx, channel, "0").Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	publish()
+	if !fired(chs[0], 5*time.Second) {
+		t.Fatal("head not woken by a release")
+	}
+	time.Sleep(100 * time.Millisecond)
+	quiet("one release")
+
+	// The head retried and lost: the next release wakes it again.
+	publish()
+	if !fired(chs[0], 5*time.Second) {
+		t.Fatal("head not woken by the second release")
+	}
+	time.Sleep(100 * time.Millisecond)
+	quiet("second release")
+
+	// Watcher 2 leaves without having been woken: nothing is handed on.
+	cancels[2]()
+	time.Sleep(100 * time.Millisecond)
+	quiet("an unwoken waiter left")
+
+	// The woken head leaves: watcher 1 gets the wake-up.
+	cancels[0]()
+	if !fired(chs[1], 5*time.Second) {
+		t.Fatal("a woken waiter left without handing the wake-up on")
+	}
+	quiet("hand-on", 1)
+	// Watcher 1 leaves too (say it acquired): watcher 3 is next.
+	cancels[1]()
+	if !fired(chs[3], 5*time.Second) {
+		t.Fatal("hand-on not passed along the queue")
+	}
+	st := sub.Stats()
+	if st.HandOns != 2 {
+		t.Errorf("Stats.HandOns = %d, want 2", st.HandOns)
+	}
+	if st.Messages != 2 {
+		t.Errorf("Stats.Messages = %d, want 2", st.Messages)
+	}
+}
+
+// TestSubscriberRanks: WatchRank queues waiters by the caller's rank, not by
+// arrival, so several Subscribers given the same ranks agree on the head; a
+// channel shared by several Subscribers receives from each.
+func TestSubscriberRanks(t *testing.T) {
+	c1, c2 := client(t), client(t)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	subs := []*Subscriber{NewSubscriber(c1, SubscriberOptions{}), NewSubscriber(c2, SubscriberOptions{})}
+	for _, s := range subs {
+		defer s.Close()
+	}
+	const channel = "ranked"
+	early, late := NextRank(), NextRank()
+	a, b := make(chan struct{}, 1), make(chan struct{}, 1)
+	for _, s := range subs {
+		// The later rank registers first.
+		if ok, cancel := s.WatchRank(channel, b, late); !ok {
+			t.Fatal("not confirmed")
+		} else {
+			defer cancel()
+		}
+		if ok, cancel := s.WatchRank(channel, a, early); !ok {
+			t.Fatal("not confirmed")
+		} else {
+			defer cancel()
+		}
+	}
+	if err := c2.Publish(ctx, channel, "0").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if !fired(a, 5*time.Second) {
+		t.Fatal("lowest rank not woken")
+	}
+	if fired(b, 100*time.Millisecond) {
+		t.Error("a higher rank was woken too")
+	}
+	if err := c1.Publish(ctx, channel, "0").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if !fired(a, 5*time.Second) {
+		t.Fatal("the other Subscriber did not wake the shared channel")
+	}
+	if fired(b, 100*time.Millisecond) {
+		t.Error("a higher rank was woken by the other Subscriber")
+	}
+}

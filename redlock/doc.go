@@ -1,0 +1,147 @@
+// Package redlock is distlock's Redlock backend: one lock over N
+// independent Redis masters, held when a majority of them granted it within
+// the lock's validity. It registers the URL scheme "redlock".
+//
+// # Mechanism
+//
+// Each master runs the same per-node scripts as package redis (see
+// internal/redisscript): a lock is a hash with the owner and one field per
+// hold, with a PX expiry; acquire has SET NX PX semantics plus reentrancy,
+// release is an owner-checked compare-and-delete that publishes a wake-up
+// when it frees the lock, refresh an owner-checked compare-and-PEXPIRE that
+// never shortens the expiry. On top of them, as the seeds describe Redlock:
+//
+//   - Acquire: take the monotonic time and send the acquire script, with the
+//     same owner, a hold id unique to this attempt and the TTL, to all N
+//     nodes in parallel, each bounded by a per-node timeout far below the
+//     TTL (default 50ms, capped at the validity). The lock is held when a
+//     quorum of N/2+1 nodes granted it and validity is left:
+//     ttl − elapsed − drift > 0, with drift = ttl·0.01 + 2ms (configurable).
+//     The lease's local validity deadline is exactly that: distlock counts
+//     ttl − drift from the moment the request was sent (the driver's
+//     TTLPolicy), and an attempt whose quorum came after its validity fails
+//     with ErrUnavailable rather than return an expired grant. The attempt
+//     returns as soon as the outcome is decided — a quorum granted, or too
+//     many nodes refused or failed for one — and slower nodes finish in the
+//     background.
+//   - On failure (no quorum, or no validity left) the attempt gives back its
+//     hold on every node that granted it or may have: nodes that said yes
+//     are released before the attempt returns; nodes whose answer was lost
+//     (a timeout or I/O error after the request was sent: the script may
+//     have run, or may still run) are released in the background, several
+//     times over about 4.5s, because one release can arrive before a delayed
+//     acquire and find nothing; a node still working when the attempt was
+//     decided is released as soon as its answer comes, so the release cannot
+//     overtake its acquire. Nodes that answered "busy" changed nothing. A
+//     give-back does not announce itself (publish) when another owner holds
+//     a quorum: it frees nothing anyone could use.
+//   - Release: on every node, whether or not the acquire succeeded there
+//     (after any acquire still running on it). It returns once a quorum
+//     released the hold — the lock is then free for the next owner — and
+//     the other nodes finish in the background; it returns ErrNotHeld when a
+//     majority no longer had the hold (it expired or was taken over).
+//   - Refresh: on every node in parallel; it succeeds only if a quorum
+//     extended the lock within the validity of the new TTL. It returns
+//     ErrNotHeld when a majority no longer has the hold (distlock ends the
+//     lease with ErrLockLost), and ErrUnavailable otherwise (distlock keeps
+//     the lease until its validity deadline, retrying, and then ends it).
+//     Automatic refreshes due together go to each node in one pipeline.
+//   - Waiting: distlock retries a busy lock when a release is announced on
+//     any node, or after a delay, whichever comes first. A waiter subscribes
+//     on every node (one shared pub/sub connection per node and Locker) and
+//     waits for N − quorum + 1 confirmations, so at least one node of any
+//     holder's quorum will announce the release to it. The delay is the time
+//     until enough busy nodes expire for a quorum, so a crashed holder is
+//     taken over after its TTL without any message; after a split vote (the
+//     free and own nodes would make a quorum once the contenders give back)
+//     it is a short random delay, so contenders do not retry in lockstep
+//     (the seeds' advice). Waiters never give up before their context ends.
+//
+// An attempt fails with ErrUnavailable when failed nodes make a quorum
+// impossible (more than N − quorum of them down, timed out or refusing),
+// joining one *NodeError per failed node (errors.As reaches them, and
+// through them go-redis's errors). When the nodes answered but other owners
+// hold the lock on too many of them it fails with ErrNotAcquired, as a
+// *backend.BusyError carrying the time until enough of them expire.
+//
+// # Capabilities
+//
+// Reentrant, Notify and Expiring — and only these:
+//
+//   - Not Fencing: Token is always 0. A fencing token must increase strictly
+//     over every acquisition of a key, but N independent masters share no
+//     counter: per-node counters differ from node to node, a quorum's
+//     maximum can repeat or go backwards when nodes restart or two quorums
+//     share a single node, and nothing orders two grants that the algorithm
+//     believes disjoint in time. This is Kleppmann's critique of Redlock:
+//     its safety rests on timing assumptions (bounded process pauses,
+//     network delays and clock drift), and without a fencing token a holder
+//     paused past its validity (GC, SIGSTOP, a slow network) can still write
+//     after another owner acquired. distlock makes such a holder see its
+//     loss (Done, Err, Context) as soon as it runs again, but cannot stop a
+//     write it already issued. Where the lock guards correctness rather than
+//     efficiency, use a backend with fencing tokens — redis (one master),
+//     zookeeper or mysql — and have the protected resource refuse stale
+//     tokens.
+//   - Not Durable, and restarts are the known hazard. A master restarted
+//     without persistence (or crashed under appendfsync everysec) has
+//     forgotten the locks it granted. If a holder has a bare quorum — A, B,
+//     C of five — and C restarts at once, another owner can lock C, D and E
+//     and hold the lock at the same time as the first (TestRestartHazard
+//     shows it). The documented remedy is a delayed restart: keep a crashed
+//     master down, or refusing clients, for at least the longest TTL in use,
+//     so that every lock it took part in has expired, or been lost by its
+//     holder, before it serves again (TestDelayedRestartRemedy, and the
+//     conformance server faults). "appendonly yes" with "appendfsync
+//     always" also closes the hole, at a cost in latency, as far as the
+//     disks honour fsync.
+//   - Clocks matter. Validity is counted on this process's monotonic clock,
+//     expiry on each master's clock. A master whose clock jumps forward
+//     expires the lock early. With the holder on every master that is
+//     harmless: one jumped node gives nobody a quorum, and the holder keeps
+//     refreshing on the others (TestClockJump). With the holder on a bare
+//     quorum and the other masters free, one jump lets another owner in
+//     (also shown there). The drift allowance covers rate differences of
+//     about 1%, not jumps: run the masters with a slewing time daemon, never
+//     stepping their clocks.
+//   - Not SessionBound: a dead holder's lock is freed by its TTL.
+//   - Not Fair: a release wakes one waiter per Locker — the one that has
+//     waited longest, the same on every node — and the first attempt to
+//     reach a quorum wins.
+//   - Failover: give Redlock independent masters, not Sentinel-managed
+//     ones: a promoted replica can lack a lock (replication is
+//     asynchronous), which is the restart hazard again.
+//   - Eviction: run the masters with maxmemory-policy noeviction; an evicted
+//     lock key acts like a restart.
+//
+// TTLs must be whole milliseconds (PX), leave validity after the drift
+// allowance (with the defaults at least 3ms) and should be far above the
+// per-node timeout. Keys are hashed (SHA-256) into fixed-length names, so any
+// key of 1 to 1024 bytes works; no fencing counter key is created.
+//
+// # URLs
+//
+//	redlock://[user:password@]h1:6379,h2:6379,h3:6379[/db][?param=value&...]
+//
+// Each comma-separated host is one master (port 6379 if omitted). The
+// credentials, database and go-redis parameters (dial_timeout,
+// read_timeout, pool_size, max_retries, ...) apply to every node. distlock
+// adds node_timeout= (WithNodeTimeout, default 50ms), drift_factor= and
+// drift_min= (WithDrift, default 0.01 and 2ms), prefix= (WithPrefix),
+// subscribe_timeout= and subscription_linger=. Any other parameter, an empty
+// or repeated host, or a port out of range is an ErrInvalidOption. Each node
+// is dialled once per operation and a failed command retried once (unless
+// max_retries says otherwise), so that a dead node answers within the
+// per-node timeout. Opening does not connect: unreachable masters show up
+// as ErrUnavailable from Acquire and TryAcquire within their context. The
+// Locker owns the clients it created and closes them in Close. For existing
+// clients use New.
+//
+// # Performance
+//
+// The fan-out is parallel: across a network, where round trips dominate, an
+// uncontended acquire and release cost about what they cost on one Redis
+// (BenchmarkRedlock/paired/rtt-2ms: 1.1×). On loopback a round trip is
+// almost all CPU — client, kernel and server — so five nodes cost about five
+// times the CPU, and on a small machine the ratio is CPU-bound.
+package redlock

@@ -1,0 +1,200 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// outcome is what one node answered.
+type outcome uint8
+
+const (
+	failed outcome = iota // no answer, an I/O error or an error reply (see nodeResult.err)
+	yes                   // acquired / reentered, released, extended
+	no                    // busy (held by another owner), or not held by us
+)
+
+// nodeResult is one node's answer to one operation.
+type nodeResult struct {
+	i      int
+	out    outcome
+	pttl   time.Duration // busy: the holder's remaining time on this node (0: unknown)
+	holder string        // busy: the holder's owner id
+	err    error         // failed: the go-redis error, unchanged
+	nerr   error         // failed: err in distlock's conventions, as a *NodeError
+	// queued: the node's undo is already arranged (the acquire it must
+	// follow was still in flight).
+	queued bool
+	batch  []nodeBatchResult // RefreshBatch: one per op
+}
+
+type nodeBatchResult struct {
+	held bool
+	err  error
+}
+
+// fanout is one operation sent to every node in parallel. Each node's call
+// runs on its own goroutine (tracked by the driver's Background, so Close
+// waits for it) under one context with the operation's deadline. The caller
+// collects answers until it can decide, the deadline passes or its ctx
+// ends; answers that arrive later go to the operation's late handler, which
+// learns the final decision first.
+type fanout struct {
+	results chan nodeResult // buffered: node goroutines never block on it
+	nctx    context.Context // the caller's ctx with the per-node deadline
+	cancel  context.CancelFunc
+	running atomic.Int32 // node goroutines still running; the last cancels nctx
+
+	mu      sync.Mutex
+	decided bool
+	expired bool            // the wait ended by the per-node deadline
+	got     []bool          // per node: its answer was collected by the caller
+	pending []chan struct{} // per node still running at the decision: closed when it returns
+
+	final   chan struct{} // closed by finish
+	success bool          // the decision, valid once final is closed
+}
+
+// start sends op to every node. op runs with the shared per-node context;
+// late, if not nil, receives the answers that came after the decision
+// together with the decision, on the node's goroutine.
+func (d *driver) start(ctx context.Context, deadline time.Time, op func(ctx context.Context, i int, n *node) nodeResult, late func(r nodeResult, success bool)) *fanout {
+	n := len(d.nodes)
+	f := &fanout{results: make(chan nodeResult, n), final: make(chan struct{})}
+	f.nctx, f.cancel = context.WithDeadline(ctx, deadline)
+	f.running.Store(int32(n))
+	for i, nd := range d.nodes {
+		run := func() {
+			r := op(f.nctx, i, nd)
+			r.i = i
+			if r.out == failed && r.nerr == nil {
+				r.nerr = d.nodeError(ctx, f.nctx, nd, r.err)
+			}
+			// Counted down after the answer was handed over, so that when
+			// the count reaches 0 (and nctx ends) every answer is in the
+			// channel or with its late handler.
+			defer f.nodeDone()
+			f.mu.Lock()
+			if !f.decided {
+				f.results <- r
+				f.mu.Unlock()
+				return
+			}
+			p := f.pending[i]
+			f.mu.Unlock()
+			<-f.final
+			if late != nil {
+				late(r, f.success)
+			}
+			if p != nil {
+				close(p)
+			}
+		}
+		if !d.bg.Go(run, false) {
+			// The driver is closing: answer at once.
+			f.results <- nodeResult{i: i, out: failed, err: errDriverClosed, nerr: &NodeError{Addr: nd.addr, Err: errDriverClosed}}
+			f.nodeDone()
+		}
+	}
+	return f
+}
+
+// nodeDone counts a node goroutine out; the last one ends nctx.
+func (f *fanout) nodeDone() {
+	if f.running.Add(-1) == 0 {
+		f.cancel()
+	}
+}
+
+// wait collects answers until enough says returns true, every node has
+// answered, the per-node deadline passes or ctx ends (ctxDone). Then the
+// fanout is decided: later answers go to the late handler, after finish.
+func (f *fanout) wait(ctx context.Context, n int, enough func(rs []nodeResult) bool) (rs []nodeResult, ctxDone bool) {
+	rs = make([]nodeResult, 0, n)
+collect:
+	for len(rs) < n {
+		select {
+		case r := <-f.results:
+			rs = append(rs, r)
+			if enough(rs) {
+				break collect
+			}
+		case <-f.nctx.Done():
+			ctxDone = ctx.Err() != nil
+			f.expired = !ctxDone && errors.Is(f.nctx.Err(), context.DeadlineExceeded)
+			break collect
+		}
+	}
+	f.mu.Lock()
+	f.decided = true
+drain:
+	for {
+		select {
+		case r := <-f.results:
+			rs = append(rs, r)
+		default:
+			break drain
+		}
+	}
+	if len(rs) < n {
+		f.got = make([]bool, n)
+		for _, r := range rs {
+			f.got[r.i] = true
+		}
+		f.pending = make([]chan struct{}, n)
+		for i, g := range f.got {
+			if !g {
+				f.pending[i] = make(chan struct{})
+			}
+		}
+	}
+	f.mu.Unlock()
+	return rs, ctxDone
+}
+
+// finish records the decision and releases the late handlers.
+func (f *fanout) finish(success bool) {
+	f.success = success
+	close(f.final)
+}
+
+// timedOut returns the nodes that had not answered when the per-node
+// deadline passed; none if the decision came earlier.
+func (f *fanout) timedOut() []int {
+	if !f.expired {
+		return nil
+	}
+	return f.missing()
+}
+
+// missing returns the nodes that had not answered at the decision.
+func (f *fanout) missing() []int {
+	var out []int
+	for i, g := range f.got {
+		if !g {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// tally counts answers.
+type tally struct{ yes, no, failed int }
+
+func count(rs []nodeResult) tally {
+	var t tally
+	for _, r := range rs {
+		switch r.out {
+		case yes:
+			t.yes++
+		case no:
+			t.no++
+		default:
+			t.failed++
+		}
+	}
+	return t
+}

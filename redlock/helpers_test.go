@@ -1,0 +1,207 @@
+package redlock
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/conformance"
+	"github.com/distlock/distlock/internal/redisscript"
+	"github.com/distlock/distlock/internal/testserver"
+)
+
+// quietLogger drops go-redis's log lines (dial failures while a test has
+// killed nodes on purpose); tests report what matters themselves.
+type quietLogger struct{}
+
+func (quietLogger) Printf(context.Context, string, ...any) {}
+
+func TestMain(m *testing.M) {
+	if os.Getenv("DISTLOCK_REDIS_LOG") == "" {
+		goredis.SetLogger(quietLogger{})
+	}
+	conformance.ServeWorker() // worker processes of the conformance fault checks
+	os.Exit(m.Run())
+}
+
+// cluster is N independent redis-servers and an admin client for each.
+type cluster struct {
+	srvs   []*testserver.Server
+	admins []*goredis.Client
+}
+
+func startCluster(t testing.TB, n int) *cluster {
+	t.Helper()
+	c := &cluster{srvs: testserver.RedisN(t, n)}
+	for _, s := range c.srvs {
+		a := goredis.NewClient(&goredis.Options{Addr: s.Addr(), MaxRetries: -1})
+		t.Cleanup(func() { _ = a.Close() })
+		c.admins = append(c.admins, a)
+	}
+	return c
+}
+
+func (c *cluster) addrs() []string {
+	out := make([]string, len(c.srvs))
+	for i, s := range c.srvs {
+		out[i] = s.Addr()
+	}
+	return out
+}
+
+func (c *cluster) controllable(t testing.TB) {
+	t.Helper()
+	for _, s := range c.srvs {
+		if !s.Controllable() {
+			t.Skip("external Redis servers: cannot inject faults")
+		}
+	}
+}
+
+// url is a redlock URL over addrs with the given query.
+func redlockURL(addrs []string, query string) string {
+	u := "redlock://" + strings.Join(addrs, ",") + "/0"
+	if query != "" {
+		u += "?" + query
+	}
+	return u
+}
+
+// holders returns the nodes on which the lock named key exists.
+func (c *cluster) holders(t testing.TB, prefix, key string) []int {
+	t.Helper()
+	name := redisscript.KeysFor(prefix, key).Lock
+	var out []int
+	for i, a := range c.admins {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		n, err := a.Exists(ctx, name).Result()
+		cancel()
+		if err == nil && n == 1 {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// owners returns, per node, the owner of the lock named key ("" if none or
+// unreachable).
+func (c *cluster) owners(t testing.TB, prefix, key string) []string {
+	t.Helper()
+	name := redisscript.KeysFor(prefix, key).Lock
+	out := make([]string, len(c.admins))
+	for i, a := range c.admins {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		out[i], _ = a.HGet(ctx, name, "o").Result()
+		cancel()
+	}
+	return out
+}
+
+// kill and restart nodes by index.
+func (c *cluster) kill(t testing.TB, idx ...int) {
+	t.Helper()
+	for _, i := range idx {
+		if err := c.srvs[i].Kill(); err != nil {
+			t.Fatalf("kill node %d: %v", i, err)
+		}
+	}
+}
+
+func (c *cluster) restart(t testing.TB, idx ...int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make([]error, len(idx))
+	for j, i := range idx {
+		wg.Go(func() { errs[j] = c.srvs[i].Restart(ctx) })
+	}
+	wg.Wait()
+	for j, err := range errs {
+		if err != nil {
+			t.Fatalf("restart node %d: %v", idx[j], err)
+		}
+	}
+}
+
+// testLocker is a Locker over its own clients, with the driver at hand.
+type testLocker struct {
+	distlock.Locker
+	d *driver
+}
+
+// newTestLocker makes a Locker over new clients of addrs, configured as the
+// URL opener does (ContextTimeoutEnabled) plus opts.
+func newTestLocker(t testing.TB, addrs []string, opts ...Option) *testLocker {
+	t.Helper()
+	c := defaultConfig()
+	c.closeClients = true
+	for _, o := range opts {
+		o(&c)
+	}
+	nodes := make([]*node, len(addrs))
+	for i, a := range addrs {
+		nodes[i] = &node{addr: a, client: goredis.NewClient(&goredis.Options{Addr: a, ContextTimeoutEnabled: true, DialerRetries: 1, MaxRetries: 1})}
+	}
+	d := newDriver(nodes, c)
+	l := &testLocker{Locker: distlock.New(d, "redlock", c.defaults...), d: d}
+	t.Cleanup(func() { _ = l.Close() })
+	return l
+}
+
+func tctx(t testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// eventually polls cond every 20ms until it holds or d passes.
+func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %v: %s", d, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// closedPorts returns n loopback addresses on which nothing listens.
+func closedPorts(t testing.TB, n int) []string {
+	t.Helper()
+	var out []string
+	for range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, ln.Addr().String())
+		_ = ln.Close()
+	}
+	return out
+}
+
+// scanLocks returns the lock keys under prefix on every node, as
+// "name@addr".
+func (c *cluster) scanLocks(ctx context.Context, prefix string) ([]string, error) {
+	var out []string
+	for i, a := range c.admins {
+		iter := a.Scan(ctx, 0, prefix+"{*", 100).Iterator()
+		for iter.Next(ctx) {
+			out = append(out, fmt.Sprintf("%s@%s", iter.Val(), c.srvs[i].Addr()))
+		}
+		if err := iter.Err(); err != nil {
+			return nil, fmt.Errorf("node %s: %w", c.srvs[i].Addr(), err)
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,181 @@
+package redlock
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/distlock/distlock/backend"
+)
+
+func init() {
+	backend.Register("redlock", open)
+}
+
+// URL parameters of distlock's own; every other parameter goes to go-redis's
+// ParseURL for each node, which rejects the ones it does not know.
+const (
+	paramPrefix           = "prefix"              // key prefix (WithPrefix)
+	paramNodeTimeout      = "node_timeout"        // Go duration (WithNodeTimeout)
+	paramDriftFactor      = "drift_factor"        // float in [0, 1) (WithDrift)
+	paramDriftMin         = "drift_min"           // Go duration >= 0 (WithDrift)
+	paramSubscribeTimeout = "subscribe_timeout"   // Go duration (WithSubscribeTimeout)
+	paramLinger           = "subscription_linger" // Go duration (WithSubscriptionLinger)
+)
+
+var ownParams = []string{paramPrefix, paramNodeTimeout, paramDriftFactor, paramDriftMin, paramSubscribeTimeout, paramLinger}
+
+// open is the OpenFunc of "redlock://" URLs:
+//
+//	redlock://[user:password@]host1:port1,host2:port2,...[/db][?param=value&...]
+//
+// Each comma-separated host is one independent Redis master (port 6379 when
+// omitted); the user, password, database and go-redis parameters
+// (dial_timeout, read_timeout, write_timeout, pool_size, pool_timeout,
+// max_retries, client_name, protocol, ...) apply to every node. distlock
+// adds node_timeout, drift_factor, drift_min, prefix, subscribe_timeout and
+// subscription_linger. Any other parameter, a malformed URL, an empty or
+// repeated host or a port out of range is an ErrInvalidOption.
+//
+// Each client dials a node once per operation and retries a failed command
+// once unless max_retries says otherwise (go-redis's defaults, 5 dials and
+// 3 retries with backoff, would outlast the per-node timeout: the next
+// Redlock attempt is the retry), and bounds its socket I/O by the per-node
+// timeout (ContextTimeoutEnabled).
+//
+// Open does not connect; unreachable nodes show up as ErrUnavailable from
+// Acquire and TryAcquire within their context. The Locker owns the clients
+// it creates and closes them in Close.
+func open(_ context.Context, u *url.URL) (backend.Driver, error) {
+	opts, c, err := parseURL(u)
+	if err != nil {
+		return nil, err
+	}
+	retriesSet := u.Query().Has("max_retries")
+	c.closeClients = true
+	nodes := make([]*node, len(opts))
+	for i, o := range opts {
+		o.ContextTimeoutEnabled = true // the per-node timeout bounds socket I/O
+		// One dial per operation: a node that refuses is reported at once
+		// (go-redis would retry for 400ms, far beyond the per-node
+		// timeout); Redlock's next attempt is the retry.
+		o.DialerRetries = 1
+		if !retriesSet {
+			// One quick retry (after a stale pooled connection), not
+			// three with backoff beyond the per-node timeout.
+			o.MaxRetries = 1
+		}
+		nodes[i] = &node{addr: o.Addr, client: goredis.NewClient(o)}
+	}
+	return newDriver(nodes, c), nil
+}
+
+// parseURL splits a redlock URL into one go-redis Options per node and
+// distlock's config.
+func parseURL(u *url.URL) ([]*goredis.Options, config, error) {
+	c := defaultConfig()
+	bad := func(format string, args ...any) ([]*goredis.Options, config, error) {
+		return nil, c, fmt.Errorf("%w: %s", backend.ErrInvalidOption, fmt.Sprintf(format, args...))
+	}
+	if u.Opaque != "" {
+		return bad("redlock URL must look like redlock://[user:password@]h1:6379,h2:6379,h3:6379[/db], got %q", u.Redacted())
+	}
+	if u.Fragment != "" {
+		return bad("redlock URL must not have a fragment (#%s)", u.Fragment)
+	}
+	hosts, err := backend.Hosts(u, "6379")
+	if err != nil {
+		return nil, c, err
+	}
+	seen := map[string]bool{}
+	for _, h := range hosts {
+		host, port, err := net.SplitHostPort(h)
+		if err != nil {
+			return bad("host %q: %v", h, err)
+		}
+		if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
+			return bad("host %q: port out of range", h)
+		}
+		key := strings.ToLower(net.JoinHostPort(host, port))
+		if seen[key] {
+			return bad("host %s is listed twice: Redlock needs independent masters", h)
+		}
+		seen[key] = true
+	}
+	q, err := url.ParseQuery(u.RawQuery)
+	if err != nil {
+		return bad("redlock URL query: %v", err)
+	}
+	own, rest := url.Values{}, url.Values{}
+	for k, vs := range q {
+		if isOwnParam(k) {
+			own[k] = vs
+		} else {
+			rest[k] = vs
+		}
+	}
+	p := backend.NewParams(&url.URL{RawQuery: own.Encode()})
+	c.prefix = p.String(paramPrefix, c.prefix)
+	c.nodeTimeout = backend.Parse(p, paramNodeTimeout, c.nodeTimeout, positiveDuration)
+	c.driftFactor = backend.Parse(p, paramDriftFactor, c.driftFactor, driftFactor)
+	c.driftMin = backend.Parse(p, paramDriftMin, c.driftMin, nonNegativeDuration)
+	c.confirmTimeout = backend.Parse(p, paramSubscribeTimeout, 0, positiveDuration)
+	if p.Has(paramLinger) {
+		WithSubscriptionLinger(backend.Parse(p, paramLinger, 0, nonNegativeDuration))(&c)
+	}
+	if err := p.Done(); err != nil {
+		return nil, c, err
+	}
+	opts := make([]*goredis.Options, len(hosts))
+	for i, h := range hosts {
+		gu := *u
+		gu.Scheme = "redis"
+		gu.Host = h
+		gu.RawQuery = rest.Encode()
+		o, err := goredis.ParseURL(gu.String())
+		if err != nil {
+			return nil, c, fmt.Errorf("%w: %w (distlock's own parameters: %s)", backend.ErrInvalidOption, err, strings.Join(ownParams, ", "))
+		}
+		opts[i] = o
+	}
+	return opts, c, nil
+}
+
+func isOwnParam(k string) bool {
+	for _, p := range ownParams {
+		if k == p {
+			return true
+		}
+	}
+	return false
+}
+
+func positiveDuration(s string) (time.Duration, error) {
+	d, err := time.ParseDuration(s)
+	if err == nil && d <= 0 {
+		err = fmt.Errorf("must be positive")
+	}
+	return d, err
+}
+
+func nonNegativeDuration(s string) (time.Duration, error) {
+	d, err := time.ParseDuration(s)
+	if err == nil && d < 0 {
+		err = fmt.Errorf("must not be negative")
+	}
+	return d, err
+}
+
+func driftFactor(s string) (float64, error) {
+	f, err := strconv.ParseFloat(s, 64)
+	if err == nil && !(f >= 0 && f < 1) {
+		err = fmt.Errorf("must be in [0, 1)")
+	}
+	return f, err
+}
