@@ -2,7 +2,7 @@
 # the README gives as the test command for a fresh Debian/Ubuntu machine.
 GO ?= go
 
-.PHONY: ci deps check test bench demo faults
+.PHONY: ci deps check test bench bench-peers demo faults
 
 ci: deps test
 
@@ -36,3 +36,9 @@ faults:
 	$(GO) run ./internal/tools/faultmatrix -command "make faults" < docs/faults.jsonl > docs/FAULTS.md
 	@rm -f docs/faults.jsonl
 	@echo wrote docs/FAULTS.md
+
+# distlock vs bsm/redislock and redsync, side by side on private
+# redis-servers; writes bench/RESULTS.md and bench/handoff.svg. The peers
+# live in bench/'s own go.mod, never in the library's.
+bench-peers:
+	cd bench && $(GO) run ./cmd/peers -rounds 3

@@ -1,0 +1,272 @@
+// Command peers benchmarks distlock against its peers (bsm/redislock,
+// go-redsync/redsync and a raw go-redis floor) on private redis-servers it
+// starts itself, and writes RESULTS.md and handoff.svg. See ../../README.md.
+package main
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"log"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/bsm/redislock"
+	"github.com/go-redsync/redsync/v4"
+)
+
+var (
+	rounds     = flag.Int("rounds", 3, "repetitions; each round runs the libraries in random order; the median of rounds is reported")
+	cycles     = flag.Int("cycles", 5000, "uncontended acquire+release cycles per library per round")
+	dur        = flag.Duration("dur", 2*time.Second, "duration of each hot-key run")
+	keysDur    = flag.Duration("keys-dur", 2*time.Second, "duration of each 1,000-key run")
+	waitersF   = flag.String("waiters", "2,16,64", "hot-key waiter counts")
+	scaleF     = flag.String("scale", "10000,100000", "lease counts for the scale measurement (empty: skip)")
+	scaleTTL   = flag.Duration("scale-ttl", 3*time.Second, "TTL of the scale leases")
+	scaleWin   = flag.Duration("scale-window", 3*time.Second, "window over which refresh traffic is counted")
+	noRedlock  = flag.Bool("no-redlock", false, "skip redlock (5 nodes) vs redsync (5 pools)")
+	redisBin   = flag.String("redis-server", "redis-server", "redis-server binary")
+	outMD      = flag.String("out", "RESULTS.md", "Markdown results file")
+	outSVG     = flag.String("svg", "handoff.svg", "SVG plot of hot-key handoff p50")
+	seed       = flag.Uint64("seed", 0, "shuffle seed (0: random)")
+	instances  = 4
+	keyWorkers = 16
+	nKeys      = 1000
+)
+
+var (
+	redislockDefault = redislockLib("redislock default (LimitRetry(LinearBackoff(100ms),3))",
+		func() redislock.RetryStrategy {
+			return redislock.LimitRetry(redislock.LinearBackoff(100*time.Millisecond), 3)
+		})
+	redislockBest = redislockLib("redislock best (LinearBackoff(1ms))",
+		func() redislock.RetryStrategy { return redislock.LinearBackoff(time.Millisecond) })
+	redsyncDefault = redsyncLib("redsync default (32 tries, 50-250ms)")
+	redsyncBest    = redsyncLib("redsync best (1M tries, 1ms)", redsync.WithTries(1_000_000), redsync.WithRetryDelay(time.Millisecond))
+	redislockPlain = redislockLib("bsm/redislock", nil)
+	redsyncPlain   = redsyncLib("redsync (1 pool)")
+)
+
+func main() {
+	flag.Parse()
+	log.SetFlags(log.Ltime)
+	s := *seed
+	if s == 0 {
+		s = rand.Uint64()
+	}
+	rng := rand.New(rand.NewPCG(s, 1))
+	var waiters []int
+	for _, f := range strings.Split(*waitersF, ",") {
+		w, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || w < 1 {
+			log.Fatalf("bad -waiters %q", *waitersF)
+		}
+		waiters = append(waiters, w)
+	}
+	nodes := 1
+	if !*noRedlock {
+		nodes = 6
+	}
+	var srvs []*server
+	defer func() {
+		for _, s := range srvs {
+			s.stop()
+		}
+	}()
+	for range nodes {
+		sv, err := startRedis(*redisBin)
+		if err != nil {
+			for _, s := range srvs {
+				s.stop()
+			}
+			log.Fatal(err)
+		}
+		srvs = append(srvs, sv)
+	}
+	one := []string{srvs[0].addr}
+	var five []string
+	for _, s := range srvs[1:] {
+		five = append(five, s.addr)
+	}
+	fail := func(err error) {
+		for _, s := range srvs {
+			s.stop()
+		}
+		log.Fatal(err)
+	}
+	start := time.Now()
+	rep := &report{seed: s, waiters: waiters}
+
+	// 1. uncontended
+	uLibs := []lib{rawLib, distlockLib, redislockPlain, redsyncPlain}
+	uRes := map[string][]uncontended{}
+	for r := range *rounds {
+		for _, i := range rng.Perm(len(uLibs)) {
+			l := uLibs[i]
+			res, err := measureUncontended(l, one, fmt.Sprintf("u/%d/%d", r, i), *cycles)
+			if err != nil {
+				fail(err)
+			}
+			log.Printf("uncontended r%d %-40s p50 %.1fµs p99 %.1fµs allocs %.1f", r, l.name, res.p50, res.p99, res.allocs)
+			uRes[l.name] = append(uRes[l.name], res)
+		}
+	}
+	for _, l := range uLibs {
+		rep.unc = append(rep.unc, namedU{l.name, medU(uRes[l.name])})
+	}
+
+	// 2. hot key
+	hLibs := []lib{distlockLib, redislockDefault, redsyncDefault, redislockBest, redsyncBest}
+	hRes := map[string][]handoff{}
+	for r := range *rounds {
+		type job struct {
+			l lib
+			w int
+		}
+		var jobs []job
+		for _, l := range hLibs {
+			for _, w := range waiters {
+				jobs = append(jobs, job{l, w})
+			}
+		}
+		rng.Shuffle(len(jobs), func(i, j int) { jobs[i], jobs[j] = jobs[j], jobs[i] })
+		for i, j := range jobs {
+			res, err := measureHandoff(j.l, one, fmt.Sprintf("hot/%d/%d", r, i), instances, j.w, *dur)
+			if err != nil {
+				fail(err)
+			}
+			log.Printf("hot-key r%d w=%-3d %-55s %8.0f/s (to other %8.0f/s) p50 %9.1fµs p99 %9.1fµs gave-up %.0f errs %.0f", r, j.w, j.l.name, res.perSec, res.otherSec, res.p50, res.p99, res.failures, res.errs)
+			k := hkey(j.l.name, j.w)
+			hRes[k] = append(hRes[k], res)
+		}
+	}
+	for _, l := range hLibs {
+		row := namedH{name: l.name}
+		for _, w := range waiters {
+			row.byW = append(row.byW, medH(hRes[hkey(l.name, w)]))
+		}
+		rep.hot = append(rep.hot, row)
+	}
+
+	// 3. 1,000 distinct keys
+	kRes := map[string][]float64{}
+	for r := range *rounds {
+		for _, i := range rng.Perm(len(uLibs)) {
+			l := uLibs[i]
+			v, err := measureDistinct(l, one, fmt.Sprintf("k/%d/%d", r, i), instances, keyWorkers, nKeys, *keysDur)
+			if err != nil {
+				fail(err)
+			}
+			log.Printf("1000 keys r%d %-40s %8.0f cycles/s", r, l.name, v)
+			kRes[l.name] = append(kRes[l.name], v)
+		}
+	}
+	for _, l := range uLibs {
+		rep.keys = append(rep.keys, namedF{l.name, median(kRes[l.name])})
+	}
+
+	// 4. redlock vs redsync, 5 nodes
+	if !*noRedlock {
+		rLibs := []lib{redlockLib, redsyncLib("redsync (5 pools)")}
+		rU := map[string][]uncontended{}
+		rH := map[string][]handoff{}
+		hL := []lib{redlockLib, redsyncLib("redsync 5 pools default (32 tries, 50-250ms)"),
+			redsyncLib("redsync 5 pools best (1M tries, 1ms)", redsync.WithTries(1_000_000), redsync.WithRetryDelay(time.Millisecond))}
+		for r := range *rounds {
+			for _, i := range rng.Perm(len(rLibs)) {
+				l := rLibs[i]
+				res, err := measureUncontended(l, five, fmt.Sprintf("ru/%d/%d", r, i), *cycles)
+				if err != nil {
+					fail(err)
+				}
+				log.Printf("5-node uncontended r%d %-40s p50 %.1fµs p99 %.1fµs allocs %.1f", r, l.name, res.p50, res.p99, res.allocs)
+				rU[l.name] = append(rU[l.name], res)
+			}
+			for _, i := range rng.Perm(len(hL)) {
+				l := hL[i]
+				res, err := measureHandoff(l, five, fmt.Sprintf("rh/%d/%d", r, i), instances, 16, *dur)
+				if err != nil {
+					fail(err)
+				}
+				log.Printf("5-node hot-key r%d w=16 %-50s %8.0f/s (to other %8.0f/s) p50 %9.1fµs p99 %9.1fµs gave-up %.0f errs %.0f", r, l.name, res.perSec, res.otherSec, res.p50, res.p99, res.failures, res.errs)
+				rH[l.name] = append(rH[l.name], res)
+			}
+		}
+		for _, l := range rLibs {
+			rep.rlU = append(rep.rlU, namedU{l.name, medU(rU[l.name])})
+		}
+		for _, l := range hL {
+			rep.rlH = append(rep.rlH, namedH{l.name, []handoff{medH(rH[l.name])}})
+		}
+	}
+
+	// 5. scale
+	if *scaleF != "" {
+		for _, f := range strings.Split(*scaleF, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 1 {
+				fail(fmt.Errorf("bad -scale %q", *scaleF))
+			}
+			res, err := measureScale(srvs[0].addr, n, *scaleTTL, *scaleWin)
+			if err != nil {
+				log.Printf("scale %d: %v", n, err)
+				rep.scaleErr = append(rep.scaleErr, fmt.Sprintf("%d leases: %v", n, err))
+				continue
+			}
+			log.Printf("scale %d: %+v", n, res)
+			rep.scale = append(rep.scale, res)
+		}
+	}
+	rep.elapsed = time.Since(start)
+	rep.redisVersion = redisVersion(*redisBin)
+	if err := os.WriteFile(*outMD, rep.markdown(), 0o644); err != nil {
+		fail(err)
+	}
+	if err := os.WriteFile(*outSVG, rep.svg(), 0o644); err != nil {
+		fail(err)
+	}
+	log.Printf("wrote %s and %s in %s", *outMD, *outSVG, rep.elapsed.Round(time.Second))
+}
+
+func hkey(name string, w int) string { return name + "#" + strconv.Itoa(w) }
+
+func medU(rs []uncontended) uncontended {
+	var a, b, c []float64
+	for _, r := range rs {
+		a, b, c = append(a, r.p50), append(b, r.p99), append(c, r.allocs)
+	}
+	return uncontended{median(a), median(b), median(c)}
+}
+
+func medH(rs []handoff) handoff {
+	var a, b, c, d, e, o []float64
+	for _, r := range rs {
+		a, b, c, d, e, o = append(a, r.perSec), append(b, r.p50), append(c, r.p99), append(d, r.failures), append(e, r.errs), append(o, r.otherSec)
+	}
+	return handoff{perSec: median(a), otherSec: median(o), p50: median(b), p99: median(c), failures: median(d), errs: median(e)}
+}
+
+func redisVersion(bin string) string {
+	out, err := exec.Command(bin, "--version").Output()
+	if err != nil {
+		return "unknown"
+	}
+	return strings.TrimSpace(string(out))
+}
+
+func cpuModel() string {
+	b, _ := os.ReadFile("/proc/cpuinfo")
+	for _, line := range bytes.Split(b, []byte("\n")) {
+		if k, v, ok := strings.Cut(string(line), ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "unknown"
+}
+
+var _ = runtime.Version

@@ -1,0 +1,180 @@
+package main
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"runtime"
+	"strings"
+	"time"
+)
+
+type namedU struct {
+	name string
+	u    uncontended
+}
+type namedH struct {
+	name string
+	byW  []handoff
+}
+type namedF struct {
+	name string
+	v    float64
+}
+
+type report struct {
+	seed         uint64
+	waiters      []int
+	unc, rlU     []namedU
+	hot, rlH     []namedH
+	keys         []namedF
+	scale        []scaleResult
+	scaleErr     []string
+	elapsed      time.Duration
+	redisVersion string
+}
+
+func (r *report) markdown() []byte {
+	var b strings.Builder
+	p := func(f string, a ...any) { fmt.Fprintf(&b, f, a...) }
+	p("# distlock vs peers\n\n")
+	p("- date: %s\n", time.Now().UTC().Format(time.RFC3339))
+	p("- machine: %d CPUs (nproc), %s\n", runtime.NumCPU(), cpuModel())
+	p("- Go: %s %s/%s\n", runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	p("- redis: %s (private instances on loopback, `--save \"\" --appendonly no`)\n", r.redisVersion)
+	p("- command: `cd bench && go run ./cmd/peers %s` (seed %d, total %s)\n", strings.Join(os.Args[1:], " "), r.seed, r.elapsed.Round(time.Second))
+	p("- every figure is the median of %d rounds; each round runs the libraries (configurations) in a fresh random order\n\n", *rounds)
+
+	p("## 1. Uncontended acquire+release (one goroutine, one key, %d cycles)\n\n", *cycles)
+	p("| library | p50 µs | p99 µs | allocs/cycle | p50 vs floor |\n|---|---:|---:|---:|---:|\n")
+	floor := 0.0
+	if len(r.unc) > 0 {
+		floor = r.unc[0].u.p50
+	}
+	for _, u := range r.unc {
+		p("| %s | %.1f | %.1f | %.1f | %.2f× |\n", u.name, u.u.p50, u.u.p99, u.u.allocs, u.u.p50/floor)
+	}
+	p("\nfloor = SET NX PX + EVALSHA compare-and-delete; distlock = TryAcquire+Release (ctx Background, default auto-refresh on, TTL 10s); redislock = Obtain+Release; redsync = TryLockContext+UnlockContext on a reused Mutex. Allocations are process-wide mallocs during the loop / cycles (the harness adds ~1-2 per cycle to every row).\n\n")
+
+	p("## 2. Hot key: handoffs (zero hold time, waiters over %d clients, %s per run)\n\n", instances, *dur)
+	p("| library / config | waiters | acquisitions/s | handoffs to another waiter/s | release→other's acquire p50 µs | p99 µs | gave up (per run) |\n|---|---:|---:|---:|---:|---:|---:|\n")
+	for _, h := range r.hot {
+		for i, w := range r.waiters {
+			x := h.byW[i]
+			p("| %s | %d | %.0f | %.0f | %.1f | %.1f | %.0f |\n", h.name, w, x.perSec, x.otherSec, x.p50, x.p99, x.failures)
+		}
+	}
+	p("\ndistlock uses its default (pub/sub wake-up, no attempt limit). redislock's default is no retry; \"default\" is the README/example retry `LimitRetry(LinearBackoff(100ms), 3)`. redsync's default is 32 tries with 50–250ms random delay (gives up after ~4.6s of contention). Latency is measured only when the lock passes to a different goroutine than the one that released it (a polling releaser that re-grabs the key at once is not a handoff; its share is acquisitions/s minus handoffs/s). \"gave up\" counts acquisitions that returned ErrNotObtained / ErrFailed / ErrTaken; the waiter then tries again.\n\n")
+	p("![handoff p50](handoff.svg)\n\n")
+
+	p("## 3. 1,000 distinct keys, %d goroutines over %d clients (%s per run)\n\n| library | cycles/s |\n|---|---:|\n", keyWorkers, instances, *keysDur)
+	for _, k := range r.keys {
+		p("| %s | %.0f |\n", k.name, k.v)
+	}
+	p("\n")
+
+	if len(r.rlU) > 0 {
+		p("## 4. Redlock, 5 nodes: distlock redlock vs redsync (5 pools)\n\n| library | p50 µs | p99 µs | allocs/cycle |\n|---|---:|---:|---:|\n")
+		for _, u := range r.rlU {
+			p("| %s | %.1f | %.1f | %.1f |\n", u.name, u.u.p50, u.u.p99, u.u.allocs)
+		}
+		if len(r.unc) > 1 {
+			p("\ndistlock redlock p50 / distlock redis (1 node) p50 = %.2f×\n", r.rlU[0].u.p50/r.unc[1].u.p50)
+		}
+		p("\n| hot key, 16 waiters | acquisitions/s | handoffs to another/s | p50 µs | p99 µs | gave up |\n|---|---:|---:|---:|---:|---:|\n")
+		for _, h := range r.rlH {
+			x := h.byW[0]
+			p("| %s | %.0f | %.0f | %.1f | %.1f | %.0f |\n", h.name, x.perSec, x.otherSec, x.p50, x.p99, x.failures)
+		}
+		p("\n")
+	}
+
+	if len(r.scale) > 0 || len(r.scaleErr) > 0 {
+		p("## 5. Scale: N distlock redis leases with auto-refresh (TTL %s) in one process, one client\n\n", *scaleTTL)
+		p("| leases | acquire all (s) | heap B/lease | goroutines Δ | EVALSHA/s on server | expected N/(ttl/3) | pipelines/s | cmds/pipeline | non-pipelined cmds/s | leases lost |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+		for _, s := range r.scale {
+			p("| %d | %.1f | %.0f | %d | %.0f | %.0f | %.1f | %.0f | %.0f | %d |\n", s.n, s.acquireSec, s.heapPerLease, s.goroutineDelta, s.evalshaPerSec, s.expectedSec, s.pipesPerSec, s.cmdsPerPipe, s.singlePerSec, s.lost)
+		}
+		for _, e := range r.scaleErr {
+			p("\n- failed: %s\n", e)
+		}
+		p("\nheap is HeapAlloc after GC with all leases held minus before, / N (includes the caller's []*Lease). Refresh traffic is counted over %s: EVALSHA from the server's INFO commandstats, pipelines from a go-redis hook on the client.\n", *scaleWin)
+	}
+	return []byte(b.String())
+}
+
+// svg plots hot-key p50 (log y) against waiters (log x).
+func (r *report) svg() []byte {
+	const W, H, L, R, T, B = 820, 460, 70, 330, 30, 50
+	pw, ph := float64(W-L-R), float64(H-T-B)
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for _, h := range r.hot {
+		for _, x := range h.byW {
+			if x.p50 > 0 {
+				lo, hi = math.Min(lo, x.p50), math.Max(hi, x.p50)
+			}
+		}
+	}
+	if math.IsInf(lo, 0) {
+		lo, hi = 1, 10
+	}
+	ylo, yhi := math.Floor(math.Log10(lo)), math.Ceil(math.Log10(hi))
+	if yhi == ylo {
+		yhi++
+	}
+	xlo, xhi := math.Log2(float64(r.waiters[0])), math.Log2(float64(r.waiters[len(r.waiters)-1]))
+	if xhi == xlo {
+		xhi++
+	}
+	X := func(w int) float64 { return float64(L) + (math.Log2(float64(w))-xlo)/(xhi-xlo)*pw }
+	Y := func(v float64) float64 { return float64(T) + (yhi-math.Log10(v))/(yhi-ylo)*ph }
+	var b strings.Builder
+	p := func(f string, a ...any) { fmt.Fprintf(&b, f, a...) }
+	p(`<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="12">`+"\n", W, H)
+	p(`<rect width="100%%" height="100%%" fill="white"/>` + "\n")
+	p(`<text x="%d" y="18" font-size="14">Hot-key handoff: release→next-acquire p50 (µs, log scale) by waiters</text>`+"\n", L)
+	for e := ylo; e <= yhi; e++ {
+		y := Y(math.Pow(10, e))
+		p(`<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#ddd"/>`+"\n", L, y, W-R, y)
+		p(`<text x="%d" y="%.1f" text-anchor="end">%s</text>`+"\n", L-6, y+4, fmtUS(math.Pow(10, e)))
+	}
+	for _, w := range r.waiters {
+		x := X(w)
+		p(`<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#ddd"/>`+"\n", x, T, x, H-B)
+		p(`<text x="%.1f" y="%d" text-anchor="middle">%d</text>`+"\n", x, H-B+18, w)
+	}
+	p(`<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="black"/>`+"\n", L, H-B, W-R, H-B)
+	p(`<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="black"/>`+"\n", L, T, L, H-B)
+	p(`<text x="%.1f" y="%d" text-anchor="middle">waiters</text>`+"\n", float64(L)+pw/2, H-12)
+	colors := []string{"#d62728", "#1f77b4", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"}
+	for i, h := range r.hot {
+		c := colors[i%len(colors)]
+		var pts []string
+		for j, w := range r.waiters {
+			if v := h.byW[j].p50; v > 0 {
+				pts = append(pts, fmt.Sprintf("%.1f,%.1f", X(w), Y(v)))
+				p(`<circle cx="%.1f" cy="%.1f" r="3" fill="%s"/>`+"\n", X(w), Y(v), c)
+			}
+		}
+		p(`<polyline points="%s" fill="none" stroke="%s" stroke-width="2"/>`+"\n", strings.Join(pts, " "), c)
+		ly := T + 20 + i*20
+		p(`<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" stroke-width="2"/>`+"\n", W-R+15, ly, W-R+40, ly, c)
+		p(`<text x="%d" y="%d">%s</text>`+"\n", W-R+45, ly+4, esc(h.name))
+	}
+	p("</svg>\n")
+	return []byte(b.String())
+}
+
+func fmtUS(v float64) string {
+	switch {
+	case v >= 1e6:
+		return fmt.Sprintf("%gs", v/1e6)
+	case v >= 1e3:
+		return fmt.Sprintf("%gms", v/1e3)
+	}
+	return fmt.Sprintf("%gµs", v)
+}
+
+func esc(s string) string {
+	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
+}
