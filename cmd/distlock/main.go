@@ -12,6 +12,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -19,14 +20,25 @@ import (
 	"os"
 	"strings"
 
+	goredis "github.com/redis/go-redis/v9"
+
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/conformance"
 )
 
 func main() {
+	if os.Getenv("DISTLOCK_DEBUG") == "" {
+		// go-redis logs every failed dial on its own; distlock reports
+		// errors itself, in one line.
+		goredis.SetLogger(discardLogger{})
+	}
 	conformance.ServeWorker() // the conformance checks' worker processes re-execute this binary
 	os.Exit(Main(os.Args[1:], os.Stdout, os.Stderr))
 }
+
+type discardLogger struct{}
+
+func (discardLogger) Printf(context.Context, string, ...any) {}
 
 // Main runs the command line args and returns the exit status.
 func Main(args []string, stdout, stderr io.Writer) int {
@@ -114,12 +126,14 @@ func exitFor(err error) int {
 	switch {
 	case err == nil:
 		return ExitOK
+	case errors.Is(err, distlock.ErrUnavailable):
+		// Before ErrNotAcquired: a wait that ran out because the backend
+		// never answered is an outage, not a busy lock.
+		return ExitUnavailable
 	case errors.Is(err, distlock.ErrNotAcquired):
 		return ExitNotAcquired
 	case errors.Is(err, distlock.ErrInvalidOption), errors.Is(err, distlock.ErrInvalidKey), errors.Is(err, distlock.ErrInvalidTTL):
 		return ExitConfig
-	case errors.Is(err, distlock.ErrUnavailable):
-		return ExitUnavailable
 	default:
 		return ExitInternal
 	}

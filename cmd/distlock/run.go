@@ -166,6 +166,8 @@ func acquireForRun(ctx context.Context, l distlock.Locker, key string, wait time
 		return nil, 128 + int(sig)
 	}
 	switch {
+	case errors.Is(err, distlock.ErrUnavailable):
+		fmt.Fprintf(stderr, "distlock run: backend unavailable: %v\n", err)
 	case errors.Is(err, distlock.ErrNotAcquired) && noWait:
 		fmt.Fprintf(stderr, "distlock run: %q is held by another owner\n", key)
 	case errors.Is(err, distlock.ErrNotAcquired) && errors.Is(err, context.DeadlineExceeded):

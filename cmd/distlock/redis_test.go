@@ -1,0 +1,158 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/redisscript"
+	"github.com/distlock/distlock/internal/testserver"
+)
+
+// The tests below run several distlock processes against one real
+// redis-server.
+
+func redisURL(t *testing.T) (string, *testserver.Server) {
+	srv := testserver.Redis(t, testserver.RedisConfig{})
+	return "redis://" + srv.Addr() + "/0", srv
+}
+
+// TestRunContention: six `distlock run` processes on one key; the commands'
+// own output shows they never overlapped and their tokens increased.
+func TestRunContention(t *testing.T) {
+	url, _ := redisURL(t)
+	out := filepath.Join(t.TempDir(), "log")
+	script := `echo "start $DISTLOCK_TOKEN" >> "$LOG"; sleep 0.05; echo "end $DISTLOCK_TOKEN" >> "$LOG"`
+	var wg sync.WaitGroup
+	for i := 0; i < 6; i++ {
+		wg.Go(func() {
+			r := runBin(t, 2*time.Minute, []string{"LOG=" + out}, "run", "--backend", url, "--key", "batch", "--", "sh", "-c", script)
+			if r.status != 0 {
+				t.Errorf("run %d: status %d: %s", i, r.status, r.stderr)
+			}
+		})
+	}
+	wg.Wait()
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) != 12 {
+		t.Fatalf("%d lines, want 12:\n%s", len(lines), b)
+	}
+	last := uint64(0)
+	for i := 0; i < len(lines); i += 2 {
+		var a, z string
+		var ta, tz uint64
+		fmt.Sscan(lines[i], &a, &ta)
+		fmt.Sscan(lines[i+1], &z, &tz)
+		if a != "start" || z != "end" || ta != tz {
+			t.Fatalf("critical sections overlap at line %d:\n%s", i+1, b)
+		}
+		if ta <= last {
+			t.Fatalf("token %d after %d: not increasing:\n%s", ta, last, b)
+		}
+		last = ta
+	}
+}
+
+// holdLock takes key from this process and returns the lease.
+func holdLock(t *testing.T, url, key string) *distlock.Lease {
+	l, err := distlock.Open(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	lease, err := l.TryAcquire(context.Background(), key, distlock.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lease
+}
+
+func TestRunNotAcquired(t *testing.T) {
+	url, _ := redisURL(t)
+	holdLock(t, url, "busy")
+	r := runBin(t, time.Minute, nil, "run", "--backend", url, "--key", "busy", "--no-wait", "--", "echo", "ran")
+	if r.status != ExitNotAcquired || strings.Contains(r.stdout, "ran") || !strings.Contains(r.stderr, "held by another owner") {
+		t.Errorf("--no-wait on a held lock: status %d stdout %q stderr %q; want %d and the command not run", r.status, r.stdout, r.stderr, ExitNotAcquired)
+	}
+	start := time.Now()
+	r = runBin(t, time.Minute, nil, "run", "--backend", url, "--key", "busy", "--wait", "500ms", "--", "echo", "ran")
+	if took := time.Since(start); r.status != ExitNotAcquired || took < 500*time.Millisecond || strings.Contains(r.stdout, "ran") {
+		t.Errorf("--wait 500ms on a held lock: status %d after %v, stderr %q; want %d after >= 500ms", r.status, took, r.stderr, ExitNotAcquired)
+	}
+	r = runBin(t, time.Minute, nil, "run", "--backend", "redis://127.0.0.1:1/0", "--key", "x", "--wait", "1s", "--", "true")
+	if r.status != ExitUnavailable {
+		t.Errorf("unreachable backend: status %d, stderr %q; want %d", r.status, r.stderr, ExitUnavailable)
+	}
+}
+
+// TestRunLostLease: the lock is taken from under a running command (its key
+// deleted on the server, as an expiry during a pause would): the command is
+// sent SIGTERM and distlock exits 76.
+func TestRunLostLease(t *testing.T) {
+	url, srv := redisURL(t)
+	admin := goredis.NewClient(&goredis.Options{Addr: srv.Addr()})
+	defer admin.Close()
+	cmd := exec.Command(bin, "run", "--backend", url, "--key", "lost", "--ttl", "1500ms", "--grace", "2s", "--",
+		"sh", "-c", `trap 'echo got TERM; exit 0' TERM; echo ready; while :; do sleep 0.05; done`)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	buf := make([]byte, 6)
+	if _, err := out.Read(buf); err != nil || string(buf) != "ready\n" {
+		t.Fatalf("command did not start: %q %v", buf, err)
+	}
+	if n, err := admin.Del(context.Background(), redisscript.KeysFor(redisscript.DefaultPrefix, "lost").Lock).Result(); err != nil || n != 1 {
+		t.Fatalf("delete the lock key: %d %v", n, err)
+	}
+	rest := make([]byte, 64)
+	n, _ := out.Read(rest)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if st := exitStatus(err); st != ExitLost || !strings.Contains(string(rest[:n]), "got TERM") || !strings.Contains(stderr.String(), "lost") {
+			t.Errorf("lost lease: status %d, command output %q, stderr %q; want %d and the command terminated", st, rest[:n], stderr.String(), ExitLost)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("distlock did not end after its lease was lost")
+	}
+}
+
+// TestConformanceCommandOnRedis runs the CLI's conformance against a local
+// redis-server, worker processes included (the binary serves them).
+func TestConformanceCommandOnRedis(t *testing.T) {
+	url, _ := redisURL(t)
+	r := runBin(t, 5*time.Minute, nil, "conformance", "--backend", url, "--run", "^(mutual-exclusion|stale-holder|keys|notify|fencing|processes|crash-holder|durable)$")
+	if r.status != 0 {
+		t.Fatalf("status %d\n%s\n%s", r.status, r.stdout, r.stderr)
+	}
+	for _, want := range []string{"mutual-exclusion  pass", "processes         pass", "crash-holder      pass", "notify            pass", "durable           skip"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("table lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	if !strings.Contains(r.stdout, strconv.Itoa(0)+" failed") {
+		t.Errorf("summary line missing:\n%s", r.stdout)
+	}
+}
