@@ -95,11 +95,19 @@ func StartMariaDB(ctx context.Context, dir string) (*MariaDB, error) {
 		return fail(err)
 	}
 	root := os.Geteuid() == 0
+	// A private tmpdir: the server names its temporary tables after its pid
+	// in tmpdir, and two installs sharing /tmp have been seen to collide
+	// ("Unknown table 'mysql.tmp_user_sys'").
+	tmpDir := filepath.Join(s.dir, "tmp")
+	if err := os.MkdirAll(tmpDir, 0o755); err != nil {
+		return fail(err)
+	}
 
 	if _, err := os.Stat(filepath.Join(dataDir, "mysql")); err != nil {
 		args := []string{
 			"--no-defaults",
 			"--datadir=" + dataDir,
+			"--tmpdir=" + tmpDir,
 			"--auth-root-authentication-method=normal",
 			"--skip-test-db",
 			"--skip-name-resolve",
@@ -124,6 +132,7 @@ func StartMariaDB(ctx context.Context, dir string) (*MariaDB, error) {
 		a := []string{
 			"--no-defaults",
 			"--datadir=" + dataDir,
+			"--tmpdir=" + tmpDir,
 			"--port=" + strconv.Itoa(s.ports[0]),
 			"--bind-address=127.0.0.1",
 			"--socket=" + m.socket,
