@@ -62,7 +62,12 @@ func run(in io.Reader, out io.Writer, command string) error {
 		if len(parts) < 2 || !strings.HasPrefix(parts[0], "TestConformance") || !known[parts[len(parts)-1]] {
 			continue
 		}
+		// One column per conformance run: TestConformanceCluster in
+		// package redis is "redis Cluster", subtests add "/variant".
 		backend := path.Base(e.Package)
+		if v := strings.TrimPrefix(parts[0], "TestConformance"); v != "" {
+			backend += " " + v
+		}
 		if len(parts) > 2 {
 			backend += "/" + strings.Join(parts[1:len(parts)-1], "/")
 		}
