@@ -2,6 +2,7 @@ package backend
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"slices"
@@ -9,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 )
 
 // OpenFunc opens a driver from a parsed URL. It must reject URL parameters it
@@ -195,4 +197,34 @@ func Hosts(u *url.URL, defaultPort string) ([]string, error) {
 		out = append(out, host+":"+port)
 	}
 	return out, nil
+}
+
+// PositiveDuration parses a Go duration ("250ms") that must be greater
+// than zero; a converter for Parse.
+func PositiveDuration(s string) (time.Duration, error) {
+	d, err := time.ParseDuration(s)
+	if err == nil && d <= 0 {
+		err = errors.New("must be positive")
+	}
+	return d, err
+}
+
+// NonNegativeDuration parses a Go duration that may be zero but not
+// negative; a converter for Parse.
+func NonNegativeDuration(s string) (time.Duration, error) {
+	d, err := time.ParseDuration(s)
+	if err == nil && d < 0 {
+		err = errors.New("must not be negative")
+	}
+	return d, err
+}
+
+// PositiveInt parses a decimal integer greater than zero; a converter for
+// Parse.
+func PositiveInt(s string) (int, error) {
+	n, err := strconv.Atoi(s)
+	if err == nil && n <= 0 {
+		err = errors.New("must be positive")
+	}
+	return n, err
 }

@@ -63,8 +63,8 @@ func open(ctx context.Context, u *url.URL) (backend.Driver, error) {
 	}
 	p := backend.NewParams(u)
 	cfg := config{prefix: p.String("prefix", DefaultPrefix), closeClient: true}
-	timeout := backend.Parse(p, "timeout", defaultURLTimeout, positiveDuration)
-	maxIdle := backend.Parse(p, "max_idle", defaultURLMaxIdle, positiveInt)
+	timeout := backend.Parse(p, "timeout", defaultURLTimeout, backend.PositiveDuration)
+	maxIdle := backend.Parse(p, "max_idle", defaultURLMaxIdle, backend.PositiveInt)
 	cfg.release = backend.Parse(p, "release", ReleaseAuto, parseRelease)
 	cfg.pin = backend.Parse(p, "pin", PinCheck, parsePin)
 	if err := p.Done(); err != nil {
@@ -118,20 +118,4 @@ func resolve(ctx context.Context, hostport string) (string, error) {
 		}
 	}
 	return net.JoinHostPort(ip.String(), port), nil
-}
-
-func positiveDuration(s string) (time.Duration, error) {
-	d, err := time.ParseDuration(s)
-	if err == nil && d <= 0 {
-		err = errors.New("must be positive")
-	}
-	return d, err
-}
-
-func positiveInt(s string) (int, error) {
-	n, err := strconv.Atoi(s)
-	if err == nil && n <= 0 {
-		err = errors.New("must be positive")
-	}
-	return n, err
 }

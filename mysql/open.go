@@ -92,20 +92,8 @@ func open(ctx context.Context, u *url.URL) (backend.Driver, error) {
 	} else {
 		p.String("keepalive", "")
 	}
-	maxConns := backend.Parse(p, "maxConns", DefaultMaxConns, func(s string) (int, error) {
-		n, err := strconv.Atoi(s)
-		if err == nil && n < 1 {
-			err = fmt.Errorf("must be at least 1")
-		}
-		return n, err
-	})
-	timeout := backend.Parse(p, "timeout", 5*time.Second, func(s string) (time.Duration, error) {
-		d, err := time.ParseDuration(s)
-		if err == nil && d <= 0 {
-			err = fmt.Errorf("must be positive")
-		}
-		return d, err
-	})
+	maxConns := backend.Parse(p, "maxConns", DefaultMaxConns, backend.PositiveInt)
+	timeout := backend.Parse(p, "timeout", 5*time.Second, backend.PositiveDuration)
 	sessionTimeout := backend.Parse(p, "sessionTimeout", DefaultSessionTimeout, func(s string) (time.Duration, error) {
 		d, err := time.ParseDuration(s)
 		if err == nil && (d < time.Second || d%time.Second != 0) {

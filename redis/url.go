@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
-	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -87,9 +86,9 @@ func parseURL(u *url.URL) (*goredis.Options, config, error) {
 	}
 	p := backend.NewParams(&url.URL{RawQuery: own.Encode()})
 	c.prefix = p.String(paramPrefix, c.prefix)
-	c.confirmTimeout = backend.Parse(p, paramSubscribeTimeout, 0, positiveDuration)
+	c.confirmTimeout = backend.Parse(p, paramSubscribeTimeout, 0, backend.PositiveDuration)
 	if p.Has(paramLinger) {
-		d := backend.Parse(p, paramLinger, 0, nonNegativeDuration)
+		d := backend.Parse(p, paramLinger, 0, backend.NonNegativeDuration)
 		WithSubscriptionLinger(d)(&c)
 	}
 	if err := p.Done(); err != nil {
@@ -111,20 +110,4 @@ func isOwnParam(k string) bool {
 		}
 	}
 	return false
-}
-
-func positiveDuration(s string) (time.Duration, error) {
-	d, err := time.ParseDuration(s)
-	if err == nil && d <= 0 {
-		err = fmt.Errorf("must be positive")
-	}
-	return d, err
-}
-
-func nonNegativeDuration(s string) (time.Duration, error) {
-	d, err := time.ParseDuration(s)
-	if err == nil && d < 0 {
-		err = fmt.Errorf("must not be negative")
-	}
-	return d, err
 }

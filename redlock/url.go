@@ -7,7 +7,6 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -122,12 +121,12 @@ func parseURL(u *url.URL) ([]*goredis.Options, config, error) {
 	}
 	p := backend.NewParams(&url.URL{RawQuery: own.Encode()})
 	c.prefix = p.String(paramPrefix, c.prefix)
-	c.nodeTimeout = backend.Parse(p, paramNodeTimeout, c.nodeTimeout, positiveDuration)
+	c.nodeTimeout = backend.Parse(p, paramNodeTimeout, c.nodeTimeout, backend.PositiveDuration)
 	c.driftFactor = backend.Parse(p, paramDriftFactor, c.driftFactor, driftFactor)
-	c.driftMin = backend.Parse(p, paramDriftMin, c.driftMin, nonNegativeDuration)
-	c.confirmTimeout = backend.Parse(p, paramSubscribeTimeout, 0, positiveDuration)
+	c.driftMin = backend.Parse(p, paramDriftMin, c.driftMin, backend.NonNegativeDuration)
+	c.confirmTimeout = backend.Parse(p, paramSubscribeTimeout, 0, backend.PositiveDuration)
 	if p.Has(paramLinger) {
-		WithSubscriptionLinger(backend.Parse(p, paramLinger, 0, nonNegativeDuration))(&c)
+		WithSubscriptionLinger(backend.Parse(p, paramLinger, 0, backend.NonNegativeDuration))(&c)
 	}
 	if err := p.Done(); err != nil {
 		return nil, c, err
@@ -154,22 +153,6 @@ func isOwnParam(k string) bool {
 		}
 	}
 	return false
-}
-
-func positiveDuration(s string) (time.Duration, error) {
-	d, err := time.ParseDuration(s)
-	if err == nil && d <= 0 {
-		err = fmt.Errorf("must be positive")
-	}
-	return d, err
-}
-
-func nonNegativeDuration(s string) (time.Duration, error) {
-	d, err := time.ParseDuration(s)
-	if err == nil && d < 0 {
-		err = fmt.Errorf("must not be negative")
-	}
-	return d, err
 }
 
 func driftFactor(s string) (float64, error) {

@@ -337,21 +337,8 @@ func open(_ context.Context, u *url.URL) (backend.Driver, error) {
 		base = DefaultBasePath
 	}
 	p := backend.NewParams(u)
-	positive := func(s string) (time.Duration, error) {
-		d, err := time.ParseDuration(s)
-		if err == nil && d <= 0 {
-			err = errors.New("must be positive")
-		}
-		return d, err
-	}
-	st := backend.Parse(p, "session_timeout", DefaultSessionTimeout, positive)
-	margin := backend.Parse(p, "session_margin", time.Duration(0), func(s string) (time.Duration, error) {
-		d, err := time.ParseDuration(s)
-		if err == nil && d < 0 {
-			err = errors.New("must not be negative")
-		}
-		return d, err
-	})
+	st := backend.Parse(p, "session_timeout", DefaultSessionTimeout, backend.PositiveDuration)
+	margin := backend.Parse(p, "session_margin", time.Duration(0), backend.NonNegativeDuration)
 	policy := backend.Parse(p, "loss_policy", LoseOnSessionTimeout, func(s string) (LossPolicy, error) {
 		switch strings.ToLower(s) {
 		case "session_timeout", "session":
@@ -361,7 +348,7 @@ func open(_ context.Context, u *url.URL) (backend.Driver, error) {
 		}
 		return 0, errors.New(`want "session_timeout" or "disconnect"`)
 	})
-	cw := backend.Parse(p, "connect_timeout", time.Duration(0), positive)
+	cw := backend.Parse(p, "connect_timeout", time.Duration(0), backend.PositiveDuration)
 	logOn := backend.Parse(p, "log", false, strconv.ParseBool)
 	if err := p.Done(); err != nil {
 		return nil, err
