@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"slices"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,6 +13,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/internal/benchkit"
 	"github.com/distlock/distlock/internal/testserver"
 )
 
@@ -162,66 +161,14 @@ func benchHandoff(b *testing.B, srv *testserver.Server, query string) {
 		}
 		_ = lease.Release(ctx)
 	}
-	var (
-		base        = time.Now()
-		lastRelease atomic.Int64 // ns since base at the last Release call; 0: none
-		done        atomic.Int64
-		mu          sync.Mutex
-		lat         []time.Duration
-		wg          sync.WaitGroup
-		failed      atomic.Pointer[error]
-		before      int64
-	)
+	var before int64
 	for _, d := range drivers {
 		before += d.attempts.Load()
 	}
-	b.ReportAllocs()
-	b.ResetTimer()
-	for g := range goroutines {
-		l := ls[g%lockers]
-		wg.Go(func() {
-			mine := make([]time.Duration, 0, b.N/goroutines+1)
-			defer func() {
-				mu.Lock()
-				lat = append(lat, mine...)
-				mu.Unlock()
-			}()
-			for done.Add(1) <= int64(b.N) {
-				lease, err := l.Acquire(ctx, key)
-				if err != nil {
-					failed.Store(&err)
-					return
-				}
-				now := int64(time.Since(base))
-				if r := lastRelease.Load(); r != 0 {
-					mine = append(mine, time.Duration(now-r))
-				}
-				lastRelease.Store(int64(time.Since(base)))
-				if err := lease.Release(ctx); err != nil {
-					failed.Store(&err)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	b.StopTimer()
-	if p := failed.Load(); p != nil {
-		b.Fatal(*p)
-	}
+	benchkit.Handoff(b, ctx, ls, key, goroutines)
 	var after int64
 	for _, d := range drivers {
 		after += d.attempts.Load()
 	}
-	slices.Sort(lat)
-	pct := func(p float64) float64 {
-		if len(lat) == 0 {
-			return 0
-		}
-		return float64(lat[min(len(lat)-1, int(p*float64(len(lat))))]) / float64(time.Microsecond)
-	}
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "handoffs/s")
-	b.ReportMetric(pct(0.50), "p50-µs")
-	b.ReportMetric(pct(0.99), "p99-µs")
 	b.ReportMetric(float64(after-before)/float64(b.N), "attempts/handoff")
 }

@@ -2,9 +2,8 @@ package mysql_test
 
 import (
 	"context"
-	"slices"
-	"sync"
-	"sync/atomic"
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/benchkit"
 	"testing"
 	"time"
 
@@ -68,57 +67,11 @@ func BenchmarkHandoff(b *testing.B) {
 				b.Fatal(err)
 			}
 			_ = lease.Release(ctx)
-			base := time.Now()
-			var (
-				left        atomic.Int64
-				lastRelease atomic.Int64 // ns since base, set before each Release
-				mu          sync.Mutex
-				samples     []time.Duration
-				wg          sync.WaitGroup
-			)
-			left.Store(int64(b.N))
-			b.ReportAllocs()
-			b.ResetTimer()
-			for i := 0; i < lockers*perLocker; i++ {
-				l := ls[i%lockers]
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					var mine []time.Duration
-					for left.Add(-1) >= 0 {
-						called := int64(time.Since(base))
-						lease, err := l.Acquire(ctx, "bench/hot")
-						if err != nil {
-							b.Error(err)
-							return
-						}
-						got := int64(time.Since(base))
-						if rel := lastRelease.Load(); rel > called {
-							mine = append(mine, time.Duration(got-rel))
-						}
-						lastRelease.Store(int64(time.Since(base)))
-						if err := lease.Release(ctx); err != nil {
-							b.Error(err)
-							return
-						}
-					}
-					mu.Lock()
-					samples = append(samples, mine...)
-					mu.Unlock()
-				}()
+			all := make([]distlock.Locker, len(ls))
+			for i, l := range ls {
+				all[i] = l
 			}
-			wg.Wait()
-			b.StopTimer()
-			if len(samples) == 0 {
-				return
-			}
-			slices.Sort(samples)
-			q := func(p float64) float64 {
-				return float64(samples[int(p*float64(len(samples)-1))]) / float64(time.Microsecond)
-			}
-			b.ReportMetric(q(0.50), "p50-handoff-µs")
-			b.ReportMetric(q(0.99), "p99-handoff-µs")
-			b.ReportMetric(float64(len(samples))/float64(b.N), "waited/op")
+			benchkit.Handoff(b, ctx, all, "bench/hot", lockers*perLocker)
 		})
 	}
 }

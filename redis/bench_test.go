@@ -6,7 +6,6 @@ import (
 	"encoding/base64"
 	"fmt"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,6 +13,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/benchkit"
 	"github.com/distlock/distlock/internal/redisscript"
 	"github.com/distlock/distlock/internal/testserver"
 )
@@ -247,15 +247,6 @@ func benchHandoff(b *testing.B, addr string, lockers, goroutines int) {
 		}
 		_ = lease.Release(ctx)
 	}
-	var (
-		base        = time.Now()
-		lastRelease atomic.Int64 // ns since base at the last Release call; 0: none
-		done        atomic.Int64
-		mu          sync.Mutex
-		lat         []time.Duration
-		wg          sync.WaitGroup
-		failed      atomic.Pointer[error]
-	)
 	rtt := medianRTT(ctx, ls[0].client, 500)
 	var before int64
 	var sBefore redisscript.SubscriberStats
@@ -265,40 +256,11 @@ func benchHandoff(b *testing.B, addr string, lockers, goroutines int) {
 		sBefore.Messages += st.Messages
 		sBefore.Wakes += st.Wakes
 	}
-	b.ReportAllocs()
-	b.ResetTimer()
-	for g := range goroutines {
-		l := ls[g%lockers]
-		wg.Go(func() {
-			mine := make([]time.Duration, 0, b.N/goroutines+1)
-			defer func() {
-				mu.Lock()
-				lat = append(lat, mine...)
-				mu.Unlock()
-			}()
-			for done.Add(1) <= int64(b.N) {
-				lease, err := l.Acquire(ctx, key)
-				if err != nil {
-					failed.Store(&err)
-					return
-				}
-				now := int64(time.Since(base))
-				if r := lastRelease.Load(); r != 0 {
-					mine = append(mine, time.Duration(now-r))
-				}
-				lastRelease.Store(int64(time.Since(base)))
-				if err := lease.Release(ctx); err != nil {
-					failed.Store(&err)
-					return
-				}
-			}
-		})
+	all := make([]distlock.Locker, len(ls))
+	for i, l := range ls {
+		all[i] = l
 	}
-	wg.Wait()
-	b.StopTimer()
-	if p := failed.Load(); p != nil {
-		b.Fatal(*p)
-	}
+	res := benchkit.Handoff(b, ctx, all, key, goroutines)
 	var after int64
 	var sAfter redisscript.SubscriberStats
 	for i, c := range counters {
@@ -307,21 +269,11 @@ func benchHandoff(b *testing.B, addr string, lockers, goroutines int) {
 		sAfter.Messages += st.Messages
 		sAfter.Wakes += st.Wakes
 	}
-	slices.Sort(lat)
-	pct := func(p float64) float64 {
-		if len(lat) == 0 {
-			return 0
-		}
-		return float64(lat[min(len(lat)-1, int(p*float64(len(lat))))]) / float64(time.Microsecond)
-	}
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "handoffs/s")
-	b.ReportMetric(pct(0.50), "p50-µs")
-	b.ReportMetric(pct(0.99), "p99-µs")
 	b.ReportMetric(float64(after-before)/float64(b.N), "attempts/handoff")
 	b.ReportMetric(float64(sAfter.Messages-sBefore.Messages)/float64(b.N), "msgs/handoff")
 	b.ReportMetric(float64(sAfter.Wakes-sBefore.Wakes)/float64(b.N), "wakes/handoff")
 	rttAfter := medianRTT(ctx, ls[0].client, 500)
 	rttUS := float64((rtt+rttAfter)/2) / float64(time.Microsecond)
 	b.ReportMetric(rttUS, "rtt-µs")
-	b.ReportMetric(pct(0.50)/rttUS, "p50-rtts")
+	b.ReportMetric(float64(res.P50)/float64(time.Microsecond)/rttUS, "p50-rtts")
 }

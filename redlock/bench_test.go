@@ -3,14 +3,13 @@ package redlock
 import (
 	"context"
 	"slices"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/benchkit"
 	"github.com/distlock/distlock/internal/netfault"
 	"github.com/distlock/distlock/internal/testserver"
 	_ "github.com/distlock/distlock/redis" // the single-node backend, for comparison
@@ -177,57 +176,5 @@ func handoff(b *testing.B, ls []distlock.Locker, goroutines int) {
 		}
 		_ = lease.Release(ctx)
 	}
-	var (
-		base        = time.Now()
-		lastRelease atomic.Int64 // ns since base at the last Release call; 0: none
-		done        atomic.Int64
-		mu          sync.Mutex
-		lat         []time.Duration
-		wg          sync.WaitGroup
-		failed      atomic.Pointer[error]
-	)
-	b.ReportAllocs()
-	b.ResetTimer()
-	for g := range goroutines {
-		l := ls[g%len(ls)]
-		wg.Go(func() {
-			mine := make([]time.Duration, 0, b.N/goroutines+1)
-			defer func() {
-				mu.Lock()
-				lat = append(lat, mine...)
-				mu.Unlock()
-			}()
-			for done.Add(1) <= int64(b.N) {
-				lease, err := l.Acquire(ctx, key)
-				if err != nil {
-					failed.Store(&err)
-					return
-				}
-				now := int64(time.Since(base))
-				if r := lastRelease.Load(); r != 0 {
-					mine = append(mine, time.Duration(now-r))
-				}
-				lastRelease.Store(int64(time.Since(base)))
-				if err := lease.Release(ctx); err != nil {
-					failed.Store(&err)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	b.StopTimer()
-	if p := failed.Load(); p != nil {
-		b.Fatal(*p)
-	}
-	slices.Sort(lat)
-	pct := func(p float64) float64 {
-		if len(lat) == 0 {
-			return 0
-		}
-		return float64(lat[min(len(lat)-1, int(p*float64(len(lat))))]) / float64(time.Microsecond)
-	}
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "handoffs/s")
-	b.ReportMetric(pct(0.50), "p50-µs")
-	b.ReportMetric(pct(0.99), "p99-µs")
+	benchkit.Handoff(b, ctx, ls, key, goroutines)
 }

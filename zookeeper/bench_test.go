@@ -2,9 +2,8 @@ package zookeeper
 
 import (
 	"context"
-	"slices"
-	"sync"
-	"sync/atomic"
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/benchkit"
 	"testing"
 	"time"
 )
@@ -66,52 +65,9 @@ func BenchmarkHotKeyHandoff(b *testing.B) {
 	ls := benchLockers(b, 4)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	var (
-		remaining atomic.Int64
-		lastRel   atomic.Int64 // ns since start, 0: none
-		mu        sync.Mutex
-		lat       []time.Duration
-		wg        sync.WaitGroup
-	)
-	remaining.Store(int64(b.N))
-	b.ReportAllocs()
-	b.ResetTimer()
-	start := time.Now()
-	for g := 0; g < goroutines; g++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			l := ls[g%len(ls)]
-			var mine []time.Duration
-			for remaining.Add(-1) >= 0 {
-				lease, err := l.Acquire(ctx, "bench/hot")
-				if err != nil {
-					b.Error(err)
-					return
-				}
-				if rel := lastRel.Load(); rel != 0 {
-					mine = append(mine, time.Since(start)-time.Duration(rel))
-				}
-				lastRel.Store(int64(time.Since(start)))
-				if err := lease.Release(ctx); err != nil {
-					b.Error(err)
-					return
-				}
-			}
-			mu.Lock()
-			lat = append(lat, mine...)
-			mu.Unlock()
-		}()
+	lockers := make([]distlock.Locker, len(ls))
+	for i, l := range ls {
+		lockers[i] = l
 	}
-	wg.Wait()
-	b.StopTimer()
-	if len(lat) == 0 {
-		return
-	}
-	slices.Sort(lat)
-	pct := func(p float64) float64 {
-		return float64(lat[min(len(lat)-1, int(p*float64(len(lat))))].Microseconds())
-	}
-	b.ReportMetric(pct(0.50), "p50-handoff-µs")
-	b.ReportMetric(pct(0.99), "p99-handoff-µs")
+	benchkit.Handoff(b, ctx, lockers, "bench/hot", goroutines)
 }

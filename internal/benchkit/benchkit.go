@@ -1,0 +1,86 @@
+// Package benchkit holds the measurements every backend's benchmarks share,
+// so that their figures mean the same thing.
+package benchkit
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock"
+)
+
+// Handoff has goroutines, spread round-robin over lockers, contend for key
+// with zero hold time until b.N acquisitions are done. It reports
+// handoffs/s, and the release-to-next-acquire latency p50-µs and p99-µs
+// measured for acquisitions whose Acquire call had started before the
+// release (a waiter that was woken, not one that happened to arrive after
+// it), and waited/op, the share of acquisitions that did wait. Callers warm
+// the lockers up first and may read their own counters around the call.
+func Handoff(b *testing.B, ctx context.Context, lockers []distlock.Locker, key string, goroutines int) Result {
+	b.Helper()
+	var (
+		base        = time.Now()
+		left        atomic.Int64
+		lastRelease atomic.Int64 // ns since base, stored just before each Release
+		mu          sync.Mutex
+		samples     []time.Duration
+		wg          sync.WaitGroup
+		failed      atomic.Pointer[error]
+	)
+	left.Store(int64(b.N))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for g := range goroutines {
+		l := lockers[g%len(lockers)]
+		wg.Go(func() {
+			var mine []time.Duration
+			defer func() {
+				mu.Lock()
+				samples = append(samples, mine...)
+				mu.Unlock()
+			}()
+			for left.Add(-1) >= 0 {
+				called := int64(time.Since(base))
+				lease, err := l.Acquire(ctx, key)
+				if err != nil {
+					failed.Store(&err)
+					return
+				}
+				got := int64(time.Since(base))
+				if rel := lastRelease.Load(); rel > called {
+					mine = append(mine, time.Duration(got-rel))
+				}
+				lastRelease.Store(int64(time.Since(base)))
+				if err := lease.Release(ctx); err != nil {
+					failed.Store(&err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	b.StopTimer()
+	if p := failed.Load(); p != nil {
+		b.Fatal(*p)
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "handoffs/s")
+	var r Result
+	if len(samples) == 0 {
+		return r
+	}
+	slices.Sort(samples)
+	r.P50, r.P99 = samples[(len(samples)-1)/2], samples[(len(samples)-1)*99/100]
+	b.ReportMetric(float64(r.P50)/float64(time.Microsecond), "p50-µs")
+	b.ReportMetric(float64(r.P99)/float64(time.Microsecond), "p99-µs")
+	b.ReportMetric(float64(len(samples))/float64(b.N), "waited/op")
+	return r
+}
+
+// Result is what Handoff measured.
+type Result struct {
+	P50, P99 time.Duration // release-to-next-acquire latency of waiters
+}
