@@ -177,7 +177,6 @@ type locker struct {
 	mu       sync.Mutex
 	closed   bool
 	inflight sync.WaitGroup
-	cleanups sync.WaitGroup // background Forget calls
 	leases   map[*Lease]struct{}
 
 	sched scheduler
@@ -192,9 +191,8 @@ func (l *locker) err(op, key string, err error) error {
 // request is an acquisition after validation.
 type request struct {
 	settings
-	key           string
-	validity      time.Duration // 0 when the backend does not expire locks
-	explicitOwner bool          // WithOwner: the owner may hold other nested holds
+	key      string
+	validity time.Duration // 0 when the backend does not expire locks
 }
 
 func (l *locker) prepare(key string, opts []Option) (request, error) {
@@ -218,8 +216,7 @@ func (l *locker) prepare(key string, opts []Option) (request, error) {
 	if r.validity == 0 {
 		r.autoRefresh = false // nothing to refresh: the session keeps the lock
 	}
-	r.explicitOwner = r.owner != ""
-	if !r.explicitOwner {
+	if r.owner == "" {
 		r.owner = newOwnerID()
 	}
 	return r, nil
@@ -341,9 +338,6 @@ func (l *locker) acquire(ctx context.Context, op, key string, opts []Option, wai
 		lock, err = l.drv.TryAcquire(ctx, req)
 	}
 	if err != nil {
-		if !r.explicitOwner && ambiguous(err) {
-			l.forget(req)
-		}
 		if l.blocker == nil || !wait {
 			err = noAnswer(ctx, err)
 		}
@@ -360,13 +354,6 @@ func (l *locker) acquire(ctx context.Context, op, key string, opts []Option, wai
 	return lease, nil
 }
 
-// ambiguous reports whether a failed attempt may have been granted by the
-// server anyway: it ended with the context or an I/O error, not with an
-// answer.
-func ambiguous(err error) bool {
-	return !errors.Is(err, ErrNotAcquired) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
-}
-
 // noAnswer marks an attempt that the caller's context cut off before the
 // backend answered (a dial or a round trip still under way) as
 // ErrUnavailable: the backend did not decide in time. A wait for a busy
@@ -377,42 +364,6 @@ func noAnswer(ctx context.Context, err error) error {
 	}
 	return fmt.Errorf("%w: no answer before the context ended: %w", ErrUnavailable, err)
 }
-
-// forget asks the driver, in the background and bounded, to remove what an
-// attempt with an unknown outcome may have left. Close waits for it.
-func (l *locker) forget(req backend.Request) {
-	f, ok := l.drv.(backend.Forgetter)
-	if !ok {
-		return
-	}
-	req.Lost = nil
-	l.cleanups.Add(1)
-	go func() {
-		defer l.cleanups.Done()
-		// The ambiguous request may still be on its way to the server, so
-		// one Forget can come too early: repeat it over a few seconds.
-		// Close cuts the schedule short after one last try.
-		for i, pause := range forgetSchedule {
-			if i > 0 {
-				t := time.NewTimer(pause)
-				select {
-				case <-t.C:
-				case <-l.closeCtx.Done():
-					t.Stop()
-				}
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
-			_ = f.Forget(ctx, req)
-			cancel()
-			if l.closeCtx.Err() != nil {
-				return
-			}
-		}
-	}()
-}
-
-// forgetSchedule spaces the Forget calls after an ambiguous attempt.
-var forgetSchedule = []time.Duration{0, 250 * time.Millisecond, time.Second, 2 * time.Second}
 
 // ctxError puts an error caused by the end of the caller's context, or by
 // Close, into the documented form.
@@ -538,7 +489,6 @@ func (l *locker) Close() error {
 	}
 	wg.Wait()
 	l.sched.wait()
-	l.cleanups.Wait()
 	if err := l.drv.Close(); err != nil {
 		return l.err("close", "", err)
 	}

@@ -167,17 +167,12 @@ type Issued interface {
 	IssuedAt() time.Time
 }
 
-// Forgetter is implemented by drivers that can clean up after an attempt
-// whose outcome is unknown: its context ended or the connection failed after
-// the request may have reached the server, so the lock may have been
-// granted with nobody to hold it. Forget must free the lock if req.Owner
-// holds it, and change nothing otherwise (owner-checked). distlock calls it
-// in the background, bounded in time, and only for owners it generated at
-// random, which hold at most one hold; without it an orphan grant lives
-// until its TTL or session ends.
-type Forgetter interface {
-	Forget(ctx context.Context, req Request) error
-}
+// An attempt whose outcome is unknown (its context ended, or the connection
+// failed, after the request may have reached the server) must not leave an
+// orphan lock. Each driver undoes such an attempt itself, owner-checked and
+// bounded in time, by an id of its own that it records with every
+// acquisition (a hold id, a request id, a protected-create GUID): only the
+// driver can tell its own record from a nested hold of the same owner.
 
 // Deadliner is implemented by locks of session-bound backends that keep a
 // local deadline of their own (last contact with the server plus the session
