@@ -749,8 +749,17 @@ func TestWakeOne(t *testing.T) {
 			results <- res{l, err}
 		}()
 	}
-	eventually(t, 30*time.Second, "waiters subscribed", func() bool { return counter.n.Load() >= 2*n }) // each: first try + post-subscribe retry (more under load)
-	time.Sleep(200 * time.Millisecond)
+	// The waiters are subscribed and asleep once they stop making attempts
+	// (counting attempts on one node is no proof by itself: a fan-out can
+	// decide on a busy quorum without that node's answer).
+	prev := int64(-1)
+	eventually(t, 30*time.Second, "waiters subscribed and quiet", func() bool {
+		time.Sleep(time.Second)
+		cur := counter.n.Load()
+		quiet := cur > 0 && cur == prev
+		prev = cur
+		return quiet
+	})
 	before := counter.n.Load()
 	if err := held.Release(ctx); err != nil {
 		t.Fatal(err)
