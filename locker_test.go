@@ -5,6 +5,7 @@ import (
 	"errors"
 	"runtime"
 	"strings"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -298,3 +299,111 @@ func (d *stuckDriver) Close() error                            { return nil }
 func (stuckLock) Token() uint64                                { return 0 }
 func (stuckLock) Refresh(context.Context, time.Duration) error { return nil }
 func (l stuckLock) Release(context.Context) error              { l.d.released.Add(1); return nil }
+
+// batchDriver grants every request and records the refresh calls it gets.
+type batchDriver struct {
+	nopDriver
+	mu    sync.Mutex
+	calls   [][]*nopLock // one entry per RefreshBatch or single Refresh call
+	first   map[*nopLock]time.Time
+	granted map[*nopLock]time.Time
+}
+
+func (d *batchDriver) TryAcquire(context.Context, backend.Request) (backend.Lock, error) {
+	l := &batchLock{nopLock{d.tokens.Add(1)}, d}
+	d.mu.Lock()
+	d.granted[&l.nopLock] = time.Now()
+	d.mu.Unlock()
+	return l, nil
+}
+
+type batchLock struct {
+	nopLock
+	d *batchDriver
+}
+
+func (d *batchDriver) record(ls ...*nopLock) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	now := time.Now()
+	for _, l := range ls {
+		if _, ok := d.first[l]; !ok {
+			d.first[l] = now
+		}
+	}
+	d.calls = append(d.calls, ls)
+}
+
+func (l *batchLock) Refresh(context.Context, time.Duration) error {
+	l.d.record(&l.nopLock)
+	return nil
+}
+
+func (d *batchDriver) RefreshBatch(_ context.Context, items []backend.RefreshItem) []error {
+	ls := make([]*nopLock, len(items))
+	for i, it := range items {
+		ls[i] = &it.Lock.(*batchLock).nopLock
+	}
+	d.record(ls...)
+	return make([]error, len(items))
+}
+
+// TestRefreshCoalesced: leases granted a millisecond apart are refreshed in
+// a few batches, not one call each, and none earlier than ttl/3 less the
+// coalescing slack (ttl/60) after its request.
+func TestRefreshCoalesced(t *testing.T) {
+	const n, ttl = 100, 1200 * time.Millisecond
+	d := &batchDriver{first: map[*nopLock]time.Time{}, granted: map[*nopLock]time.Time{}}
+	l := distlock.New(d, "batch", distlock.WithTTL(ttl))
+	defer l.Close()
+	ctx := context.Background()
+	for i := range n {
+		if _, err := l.TryAcquire(ctx, "k"+strconv.Itoa(i)); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	// Every lease's first refresh is due within ttl/3 of its grant.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		d.mu.Lock()
+		got := len(d.first)
+		d.mu.Unlock()
+		if got == n {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d of %d leases refreshed within 10s", got, n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	// granted is taken in the driver, a little after the request time
+	// the schedule counts from: allow 2ms for that.
+	earliest := ttl/3 - ttl/60 - 2*time.Millisecond
+	for lk, t0 := range d.granted {
+		if e := d.first[lk].Sub(t0); e < earliest {
+			t.Errorf("lease refreshed %v after its grant, before ttl/3 - ttl/60 = %v", e, earliest+2*time.Millisecond)
+		}
+	}
+	firstCalls := 0
+	seen := map[*nopLock]bool{}
+	for _, c := range d.calls {
+		fresh := false
+		for _, lk := range c {
+			if !seen[lk] {
+				seen[lk], fresh = true, true
+			}
+		}
+		if fresh {
+			firstCalls++
+		}
+	}
+	// Spread over >= 100ms with a 20ms slack: about 5-10 batches; one
+	// call per lease without coalescing.
+	if firstCalls > 30 {
+		t.Errorf("first refreshes of %d leases took %d calls, want <= 30 (coalesced batches)", n, firstCalls)
+	}
+	t.Logf("first refreshes of %d leases in %d calls", n, firstCalls)
+}

@@ -6,11 +6,16 @@ require (
 	github.com/bsm/redislock v0.9.4
 	github.com/distlock/distlock v0.0.0
 	github.com/go-redsync/redsync/v4 v4.18.1
+	github.com/go-sql-driver/mysql v1.10.1
 	github.com/redis/go-redis/v9 v9.23.0
 )
 
 require (
+	filippo.io/edwards25519 v1.2.0 // indirect
+	github.com/bradfitz/gomemcache v0.0.0-20260422231931-4d751bb6e37c // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/go-zookeeper/zk v1.0.4 // indirect
+	github.com/jmoiron/sqlx v1.4.0 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
 )

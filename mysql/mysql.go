@@ -22,7 +22,12 @@
 // the top bit set when the lock is busy, so the result does not depend on the
 // client's CLIENT_FOUND_ROWS flag. Release and Refresh are single UPDATEs
 // checked on owner AND fence, so a stale handle — even of the same owner id —
-// never touches a later tenure. Expiry is computed by the database clock:
+// never touches a later tenure. Automatic refreshes that distlock's
+// scheduler finds due together are batched (backend.BatchRefresher): one
+// UPDATE per TTL names all their rows by primary key and tenure, one round
+// trip instead of one per lease; when its count of changed rows does not
+// show that every lease was extended, each is refreshed on its own for its
+// exact outcome. Expiry is computed by the database clock:
 // UTC_TIMESTAMP(6), which is NOW(6) in UTC, so neither the client's clock nor
 // a session time_zone (or a DST change) can move an expiry. The client sends
 // durations, never times; a TTL is sent in whole microseconds (the

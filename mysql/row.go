@@ -68,15 +68,19 @@ WHERE key_hash = ? AND owner = ? AND acq_id = ? AND holds > 0 AND expires_at > U
 type rowDriver struct {
 	*base
 	qAcquire, qRefresh, qRelease, qAbandon string
+	qBatchHead                             string // rowRefreshBatchHead
+	batchMax                               int    // locks per batched refresh statement
 }
 
 func newRowDriver(b *base) *rowDriver {
 	return &rowDriver{
-		base:     b,
-		qAcquire: fmt.Sprintf(rowAcquireSQL, b.table),
-		qRefresh: fmt.Sprintf(rowRefreshSQL, b.table),
-		qRelease: fmt.Sprintf(rowReleaseSQL, b.table),
-		qAbandon: fmt.Sprintf(rowAbandonSQL, b.table),
+		base:       b,
+		qAcquire:   fmt.Sprintf(rowAcquireSQL, b.table),
+		qRefresh:   fmt.Sprintf(rowRefreshSQL, b.table),
+		qRelease:   fmt.Sprintf(rowReleaseSQL, b.table),
+		qAbandon:   fmt.Sprintf(rowAbandonSQL, b.table),
+		qBatchHead: fmt.Sprintf(rowRefreshBatchHead, b.table),
+		batchMax:   rowBatchMax,
 	}
 }
 

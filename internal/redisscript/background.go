@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,14 +21,21 @@ import (
 type Background struct {
 	undoSem chan struct{}
 	quit    chan struct{} // closed when Close begins: waits between retries end
-	work    chan func()   // unbuffered: hands a task to an idle worker
 	workers sync.WaitGroup
 
 	mu       sync.Mutex
 	draining bool
 	active   int
 	idle     sync.Cond
+	// ready is the stack of idle pooled goroutines, the most recently idle
+	// on top: work goes to the top, so under a steady load the same few
+	// stay busy and the rest of a burst's goroutines time out at the
+	// bottom (a FIFO hand-off would keep every one of them alive).
+	ready []*bgWorker
 }
+
+// bgWorker is a pooled goroutine's inbox.
+type bgWorker struct{ task chan func() }
 
 // DefaultMaxUndo bounds the concurrent undo operations of a Background made
 // with NewBackground(0).
@@ -43,7 +51,7 @@ func NewBackground(maxUndo int) *Background {
 	if maxUndo <= 0 {
 		maxUndo = DefaultMaxUndo
 	}
-	b := &Background{undoSem: make(chan struct{}, maxUndo), quit: make(chan struct{}), work: make(chan func())}
+	b := &Background{undoSem: make(chan struct{}, maxUndo), quit: make(chan struct{})}
 	b.idle.L = &b.mu
 	return b
 }
@@ -52,10 +60,10 @@ func NewBackground(maxUndo int) *Background {
 // work started from background work (fromBackground, which holds Close back
 // itself) may start more; Go then reports false and does not run fn.
 //
-// The goroutines are pooled: an idle one takes fn if there is one, else a
-// new one starts, and each stays idle for workerIdle before it exits. A
-// fan-out to several nodes per operation would otherwise pay for a new
-// goroutine, and for growing its stack, per node and operation.
+// The goroutines are pooled: the most recently idle one takes fn if there
+// is one, else a new one starts, and each stays idle for workerIdle before
+// it exits. A fan-out to several nodes per operation would otherwise pay
+// for a new goroutine, and for growing its stack, per node and operation.
 func (b *Background) Go(fn func(), fromBackground bool) bool {
 	b.mu.Lock()
 	if b.draining && !fromBackground {
@@ -63,39 +71,64 @@ func (b *Background) Go(fn func(), fromBackground bool) bool {
 		return false
 	}
 	b.active++
-	b.mu.Unlock()
 	task := func() {
 		defer b.done()
 		fn()
 	}
-	select {
-	case b.work <- task:
-	default:
-		b.workers.Add(1)
-		go b.worker(task)
+	if n := len(b.ready); n > 0 {
+		w := b.ready[n-1]
+		b.ready[n-1] = nil
+		b.ready = b.ready[:n-1]
+		b.mu.Unlock()
+		w.task <- task // buffered: never blocks
+		return true
 	}
+	b.workers.Add(1)
+	b.mu.Unlock()
+	go b.worker(task)
 	return true
 }
 
-// workerIdle is how long a pooled goroutine waits for more work.
-const workerIdle = time.Second
+// workerIdle is how long a pooled goroutine waits for more work. A
+// variable only so that tests can shorten it.
+var workerIdle = time.Second
 
 func (b *Background) worker(task func()) {
 	defer b.workers.Done()
-	task()
+	w := &bgWorker{task: make(chan func(), 1)}
 	idle := time.NewTimer(workerIdle)
 	defer idle.Stop()
 	for {
+		task()
+		b.mu.Lock()
+		b.ready = append(b.ready, w)
+		b.mu.Unlock()
+		idle.Reset(workerIdle)
 		select {
-		case task = <-b.work:
-			task()
-			idle.Reset(workerIdle)
+		case task = <-w.task:
+			continue
 		case <-idle.C:
-			return
 		case <-b.quit:
-			return
+		}
+		if !b.retire(w) {
+			task = <-w.task // Go took w off the stack: its task is on the way
+			continue
+		}
+		return
+	}
+}
+
+// retire takes w off the idle stack; false if Go already took it.
+func (b *Background) retire(w *bgWorker) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for i, r := range b.ready {
+		if r == w {
+			b.ready = slices.Delete(b.ready, i, i+1) // clears the vacated slot
+			return true
 		}
 	}
+	return false
 }
 
 func (b *Background) done() {

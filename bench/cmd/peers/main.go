@@ -21,22 +21,26 @@ import (
 )
 
 var (
-	rounds     = flag.Int("rounds", 3, "repetitions; each round runs the libraries in random order; the median of rounds is reported")
-	cycles     = flag.Int("cycles", 5000, "uncontended acquire+release cycles per library per round")
-	dur        = flag.Duration("dur", 2*time.Second, "duration of each hot-key run")
-	keysDur    = flag.Duration("keys-dur", 2*time.Second, "duration of each 1,000-key run")
-	waitersF   = flag.String("waiters", "2,16,64", "hot-key waiter counts")
-	scaleF     = flag.String("scale", "10000,100000", "lease counts for the scale measurement (empty: skip)")
-	scaleTTL   = flag.Duration("scale-ttl", 3*time.Second, "TTL of the scale leases")
-	scaleWin   = flag.Duration("scale-window", 3*time.Second, "window over which refresh traffic is counted")
-	noRedlock  = flag.Bool("no-redlock", false, "skip redlock (5 nodes) vs redsync (5 pools)")
-	redisBin   = flag.String("redis-server", "redis-server", "redis-server binary")
-	outMD      = flag.String("out", "RESULTS.md", "Markdown results file")
-	outSVG     = flag.String("svg", "handoff.svg", "SVG plot of hot-key handoff p50")
-	seed       = flag.Uint64("seed", 0, "shuffle seed (0: random)")
-	instances  = 4
-	keyWorkers = 16
-	nKeys      = 1000
+	rounds      = flag.Int("rounds", 3, "repetitions; each round runs the libraries in random order; the median of rounds is reported")
+	cycles      = flag.Int("cycles", 5000, "uncontended acquire+release cycles per library per round")
+	dur         = flag.Duration("dur", 2*time.Second, "duration of each hot-key run")
+	hold        = flag.Duration("hold", time.Millisecond, "how long each hot-key holder keeps the lock")
+	keysDur     = flag.Duration("keys-dur", 2*time.Second, "duration of each 1,000-key run")
+	waitersF    = flag.String("waiters", "2,16,64", "hot-key waiter counts")
+	scaleF      = flag.String("scale", "10000,100000", "lease counts for the scale measurement (empty: skip)")
+	scaleSmallF = flag.String("scale-db", "10000,100000", "lease counts for ZooKeeper and MySQL")
+	scaleOnly   = flag.Bool("scale-only", false, "run only the scale measurement")
+	scaleTTL    = flag.Duration("scale-ttl", 3*time.Second, "TTL of the scale leases (memcached: at least 3s)")
+	scaleTTLSQL = flag.Duration("scale-ttl-mysql", 15*time.Second, "TTL of the MySQL scale leases")
+	scaleWin    = flag.Duration("scale-window", 3*time.Second, "window over which refresh traffic is counted")
+	noRedlock   = flag.Bool("no-redlock", false, "skip redlock (5 nodes) vs redsync (5 pools)")
+	redisBin    = flag.String("redis-server", "redis-server", "redis-server binary")
+	outMD       = flag.String("out", "RESULTS.md", "Markdown results file")
+	outSVG      = flag.String("svg", "handoff.svg", "SVG plot of hot-key handoff p50")
+	seed        = flag.Uint64("seed", 0, "shuffle seed (0: random)")
+	instances   = 4
+	keyWorkers  = 16
+	nKeys       = 1000
 )
 
 var (
@@ -102,125 +106,140 @@ func main() {
 	start := time.Now()
 	rep := &report{seed: s, waiters: waiters}
 
-	// 1. uncontended
-	uLibs := []lib{rawLib, distlockLib, redislockPlain, redsyncPlain}
-	uRes := map[string][]uncontended{}
-	for r := range *rounds {
-		for _, i := range rng.Perm(len(uLibs)) {
-			l := uLibs[i]
-			res, err := measureUncontended(l, one, fmt.Sprintf("u/%d/%d", r, i), *cycles)
-			if err != nil {
-				fail(err)
-			}
-			log.Printf("uncontended r%d %-40s p50 %.1fµs p99 %.1fµs allocs %.1f", r, l.name, res.p50, res.p99, res.allocs)
-			uRes[l.name] = append(uRes[l.name], res)
-		}
-	}
-	for _, l := range uLibs {
-		rep.unc = append(rep.unc, namedU{l.name, medU(uRes[l.name])})
-	}
-
-	// 2. hot key
-	hLibs := []lib{distlockLib, redislockDefault, redsyncDefault, redislockBest, redsyncBest}
-	hRes := map[string][]handoff{}
-	for r := range *rounds {
-		type job struct {
-			l lib
-			w int
-		}
-		var jobs []job
-		for _, l := range hLibs {
-			for _, w := range waiters {
-				jobs = append(jobs, job{l, w})
-			}
-		}
-		rng.Shuffle(len(jobs), func(i, j int) { jobs[i], jobs[j] = jobs[j], jobs[i] })
-		for i, j := range jobs {
-			res, err := measureHandoff(j.l, one, fmt.Sprintf("hot/%d/%d", r, i), instances, j.w, *dur)
-			if err != nil {
-				fail(err)
-			}
-			log.Printf("hot-key r%d w=%-3d %-55s %8.0f/s (to other %8.0f/s) p50 %9.1fµs p99 %9.1fµs gave-up %.0f errs %.0f", r, j.w, j.l.name, res.perSec, res.otherSec, res.p50, res.p99, res.failures, res.errs)
-			k := hkey(j.l.name, j.w)
-			hRes[k] = append(hRes[k], res)
-		}
-	}
-	for _, l := range hLibs {
-		row := namedH{name: l.name}
-		for _, w := range waiters {
-			row.byW = append(row.byW, medH(hRes[hkey(l.name, w)]))
-		}
-		rep.hot = append(rep.hot, row)
-	}
-
-	// 3. 1,000 distinct keys
-	kRes := map[string][]float64{}
-	for r := range *rounds {
-		for _, i := range rng.Perm(len(uLibs)) {
-			l := uLibs[i]
-			v, err := measureDistinct(l, one, fmt.Sprintf("k/%d/%d", r, i), instances, keyWorkers, nKeys, *keysDur)
-			if err != nil {
-				fail(err)
-			}
-			log.Printf("1000 keys r%d %-40s %8.0f cycles/s", r, l.name, v)
-			kRes[l.name] = append(kRes[l.name], v)
-		}
-	}
-	for _, l := range uLibs {
-		rep.keys = append(rep.keys, namedF{l.name, median(kRes[l.name])})
-	}
-
-	// 4. redlock vs redsync, 5 nodes
-	if !*noRedlock {
-		rLibs := []lib{redlockLib, redsyncLib("redsync (5 pools)")}
-		rU := map[string][]uncontended{}
-		rH := map[string][]handoff{}
-		hL := []lib{redlockLib, redsyncLib("redsync 5 pools default (32 tries, 50-250ms)"),
-			redsyncLib("redsync 5 pools best (1M tries, 1ms)", redsync.WithTries(1_000_000), redsync.WithRetryDelay(time.Millisecond))}
+	if !*scaleOnly {
+		// 1. uncontended
+		uLibs := []lib{rawLib, distlockLib, redislockPlain, redsyncPlain}
+		uRes := map[string][]uncontended{}
 		for r := range *rounds {
-			for _, i := range rng.Perm(len(rLibs)) {
-				l := rLibs[i]
-				res, err := measureUncontended(l, five, fmt.Sprintf("ru/%d/%d", r, i), *cycles)
+			for _, i := range rng.Perm(len(uLibs)) {
+				l := uLibs[i]
+				res, err := measureUncontended(l, one, fmt.Sprintf("u/%d/%d", r, i), *cycles)
 				if err != nil {
 					fail(err)
 				}
-				log.Printf("5-node uncontended r%d %-40s p50 %.1fµs p99 %.1fµs allocs %.1f", r, l.name, res.p50, res.p99, res.allocs)
-				rU[l.name] = append(rU[l.name], res)
+				log.Printf("uncontended r%d %-40s p50 %.1fµs p99 %.1fµs allocs %.1f", r, l.name, res.p50, res.p99, res.allocs)
+				uRes[l.name] = append(uRes[l.name], res)
 			}
-			for _, i := range rng.Perm(len(hL)) {
-				l := hL[i]
-				res, err := measureHandoff(l, five, fmt.Sprintf("rh/%d/%d", r, i), instances, 16, *dur)
+		}
+		for _, l := range uLibs {
+			rep.unc = append(rep.unc, namedU{l.name, medU(uRes[l.name])})
+		}
+
+		// 2. hot key
+		hLibs := []lib{distlockLib, redislockDefault, redsyncDefault, redislockBest, redsyncBest}
+		hRes := map[string][]handoff{}
+		for r := range *rounds {
+			type job struct {
+				l lib
+				w int
+			}
+			var jobs []job
+			for _, l := range hLibs {
+				for _, w := range waiters {
+					jobs = append(jobs, job{l, w})
+				}
+			}
+			rng.Shuffle(len(jobs), func(i, j int) { jobs[i], jobs[j] = jobs[j], jobs[i] })
+			for i, j := range jobs {
+				res, err := measureHandoff(j.l, one, fmt.Sprintf("hot/%d/%d", r, i), instances, j.w, *hold, *dur)
 				if err != nil {
 					fail(err)
 				}
-				log.Printf("5-node hot-key r%d w=16 %-50s %8.0f/s (to other %8.0f/s) p50 %9.1fµs p99 %9.1fµs gave-up %.0f errs %.0f", r, l.name, res.perSec, res.otherSec, res.p50, res.p99, res.failures, res.errs)
-				rH[l.name] = append(rH[l.name], res)
+				log.Printf("hot-key r%d w=%-3d %-55s %8.0f handoffs/s p50 %9.1fµs p99 %9.1fµs wait p99 %9.1fµs cmds %.1f cpu %.0fµs gave-up %.0f errs %.0f", r, j.w, j.l.name, res.perSec, res.p50, res.p99, res.waitP99, res.cmds, res.cpu, res.failures, res.errs)
+				k := hkey(j.l.name, j.w)
+				hRes[k] = append(hRes[k], res)
 			}
 		}
-		for _, l := range rLibs {
-			rep.rlU = append(rep.rlU, namedU{l.name, medU(rU[l.name])})
+		for _, l := range hLibs {
+			row := namedH{name: l.name}
+			for _, w := range waiters {
+				row.byW = append(row.byW, medH(hRes[hkey(l.name, w)]))
+			}
+			rep.hot = append(rep.hot, row)
 		}
-		for _, l := range hL {
-			rep.rlH = append(rep.rlH, namedH{l.name, []handoff{medH(rH[l.name])}})
+
+		// 3. 1,000 distinct keys
+		kRes := map[string][]float64{}
+		for r := range *rounds {
+			for _, i := range rng.Perm(len(uLibs)) {
+				l := uLibs[i]
+				v, err := measureDistinct(l, one, fmt.Sprintf("k/%d/%d", r, i), instances, keyWorkers, nKeys, *keysDur)
+				if err != nil {
+					fail(err)
+				}
+				log.Printf("1000 keys r%d %-40s %8.0f cycles/s", r, l.name, v)
+				kRes[l.name] = append(kRes[l.name], v)
+			}
+		}
+		for _, l := range uLibs {
+			rep.keys = append(rep.keys, namedF{l.name, median(kRes[l.name])})
+		}
+
+		// 4. redlock vs redsync, 5 nodes
+		if !*noRedlock {
+			rLibs := []lib{redlockLib, redsyncLib("redsync (5 pools)")}
+			rU := map[string][]uncontended{}
+			rH := map[string][]handoff{}
+			hL := []lib{redlockLib, redsyncLib("redsync 5 pools default (32 tries, 50-250ms)"),
+				redsyncLib("redsync 5 pools best (1M tries, 1ms)", redsync.WithTries(1_000_000), redsync.WithRetryDelay(time.Millisecond))}
+			for r := range *rounds {
+				for _, i := range rng.Perm(len(rLibs)) {
+					l := rLibs[i]
+					res, err := measureUncontended(l, five, fmt.Sprintf("ru/%d/%d", r, i), *cycles)
+					if err != nil {
+						fail(err)
+					}
+					log.Printf("5-node uncontended r%d %-40s p50 %.1fµs p99 %.1fµs allocs %.1f", r, l.name, res.p50, res.p99, res.allocs)
+					rU[l.name] = append(rU[l.name], res)
+				}
+				for _, i := range rng.Perm(len(hL)) {
+					l := hL[i]
+					res, err := measureHandoff(l, five, fmt.Sprintf("rh/%d/%d", r, i), instances, 16, *hold, *dur)
+					if err != nil {
+						fail(err)
+					}
+					log.Printf("5-node hot-key r%d w=16 %-50s %8.0f handoffs/s p50 %9.1fµs p99 %9.1fµs wait p99 %9.1fµs cmds %.1f cpu %.0fµs gave-up %.0f errs %.0f", r, l.name, res.perSec, res.p50, res.p99, res.waitP99, res.cmds, res.cpu, res.failures, res.errs)
+					rH[l.name] = append(rH[l.name], res)
+				}
+			}
+			for _, l := range rLibs {
+				rep.rlU = append(rep.rlU, namedU{l.name, medU(rU[l.name])})
+			}
+			for _, l := range hL {
+				rep.rlH = append(rep.rlH, namedH{l.name, []handoff{medH(rH[l.name])}})
+			}
 		}
 	}
 
 	// 5. scale
 	if *scaleF != "" {
-		for _, f := range strings.Split(*scaleF, ",") {
-			n, err := strconv.Atoi(strings.TrimSpace(f))
-			if err != nil || n < 1 {
-				fail(fmt.Errorf("bad -scale %q", *scaleF))
-			}
-			res, err := measureScale(srvs[0].addr, n, *scaleTTL, *scaleWin)
-			if err != nil {
-				log.Printf("scale %d: %v", n, err)
-				rep.scaleErr = append(rep.scaleErr, fmt.Sprintf("%d leases: %v", n, err))
-				continue
-			}
-			log.Printf("scale %d: %+v", n, res)
-			rep.scale = append(rep.scale, res)
+		targets, stop, err := scaleTargets(srvs[0].addr, five)
+		if err != nil {
+			fail(err)
 		}
+		rep.scaleTargets = targets
+		for _, t := range targets {
+			sizes := *scaleF
+			if t.name == "zookeeper" || t.name == "mysql (row)" {
+				sizes = *scaleSmallF
+			}
+			for _, f := range strings.Split(sizes, ",") {
+				n, err := strconv.Atoi(strings.TrimSpace(f))
+				if err != nil || n < 1 {
+					stop()
+					fail(fmt.Errorf("bad -scale %q", sizes))
+				}
+				res, err := measureScale(t, n, max(*scaleWin, t.ttl/3))
+				if err != nil {
+					log.Printf("scale %s %d: %v", t.name, n, err)
+					rep.scaleErr = append(rep.scaleErr, fmt.Sprintf("%s, %d leases: %v", t.name, n, err))
+					continue
+				}
+				log.Printf("scale %s %d: %+v", t.name, n, res)
+				rep.scale = append(rep.scale, res)
+			}
+		}
+		stop()
 	}
 	rep.elapsed = time.Since(start)
 	rep.redisVersion = redisVersion(*redisBin)
@@ -244,11 +263,12 @@ func medU(rs []uncontended) uncontended {
 }
 
 func medH(rs []handoff) handoff {
-	var a, b, c, d, e, o []float64
+	var a, b, c, d, e, w, m, u []float64
 	for _, r := range rs {
-		a, b, c, d, e, o = append(a, r.perSec), append(b, r.p50), append(c, r.p99), append(d, r.failures), append(e, r.errs), append(o, r.otherSec)
+		a, b, c, d, e = append(a, r.perSec), append(b, r.p50), append(c, r.p99), append(d, r.failures), append(e, r.errs)
+		w, m, u = append(w, r.waitP99), append(m, r.cmds), append(u, r.cpu)
 	}
-	return handoff{perSec: median(a), otherSec: median(o), p50: median(b), p99: median(c), failures: median(d), errs: median(e)}
+	return handoff{perSec: median(a), p50: median(b), p99: median(c), waitP99: median(w), cmds: median(m), cpu: median(u), failures: median(d), errs: median(e)}
 }
 
 func redisVersion(bin string) string {

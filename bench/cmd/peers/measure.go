@@ -7,6 +7,8 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -82,15 +84,26 @@ func measureUncontended(l lib, addrs []string, key string, cycles int) (unconten
 func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
 
 type handoff struct {
-	perSec, p50, p99 float64 // acquisitions/s, µs, µs
-	otherSec         float64 // acquisitions/s by a goroutine other than the previous holder
-	failures         float64 // acquisitions that gave up (retry limit), per run
-	errs             float64 // other errors
+	perSec   float64 // handoffs (acquisitions) per second
+	p50, p99 float64 // release → next holder's acquire, µs
+	waitP99  float64 // Acquire call → return, µs
+	cmds     float64 // commands the server(s) processed per handoff
+	cpu      float64 // server CPU µs per handoff
+	failures float64 // acquisitions that gave up (retry limit), per run
+	errs     float64 // other errors
 }
 
 // measureHandoff: waiters goroutines over nInst instances contend for one
-// key with zero hold time for dur.
-func measureHandoff(l lib, addrs []string, key string, nInst, waiters int, dur time.Duration) (handoff, error) {
+// key, holding it for hold each time, for dur. The hold lets the others
+// start waiting (with zero hold, two polite goroutines merely alternate
+// without ever waiting). A goroutine that released does not try
+// again until another goroutine has acquired, so every acquisition is a
+// handoff to a goroutine that wanted the lock, and the lock is never kept
+// busy by a releaser re-grabbing it (which would measure starvation of the
+// waiters, not how fast a free lock reaches them). The release→acquire
+// latency is recorded when the new holder's Acquire call had started before
+// the release (it was waiting, not arriving late).
+func measureHandoff(l lib, addrs []string, key string, nInst, waiters int, hold, dur time.Duration) (handoff, error) {
 	ins := make([]inst, nInst)
 	for i := range ins {
 		ins[i] = l.make(addrs)
@@ -112,24 +125,28 @@ func measureHandoff(l lib, addrs []string, key string, nInst, waiters int, dur t
 			return handoff{}, fmt.Errorf("%s warm-up: %w", l.name, err)
 		}
 	}
+	load0, err := serverLoad(addrs)
+	if err != nil {
+		return handoff{}, err
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), dur)
 	defer cancel()
 	var (
 		base        = time.Now()
-		lastRelease atomic.Int64
-		lastHolder  atomic.Int64
+		lastRelease atomic.Int64 // ns since base, stored just before each release
 		count       atomic.Int64
-		others      atomic.Int64
 		fails, errs atomic.Int64
 		mu          sync.Mutex
-		lat         []time.Duration
+		lat, waits  []time.Duration
 		wg          sync.WaitGroup
+		turn        = newEpoch(ctx)
 	)
 	for g := range waiters {
 		acq := ins[g%nInst].bind(key, true)
 		wg.Go(func() {
-			var mine []time.Duration
+			var mine, waited []time.Duration
 			for ctx.Err() == nil {
+				called := int64(time.Since(base))
 				h, err := acq(ctx)
 				if err != nil {
 					if ctx.Err() != nil {
@@ -144,37 +161,118 @@ func measureHandoff(l lib, addrs []string, key string, nInst, waiters int, dur t
 					continue
 				}
 				now := int64(time.Since(base))
-				// Latency only for handoffs to another goroutine: a polling
-				// releaser re-grabbing at once is not a handoff.
-				if r := lastRelease.Load(); r != 0 && lastHolder.Load() != int64(g) {
+				if r := lastRelease.Load(); r > called {
 					mine = append(mine, time.Duration(now-r))
-					others.Add(1)
 				}
-				lastHolder.Store(int64(g))
+				waited = append(waited, time.Duration(now-called))
 				count.Add(1)
+				e := turn.advance()
+				time.Sleep(hold)
 				lastRelease.Store(int64(time.Since(base)))
 				rctx, rcancel := context.WithTimeout(context.Background(), 5*time.Second)
 				if err := h.release(rctx); err != nil {
 					errs.Add(1)
 				}
 				rcancel()
+				turn.waitPast(e) // let another goroutine have it first
 			}
 			mu.Lock()
 			lat = append(lat, mine...)
+			waits = append(waits, waited...)
 			mu.Unlock()
 		})
 	}
 	wg.Wait()
 	el := time.Since(base)
+	load1, err := serverLoad(addrs)
+	if err != nil {
+		return handoff{}, err
+	}
 	slices.Sort(lat)
+	slices.Sort(waits)
+	n := float64(max(count.Load(), 1))
 	return handoff{
+		cmds:     float64(load1.cmds-load0.cmds) / n,
+		cpu:      (load1.cpu - load0.cpu) * 1e6 / n,
 		perSec:   float64(count.Load()) / el.Seconds(),
-		otherSec: float64(others.Load()) / el.Seconds(),
 		p50:      us(pct(lat, .5)),
 		p99:      us(pct(lat, .99)),
+		waitP99:  us(pct(waits, .99)),
 		failures: float64(fails.Load()),
 		errs:     float64(errs.Load()),
 	}, nil
+}
+
+// load is what the servers have done so far.
+type load struct {
+	cmds int64   // total_commands_processed
+	cpu  float64 // used_cpu_user + used_cpu_sys, seconds
+}
+
+// serverLoad sums INFO stats and cpu over addrs.
+func serverLoad(addrs []string) (load, error) {
+	var l load
+	for _, a := range addrs {
+		c := newClient(a)
+		info, err := c.Info(context.Background(), "stats", "cpu").Result()
+		_ = c.Close()
+		if err != nil {
+			return l, fmt.Errorf("INFO on %s: %w", a, err)
+		}
+		for _, line := range strings.Split(info, "\n") {
+			k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+			if !ok {
+				continue
+			}
+			switch k {
+			case "total_commands_processed":
+				n, _ := strconv.ParseInt(v, 10, 64)
+				l.cmds += n
+			case "used_cpu_user", "used_cpu_sys":
+				f, _ := strconv.ParseFloat(v, 64)
+				l.cpu += f
+			}
+		}
+	}
+	return l, nil
+}
+
+// epoch counts acquisitions; waitPast blocks until the count passes a value
+// or the run ends.
+type epoch struct {
+	mu   sync.Mutex
+	cond *sync.Cond
+	n    int64
+	done bool
+}
+
+func newEpoch(ctx context.Context) *epoch {
+	e := &epoch{}
+	e.cond = sync.NewCond(&e.mu)
+	context.AfterFunc(ctx, func() {
+		e.mu.Lock()
+		e.done = true
+		e.mu.Unlock()
+		e.cond.Broadcast()
+	})
+	return e
+}
+
+func (e *epoch) advance() int64 {
+	e.mu.Lock()
+	e.n++
+	n := e.n
+	e.mu.Unlock()
+	e.cond.Broadcast()
+	return n
+}
+
+func (e *epoch) waitPast(n int64) {
+	e.mu.Lock()
+	for e.n <= n && !e.done {
+		e.cond.Wait()
+	}
+	e.mu.Unlock()
 }
 
 // measureDistinct: goroutines over nInst instances cycle through nKeys

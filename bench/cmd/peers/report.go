@@ -29,6 +29,7 @@ type report struct {
 	hot, rlH     []namedH
 	keys         []namedF
 	scale        []scaleResult
+	scaleTargets []scaleTarget
 	scaleErr     []string
 	elapsed      time.Duration
 	redisVersion string
@@ -56,15 +57,19 @@ func (r *report) markdown() []byte {
 	}
 	p("\nfloor = SET NX PX + EVALSHA compare-and-delete; distlock = TryAcquire+Release (ctx Background, default auto-refresh on, TTL 10s); redislock = Obtain+Release; redsync = TryLockContext+UnlockContext on a reused Mutex. Allocations are process-wide mallocs during the loop / cycles (the harness adds ~1-2 per cycle to every row).\n\n")
 
-	p("## 2. Hot key: handoffs (zero hold time, waiters over %d clients, %s per run)\n\n", instances, *dur)
-	p("| library / config | waiters | acquisitions/s | handoffs to another waiter/s | release→other's acquire p50 µs | p99 µs | gave up (per run) |\n|---|---:|---:|---:|---:|---:|---:|\n")
+	p("## 2. Hot key: handoffs (hold time %s, waiters over %d clients, %s per run)\n\n", *hold, instances, *dur)
+	p("| library / config | waiters | handoffs/s | release→next acquire p50 µs | p99 µs | p50 vs distlock | wait p99 ms | server cmds/handoff | server CPU µs/handoff | gave up (per run) |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	var ours []handoff
+	if len(r.hot) > 0 {
+		ours = r.hot[0].byW
+	}
 	for _, h := range r.hot {
 		for i, w := range r.waiters {
 			x := h.byW[i]
-			p("| %s | %d | %.0f | %.0f | %.1f | %.1f | %.0f |\n", h.name, w, x.perSec, x.otherSec, x.p50, x.p99, x.failures)
+			p("| %s | %d | %.0f | %.1f | %.1f | %s | %.1f | %.1f | %.0f | %.0f |\n", h.name, w, x.perSec, x.p50, x.p99, ratio(x.p50, ours[i].p50), x.waitP99/1000, x.cmds, x.cpu, x.failures)
 		}
 	}
-	p("\ndistlock uses its default (pub/sub wake-up, no attempt limit). redislock's default is no retry; \"default\" is the README/example retry `LimitRetry(LinearBackoff(100ms), 3)`. redsync's default is 32 tries with 50–250ms random delay (gives up after ~4.6s of contention). Latency is measured only when the lock passes to a different goroutine than the one that released it (a polling releaser that re-grabs the key at once is not a handoff; its share is acquisitions/s minus handoffs/s). \"gave up\" counts acquisitions that returned ErrNotObtained / ErrFailed / ErrTaken; the waiter then tries again.\n\n")
+	p("\ndistlock uses its default (pub/sub wake-up, no attempt limit). redislock's default is no retry; \"default\" is the README/example retry `LimitRetry(LinearBackoff(100ms), 3)`. redsync's default is 32 tries with 50–250ms random delay (gives up after ~4.6s of contention). Every goroutine loops acquire → hold → release → wait until another goroutine has acquired → acquire again, so every acquisition is a handoff to a goroutine that wanted the lock, and the hold gives the others time to start waiting; without the wait-for-another rule a polling releaser re-grabs the free key at once and its waiters starve, which flatters pollers' throughput and latency. release→next acquire runs from just before the holder's Release call to the return of the next holder's Acquire, counted when that Acquire had started before the release (a real waiter). \"p50 vs distlock\" is the peer's p50 over distlock's at the same waiter count. \"wait p99\" is the 99th percentile of the whole Acquire call (queueing behind other waiters included). \"server cmds/handoff\" and \"server CPU µs/handoff\" are the redis-server's total_commands_processed and used_cpu_user+sys (INFO) over the run / handoffs: the price of short polling intervals. \"gave up\" counts acquisitions that returned ErrNotObtained / ErrFailed / ErrTaken; the waiter then tries again.\n\n")
 	p("![handoff p50](handoff.svg)\n\n")
 
 	p("## 3. 1,000 distinct keys, %d goroutines over %d clients (%s per run)\n\n| library | cycles/s |\n|---|---:|\n", keyWorkers, instances, *keysDur)
@@ -81,24 +86,38 @@ func (r *report) markdown() []byte {
 		if len(r.unc) > 1 {
 			p("\ndistlock redlock p50 / distlock redis (1 node) p50 = %.2f×\n", r.rlU[0].u.p50/r.unc[1].u.p50)
 		}
-		p("\n| hot key, 16 waiters | acquisitions/s | handoffs to another/s | p50 µs | p99 µs | gave up |\n|---|---:|---:|---:|---:|---:|\n")
+		p("\n| hot key, 16 waiters | handoffs/s | release→next acquire p50 µs | p99 µs | p50 vs distlock | wait p99 ms | server cmds/handoff (5 nodes) | server CPU µs/handoff | gave up |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 		for _, h := range r.rlH {
 			x := h.byW[0]
-			p("| %s | %.0f | %.0f | %.1f | %.1f | %.0f |\n", h.name, x.perSec, x.otherSec, x.p50, x.p99, x.failures)
+			p("| %s | %.0f | %.1f | %.1f | %s | %.1f | %.1f | %.0f | %.0f |\n", h.name, x.perSec, x.p50, x.p99, ratio(x.p50, r.rlH[0].byW[0].p50), x.waitP99/1000, x.cmds, x.cpu, x.failures)
 		}
 		p("\n")
 	}
 
 	if len(r.scale) > 0 || len(r.scaleErr) > 0 {
-		p("## 5. Scale: N distlock redis leases with auto-refresh (TTL %s) in one process, one client\n\n", *scaleTTL)
-		p("| leases | acquire all (s) | heap B/lease | goroutines Δ | EVALSHA/s on server | expected N/(ttl/3) | pipelines/s | cmds/pipeline | non-pipelined cmds/s | leases lost |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+		p("## 5. Scale: N leases held at once with auto-refresh, one Locker per backend\n\n")
+		p("| backend | leases | TTL | acquire all (s) | heap B/lease | goroutines Δ | connections (Δ) | refreshes due/s N/(ttl/3) | lease refreshes/s on server | requests/s | leases per request | lost |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 		for _, s := range r.scale {
-			p("| %d | %.1f | %.0f | %d | %.0f | %.0f | %.1f | %.0f | %.0f | %d |\n", s.n, s.acquireSec, s.heapPerLease, s.goroutineDelta, s.evalshaPerSec, s.expectedSec, s.pipesPerSec, s.cmdsPerPipe, s.singlePerSec, s.lost)
+			p("| %s | %d | %s | %.1f | %.0f | %d | %d (%+d) | ", s.target, s.n, s.ttl, s.acquireSec, s.heapPerLease, s.goroutineDelta, s.connsAll, s.conns)
+			switch {
+			case !s.hasTraffic:
+				p("%.0f | in-process | – | – | %d |\n", s.dueSec, s.lost)
+			case s.refreshSec == 0:
+				p("none (session) | 0 | %.1f | – | %d |\n", s.requestsSec, s.lost)
+			default:
+				p("%.0f | %.0f | %.1f | %s | %d |\n", s.dueSec, s.refreshSec, s.requestsSec, ratio(s.refreshSec, s.requestsSec), s.lost)
+			}
 		}
 		for _, e := range r.scaleErr {
 			p("\n- failed: %s\n", e)
 		}
-		p("\nheap is HeapAlloc after GC with all leases held minus before, / N (includes the caller's []*Lease). Refresh traffic is counted over %s: EVALSHA from the server's INFO commandstats, pipelines from a go-redis hook on the client.\n", *scaleWin)
+		p("\nOne process, one Locker (one client or pool) per backend; 32 goroutines acquire the N keys, then the leases stay held for a window of max(%s, ttl/3) while the Locker's refresh scheduler keeps them alive. heap = HeapAlloc after GC with all leases held minus before, / N (includes the caller's []*Lease; for memory it includes the in-process lock table, the \"server\"). goroutines Δ and connections are counted with all leases held, after the acquiring goroutines ended; connections are this process's established TCP connections to the backend's servers (all of them, including the stats probe's) and, in brackets, the change from before the Locker was opened: the pool, not the lease count, bounds them. What each traffic column counts:\n\n", *scaleWin)
+		for _, t := range r.scaleTargets {
+			if t.requests != "" {
+				p("- %s: lease refreshes = %s; requests = %s\n", t.name, t.refresh, t.requests)
+			}
+		}
+		p("\n")
 	}
 	return []byte(b.String())
 }
@@ -163,6 +182,14 @@ func (r *report) svg() []byte {
 	}
 	p("</svg>\n")
 	return []byte(b.String())
+}
+
+// ratio formats a/b as "N×", or "–" when either is missing.
+func ratio(a, b float64) string {
+	if a <= 0 || b <= 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.1f×", a/b)
 }
 
 func fmtUS(v float64) string {

@@ -1,23 +1,37 @@
 package main
 
 import (
+	"bufio"
 	"context"
+	"database/sql"
+	"errors"
 	"fmt"
 	"net"
+	"os"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	gosql "github.com/go-sql-driver/mysql"
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/testserver"
+	"github.com/distlock/distlock/memory"
 	dlredis "github.com/distlock/distlock/redis"
+	"github.com/distlock/distlock/redlock"
+
+	_ "github.com/distlock/distlock/memcached"
+	_ "github.com/distlock/distlock/mysql"
+	_ "github.com/distlock/distlock/zookeeper"
 )
 
-// pipeHook counts pipelines and the commands sent in them.
+// pipeHook counts the round trips a go-redis client makes: pipelines (and
+// the commands in them) and single commands.
 type pipeHook struct{ pipes, pipedCmds, single atomic.Int64 }
 
 func (h *pipeHook) DialHook(next goredis.DialHook) goredis.DialHook { return next }
@@ -35,44 +49,90 @@ func (h *pipeHook) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis
 	}
 }
 
+func (h *pipeHook) trips() int64 { return h.pipes.Load() + h.single.Load() }
+
+// traffic is what the servers of one scale target have done so far.
+type traffic struct {
+	requests int64 // requests (round trips) the client sent
+	refresh  int64 // lease refreshes the server(s) performed
+}
+
+// scaleTarget is one backend under the scale measurement.
+type scaleTarget struct {
+	name string
+	ttl  time.Duration
+	// addrs are the servers; connections from this process to them are
+	// counted. Empty: in-process backend.
+	addrs []string
+	// open returns a Locker over fresh clients whose keys start with
+	// prefix, and a probe for its traffic (nil: no server).
+	open func(prefix string) (distlock.Locker, func() (traffic, error), error)
+	// requests and refresh say what the traffic probe counts.
+	requests, refresh string
+}
+
 type scaleResult struct {
-	n                          int
-	acquireSec                 float64
-	heapPerLease               float64
-	goroutineDelta             int
-	evalshaPerSec, expectedSec float64
-	pipesPerSec, cmdsPerPipe   float64
-	singlePerSec               float64
-	lost                       int
+	target          string
+	n               int
+	ttl             time.Duration
+	acquireSec      float64
+	heapPerLease    float64
+	goroutineDelta  int
+	conns, connsAll int // connections to the servers: the Locker's; all of this process's
+	dueSec          float64
+	requestsSec     float64
+	refreshSec      float64
+	lost            int
+	hasTraffic      bool
 }
 
-func commandCalls(ctx context.Context, c *goredis.Client, cmd string) int64 {
-	s, err := c.Info(ctx, "commandstats").Result()
-	if err != nil {
-		return -1
-	}
-	for _, line := range strings.Split(s, "\n") {
-		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_"+cmd+":calls="); ok {
-			n, _ := strconv.ParseInt(rest[:strings.IndexByte(rest, ',')], 10, 64)
-			return n
-		}
-	}
-	return 0
-}
+// settle is the pause before counting goroutines: idle pooled goroutines
+// of the Redis-based drivers exit after 1s.
+const settle = 1500 * time.Millisecond
 
-func measureScale(addr string, n int, ttl, window time.Duration) (scaleResult, error) {
+// measureScale acquires n leases with auto-refresh (TTL t.ttl) through one
+// Locker, then counts memory, goroutines, connections and, over window, the
+// refresh traffic; then closes the Locker (releasing everything).
+func measureScale(t scaleTarget, n int, window time.Duration) (r scaleResult, err error) {
 	ctx := context.Background()
-	r := scaleResult{n: n}
-	stats := goredis.NewClient(&goredis.Options{Addr: addr})
-	defer stats.Close()
-	client := goredis.NewClient(&goredis.Options{Addr: addr})
-	hook := &pipeHook{}
-	client.AddHook(hook)
-	l := dlredis.New(client, dlredis.WithPrefix(fmt.Sprintf("scale%d:", n)), dlredis.WithCloseClient())
-	// warm-up so the pool and scripts exist before the baseline
-	if ls, err := l.TryAcquire(ctx, "warm", distlock.WithTTL(ttl)); err == nil {
-		_ = ls.Release(ctx)
+	r = scaleResult{target: t.name, n: n, ttl: t.ttl}
+	prefix := fmt.Sprintf("scale%d-%d/", n, time.Now().UnixNano())
+	connsBefore := connections(t.addrs)
+	l, probe, err := t.open(prefix)
+	if err != nil {
+		return r, err
 	}
+	defer func() {
+		if cerr := l.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("close: %w", cerr)
+		}
+	}()
+	// Warm-up with the acquirers' concurrency, so that connection pools,
+	// scripts and tables exist before the baseline; then let pooled idle
+	// goroutines exit (redisscript.Background keeps them for 1s).
+	const workers = 32
+	var wg sync.WaitGroup
+	var firstErr atomic.Pointer[error]
+	for w := range workers {
+		wg.Go(func() {
+			for i := range 25 {
+				ls, err := l.TryAcquire(ctx, fmt.Sprintf("warm/%d/%d", w, i), distlock.WithTTL(t.ttl))
+				if err == nil {
+					err = ls.Release(ctx)
+				}
+				if err != nil {
+					err = fmt.Errorf("warm-up: %w", err)
+					firstErr.CompareAndSwap(nil, &err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if p := firstErr.Load(); p != nil {
+		return r, *p
+	}
+	time.Sleep(settle)
 	runtime.GC()
 	runtime.GC()
 	var m0, m1 runtime.MemStats
@@ -80,15 +140,16 @@ func measureScale(addr string, n int, ttl, window time.Duration) (scaleResult, e
 	g0 := runtime.NumGoroutine()
 	leases := make([]*distlock.Lease, n)
 	start := time.Now()
-	var wg sync.WaitGroup
-	var firstErr atomic.Pointer[error]
-	const workers = 32
+	actx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	defer cancel()
 	for w := range workers {
 		wg.Go(func() {
-			for i := w; i < n; i += workers {
-				ls, err := l.TryAcquire(ctx, "lease/"+strconv.Itoa(i), distlock.WithTTL(ttl))
+			for i := w; i < n && actx.Err() == nil; i += workers {
+				ls, err := l.TryAcquire(actx, "lease/"+strconv.Itoa(i), distlock.WithTTL(t.ttl))
 				if err != nil {
+					err = fmt.Errorf("acquire %d: %w", i, err)
 					firstErr.CompareAndSwap(nil, &err)
+					cancel()
 					return
 				}
 				leases[i] = ls
@@ -98,36 +159,319 @@ func measureScale(addr string, n int, ttl, window time.Duration) (scaleResult, e
 	wg.Wait()
 	r.acquireSec = time.Since(start).Seconds()
 	if p := firstErr.Load(); p != nil {
-		_ = l.Close()
 		return r, *p
 	}
-	time.Sleep(100 * time.Millisecond)
+	time.Sleep(settle)
 	runtime.GC()
 	runtime.GC()
 	runtime.ReadMemStats(&m1)
 	r.heapPerLease = (float64(m1.HeapAlloc) - float64(m0.HeapAlloc)) / float64(n)
 	r.goroutineDelta = runtime.NumGoroutine() - g0
-	// Refresh traffic over the window.
-	e0, p0, c0, s0 := commandCalls(ctx, stats, "evalsha"), hook.pipes.Load(), hook.pipedCmds.Load(), hook.single.Load()
-	t0 := time.Now()
-	time.Sleep(window)
-	el := time.Since(t0).Seconds()
-	e1, p1, c1, s1 := commandCalls(ctx, stats, "evalsha"), hook.pipes.Load(), hook.pipedCmds.Load(), hook.single.Load()
-	r.evalshaPerSec = float64(e1-e0) / el
-	r.expectedSec = float64(n) / (ttl / 3).Seconds()
-	r.pipesPerSec = float64(p1-p0) / el
-	if p1 > p0 {
-		r.cmdsPerPipe = float64(c1-c0) / float64(p1-p0)
+	if os.Getenv("SCALE_DUMP") == t.name {
+		_ = pprof.Lookup("goroutine").WriteTo(os.Stderr, 1)
+		if f, err := os.Create("/tmp/scale-heap.pprof"); err == nil {
+			_ = pprof.Lookup("heap").WriteTo(f, 0)
+			f.Close()
+		}
 	}
-	r.singlePerSec = float64(s1-s0) / el
+	r.connsAll = connections(t.addrs)
+	r.conns = r.connsAll - connsBefore
+	r.dueSec = float64(n) / (t.ttl / 3).Seconds()
+	if probe != nil {
+		r.hasTraffic = true
+		t0, err := probe()
+		if err != nil {
+			return r, err
+		}
+		s := time.Now()
+		time.Sleep(window)
+		el := time.Since(s).Seconds()
+		t1, err := probe()
+		if err != nil {
+			return r, err
+		}
+		r.requestsSec = float64(t1.requests-t0.requests) / el
+		r.refreshSec = float64(t1.refresh-t0.refresh) / el
+	} else {
+		time.Sleep(window)
+	}
 	for _, ls := range leases {
 		if ls.Err() != nil {
 			r.lost++
 		}
 	}
 	runtime.KeepAlive(leases)
-	_ = l.Close() // releases every lease
 	return r, nil
 }
 
-var _ = net.JoinHostPort
+// connections counts this host's established TCP connections to addrs
+// (the client ends: remote port is a server's); the servers are local.
+func connections(addrs []string) int {
+	if len(addrs) == 0 {
+		return 0
+	}
+	ports := map[string]bool{}
+	for _, a := range addrs {
+		if _, p, err := net.SplitHostPort(a); err == nil {
+			n, _ := strconv.Atoi(p)
+			ports[fmt.Sprintf("%04X", n)] = true
+		}
+	}
+	count := 0
+	for _, f := range []string{"/proc/self/net/tcp", "/proc/self/net/tcp6"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n")[1:] {
+			fs := strings.Fields(line)
+			if len(fs) < 4 || fs[3] != "01" { // ESTABLISHED
+				continue
+			}
+			if _, port, ok := strings.Cut(fs[2], ":"); ok && ports[port] {
+				count++
+			}
+		}
+	}
+	return count
+}
+
+// ---- the targets.
+
+func redisTarget(addr string, ttl time.Duration) scaleTarget {
+	return scaleTarget{
+		name: "redis", ttl: ttl, addrs: []string{addr},
+		requests: "pipelines + single commands sent", refresh: "EVALSHA run by the server",
+		open: func(prefix string) (distlock.Locker, func() (traffic, error), error) {
+			client := goredis.NewClient(&goredis.Options{Addr: addr})
+			hook := &pipeHook{}
+			client.AddHook(hook)
+			l := dlredis.New(client, dlredis.WithPrefix(prefix), dlredis.WithCloseClient())
+			return l, func() (traffic, error) {
+				e, err := commandCalls(addr, "evalsha")
+				return traffic{hook.trips(), e}, err
+			}, nil
+		},
+	}
+}
+
+func redlockTarget(addrs []string, ttl time.Duration) scaleTarget {
+	return scaleTarget{
+		name: fmt.Sprintf("redlock (%d nodes)", len(addrs)), ttl: ttl, addrs: addrs,
+		requests: "pipelines + single commands sent, all nodes", refresh: "EVALSHA run, per node",
+		open: func(prefix string) (distlock.Locker, func() (traffic, error), error) {
+			clients := make([]goredis.UniversalClient, len(addrs))
+			hook := &pipeHook{}
+			for i, a := range addrs {
+				c := goredis.NewClient(&goredis.Options{Addr: a, ContextTimeoutEnabled: true})
+				c.AddHook(hook)
+				clients[i] = c
+			}
+			l := redlock.New(clients, redlock.WithPrefix(prefix), redlock.WithCloseClients())
+			return l, func() (traffic, error) {
+				var total int64
+				for _, a := range addrs {
+					e, err := commandCalls(a, "evalsha")
+					if err != nil {
+						return traffic{}, err
+					}
+					total += e
+				}
+				return traffic{hook.trips(), total / int64(len(addrs))}, nil
+			}, nil
+		},
+	}
+}
+
+func memoryTarget(ttl time.Duration) scaleTarget {
+	return scaleTarget{
+		name: "memory", ttl: ttl,
+		open: func(prefix string) (distlock.Locker, func() (traffic, error), error) {
+			return memory.New(memory.NewNamespace()), nil, nil
+		},
+	}
+}
+
+func memcachedTarget(addr string, ttl time.Duration) scaleTarget {
+	return scaleTarget{
+		name: "memcached", ttl: ttl, addrs: []string{addr},
+		requests: "cmd_get + cmd_set + cmd_touch (stats)", refresh: "cas_hits",
+		open: func(prefix string) (distlock.Locker, func() (traffic, error), error) {
+			l, err := distlock.Open(context.Background(), "memcached://"+addr+"?prefix="+prefix)
+			return l, func() (traffic, error) {
+				st, err := textStats(addr, "stats\r\n", "END\r\n")
+				if err != nil {
+					return traffic{}, err
+				}
+				return traffic{st["cmd_get"] + st["cmd_set"] + st["cmd_touch"], st["cas_hits"]}, nil
+			}, err
+		},
+	}
+}
+
+func zookeeperTarget(addr string, ttl time.Duration) scaleTarget {
+	return scaleTarget{
+		name: "zookeeper", ttl: ttl, addrs: []string{addr},
+		requests: "zk_packets_received (mntr)", refresh: "none: ephemeral nodes live as long as the session",
+		open: func(prefix string) (distlock.Locker, func() (traffic, error), error) {
+			l, err := distlock.Open(context.Background(), "zookeeper://"+addr+"/"+strings.Trim(prefix, "/"))
+			return l, func() (traffic, error) {
+				st, err := textStats(addr, "mntr", "")
+				return traffic{st["zk_packets_received"], 0}, err
+			}, err
+		},
+	}
+}
+
+func mysqlTarget(dsn, addr string, ttl time.Duration) scaleTarget {
+	return scaleTarget{
+		name: "mysql (row)", ttl: ttl, addrs: []string{addr},
+		requests: "Com_update (statements)", refresh: "Handler_update (rows)",
+		open: func(prefix string) (distlock.Locker, func() (traffic, error), error) {
+			cfg, err := gosql.ParseDSN(dsn)
+			if err != nil {
+				return nil, nil, err
+			}
+			table := "scale_" + strings.NewReplacer("/", "", "-", "_").Replace(prefix)
+			u := fmt.Sprintf("mysql://%s:%s@%s/%s?mode=row&table=%s", cfg.User, cfg.Passwd, cfg.Addr, cfg.DBName, table)
+			l, err := distlock.Open(context.Background(), u)
+			if err != nil {
+				return nil, nil, err
+			}
+			db, err := sql.Open("mysql", dsn)
+			if err != nil {
+				_ = l.Close()
+				return nil, nil, err
+			}
+			db.SetMaxOpenConns(1)
+			return closeAlso{l, db.Close}, func() (traffic, error) {
+				var t traffic
+				rows, err := db.Query("SHOW GLOBAL STATUS WHERE Variable_name IN ('Com_update', 'Handler_update')")
+				if err != nil {
+					return t, err
+				}
+				defer rows.Close()
+				for rows.Next() {
+					var k string
+					var v int64
+					if err := rows.Scan(&k, &v); err != nil {
+						return t, err
+					}
+					switch k {
+					case "Com_update":
+						t.requests = v
+					case "Handler_update":
+						t.refresh = v
+					}
+				}
+				return t, rows.Err()
+			}, nil
+		},
+	}
+}
+
+// closeAlso is a Locker that also closes a stats connection.
+type closeAlso struct {
+	distlock.Locker
+	also func() error
+}
+
+func (c closeAlso) Close() error { return errors.Join(c.Locker.Close(), c.also()) }
+
+// commandCalls returns the calls of cmd in INFO commandstats of addr.
+func commandCalls(addr, cmd string) (int64, error) {
+	c := goredis.NewClient(&goredis.Options{Addr: addr})
+	defer c.Close()
+	s, err := c.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(s, "\n") {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_"+cmd+":calls="); ok {
+			n, _ := strconv.ParseInt(rest[:strings.IndexByte(rest, ',')], 10, 64)
+			return n, nil
+		}
+	}
+	return 0, nil
+}
+
+// textStats sends cmd to a memcached ("STAT k v" lines up to end) or
+// ZooKeeper four-letter word ("k\tv" lines up to EOF) server and returns
+// the integer values.
+func textStats(addr, cmd, end string) (map[string]int64, error) {
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Write([]byte(cmd)); err != nil {
+		return nil, err
+	}
+	st := map[string]int64{}
+	sc := bufio.NewScanner(c)
+	for sc.Scan() {
+		line := sc.Text()
+		if end != "" && line+"\r\n" == end {
+			return st, nil
+		}
+		fs := strings.Fields(strings.TrimPrefix(line, "STAT "))
+		if len(fs) == 2 {
+			if v, err := strconv.ParseInt(fs[1], 10, 64); err == nil {
+				st[fs[0]] = v
+			}
+		}
+	}
+	if end != "" {
+		return st, fmt.Errorf("stats from %s: no %q: %v", addr, strings.TrimSpace(end), sc.Err())
+	}
+	return st, sc.Err()
+}
+
+// scaleTargets returns every backend's scale target: redis and redlock on
+// the given servers, and memcached, ZooKeeper and MariaDB started here with
+// the project's test harness; stop stops those.
+func scaleTargets(redisAddr string, redlockAddrs []string) (ts []scaleTarget, stop func(), err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var stops []func() error
+	stop = func() {
+		for _, s := range stops {
+			_ = s()
+		}
+	}
+	defer func() {
+		if err != nil {
+			stop()
+		}
+	}()
+	mc, err := testserver.StartMemcached(ctx, "", testserver.MemcachedConfig{MemoryMB: 512})
+	if err != nil {
+		return nil, nil, err
+	}
+	stops = append(stops, mc.Stop)
+	zk, err := testserver.StartZooKeeper(ctx, "", testserver.ZooKeeperConfig{})
+	if err != nil {
+		return nil, nil, err
+	}
+	stops = append(stops, zk.Stop)
+	db, err := testserver.StartMariaDB(ctx, "")
+	if err != nil {
+		return nil, nil, err
+	}
+	stops = append(stops, db.Stop)
+	ttl := *scaleTTL
+	ts = []scaleTarget{
+		memoryTarget(ttl),
+		redisTarget(redisAddr, ttl),
+	}
+	if len(redlockAddrs) > 0 {
+		ts = append(ts, redlockTarget(redlockAddrs, ttl))
+	}
+	ts = append(ts,
+		memcachedTarget(mc.Addr(), max(ttl, 3*time.Second)),
+		zookeeperTarget(zk.Addr(), ttl),
+		mysqlTarget(db.DSN(), db.Addr(), *scaleTTLSQL),
+	)
+	return ts, stop, nil
+}
