@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"runtime"
-	"strings"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -303,7 +303,7 @@ func (l stuckLock) Release(context.Context) error              { l.d.released.Ad
 // batchDriver grants every request and records the refresh calls it gets.
 type batchDriver struct {
 	nopDriver
-	mu    sync.Mutex
+	mu      sync.Mutex
 	calls   [][]*nopLock // one entry per RefreshBatch or single Refresh call
 	first   map[*nopLock]time.Time
 	granted map[*nopLock]time.Time
