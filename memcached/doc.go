@@ -38,8 +38,24 @@
 //     which memcached treats as gone at once. Other holds are removed by cas.
 //     Delete is never used: it would remove anyone's lock.
 //   - Refresh: gets, check owner, nonce and hold, then cas with expiry
-//     max(remaining, ttl). Touch is never used: it would extend anyone's
-//     lock.
+//     max(remaining, ttl): two round trips per lock. Touch is never used:
+//     it would extend anyone's lock.
+//   - Automatic refresh is batched (the driver implements
+//     backend.BatchRefresher): distlock's scheduler hands it up to 128 due
+//     leases at once, and where the Locker knows which server holds each
+//     key (the URL opener, or WithSelector) a batch costs two round trips
+//     per server on one connection, whatever its size — one
+//     "gets k1 k2 …", then every cas pipelined in one write — with exactly
+//     the checks and outcomes of Refresh. Nested holds of one owner are
+//     extended by one cas; a cas that finds the item changed since the
+//     gets (a concurrent nested acquire or release), or a reply the
+//     pipeline cannot place, is settled by that lock's own Refresh; after
+//     an I/O error the server's part of the batch is tried once more on a
+//     fresh connection. Without a selector the batch reads with one
+//     GetMulti (a request per server) and writes a cas per lock.
+//     Measured on a 2-core machine with two local servers: 100,000 leases
+//     at TTL 3 s (about 100,000 refreshes a second) held for 15 s without
+//     a loss, at 0.03 requests per refresh (one-by-one refresh needs 2).
 //
 // Waiting polls: distlock's Acquire retries with jittered, capped backoff,
 // never sleeping past the holder's recorded expiry.

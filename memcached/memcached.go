@@ -245,6 +245,10 @@ type driver struct {
 	pinMu  sync.RWMutex
 	pinned map[string]bool
 	noMeta sync.Map // server address → true when it lacks the meta protocol
+
+	// batchHook, if set (by tests), runs in RefreshBatch between a
+	// server's gets and its cas commands.
+	batchHook func(addr net.Addr)
 }
 
 func newDriver(c *memcache.Client, cfg config) *driver {
@@ -832,17 +836,36 @@ func (l *lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	if _, err := validity(ttl); err != nil {
 		return err
 	}
-	d := l.d
-	_, err := run(d, ctx, func(ctx context.Context) (struct{}, error) {
-		err := d.extendHold(l.key, l.owner, l.tenure, l.hold, ttl)
-		if ioError(err) && ctx.Err() == nil {
-			d.flushIdle()
-			err = d.extendHold(l.key, l.owner, l.tenure, l.hold, ttl)
-		}
-		if err == nil && int64(ttl) > l.ttl.Load() {
-			l.ttl.Store(int64(ttl))
-		}
-		return struct{}{}, classify(err)
+	_, err := run(l.d, ctx, func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, l.refresh(ctx, ttl)
 	}, nil)
 	return err
+}
+
+// refresh is Refresh's work within run: extendHold, once more on fresh
+// connections after an I/O error (most likely a pooled connection to a
+// restarted server), and the longer TTL recorded on success. RefreshBatch
+// falls back to it for the items its pipeline cannot settle.
+func (l *lock) refresh(ctx context.Context, ttl time.Duration) error {
+	d := l.d
+	err := d.extendHold(l.key, l.owner, l.tenure, l.hold, ttl)
+	if ioError(err) && ctx.Err() == nil {
+		d.flushIdle()
+		err = d.extendHold(l.key, l.owner, l.tenure, l.hold, ttl)
+	}
+	if err == nil {
+		l.extended(ttl)
+	}
+	return classify(err)
+}
+
+// extended records a successful refresh with ttl: the lock's ttl, which
+// bounds a background undo of its release, becomes the longest asked for.
+func (l *lock) extended(ttl time.Duration) {
+	for {
+		cur := l.ttl.Load()
+		if int64(ttl) <= cur || l.ttl.CompareAndSwap(cur, int64(ttl)) {
+			return
+		}
+	}
 }

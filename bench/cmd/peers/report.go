@@ -111,6 +111,11 @@ func (r *report) markdown() []byte {
 		for _, e := range r.scaleErr {
 			p("\n- failed: %s\n", e)
 		}
+		for _, s := range r.scale {
+			if s.retries > 0 {
+				p("\n- %s, %d leases: %d acquisitions were retried after ErrUnavailable (node timeouts on the loaded machine)\n", s.target, s.n, s.retries)
+			}
+		}
 		p("\nOne process, one Locker (one client or pool) per backend; 32 goroutines acquire the N keys, then the leases stay held for a window of max(%s, ttl/3) while the Locker's refresh scheduler keeps them alive. heap = HeapAlloc after GC with all leases held minus before, / N (includes the caller's []*Lease; for memory it includes the in-process lock table, the \"server\"). goroutines Δ and connections are counted with all leases held, after the acquiring goroutines ended; connections are this process's established TCP connections to the backend's servers (all of them, including the stats probe's) and, in brackets, the change from before the Locker was opened: the pool, not the lease count, bounds them. What each traffic column counts:\n\n", *scaleWin)
 		for _, t := range r.scaleTargets {
 			if t.requests != "" {

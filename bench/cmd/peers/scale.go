@@ -83,6 +83,7 @@ type scaleResult struct {
 	requestsSec     float64
 	refreshSec      float64
 	lost            int
+	retries         int // acquisitions retried after ErrUnavailable
 	hasTraffic      bool
 }
 
@@ -139,13 +140,22 @@ func measureScale(t scaleTarget, n int, window time.Duration) (r scaleResult, er
 	runtime.ReadMemStats(&m0)
 	g0 := runtime.NumGoroutine()
 	leases := make([]*distlock.Lease, n)
+	var retries atomic.Int64
 	start := time.Now()
 	actx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
 	for w := range workers {
 		wg.Go(func() {
 			for i := w; i < n && actx.Err() == nil; i += workers {
-				ls, err := l.TryAcquire(actx, "lease/"+strconv.Itoa(i), distlock.WithTTL(t.ttl))
+				key := "lease/" + strconv.Itoa(i)
+				ls, err := l.TryAcquire(actx, key, distlock.WithTTL(t.ttl))
+				// An overloaded machine may time a node out (Redlock's
+				// per-node timeout is 50ms): retry a few times, counted.
+				for try := 0; errors.Is(err, distlock.ErrUnavailable) && try < 5 && actx.Err() == nil; try++ {
+					retries.Add(1)
+					time.Sleep(10 * time.Millisecond)
+					ls, err = l.TryAcquire(actx, key, distlock.WithTTL(t.ttl))
+				}
 				if err != nil {
 					err = fmt.Errorf("acquire %d: %w", i, err)
 					firstErr.CompareAndSwap(nil, &err)
@@ -158,6 +168,7 @@ func measureScale(t scaleTarget, n int, window time.Duration) (r scaleResult, er
 	}
 	wg.Wait()
 	r.acquireSec = time.Since(start).Seconds()
+	r.retries = int(retries.Load())
 	if p := firstErr.Load(); p != nil {
 		return r, *p
 	}
