@@ -50,9 +50,9 @@ type fanout struct {
 
 	mu      sync.Mutex
 	decided bool
-	expired bool            // the wait ended by the per-node deadline
-	got     []bool          // per node: its answer was collected by the caller
-	pending []chan struct{} // per node still running at the decision: closed when it returns
+	expired bool          // the wait ended by the per-node deadline
+	got     []bool        // per node: its answer was collected by the caller
+	pending *pendingNodes // the nodes still running at the decision; nil if none
 
 	final   chan struct{} // closed by finish
 	success bool          // the decision, valid once final is closed
@@ -83,15 +83,13 @@ func (d *driver) start(ctx context.Context, deadline time.Time, op func(ctx cont
 				f.mu.Unlock()
 				return
 			}
-			p := f.pending[i]
+			p := f.pending
 			f.mu.Unlock()
 			<-f.final
 			if late != nil {
 				late(r, f.success)
 			}
-			if p != nil {
-				close(p)
-			}
+			p.done(i)
 		}
 		if !d.bg.Go(run, false) {
 			// The driver is closing: answer at once.
@@ -100,6 +98,47 @@ func (d *driver) start(ctx context.Context, deadline time.Time, op func(ctx cont
 		}
 	}
 	return f
+}
+
+// pendingNodes are the nodes whose answer to an operation came after its
+// decision: an operation that must not overtake theirs (a release after
+// the acquire) waits for them. Once every one has answered, the channels
+// are dropped, so that a lock held for long keeps only this struct.
+type pendingNodes struct {
+	mu    sync.Mutex
+	chans []chan struct{} // per node: closed when its answer is handled; nil once all were
+	left  int
+}
+
+// wait returns a channel closed when node i's answer has been handled, or
+// nil if it already was (or was never pending). p may be nil.
+func (p *pendingNodes) wait(i int) <-chan struct{} {
+	if p == nil {
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.chans == nil || p.chans[i] == nil {
+		return nil
+	}
+	return p.chans[i]
+}
+
+// done records that node i's late answer has been handled. p may be nil.
+func (p *pendingNodes) done(i int) {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.chans == nil || p.chans[i] == nil {
+		return
+	}
+	close(p.chans[i])
+	p.chans[i] = nil
+	if p.left--; p.left == 0 {
+		p.chans = nil
+	}
 }
 
 // nodeDone counts a node goroutine out; the last one ends nctx.
@@ -144,10 +183,11 @@ drain:
 		for _, r := range rs {
 			f.got[r.i] = true
 		}
-		f.pending = make([]chan struct{}, n)
+		f.pending = &pendingNodes{chans: make([]chan struct{}, n)}
 		for i, g := range f.got {
 			if !g {
-				f.pending[i] = make(chan struct{})
+				f.pending.chans[i] = make(chan struct{})
+				f.pending.left++
 			}
 		}
 	}

@@ -737,12 +737,12 @@ type lock struct {
 	keys  redisscript.Keys
 	owner string
 	hold  string
-	// pending, if not nil, has for each node whose acquire was still
-	// running when the quorum was in a channel closed when it finishes:
-	// a release on that node must not overtake it.
-	pending []chan struct{}
+	// pending has the nodes whose acquire was still running when the
+	// quorum was in: a release on such a node must not overtake it. Nil if
+	// there were none.
+	pending *pendingNodes
 	// unsure[i]: the acquire's answer from node i was lost (read after
-	// pending[i], if any, is closed).
+	// pending.wait(i), if not nil, is closed).
 	unsure []bool
 }
 
@@ -818,10 +818,7 @@ func (l *lock) undo(i int, fromBackground bool) {
 // running, for it to finish. If ctx ends first it arranges the undo for
 // when it finishes and returns the result to report (wait true).
 func (l *lock) afterAcquire(ctx context.Context, i int, nd *node) (nodeResult, bool) {
-	if l.pending == nil {
-		return nodeResult{}, false
-	}
-	p := l.pending[i]
+	p := l.pending.wait(i)
 	if p == nil {
 		return nodeResult{}, false
 	}

@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -41,6 +43,8 @@ type inst interface {
 type lib struct {
 	name string
 	make func(addrs []string) inst
+	// clients, if positive, overrides -clients in the hot-key runs.
+	clients int
 }
 
 func newClient(addr string) *goredis.Client {
@@ -79,7 +83,7 @@ func (r *rawInst) bind(key string, wait bool) lockFn {
 }
 func (r *rawInst) close() { _ = r.c.Close() }
 
-var rawLib = lib{"raw go-redis floor", func(a []string) inst { return &rawInst{newClient(a[0])} }}
+var rawLib = lib{name: "raw go-redis floor", make: func(a []string) inst { return &rawInst{newClient(a[0])} }}
 
 // ---- distlock (redis or redlock backend).
 
@@ -117,12 +121,18 @@ func (d *dlInst) close() {
 	}
 }
 
-var distlockLib = lib{"distlock redis", func(a []string) inst {
+var distlockLib = lib{name: "distlock redis", make: newDistlock}
+
+// distlockOneClient has every hot-key waiter in one Locker: its waiters
+// queue in FIFO order, where waiters in several Lockers (processes) race.
+var distlockOneClient = lib{name: "distlock redis, 1 client", make: newDistlock, clients: 1}
+
+func newDistlock(a []string) inst {
 	c := newClient(a[0])
 	return &dlInst{dlredis.New(c, dlredis.WithPrefix("bench:"), dlredis.WithDefaults(distlock.WithTTL(benchTTL))), []*goredis.Client{c}}
-}}
+}
 
-var redlockLib = lib{"distlock redlock (5 nodes)", func(a []string) inst {
+var redlockLib = lib{name: "distlock redlock (5 nodes)", make: func(a []string) inst {
 	cs := make([]*goredis.Client, len(a))
 	us := make([]goredis.UniversalClient, len(a))
 	for i, addr := range a {
@@ -163,7 +173,7 @@ func (r *rlInst) bind(key string, wait bool) lockFn {
 func (r *rlInst) close() { _ = r.c.Close() }
 
 func redislockLib(name string, retry func() redislock.RetryStrategy) lib {
-	return lib{name, func(a []string) inst {
+	return lib{name: name, make: func(a []string) inst {
 		c := newClient(a[0])
 		return &rlInst{c, redislock.New(c), retry}
 	}}
@@ -212,7 +222,7 @@ func (r *rsInst) close() {
 }
 
 func redsyncLib(name string, opts ...redsync.Option) lib {
-	return lib{name, func(a []string) inst {
+	return lib{name: name, make: func(a []string) inst {
 		cs := make([]*goredis.Client, len(a))
 		pools := make([]rsredis.Pool, len(a))
 		for i, addr := range a {
@@ -222,3 +232,125 @@ func redsyncLib(name string, opts ...redsync.Option) lib {
 		return &rsInst{cs, redsync.New(pools...), opts}
 	}}
 }
+
+// ---- raw pub/sub floor: what a notified hot-key handoff costs at least
+// with go-redis on these servers. SET NX PX; a waiter that failed
+// registers in its client's FIFO queue, tries once more, then sleeps until
+// its client's subscriber wakes the head of the queue on a release message
+// (one per client per release, as distlock does); release is one EVALSHA
+// compare-and-delete that PUBLISHes. No fencing, no reentrancy, no lease
+// bookkeeping: the round trips and wake-ups alone.
+
+var rawPubDel = goredis.NewScript(`if redis.call("get",KEYS[1]) == ARGV[1] then redis.call("del",KEYS[1]); redis.call("publish",KEYS[2],"1"); return 1 end return 0`)
+
+type rawPSInst struct {
+	c    *goredis.Client
+	ps   *goredis.PubSub
+	mu   sync.Mutex
+	subs map[string]bool
+	q    map[string][]chan struct{}
+}
+
+func (r *rawPSInst) subscribe(ch string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.subs[ch] {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := r.ps.Subscribe(ctx, ch); err != nil {
+		return err
+	}
+	r.subs[ch] = true
+	return nil
+}
+
+func (r *rawPSInst) dispatch() {
+	for {
+		msg, err := r.ps.Receive(context.Background())
+		if err != nil {
+			return
+		}
+		if m, ok := msg.(*goredis.Message); ok {
+			r.mu.Lock()
+			if q := r.q[m.Channel]; len(q) > 0 {
+				select {
+				case q[0] <- struct{}{}:
+				default:
+				}
+			}
+			r.mu.Unlock()
+		}
+	}
+}
+
+func (r *rawPSInst) leave(ch string, w chan struct{}) {
+	r.mu.Lock()
+	r.q[ch] = slices.DeleteFunc(r.q[ch], func(x chan struct{}) bool { return x == w })
+	r.mu.Unlock()
+}
+
+type rawPSHeld struct {
+	c            *goredis.Client
+	key, ch, val string
+}
+
+func (h *rawPSHeld) release(ctx context.Context) error {
+	return rawPubDel.Run(ctx, h.c, []string{h.key, h.ch}, h.val).Err()
+}
+
+func (r *rawPSInst) bind(key string, wait bool) lockFn {
+	ch := key + ":wake"
+	return func(ctx context.Context) (releaser, error) {
+		val := "rawps-" + strconv.FormatUint(rawSeq.Add(1), 36)
+		var w chan struct{}
+		for {
+			ok, err := r.c.SetNX(ctx, key, val, benchTTL).Result()
+			if err != nil || ok {
+				if w != nil {
+					r.leave(ch, w)
+				}
+				if err != nil {
+					return nil, err
+				}
+				return &rawPSHeld{r.c, key, ch, val}, nil
+			}
+			if !wait {
+				return nil, errGaveUp
+			}
+			if w == nil {
+				if err := r.subscribe(ch); err != nil {
+					return nil, err
+				}
+				w = make(chan struct{}, 1)
+				r.mu.Lock()
+				r.q[ch] = append(r.q[ch], w)
+				r.mu.Unlock()
+				continue // registered: try once more
+			}
+			t := time.NewTimer(time.Second)
+			select {
+			case <-w:
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				r.leave(ch, w)
+				return nil, ctx.Err()
+			}
+			t.Stop()
+		}
+	}
+}
+
+func (r *rawPSInst) close() {
+	_ = r.ps.Close()
+	_ = r.c.Close()
+}
+
+var rawPubSubLib = lib{name: "raw go-redis pub/sub floor", make: func(a []string) inst {
+	c := newClient(a[0])
+	r := &rawPSInst{c: c, ps: c.Subscribe(context.Background()), subs: map[string]bool{}, q: map[string][]chan struct{}{}}
+	go r.dispatch()
+	return r
+}}

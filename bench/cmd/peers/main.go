@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -21,26 +22,28 @@ import (
 )
 
 var (
-	rounds      = flag.Int("rounds", 3, "repetitions; each round runs the libraries in random order; the median of rounds is reported")
-	cycles      = flag.Int("cycles", 5000, "uncontended acquire+release cycles per library per round")
-	dur         = flag.Duration("dur", 2*time.Second, "duration of each hot-key run")
-	hold        = flag.Duration("hold", time.Millisecond, "how long each hot-key holder keeps the lock")
-	keysDur     = flag.Duration("keys-dur", 2*time.Second, "duration of each 1,000-key run")
-	waitersF    = flag.String("waiters", "2,16,64", "hot-key waiter counts")
-	scaleF      = flag.String("scale", "10000,100000", "lease counts for the scale measurement (empty: skip)")
-	scaleSmallF = flag.String("scale-db", "10000,100000", "lease counts for ZooKeeper and MySQL")
-	scaleOnly   = flag.Bool("scale-only", false, "run only the scale measurement")
-	scaleTTL    = flag.Duration("scale-ttl", 3*time.Second, "TTL of the scale leases (memcached: at least 3s)")
-	scaleTTLSQL = flag.Duration("scale-ttl-mysql", 15*time.Second, "TTL of the MySQL scale leases")
-	scaleWin    = flag.Duration("scale-window", 3*time.Second, "window over which refresh traffic is counted")
-	noRedlock   = flag.Bool("no-redlock", false, "skip redlock (5 nodes) vs redsync (5 pools)")
-	redisBin    = flag.String("redis-server", "redis-server", "redis-server binary")
-	outMD       = flag.String("out", "RESULTS.md", "Markdown results file")
-	outSVG      = flag.String("svg", "handoff.svg", "SVG plot of hot-key handoff p50")
-	seed        = flag.Uint64("seed", 0, "shuffle seed (0: random)")
-	instances   = 4
-	keyWorkers  = 16
-	nKeys       = 1000
+	rounds          = flag.Int("rounds", 3, "repetitions; each round runs the libraries in random order; the median of rounds is reported")
+	cycles          = flag.Int("cycles", 5000, "uncontended acquire+release cycles per library per round")
+	dur             = flag.Duration("dur", 2*time.Second, "duration of each hot-key run")
+	hold            = flag.Duration("hold", time.Millisecond, "how long each hot-key holder keeps the lock")
+	keysDur         = flag.Duration("keys-dur", 2*time.Second, "duration of each 1,000-key run")
+	waitersF        = flag.String("waiters", "2,16,64", "hot-key waiter counts")
+	scaleF          = flag.String("scale", "10000,100000", "lease counts for the scale measurement (empty: skip)")
+	scaleSmallF     = flag.String("scale-db", "10000,100000", "lease counts for ZooKeeper and MySQL")
+	scaleTargetF    = flag.String("scale-targets", "", "comma-separated backends for the scale run (memory,redis,redlock,memcached,zookeeper,mysql; empty: all)")
+	scaleOnly       = flag.Bool("scale-only", false, "run only the scale measurement")
+	scaleTTL        = flag.Duration("scale-ttl", 3*time.Second, "TTL of the scale leases (memcached: at least 3s)")
+	scaleTTLRedlock = flag.Duration("scale-ttl-redlock", 15*time.Second, "TTL of the Redlock scale leases (5 nodes: 5 refreshes per lease)")
+	scaleTTLSQL     = flag.Duration("scale-ttl-mysql", 15*time.Second, "TTL of the MySQL scale leases")
+	scaleWin        = flag.Duration("scale-window", 3*time.Second, "window over which refresh traffic is counted")
+	noRedlock       = flag.Bool("no-redlock", false, "skip redlock (5 nodes) vs redsync (5 pools)")
+	redisBin        = flag.String("redis-server", "redis-server", "redis-server binary")
+	outMD           = flag.String("out", "RESULTS.md", "Markdown results file")
+	outSVG          = flag.String("svg", "handoff.svg", "SVG plot of hot-key handoff p50")
+	seed            = flag.Uint64("seed", 0, "shuffle seed (0: random)")
+	clients         = flag.Int("clients", 4, "clients (connection pools, Lockers) the hot-key and 1,000-key goroutines are spread over")
+	keyWorkers      = 16
+	nKeys           = 1000
 )
 
 var (
@@ -117,7 +120,7 @@ func main() {
 				if err != nil {
 					fail(err)
 				}
-				log.Printf("uncontended r%d %-40s p50 %.1fµs p99 %.1fµs allocs %.1f", r, l.name, res.p50, res.p99, res.allocs)
+				log.Printf("uncontended r%d %-40s p50 %.1fµs p99 %.1fµs allocs %.1f cpu client %.1fµs server %.1fµs", r, l.name, res.p50, res.p99, res.allocs, res.client, res.server)
 				uRes[l.name] = append(uRes[l.name], res)
 			}
 		}
@@ -126,7 +129,7 @@ func main() {
 		}
 
 		// 2. hot key
-		hLibs := []lib{distlockLib, redislockDefault, redsyncDefault, redislockBest, redsyncBest}
+		hLibs := []lib{distlockLib, distlockOneClient, rawPubSubLib, redislockDefault, redsyncDefault, redislockBest, redsyncBest}
 		hRes := map[string][]handoff{}
 		for r := range *rounds {
 			type job struct {
@@ -141,7 +144,7 @@ func main() {
 			}
 			rng.Shuffle(len(jobs), func(i, j int) { jobs[i], jobs[j] = jobs[j], jobs[i] })
 			for i, j := range jobs {
-				res, err := measureHandoff(j.l, one, fmt.Sprintf("hot/%d/%d", r, i), instances, j.w, *hold, *dur)
+				res, err := measureHandoff(j.l, one, fmt.Sprintf("hot/%d/%d", r, i), *clients, j.w, *hold, *dur)
 				if err != nil {
 					fail(err)
 				}
@@ -163,7 +166,7 @@ func main() {
 		for r := range *rounds {
 			for _, i := range rng.Perm(len(uLibs)) {
 				l := uLibs[i]
-				v, err := measureDistinct(l, one, fmt.Sprintf("k/%d/%d", r, i), instances, keyWorkers, nKeys, *keysDur)
+				v, err := measureDistinct(l, one, fmt.Sprintf("k/%d/%d", r, i), *clients, keyWorkers, nKeys, *keysDur)
 				if err != nil {
 					fail(err)
 				}
@@ -194,7 +197,7 @@ func main() {
 				}
 				for _, i := range rng.Perm(len(hL)) {
 					l := hL[i]
-					res, err := measureHandoff(l, five, fmt.Sprintf("rh/%d/%d", r, i), instances, 16, *hold, *dur)
+					res, err := measureHandoff(l, five, fmt.Sprintf("rh/%d/%d", r, i), *clients, 16, *hold, *dur)
 					if err != nil {
 						fail(err)
 					}
@@ -219,6 +222,9 @@ func main() {
 		}
 		rep.scaleTargets = targets
 		for _, t := range targets {
+			if *scaleTargetF != "" && !slices.Contains(strings.Split(*scaleTargetF, ","), strings.Fields(t.name)[0]) {
+				continue
+			}
 			sizes := *scaleF
 			if t.name == "zookeeper" || t.name == "mysql (row)" {
 				sizes = *scaleSmallF
@@ -255,11 +261,11 @@ func main() {
 func hkey(name string, w int) string { return name + "#" + strconv.Itoa(w) }
 
 func medU(rs []uncontended) uncontended {
-	var a, b, c []float64
+	var a, b, c, d, e []float64
 	for _, r := range rs {
-		a, b, c = append(a, r.p50), append(b, r.p99), append(c, r.allocs)
+		a, b, c, d, e = append(a, r.p50), append(b, r.p99), append(c, r.allocs), append(d, r.client), append(e, r.server)
 	}
-	return uncontended{median(a), median(b), median(c)}
+	return uncontended{median(a), median(b), median(c), median(d), median(e)}
 }
 
 func medH(rs []handoff) handoff {

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -33,7 +34,17 @@ func median(xs []float64) float64 {
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
-type uncontended struct{ p50, p99, allocs float64 } // µs, µs, mallocs/cycle
+type uncontended struct {
+	p50, p99, allocs float64 // µs, µs, mallocs/cycle
+	client, server   float64 // CPU µs per cycle: this process; the redis-server(s)
+}
+
+// processCPU is this process's user+system CPU time.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
 
 // measureUncontended runs cycles acquire+release cycles on one key with one
 // instance, after a warm-up.
@@ -57,6 +68,11 @@ func measureUncontended(l lib, addrs []string, key string, cycles int) (unconten
 	lat := make([]time.Duration, 0, cycles)
 	runtime.GC()
 	var m0, m1 runtime.MemStats
+	load0, err := serverLoad(addrs)
+	if err != nil {
+		return uncontended{}, err
+	}
+	cpu0 := processCPU()
 	runtime.ReadMemStats(&m0)
 	fails := 0
 	for range cycles {
@@ -73,11 +89,18 @@ func measureUncontended(l lib, addrs []string, key string, cycles int) (unconten
 		lat = append(lat, time.Since(t))
 	}
 	runtime.ReadMemStats(&m1)
+	cpu1 := processCPU()
+	load1, err := serverLoad(addrs)
+	if err != nil {
+		return uncontended{}, err
+	}
 	slices.Sort(lat)
 	return uncontended{
 		p50:    us(pct(lat, .5)),
 		p99:    us(pct(lat, .99)),
 		allocs: float64(m1.Mallocs-m0.Mallocs) / float64(cycles),
+		client: us(cpu1-cpu0) / float64(cycles),
+		server: (load1.cpu - load0.cpu) * 1e6 / float64(cycles),
 	}, nil
 }
 
@@ -104,6 +127,9 @@ type handoff struct {
 // latency is recorded when the new holder's Acquire call had started before
 // the release (it was waiting, not arriving late).
 func measureHandoff(l lib, addrs []string, key string, nInst, waiters int, hold, dur time.Duration) (handoff, error) {
+	if l.clients > 0 {
+		nInst = l.clients
+	}
 	ins := make([]inst, nInst)
 	for i := range ins {
 		ins[i] = l.make(addrs)

@@ -42,22 +42,22 @@ func (r *report) markdown() []byte {
 	p("- date: %s\n", time.Now().UTC().Format(time.RFC3339))
 	p("- machine: %d CPUs (nproc), %s\n", runtime.NumCPU(), cpuModel())
 	p("- Go: %s %s/%s\n", runtime.Version(), runtime.GOOS, runtime.GOARCH)
-	p("- redis: %s (private instances on loopback, `--save \"\" --appendonly no`)\n", r.redisVersion)
+	p("- redis: %s (private *clients on loopback, `--save \"\" --appendonly no`)\n", r.redisVersion)
 	p("- command: `cd bench && go run ./cmd/peers %s` (seed %d, total %s)\n", strings.Join(os.Args[1:], " "), r.seed, r.elapsed.Round(time.Second))
 	p("- every figure is the median of %d rounds; each round runs the libraries (configurations) in a fresh random order\n\n", *rounds)
 
 	p("## 1. Uncontended acquire+release (one goroutine, one key, %d cycles)\n\n", *cycles)
-	p("| library | p50 µs | p99 µs | allocs/cycle | p50 vs floor |\n|---|---:|---:|---:|---:|\n")
+	p("| library | p50 µs | p99 µs | allocs/cycle | client CPU µs/cycle | redis-server CPU µs/cycle | p50 vs floor |\n|---|---:|---:|---:|---:|---:|---:|\n")
 	floor := 0.0
 	if len(r.unc) > 0 {
 		floor = r.unc[0].u.p50
 	}
 	for _, u := range r.unc {
-		p("| %s | %.1f | %.1f | %.1f | %.2f× |\n", u.name, u.u.p50, u.u.p99, u.u.allocs, u.u.p50/floor)
+		p("| %s | %.1f | %.1f | %.1f | %.1f | %.1f | %.2f× |\n", u.name, u.u.p50, u.u.p99, u.u.allocs, u.u.client, u.u.server, u.u.p50/floor)
 	}
-	p("\nfloor = SET NX PX + EVALSHA compare-and-delete; distlock = TryAcquire+Release (ctx Background, default auto-refresh on, TTL 10s); redislock = Obtain+Release; redsync = TryLockContext+UnlockContext on a reused Mutex. Allocations are process-wide mallocs during the loop / cycles (the harness adds ~1-2 per cycle to every row).\n\n")
+	p("\nfloor = SET NX PX + EVALSHA compare-and-delete; distlock = TryAcquire+Release (ctx Background, default auto-refresh on, TTL 10s); redislock = Obtain+Release; redsync = TryLockContext+UnlockContext on a reused Mutex. Allocations are process-wide mallocs during the loop / cycles (the harness adds ~1-2 per cycle to every row). Client CPU is this process's user+system time (getrusage) over the loop, redis-server CPU its used_cpu_user+sys (INFO) / cycles: where a latency gap comes from.\n\n")
 
-	p("## 2. Hot key: handoffs (hold time %s, waiters over %d clients, %s per run)\n\n", *hold, instances, *dur)
+	p("## 2. Hot key: handoffs (hold time %s, waiters over %d clients, %s per run)\n\n", *hold, *clients, *dur)
 	p("| library / config | waiters | handoffs/s | release→next acquire p50 µs | p99 µs | p50 vs distlock | wait p99 ms | server cmds/handoff | server CPU µs/handoff | gave up (per run) |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	var ours []handoff
 	if len(r.hot) > 0 {
@@ -69,19 +69,19 @@ func (r *report) markdown() []byte {
 			p("| %s | %d | %.0f | %.1f | %.1f | %s | %.1f | %.1f | %.0f | %.0f |\n", h.name, w, x.perSec, x.p50, x.p99, ratio(x.p50, ours[i].p50), x.waitP99/1000, x.cmds, x.cpu, x.failures)
 		}
 	}
-	p("\ndistlock uses its default (pub/sub wake-up, no attempt limit). redislock's default is no retry; \"default\" is the README/example retry `LimitRetry(LinearBackoff(100ms), 3)`. redsync's default is 32 tries with 50–250ms random delay (gives up after ~4.6s of contention). Every goroutine loops acquire → hold → release → wait until another goroutine has acquired → acquire again, so every acquisition is a handoff to a goroutine that wanted the lock, and the hold gives the others time to start waiting; without the wait-for-another rule a polling releaser re-grabs the free key at once and its waiters starve, which flatters pollers' throughput and latency. release→next acquire runs from just before the holder's Release call to the return of the next holder's Acquire, counted when that Acquire had started before the release (a real waiter). \"p50 vs distlock\" is the peer's p50 over distlock's at the same waiter count. \"wait p99\" is the 99th percentile of the whole Acquire call (queueing behind other waiters included). \"server cmds/handoff\" and \"server CPU µs/handoff\" are the redis-server's total_commands_processed and used_cpu_user+sys (INFO) over the run / handoffs: the price of short polling intervals. \"gave up\" counts acquisitions that returned ErrNotObtained / ErrFailed / ErrTaken; the waiter then tries again.\n\n")
+	p("\ndistlock uses its default (pub/sub wake-up, no attempt limit). redislock's default is no retry; \"default\" is the README/example retry `LimitRetry(LinearBackoff(100ms), 3)`. redsync's default is 32 tries with 50–250ms random delay (gives up after ~4.6s of contention). Every goroutine loops acquire → hold → release → wait until another goroutine has acquired → acquire again, so every acquisition is a handoff to a goroutine that wanted the lock, and the hold gives the others time to start waiting; without the wait-for-another rule a polling releaser re-grabs the free key at once and its waiters starve, which flatters pollers' throughput and latency. release→next acquire runs from just before the holder's Release call to the return of the next holder's Acquire, counted when that Acquire had started before the release (a real waiter). \"p50 vs distlock\" is the peer's p50 over distlock's at the same waiter count. \"wait p99\" is the 99th percentile of the whole Acquire call (queueing behind other waiters included). \"server cmds/handoff\" and \"server CPU µs/handoff\" are the redis-server's total_commands_processed and used_cpu_user+sys (INFO) over the run / handoffs: the price of short polling intervals. \"gave up\" counts acquisitions that returned ErrNotObtained / ErrFailed / ErrTaken; the waiter then tries again. \"distlock redis, 1 client\" puts every waiter in one Locker, whose waiters queue first-come first-served; in every other row the waiters are spread over %d clients, and distlock's waiters in different Lockers race for each release, in the order Redis delivers the release message to the subscribed connections (the cause of the higher wait p99).\n\n", *clients)
 	p("![handoff p50](handoff.svg)\n\n")
 
-	p("## 3. 1,000 distinct keys, %d goroutines over %d clients (%s per run)\n\n| library | cycles/s |\n|---|---:|\n", keyWorkers, instances, *keysDur)
+	p("## 3. 1,000 distinct keys, %d goroutines over %d clients (%s per run)\n\n| library | cycles/s |\n|---|---:|\n", keyWorkers, *clients, *keysDur)
 	for _, k := range r.keys {
 		p("| %s | %.0f |\n", k.name, k.v)
 	}
 	p("\n")
 
 	if len(r.rlU) > 0 {
-		p("## 4. Redlock, 5 nodes: distlock redlock vs redsync (5 pools)\n\n| library | p50 µs | p99 µs | allocs/cycle |\n|---|---:|---:|---:|\n")
+		p("## 4. Redlock, 5 nodes: distlock redlock vs redsync (5 pools)\n\n| library | p50 µs | p99 µs | allocs/cycle | client CPU µs/cycle | redis-server CPU µs/cycle (5 nodes) |\n|---|---:|---:|---:|---:|---:|\n")
 		for _, u := range r.rlU {
-			p("| %s | %.1f | %.1f | %.1f |\n", u.name, u.u.p50, u.u.p99, u.u.allocs)
+			p("| %s | %.1f | %.1f | %.1f | %.1f | %.1f |\n", u.name, u.u.p50, u.u.p99, u.u.allocs, u.u.client, u.u.server)
 		}
 		if len(r.unc) > 1 {
 			p("\ndistlock redlock p50 / distlock redis (1 node) p50 = %.2f×\n", r.rlU[0].u.p50/r.unc[1].u.p50)
@@ -96,9 +96,14 @@ func (r *report) markdown() []byte {
 
 	if len(r.scale) > 0 || len(r.scaleErr) > 0 {
 		p("## 5. Scale: N leases held at once with auto-refresh, one Locker per backend\n\n")
-		p("| backend | leases | TTL | acquire all (s) | heap B/lease | goroutines Δ | connections (Δ) | refreshes due/s N/(ttl/3) | lease refreshes/s on server | requests/s | leases per request | lost |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
-		for _, s := range r.scale {
-			p("| %s | %d | %s | %.1f | %.0f | %d | %d (%+d) | ", s.target, s.n, s.ttl, s.acquireSec, s.heapPerLease, s.goroutineDelta, s.connsAll, s.conns)
+		p("| backend | leases | TTL | acquire all (s) | heap B/lease | marginal B/lease | goroutines Δ | connections (Δ) | refreshes due/s N/(ttl/3) | lease refreshes/s on server | requests/s | leases per request | lost |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+		for i, s := range r.scale {
+			marginal := "–"
+			if i > 0 && r.scale[i-1].target == s.target && r.scale[i-1].n < s.n {
+				q := r.scale[i-1]
+				marginal = fmt.Sprintf("%.0f", (s.heapPerLease*float64(s.n)-q.heapPerLease*float64(q.n))/float64(s.n-q.n))
+			}
+			p("| %s | %d | %s | %.1f | %.0f | %s | %d | %d (%+d) | ", s.target, s.n, s.ttl, s.acquireSec, s.heapPerLease, marginal, s.goroutineDelta, s.connsAll, s.conns)
 			switch {
 			case !s.hasTraffic:
 				p("%.0f | in-process | – | – | %d |\n", s.dueSec, s.lost)
@@ -116,7 +121,7 @@ func (r *report) markdown() []byte {
 				p("\n- %s, %d leases: %d acquisitions were retried after ErrUnavailable (node timeouts on the loaded machine)\n", s.target, s.n, s.retries)
 			}
 		}
-		p("\nOne process, one Locker (one client or pool) per backend; 32 goroutines acquire the N keys, then the leases stay held for a window of max(%s, ttl/3) while the Locker's refresh scheduler keeps them alive. heap = HeapAlloc after GC with all leases held minus before, / N (includes the caller's []*Lease; for memory it includes the in-process lock table, the \"server\"). goroutines Δ and connections are counted with all leases held, after the acquiring goroutines ended; connections are this process's established TCP connections to the backend's servers (all of them, including the stats probe's) and, in brackets, the change from before the Locker was opened: the pool, not the lease count, bounds them. What each traffic column counts:\n\n", *scaleWin)
+		p("\nOne process, one Locker (one client or pool) per backend; 32 goroutines acquire the N keys, then the leases stay held for a window of max(%s, ttl/3) while the Locker's refresh scheduler keeps them alive. heap = HeapAlloc after GC with all leases held minus before, / N (includes the caller's []*Lease; for memory it includes the in-process lock table, the \"server\"; it also includes connection buffers a pool opened during the acquisition, about 64 KiB per go-redis connection, which is why \"marginal B/lease\" — the heap growth from the smaller to the larger N, divided by the extra leases — is the cost of one more lease). goroutines Δ and connections are counted with all leases held, after the acquiring goroutines ended; connections are this process's established TCP connections to the backend's servers (all of them, including the stats probe's) and, in brackets, the change from before the Locker was opened: the pool, not the lease count, bounds them. What each traffic column counts:\n\n", *scaleWin)
 		for _, t := range r.scaleTargets {
 			if t.requests != "" {
 				p("- %s: lease refreshes = %s; requests = %s\n", t.name, t.refresh, t.requests)
