@@ -114,14 +114,13 @@ func main() {
 		uLibs := []lib{rawLib, distlockLib, redislockPlain, redsyncPlain}
 		uRes := map[string][]uncontended{}
 		for r := range *rounds {
-			for _, i := range rng.Perm(len(uLibs)) {
-				l := uLibs[i]
-				res, err := measureUncontended(l, one, fmt.Sprintf("u/%d/%d", r, i), *cycles)
-				if err != nil {
-					fail(err)
-				}
-				log.Printf("uncontended r%d %-40s p50 %.1fµs p99 %.1fµs allocs %.1f cpu client %.1fµs server %.1fµs", r, l.name, res.p50, res.p99, res.allocs, res.client, res.server)
-				uRes[l.name] = append(uRes[l.name], res)
+			res, err := measureUncontended(uLibs, [][]string{one, one, one, one}, fmt.Sprintf("u/%d", r), *cycles, rng)
+			if err != nil {
+				fail(err)
+			}
+			for i, l := range uLibs {
+				logU(r, l, res[i])
+				uRes[l.name] = append(uRes[l.name], res[i])
 			}
 		}
 		for _, l := range uLibs {
@@ -162,7 +161,7 @@ func main() {
 		}
 
 		// 3. 1,000 distinct keys
-		kRes := map[string][]float64{}
+		kRes := map[string][]distinct{}
 		for r := range *rounds {
 			for _, i := range rng.Perm(len(uLibs)) {
 				l := uLibs[i]
@@ -170,12 +169,16 @@ func main() {
 				if err != nil {
 					fail(err)
 				}
-				log.Printf("1000 keys r%d %-40s %8.0f cycles/s", r, l.name, v)
+				log.Printf("1000 keys r%d %-40s %8.0f cycles/s cpu client %.0f%% %.1fµs server %.0f%% %.1fµs", r, l.name, v.perSec, v.clientPct, v.clientUS, v.serverPct, v.serverUS)
 				kRes[l.name] = append(kRes[l.name], v)
 			}
 		}
 		for _, l := range uLibs {
-			rep.keys = append(rep.keys, namedF{l.name, median(kRes[l.name])})
+			var a, b, c, d, e []float64
+			for _, v := range kRes[l.name] {
+				a, b, c, d, e = append(a, v.perSec), append(b, v.clientPct), append(c, v.clientUS), append(d, v.serverPct), append(e, v.serverUS)
+			}
+			rep.keys = append(rep.keys, namedK{l.name, distinct{perSec: median(a), clientPct: median(b), clientUS: median(c), serverPct: median(d), serverUS: median(e)}})
 		}
 
 		// 4. redlock vs redsync, 5 nodes
@@ -186,14 +189,13 @@ func main() {
 			hL := []lib{redlockLib, redsyncLib("redsync 5 pools default (32 tries, 50-250ms)"),
 				redsyncLib("redsync 5 pools best (1M tries, 1ms)", redsync.WithTries(1_000_000), redsync.WithRetryDelay(time.Millisecond))}
 			for r := range *rounds {
-				for _, i := range rng.Perm(len(rLibs)) {
-					l := rLibs[i]
-					res, err := measureUncontended(l, five, fmt.Sprintf("ru/%d/%d", r, i), *cycles)
-					if err != nil {
-						fail(err)
-					}
-					log.Printf("5-node uncontended r%d %-40s p50 %.1fµs p99 %.1fµs allocs %.1f", r, l.name, res.p50, res.p99, res.allocs)
-					rU[l.name] = append(rU[l.name], res)
+				res, err := measureUncontended(rLibs, [][]string{five, five}, fmt.Sprintf("ru/%d", r), *cycles, rng)
+				if err != nil {
+					fail(err)
+				}
+				for i, l := range rLibs {
+					logU(r, l, res[i])
+					rU[l.name] = append(rU[l.name], res[i])
 				}
 				for _, i := range rng.Perm(len(hL)) {
 					l := hL[i]
@@ -256,6 +258,10 @@ func main() {
 		fail(err)
 	}
 	log.Printf("wrote %s and %s in %s", *outMD, *outSVG, rep.elapsed.Round(time.Second))
+}
+
+func logU(r int, l lib, u uncontended) {
+	log.Printf("uncontended r%d %-40s p50 %.1fµs p99 %.1fµs allocs %.1f cpu client %.1fµs server %.1fµs", r, l.name, u.p50, u.p99, u.allocs, u.client, u.server)
 }
 
 func hkey(name string, w int) string { return name + "#" + strconv.Itoa(w) }

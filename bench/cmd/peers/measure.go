@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"runtime"
 	"slices"
@@ -46,62 +47,98 @@ func processCPU() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// measureUncontended runs cycles acquire+release cycles on one key with one
-// instance, after a warm-up.
-func measureUncontended(l lib, addrs []string, key string, cycles int) (uncontended, error) {
-	in := l.make(addrs)
-	defer in.close()
-	ctx := context.Background()
-	acq := in.bind(key, false)
-	cycle := func() error {
-		h, err := acq(ctx)
-		if err != nil {
-			return err
-		}
-		return h.release(ctx)
+// uncBlock is how many cycles of one library run before the next library's
+// turn: short enough that every library samples the same machine states
+// (this VM's loopback latency shifts between modes every few seconds).
+const uncBlock = 250
+
+// measureUncontended runs cycles acquire+release cycles per library (libs[i]
+// on the servers addrs[i]), one key and one instance each, interleaved in
+// blocks of uncBlock cycles in a random order per block, after a warm-up.
+func measureUncontended(libs []lib, addrs [][]string, keyPrefix string, cycles int, rng *rand.Rand) ([]uncontended, error) {
+	type state struct {
+		in      inst
+		cycle   func() error
+		lat     []time.Duration
+		mallocs uint64
+		cpu     time.Duration
+		srv     float64
+		fails   int
 	}
-	for range 200 {
-		if err := cycle(); err != nil {
-			return uncontended{}, fmt.Errorf("%s warm-up: %w", l.name, err)
-		}
-	}
-	lat := make([]time.Duration, 0, cycles)
-	runtime.GC()
-	var m0, m1 runtime.MemStats
-	load0, err := serverLoad(addrs)
-	if err != nil {
-		return uncontended{}, err
-	}
-	cpu0 := processCPU()
-	runtime.ReadMemStats(&m0)
-	fails := 0
-	for range cycles {
-		t := time.Now()
-		if err := cycle(); err != nil {
-			// A rare failed cycle (a Redlock node timeout on a loaded
-			// machine) is counted, not fatal; more than 1% is.
-			if fails++; fails > cycles/100 {
-				return uncontended{}, fmt.Errorf("%s: %d failed cycles, last: %w", l.name, fails, err)
+	st := make([]*state, len(libs))
+	defer func() {
+		for _, s := range st {
+			if s != nil {
+				s.in.close()
 			}
-			fmt.Fprintf(os.Stderr, "peers: %s: failed cycle (%d so far): %v\n", l.name, fails, err)
-			continue
 		}
-		lat = append(lat, time.Since(t))
+	}()
+	ctx := context.Background()
+	for i, l := range libs {
+		in := l.make(addrs[i])
+		acq := in.bind(fmt.Sprintf("%s/%d", keyPrefix, i), false)
+		s := &state{in: in, lat: make([]time.Duration, 0, cycles)}
+		s.cycle = func() error {
+			h, err := acq(ctx)
+			if err != nil {
+				return err
+			}
+			return h.release(ctx)
+		}
+		st[i] = s
+		for range 200 {
+			if err := s.cycle(); err != nil {
+				return nil, fmt.Errorf("%s warm-up: %w", l.name, err)
+			}
+		}
 	}
-	runtime.ReadMemStats(&m1)
-	cpu1 := processCPU()
-	load1, err := serverLoad(addrs)
-	if err != nil {
-		return uncontended{}, err
+	var m0, m1 runtime.MemStats
+	for done := 0; done < cycles; done += uncBlock {
+		n := min(uncBlock, cycles-done)
+		for _, i := range rng.Perm(len(libs)) {
+			s, l := st[i], libs[i]
+			load0, err := serverLoad(addrs[i])
+			if err != nil {
+				return nil, err
+			}
+			runtime.ReadMemStats(&m0)
+			cpu0 := processCPU()
+			for range n {
+				t := time.Now()
+				if err := s.cycle(); err != nil {
+					// A rare failed cycle (a Redlock node timeout on a
+					// loaded machine) is counted, not fatal; more than 1%
+					// is.
+					if s.fails++; s.fails > cycles/100 {
+						return nil, fmt.Errorf("%s: %d failed cycles, last: %w", l.name, s.fails, err)
+					}
+					fmt.Fprintf(os.Stderr, "peers: %s: failed cycle (%d so far): %v\n", l.name, s.fails, err)
+					continue
+				}
+				s.lat = append(s.lat, time.Since(t))
+			}
+			s.cpu += processCPU() - cpu0
+			runtime.ReadMemStats(&m1)
+			s.mallocs += m1.Mallocs - m0.Mallocs
+			load1, err := serverLoad(addrs[i])
+			if err != nil {
+				return nil, err
+			}
+			s.srv += load1.cpu - load0.cpu
+		}
 	}
-	slices.Sort(lat)
-	return uncontended{
-		p50:    us(pct(lat, .5)),
-		p99:    us(pct(lat, .99)),
-		allocs: float64(m1.Mallocs-m0.Mallocs) / float64(cycles),
-		client: us(cpu1-cpu0) / float64(cycles),
-		server: (load1.cpu - load0.cpu) * 1e6 / float64(cycles),
-	}, nil
+	out := make([]uncontended, len(libs))
+	for i, s := range st {
+		slices.Sort(s.lat)
+		out[i] = uncontended{
+			p50:    us(pct(s.lat, .5)),
+			p99:    us(pct(s.lat, .99)),
+			allocs: float64(s.mallocs) / float64(cycles),
+			client: us(s.cpu) / float64(cycles),
+			server: s.srv * 1e6 / float64(cycles),
+		}
+	}
+	return out, nil
 }
 
 func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
@@ -303,7 +340,14 @@ func (e *epoch) waitPast(n int64) {
 
 // measureDistinct: goroutines over nInst instances cycle through nKeys
 // distinct keys (each goroutine its own subset, so no contention) for dur.
-func measureDistinct(l lib, addrs []string, prefix string, nInst, goroutines, nKeys int, dur time.Duration) (float64, error) {
+// distinct is what measureDistinct found.
+type distinct struct {
+	perSec               float64 // cycles/s
+	serverPct, clientPct float64 // CPU utilisation, % of one core
+	serverUS, clientUS   float64 // CPU µs per cycle
+}
+
+func measureDistinct(l lib, addrs []string, prefix string, nInst, goroutines, nKeys int, dur time.Duration) (distinct, error) {
 	ins := make([]inst, nInst)
 	for i := range ins {
 		ins[i] = l.make(addrs)
@@ -320,10 +364,15 @@ func measureDistinct(l lib, addrs []string, prefix string, nInst, goroutines, nK
 	for _, in := range ins { // warm-up
 		h, err := in.bind(keys[0]+"w", false)(context.Background())
 		if err != nil {
-			return 0, fmt.Errorf("%s warm-up: %w", l.name, err)
+			return distinct{}, fmt.Errorf("%s warm-up: %w", l.name, err)
 		}
 		_ = h.release(context.Background())
 	}
+	load0, err := serverLoad(addrs)
+	if err != nil {
+		return distinct{}, err
+	}
+	cpu0 := processCPU()
 	ctx, cancel := context.WithTimeout(context.Background(), dur)
 	defer cancel()
 	var count atomic.Int64
@@ -353,8 +402,20 @@ func measureDistinct(l lib, addrs []string, prefix string, nInst, goroutines, nK
 	}
 	wg.Wait()
 	el := time.Since(start)
-	if p := firstErr.Load(); p != nil {
-		return 0, fmt.Errorf("%s: %w", l.name, *p)
+	cpu := processCPU() - cpu0
+	load1, err := serverLoad(addrs)
+	if err != nil {
+		return distinct{}, err
 	}
-	return float64(count.Load()) / el.Seconds(), nil
+	if p := firstErr.Load(); p != nil {
+		return distinct{}, fmt.Errorf("%s: %w", l.name, *p)
+	}
+	n := float64(max(count.Load(), 1))
+	return distinct{
+		perSec:    float64(count.Load()) / el.Seconds(),
+		serverPct: (load1.cpu - load0.cpu) / el.Seconds() * 100,
+		clientPct: cpu.Seconds() / el.Seconds() * 100,
+		serverUS:  (load1.cpu - load0.cpu) * 1e6 / n,
+		clientUS:  us(cpu) / n,
+	}, nil
 }

@@ -17,9 +17,9 @@ type namedH struct {
 	name string
 	byW  []handoff
 }
-type namedF struct {
+type namedK struct {
 	name string
-	v    float64
+	d    distinct
 }
 
 type report struct {
@@ -27,7 +27,7 @@ type report struct {
 	waiters      []int
 	unc, rlU     []namedU
 	hot, rlH     []namedH
-	keys         []namedF
+	keys         []namedK
 	scale        []scaleResult
 	scaleTargets []scaleTarget
 	scaleErr     []string
@@ -42,7 +42,7 @@ func (r *report) markdown() []byte {
 	p("- date: %s\n", time.Now().UTC().Format(time.RFC3339))
 	p("- machine: %d CPUs (nproc), %s\n", runtime.NumCPU(), cpuModel())
 	p("- Go: %s %s/%s\n", runtime.Version(), runtime.GOOS, runtime.GOARCH)
-	p("- redis: %s (private *clients on loopback, `--save \"\" --appendonly no`)\n", r.redisVersion)
+	p("- redis: %s (private instances on loopback, `--save \"\" --appendonly no`)\n", r.redisVersion)
 	p("- command: `cd bench && go run ./cmd/peers %s` (seed %d, total %s)\n", strings.Join(os.Args[1:], " "), r.seed, r.elapsed.Round(time.Second))
 	p("- every figure is the median of %d rounds; each round runs the libraries (configurations) in a fresh random order\n\n", *rounds)
 
@@ -55,7 +55,7 @@ func (r *report) markdown() []byte {
 	for _, u := range r.unc {
 		p("| %s | %.1f | %.1f | %.1f | %.1f | %.1f | %.2f× |\n", u.name, u.u.p50, u.u.p99, u.u.allocs, u.u.client, u.u.server, u.u.p50/floor)
 	}
-	p("\nfloor = SET NX PX + EVALSHA compare-and-delete; distlock = TryAcquire+Release (ctx Background, default auto-refresh on, TTL 10s); redislock = Obtain+Release; redsync = TryLockContext+UnlockContext on a reused Mutex. Allocations are process-wide mallocs during the loop / cycles (the harness adds ~1-2 per cycle to every row). Client CPU is this process's user+system time (getrusage) over the loop, redis-server CPU its used_cpu_user+sys (INFO) / cycles: where a latency gap comes from.\n\n")
+	p("\nfloor = SET NX PX + EVALSHA compare-and-delete; distlock = TryAcquire+Release (ctx Background, default auto-refresh on, TTL 10s); redislock = Obtain+Release; redsync = TryLockContext+UnlockContext on a reused Mutex. The libraries run interleaved in blocks of %d cycles, in a fresh random order per block, so that each samples the same machine states. Allocations are process-wide mallocs during the loop / cycles (the harness adds ~1-2 per cycle to every row). Client CPU is this process's user+system time (getrusage) over the loop, redis-server CPU its used_cpu_user+sys (INFO) / cycles: where a latency gap comes from. On this 2-core VM the latency of a lone sequential client is dominated by how long an idle vCPU takes to wake (the same cycle runs about 3× faster while other work keeps the CPUs busy, and p50s move between runs with that state); the CPU columns are the steadier comparison.\n\n", uncBlock)
 
 	p("## 2. Hot key: handoffs (hold time %s, waiters over %d clients, %s per run)\n\n", *hold, *clients, *dur)
 	p("| library / config | waiters | handoffs/s | release→next acquire p50 µs | p99 µs | p50 vs distlock | wait p99 ms | server cmds/handoff | server CPU µs/handoff | gave up (per run) |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
@@ -72,11 +72,11 @@ func (r *report) markdown() []byte {
 	p("\ndistlock uses its default (pub/sub wake-up, no attempt limit). redislock's default is no retry; \"default\" is the README/example retry `LimitRetry(LinearBackoff(100ms), 3)`. redsync's default is 32 tries with 50–250ms random delay (gives up after ~4.6s of contention). Every goroutine loops acquire → hold → release → wait until another goroutine has acquired → acquire again, so every acquisition is a handoff to a goroutine that wanted the lock, and the hold gives the others time to start waiting; without the wait-for-another rule a polling releaser re-grabs the free key at once and its waiters starve, which flatters pollers' throughput and latency. release→next acquire runs from just before the holder's Release call to the return of the next holder's Acquire, counted when that Acquire had started before the release (a real waiter). \"p50 vs distlock\" is the peer's p50 over distlock's at the same waiter count. \"wait p99\" is the 99th percentile of the whole Acquire call (queueing behind other waiters included). \"server cmds/handoff\" and \"server CPU µs/handoff\" are the redis-server's total_commands_processed and used_cpu_user+sys (INFO) over the run / handoffs: the price of short polling intervals. \"gave up\" counts acquisitions that returned ErrNotObtained / ErrFailed / ErrTaken; the waiter then tries again. \"distlock redis, 1 client\" puts every waiter in one Locker, whose waiters queue first-come first-served; in every other row the waiters are spread over %d clients, and distlock's waiters in different Lockers race for each release, in the order Redis delivers the release message to the subscribed connections (the cause of the higher wait p99).\n\n", *clients)
 	p("![handoff p50](handoff.svg)\n\n")
 
-	p("## 3. 1,000 distinct keys, %d goroutines over %d clients (%s per run)\n\n| library | cycles/s |\n|---|---:|\n", keyWorkers, *clients, *keysDur)
+	p("## 3. 1,000 distinct keys, %d goroutines over %d clients (%s per run)\n\n| library | cycles/s | client CPU %% of a core | client CPU µs/cycle | redis-server CPU %% | redis-server CPU µs/cycle |\n|---|---:|---:|---:|---:|---:|\n", keyWorkers, *clients, *keysDur)
 	for _, k := range r.keys {
-		p("| %s | %.0f |\n", k.name, k.v)
+		p("| %s | %.0f | %.0f | %.1f | %.0f | %.1f |\n", k.name, k.d.perSec, k.d.clientPct, k.d.clientUS, k.d.serverPct, k.d.serverUS)
 	}
-	p("\n")
+	p("\nEvery goroutine cycles through its own keys with a ctx that has a deadline (the run's end). Throughput on 2 cores is bounded by CPU: the redis-server is single-threaded, so when it nears 100%% of a core its µs per cycle sets the rate.\n\n")
 
 	if len(r.rlU) > 0 {
 		p("## 4. Redlock, 5 nodes: distlock redlock vs redsync (5 pools)\n\n| library | p50 µs | p99 µs | allocs/cycle | client CPU µs/cycle | redis-server CPU µs/cycle (5 nodes) |\n|---|---:|---:|---:|---:|---:|\n")
@@ -84,7 +84,7 @@ func (r *report) markdown() []byte {
 			p("| %s | %.1f | %.1f | %.1f | %.1f | %.1f |\n", u.name, u.u.p50, u.u.p99, u.u.allocs, u.u.client, u.u.server)
 		}
 		if len(r.unc) > 1 {
-			p("\ndistlock redlock p50 / distlock redis (1 node) p50 = %.2f×\n", r.rlU[0].u.p50/r.unc[1].u.p50)
+			p("\ndistlock redlock (5 nodes) p50 here / distlock redis (1 node) p50 in section 1 = %.2f× (both measured among peers of the same weight: interleaving redlock's 5-node fan-out with single-node cycles keeps this 2-core VM busy, and a busy VM answers a single-node round trip about 3× faster than an idle one, which would make the ratio meaningless)\n", r.rlU[0].u.p50/r.unc[1].u.p50)
 		}
 		p("\n| hot key, 16 waiters | handoffs/s | release→next acquire p50 µs | p99 µs | p50 vs distlock | wait p99 ms | server cmds/handoff (5 nodes) | server CPU µs/handoff | gave up |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 		for _, h := range r.rlH {
