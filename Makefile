@@ -11,10 +11,11 @@ ci: deps test
 deps:
 	bash scripts/install-deps.sh
 
-# Formatting and vet.
+# Formatting and vet (the library, and the peer benchmark module in bench/).
 check:
 	@unformatted=$$(gofmt -l .); if [ -n "$$unformatted" ]; then echo "gofmt -l:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
+	cd bench && $(GO) vet ./...
 
 # The whole test suite with the race detector.
 test: check
@@ -38,7 +39,8 @@ faults:
 	@echo wrote docs/FAULTS.md
 
 # distlock vs bsm/redislock and redsync, side by side on private
-# redis-servers; writes bench/RESULTS.md and bench/handoff.svg. The peers
-# live in bench/'s own go.mod, never in the library's.
-bench-peers:
+# redis-servers, and every backend's scale run (memcached, ZooKeeper and
+# MariaDB from deps); writes bench/RESULTS.md and bench/handoff.svg. The
+# peers live in bench/'s own go.mod, never in the library's.
+bench-peers: deps
 	cd bench && $(GO) run ./cmd/peers -rounds 3
