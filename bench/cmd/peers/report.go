@@ -175,7 +175,7 @@ func (r *report) svg() []byte {
 	p(`<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="black"/>`+"\n", L, H-B, W-R, H-B)
 	p(`<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="black"/>`+"\n", L, T, L, H-B)
 	p(`<text x="%.1f" y="%d" text-anchor="middle">waiters</text>`+"\n", float64(L)+pw/2, H-12)
-	colors := []string{"#d62728", "#1f77b4", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"}
+	colors := []string{"#d62728", "#1f77b4", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#17becf", "#e377c2", "#7f7f7f"}
 	for i, h := range r.hot {
 		c := colors[i%len(colors)]
 		var pts []string
