@@ -47,28 +47,10 @@ func BenchmarkMemcached(b *testing.B) {
 	srv := testserver.Memcached(b, testserver.MemcachedConfig{NoEvict: true, ExtraArgs: []string{"-c", "4096"}})
 	ctx := context.Background()
 	open := func(b *testing.B, query string, opts ...distlock.Option) distlock.Locker {
-		l, err := distlock.Open(ctx, mcURL(srv, query), opts...)
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { _ = l.Close() })
-		return l
+		return benchkit.Open(b, mcURL(srv, query), opts...)
 	}
 	cycle := func(b *testing.B, l distlock.Locker, try bool, opts ...distlock.Option) {
-		b.ReportAllocs()
-		acquire := l.Acquire
-		if try {
-			acquire = l.TryAcquire
-		}
-		for b.Loop() {
-			lease, err := acquire(ctx, "bench/uncontended", opts...)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if err := lease.Release(ctx); err != nil {
-				b.Fatal(err)
-			}
-		}
+		benchkit.Cycle(b, l, "bench/uncontended", try, opts...)
 	}
 
 	b.Run("floor/rtt", func(b *testing.B) {

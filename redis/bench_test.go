@@ -50,29 +50,9 @@ func BenchmarkRedis(b *testing.B) {
 	srv := testserver.Redis(b, testserver.RedisConfig{})
 	url := "redis://" + srv.Addr() + "/0"
 	ctx := context.Background()
-	open := func(b *testing.B, opts ...distlock.Option) distlock.Locker {
-		l, err := distlock.Open(ctx, url, opts...)
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { _ = l.Close() })
-		return l
-	}
+	open := func(b *testing.B, opts ...distlock.Option) distlock.Locker { return benchkit.Open(b, url, opts...) }
 	cycle := func(b *testing.B, l distlock.Locker, try bool, opts ...distlock.Option) {
-		b.ReportAllocs()
-		acquire := l.Acquire
-		if try {
-			acquire = l.TryAcquire
-		}
-		for b.Loop() {
-			lease, err := acquire(ctx, "bench/uncontended", opts...)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if err := lease.Release(ctx); err != nil {
-				b.Fatal(err)
-			}
-		}
+		benchkit.Cycle(b, l, "bench/uncontended", try, opts...)
 	}
 
 	b.Run("floor/rtt", func(b *testing.B) {

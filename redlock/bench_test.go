@@ -37,30 +37,11 @@ import (
 func BenchmarkRedlock(b *testing.B) {
 	c := startCluster(b, 5)
 	single := testserver.Redis(b, testserver.RedisConfig{})
-	ctx := context.Background()
 	redlockURLOf := redlockURL
 	redlockURL := redlockURL(c.addrs(), "")
 	redisURL := "redis://" + single.Addr() + "/0"
-	open := func(b *testing.B, url string) distlock.Locker {
-		l, err := distlock.Open(ctx, url)
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { _ = l.Close() })
-		return l
-	}
-	cycle := func(b *testing.B, l distlock.Locker) {
-		b.ReportAllocs()
-		for b.Loop() {
-			lease, err := l.Acquire(ctx, "bench/uncontended")
-			if err != nil {
-				b.Fatal(err)
-			}
-			if err := lease.Release(ctx); err != nil {
-				b.Fatal(err)
-			}
-		}
-	}
+	open := func(b *testing.B, url string) distlock.Locker { return benchkit.Open(b, url) }
+	cycle := func(b *testing.B, l distlock.Locker) { benchkit.Cycle(b, l, "bench/uncontended", false) }
 	b.Run("acquire+release/redlock-5", func(b *testing.B) { cycle(b, open(b, redlockURL)) })
 	b.Run("acquire+release/redis", func(b *testing.B) { cycle(b, open(b, redisURL)) })
 	b.Run("paired", func(b *testing.B) { benchPaired(b, open(b, redisURL), open(b, redlockURL), 100) })

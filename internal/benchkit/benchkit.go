@@ -13,6 +13,39 @@ import (
 	"github.com/distlock/distlock"
 )
 
+// Open opens url with opts for a benchmark; the Locker is closed when b
+// ends.
+func Open(b *testing.B, url string, opts ...distlock.Option) distlock.Locker {
+	b.Helper()
+	l, err := distlock.Open(context.Background(), url, opts...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = l.Close() })
+	return l
+}
+
+// Cycle measures acquire + release of one free key: Acquire, or TryAcquire
+// when try, then Release, once per b.Loop iteration, with allocations.
+func Cycle(b *testing.B, l distlock.Locker, key string, try bool, opts ...distlock.Option) {
+	b.Helper()
+	ctx := context.Background()
+	acquire := l.Acquire
+	if try {
+		acquire = l.TryAcquire
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		lease, err := acquire(ctx, key, opts...)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := lease.Release(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // Handoff has goroutines, spread round-robin over lockers, contend for key
 // with zero hold time until b.N acquisitions are done. It reports
 // handoffs/s, and the release-to-next-acquire latency p50-µs and p99-µs
