@@ -3,7 +3,6 @@ package memcached
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net"
 	"sync/atomic"
 	"testing"
@@ -96,26 +95,7 @@ func BenchmarkMemcached(b *testing.B) {
 	b.Run("try-acquire+release/cas", func(b *testing.B) { cycle(b, open(b, "release=cas"), true) })
 	b.Run("handoff", func(b *testing.B) { benchHandoff(b, srv, "") })
 	b.Run("handoff/cas", func(b *testing.B) { benchHandoff(b, srv, "release=cas") })
-	b.Run("distinct-keys", func(b *testing.B) {
-		l := open(b, "max_idle=64")
-		var next atomic.Int64
-		b.SetParallelism(500) // 1,000 goroutines on 2 CPUs
-		b.ReportAllocs()
-		b.RunParallel(func(pb *testing.PB) {
-			key := fmt.Sprintf("bench/distinct/%d", next.Add(1))
-			for pb.Next() {
-				lease, err := l.TryAcquire(ctx, key)
-				if err != nil {
-					b.Error(err)
-					return
-				}
-				if err := lease.Release(ctx); err != nil {
-					b.Error(err)
-					return
-				}
-			}
-		})
-	})
+	b.Run("distinct-keys", func(b *testing.B) { benchkit.DistinctKeys(b, open(b, "max_idle=64")) })
 }
 
 // benchHandoff: 16 goroutines over 4 Lockers contend for one key with zero

@@ -4,9 +4,8 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
-	"fmt"
+
 	"slices"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -92,29 +91,7 @@ func BenchmarkRedis(b *testing.B) {
 	b.Run("paired", func(b *testing.B) { benchPaired(b, srv.Addr()) })
 	b.Run("handoff", func(b *testing.B) { benchHandoff(b, srv.Addr(), 4, 16) })
 	b.Run("handoff-light", func(b *testing.B) { benchHandoff(b, srv.Addr(), 2, 2) })
-	b.Run("distinct-keys", func(b *testing.B) {
-		l := open(b)
-		var next atomic.Int64
-		b.SetParallelism(500) // 1,000 goroutines on 2 CPUs
-		b.ReportAllocs()
-		b.RunParallel(func(pb *testing.PB) {
-			key := fmt.Sprintf("bench/distinct/%d", next.Add(1))
-			for pb.Next() {
-				lease, err := l.TryAcquire(ctx, key)
-				if err != nil {
-					b.Error(err)
-					return
-				}
-				if err := lease.Release(ctx); err != nil {
-					b.Error(err)
-					return
-				}
-			}
-		})
-		if n := next.Load(); n != 1000 && b.N >= 1000 {
-			b.Logf("%d goroutines", n)
-		}
-	})
+	b.Run("distinct-keys", func(b *testing.B) { benchkit.DistinctKeys(b, open(b)) })
 }
 
 // benchPaired alternates blocks of floor and distlock cycles; one op is

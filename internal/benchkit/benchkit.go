@@ -4,6 +4,7 @@ package benchkit
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -43,6 +44,33 @@ func Cycle(b *testing.B, l distlock.Locker, key string, try bool, opts ...distlo
 		if err := lease.Release(ctx); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// DistinctKeys has 500×GOMAXPROCS goroutines each cycle TryAcquire +
+// Release of its own key on l (no contention): the throughput of many
+// independent locks through one Locker.
+func DistinctKeys(b *testing.B, l distlock.Locker) {
+	ctx := context.Background()
+	var next atomic.Int64
+	b.SetParallelism(500) // 1,000 goroutines on 2 CPUs
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		key := fmt.Sprintf("bench/distinct/%d", next.Add(1))
+		for pb.Next() {
+			lease, err := l.TryAcquire(ctx, key)
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			if err := lease.Release(ctx); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	if n := next.Load(); n != 1000 && b.N >= 1000 {
+		b.Logf("%d goroutines", n)
 	}
 }
 
