@@ -337,17 +337,7 @@ func checkBadInput(t T, h *Harness) {
 		scheme := h.URL[:strings.Index(h.URL, ":")]
 		bad = append(bad, scheme+"://[::1", scheme+"://127.0.0.1:99999999", scheme+"://127.0.0.1:1/?no_such_parameter=1", scheme+":/%zz")
 	}
-	for _, u := range append(bad, h.BadURLs...) {
-		l, err := distlock.Open(ctx, u)
-		if err == nil {
-			_ = l.Close()
-			t.Errorf("Open(%q) succeeded, want ErrInvalidOption", u)
-			continue
-		}
-		if !errors.Is(err, distlock.ErrInvalidOption) {
-			t.Errorf("Open(%q) = %v, want ErrInvalidOption", u, err)
-		}
-	}
+	RefusesURLs(t, append(bad, h.BadURLs...)...)
 	if h.UnreachableURL != "" {
 		start := time.Now()
 		l, err := distlock.Open(ctx, h.UnreachableURL)
@@ -491,5 +481,32 @@ func checkServerFaults(t T, h *Harness) {
 		if total == 0 {
 			t.Errorf("%s: no critical section completed", f.Name)
 		}
+	}
+}
+
+// RefusesURLs checks that distlock.Open refuses every one of urls with an
+// error wrapping ErrInvalidOption, without panicking (a panic is reported
+// against its URL) and without opening anything.
+func RefusesURLs(t T, urls ...string) {
+	t.Helper()
+	for _, u := range urls {
+		func() {
+			defer func() {
+				if p := recover(); p != nil {
+					t.Errorf("Open(%q) panicked: %v", u, p)
+				}
+			}()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			l, err := distlock.Open(ctx, u)
+			if err == nil {
+				_ = l.Close()
+				t.Errorf("Open(%q) succeeded, want ErrInvalidOption", u)
+				return
+			}
+			if !errors.Is(err, distlock.ErrInvalidOption) {
+				t.Errorf("Open(%q) = %v, want ErrInvalidOption", u, err)
+			}
+		}()
 	}
 }

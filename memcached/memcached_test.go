@@ -16,6 +16,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/conformance"
 	"github.com/distlock/distlock/internal/testserver"
 )
 
@@ -830,27 +831,10 @@ func FuzzDecodeRecord(f *testing.F) {
 
 // Bad URLs get typed errors and no panic.
 func TestOpenBadURLs(t *testing.T) {
-	for _, u := range append(badURLs,
+	conformance.RefusesURLs(t, append(badURLs,
 		"memcached://[::1", "memcached://127.0.0.1:99999999", "memcached:/%zz", "memcached://127.0.0.1:1/?no_such_parameter=1",
 		"memcached://no-such-host.invalid:11211",
-	) {
-		func() {
-			defer func() {
-				if p := recover(); p != nil {
-					t.Errorf("Open(%q) panicked: %v", u, p)
-				}
-			}()
-			l, err := distlock.Open(ctxT(t, 10*time.Second), u)
-			if err == nil {
-				_ = l.Close()
-				t.Errorf("Open(%q) succeeded", u)
-				return
-			}
-			if !errors.Is(err, distlock.ErrInvalidOption) {
-				t.Errorf("Open(%q) = %v, want ErrInvalidOption", u, err)
-			}
-		}()
-	}
+	)...)
 	for _, u := range []string{
 		"memcached://127.0.0.1", "memcached://127.0.0.1:11211/", "memcached://localhost:11211",
 		"memcached://127.0.0.1:1,127.0.0.1:2?prefix=p:&timeout=250ms&max_idle=4&release=cas&pin=off",

@@ -17,6 +17,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/conformance"
 	"github.com/distlock/distlock/internal/netfault"
 	"github.com/distlock/distlock/internal/redisscript"
 )
@@ -95,24 +96,7 @@ func TestNewPanics(t *testing.T) {
 }
 
 func TestURLs(t *testing.T) {
-	for _, u := range badURLs {
-		func() {
-			defer func() {
-				if r := recover(); r != nil {
-					t.Errorf("Open(%q) panicked: %v", u, r)
-				}
-			}()
-			l, err := distlock.Open(t.Context(), u)
-			if err == nil {
-				_ = l.Close()
-				t.Errorf("Open(%q) succeeded, want ErrInvalidOption", u)
-				return
-			}
-			if !errors.Is(err, distlock.ErrInvalidOption) {
-				t.Errorf("Open(%q) = %v, want ErrInvalidOption", u, err)
-			}
-		}()
-	}
+	conformance.RefusesURLs(t, badURLs...)
 	for _, raw := range []string{
 		"redlock://127.0.0.1:1,127.0.0.1:2,127.0.0.1:3",
 		"redlock://h1,h2:7000,[::1]:7001/2?node_timeout=20ms&drift_factor=0&drift_min=5ms&prefix=app:&dial_timeout=1s&subscription_linger=0s",
