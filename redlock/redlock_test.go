@@ -711,8 +711,10 @@ func (c *acquireCounter) ProcessPipelineHook(next goredis.ProcessPipelineHook) g
 // turn, each woken by a release or handed the wake-up by the one before.
 func TestWakeOne(t *testing.T) {
 	c := startCluster(t, 5)
-	holder := newTestLocker(t, c.addrs())
-	w := newTestLocker(t, c.addrs())
+	// A generous node timeout: this test is about wake-ups, and under a
+	// loaded -race run a 50ms timeout can fail an attempt on every node.
+	holder := newTestLocker(t, c.addrs(), WithNodeTimeout(time.Second))
+	w := newTestLocker(t, c.addrs(), WithNodeTimeout(time.Second))
 	counter := &acquireCounter{}
 	w.d.nodes[0].client.(*goredis.Client).AddHook(counter)
 	ctx := tctx(t, 2*time.Minute)
