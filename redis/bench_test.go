@@ -109,6 +109,11 @@ func benchPaired(b *testing.B, addr string) {
 		b.Fatal(err)
 	}
 	defer l.Close()
+	fair, err := distlock.Open(ctx, "redis://"+addr+"/0?fair=true")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer fair.Close()
 	cycles := []struct {
 		name string
 		fn   func() error
@@ -129,6 +134,13 @@ func benchPaired(b *testing.B, addr string) {
 		}},
 		{"try", func() error {
 			lease, err := l.TryAcquire(ctx, "bench/paired/try")
+			if err != nil {
+				return err
+			}
+			return lease.Release(ctx)
+		}},
+		{"fair-try", func() error {
+			lease, err := fair.TryAcquire(ctx, "bench/paired/fair")
 			if err != nil {
 				return err
 			}
@@ -158,6 +170,7 @@ func benchPaired(b *testing.B, addr string) {
 	}
 	b.ReportMetric(med[1]/med[0], "acquire/floor")
 	b.ReportMetric(med[2]/med[0], "try/floor")
+	b.ReportMetric(med[3]/med[2], "fair/try")
 }
 
 // medianRTT is the median time of n single SET NX PX round trips.

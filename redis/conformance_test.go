@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -94,13 +95,58 @@ func heldLocks(admin goredis.UniversalClient, prefix string) func(ctx context.Co
 			if err != nil {
 				return nil, err
 			}
-			if typ == "hash" {
-				owner, _ := admin.HGet(ctx, k, "o").Result()
-				held = append(held, k+" owner="+owner)
+			if typ != "hash" {
+				continue
 			}
+			owner, err := admin.HGet(ctx, k, "o").Result()
+			if errors.Is(err, goredis.Nil) {
+				continue // a fair queue's waiter entries, not a lock
+			}
+			if err != nil {
+				return nil, err
+			}
+			held = append(held, k+" owner="+owner)
 		}
 		return held, iter.Err()
 	}
+}
+
+// TestConformanceFair runs the suite against Lockers made with fair=true:
+// the queue in Redis must keep every promise of the plain mode and add
+// arrival order across Lockers (the suite's Fair check).
+func TestConformanceFair(t *testing.T) {
+	srv := testserver.Redis(t, testserver.RedisConfig{})
+	admin := goredis.NewClient(&goredis.Options{Addr: srv.Addr()})
+	t.Cleanup(func() { _ = admin.Close() })
+	const prefix = "fair:"
+	url := func(addr string) string { return "redis://" + addr + "/0?fair=true&prefix=" + prefix }
+	conformance.Run(t, conformance.Harness{
+		Name: "redis-fair",
+		NewLocker: func(ctx context.Context) (distlock.Locker, error) {
+			return distlock.Open(ctx, url(srv.Addr()))
+		},
+		TTL:            confTTL,
+		URL:            url(srv.Addr()),
+		UnreachableURL: "redis://127.0.0.1:1/0?fair=true",
+		BadURLs:        []string{"redis://127.0.0.1:6379/0?fair=maybe"},
+		BadTTLs:        []time.Duration{time.Nanosecond, 1500 * time.Microsecond},
+		Faults: conformance.Faults{
+			Expire: expireFault(admin, prefix),
+			NewLinkedLocker: func(ctx context.Context) (distlock.Locker, conformance.Link, error) {
+				g, err := netfault.ListenGroup(srv.Addr())
+				if err != nil {
+					return nil, nil, err
+				}
+				l, err := distlock.Open(ctx, url(g.Addrs()[0]))
+				if err != nil {
+					_ = g.Close()
+					return nil, nil, err
+				}
+				return l, g, nil
+			},
+			Held: heldLocks(admin, prefix),
+		},
+	})
 }
 
 // TestConformanceCluster runs the whole suite against a Redis Cluster of

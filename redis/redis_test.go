@@ -39,7 +39,7 @@ func newTestLocker(t *testing.T, o *goredis.Options, opts ...Option) *testLocker
 		opt(&c)
 	}
 	d := newDriver(client, c)
-	l := &testLocker{Locker: distlock.New(d, "redis", c.defaults...), d: d, client: client}
+	l := &testLocker{Locker: distlock.New(d.backend(), "redis", c.defaults...), d: d, client: client}
 	t.Cleanup(func() { _ = l.Close() })
 	return l
 }

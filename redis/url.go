@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"strconv"
 	"strings"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -23,9 +24,10 @@ const (
 	paramPrefix           = "prefix"              // key prefix (WithPrefix)
 	paramSubscribeTimeout = "subscribe_timeout"   // Go duration (WithSubscribeTimeout)
 	paramLinger           = "subscription_linger" // Go duration (WithSubscriptionLinger)
+	paramFair             = "fair"                // true or false (WithFair)
 )
 
-var ownParams = []string{paramPrefix, paramSubscribeTimeout, paramLinger}
+var ownParams = []string{paramPrefix, paramSubscribeTimeout, paramLinger, paramFair}
 
 // open is the OpenFunc of "redis://" and "rediss://" URLs:
 //
@@ -34,8 +36,9 @@ var ownParams = []string{paramPrefix, paramSubscribeTimeout, paramLinger}
 //
 // The standard parts and go-redis's own query parameters (dial_timeout,
 // read_timeout, pool_size, max_retries, client_name, protocol, ...) are
-// parsed by go-redis's ParseURL. distlock adds prefix=, subscribe_timeout=
-// and subscription_linger=. Any other parameter is an ErrInvalidOption.
+// parsed by go-redis's ParseURL. distlock adds prefix=, subscribe_timeout=,
+// subscription_linger= and fair=. Any other parameter is an
+// ErrInvalidOption.
 //
 // Open does not connect: like database/sql.Open it only validates the URL,
 // and the first operation dials. An unreachable server therefore shows up
@@ -51,7 +54,7 @@ func open(_ context.Context, u *url.URL) (backend.Driver, error) {
 	}
 	c.closeClient = true
 	opt.ContextTimeoutEnabled = true // ctx deadlines bound socket I/O
-	return newDriver(goredis.NewClient(opt), c), nil
+	return newDriver(goredis.NewClient(opt), c).backend(), nil
 }
 
 // parseURL splits the URL into go-redis options and distlock's config.
@@ -91,6 +94,7 @@ func parseURL(u *url.URL) (*goredis.Options, config, error) {
 		d := backend.Parse(p, paramLinger, 0, backend.NonNegativeDuration)
 		WithSubscriptionLinger(d)(&c)
 	}
+	c.fair = backend.Parse(p, paramFair, false, strconv.ParseBool)
 	if err := p.Done(); err != nil {
 		return nil, c, err
 	}

@@ -68,6 +68,9 @@ type Keys struct {
 	// Channel is the pub/sub channel on which a release that frees the lock
 	// publishes. Empty: no publication.
 	Channel string
+	// Queue and Waiters are the fair queue's sorted set and entries (see
+	// Keys.Fair). Empty: the lock is not fair, and Release ignores them.
+	Queue, Waiters string
 }
 
 // TagLen is the length of the hash-tag content that KeysFor derives from a key.
@@ -225,6 +228,9 @@ const (
 	// Reentered: the same owner held it; a hold was added, the holder's
 	// token returned, and the expiry extended to at least the TTL.
 	Reentered
+	// Granted: a fair lock was granted to this waiter's hold while it
+	// waited (FairAcquire); PTTL is the time it has left.
+	Granted
 )
 
 // AcquireResult is what Acquire found.
@@ -233,8 +239,8 @@ type AcquireResult struct {
 	// Token is the fencing token (Acquired, Reentered); 0 without a fence
 	// key.
 	Token uint64
-	// PTTL is the holder's remaining time when Busy; 0 if unknown (the
-	// lock key has no expiry).
+	// PTTL is the holder's remaining time when Busy, or this waiter's when
+	// Granted; 0 if unknown (the lock key has no expiry).
 	PTTL time.Duration
 	// Holder is the current holder's owner id when Busy. Redlock uses it to
 	// tell a lock held by one owner on a quorum of nodes from a split vote.
@@ -333,12 +339,21 @@ const (
 // if the lock is held by owner with token (token 0: not checked, for undoing
 // an acquisition whose reply was lost — the unique hold id identifies it)
 // and the hold id is present. When no hold remains it deletes the lock and
-// publishes the freed token on k.Channel (if not empty).
+// publishes the freed token on k.Channel (if not empty). For a fair lock
+// (Keys.Fair) it first takes the hold out of the queue, so it also ends a
+// wait (or undoes an attempt), and a freed lock is granted to the first live
+// waiter instead.
 func Release(ctx context.Context, c goredis.Scripter, k Keys, owner string, token uint64, hold string) (ReleaseResult, error) {
 	if err := checkHold(hold); err != nil {
 		return NotHeld, err
 	}
-	n, err := releaseScript.Run(ctx, c, []string{k.Lock}, owner, token, hold, k.Channel).Int64()
+	var n int64
+	var err error
+	if k.Queue != "" {
+		n, err = fairReleaseScript.Run(ctx, c, k.fairKeys(), owner, token, hold, k.Channel).Int64()
+	} else {
+		n, err = releaseScript.Run(ctx, c, []string{k.Lock}, owner, token, hold, k.Channel).Int64()
+	}
 	if err != nil {
 		return NotHeld, err
 	}

@@ -48,7 +48,7 @@ type Subscriber struct {
 	idle   *time.Timer
 	wg     sync.WaitGroup // reader goroutines
 
-	messages, wakes, handOns, sessions atomic.Int64 // for Stats
+	messages, wakes, handOns, sessions, grants atomic.Int64 // for Stats
 }
 
 // SubscriberStats counts what a Subscriber did since it was made.
@@ -57,11 +57,12 @@ type SubscriberStats struct {
 	Wakes    int64 // sends on waiters' channels (messages, hand-ons and reconnections)
 	HandOns  int64 // wake-ups handed on by a woken waiter that left
 	Sessions int64 // pub/sub sessions (connections) started
+	Grants   int64 // fair-queue grants delivered to a waiter (WatchGrant)
 }
 
 // Stats returns the counters.
 func (s *Subscriber) Stats() SubscriberStats {
-	return SubscriberStats{Messages: s.messages.Load(), Wakes: s.wakes.Load(), HandOns: s.handOns.Load(), Sessions: s.sessions.Load()}
+	return SubscriberStats{Messages: s.messages.Load(), Wakes: s.wakes.Load(), HandOns: s.handOns.Load(), Sessions: s.sessions.Load(), Grants: s.grants.Load()}
 }
 
 // session is one PubSub connection and its reader goroutine.
@@ -83,11 +84,13 @@ type topic struct {
 }
 
 type watcher struct {
-	ch    chan struct{}
-	t     *topic
-	rank  uint64
-	woken bool // a release message was delivered to it: its leaving hands it on
-	gone  bool
+	ch     chan struct{}
+	t      *topic
+	rank   uint64
+	woken  bool // a release message was delivered to it: its leaving hands it on
+	gone   bool
+	hold   string      // a fair-queue waiter's hold id (WatchGrant), else ""
+	grants chan string // where grant messages naming hold go
 }
 
 var rankSeq atomic.Uint64
@@ -168,6 +171,18 @@ func (s *Subscriber) Watch(channel string) (<-chan struct{}, func()) {
 // subscription was confirmed; if not, ch will not be sent to and cancel is
 // a no-op. Several Subscribers may send to one ch.
 func (s *Subscriber) WatchRank(channel string, ch chan struct{}, rank uint64) (ok bool, cancel func()) {
+	return s.watch(channel, watcher{ch: ch, rank: rank})
+}
+
+// WatchGrant is Watch for a waiter of a fair lock (Keys.Fair) whose hold id
+// is hold: a grant message naming hold (see ParseGrant) is sent to grants
+// (non-blocking; capacity at least 1) and wakes no one else, since the lock
+// is taken; plain release messages and reconnections wake ch as for Watch.
+func (s *Subscriber) WatchGrant(channel, hold string, ch chan struct{}, grants chan string) (ok bool, cancel func()) {
+	return s.watch(channel, watcher{ch: ch, rank: NextRank(), hold: hold, grants: grants})
+}
+
+func (s *Subscriber) watch(channel string, proto watcher) (ok bool, cancel func()) {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -188,26 +203,28 @@ func (s *Subscriber) WatchRank(channel string, ch chan struct{}, rank uint64) (o
 		if t == nil {
 			t = &topic{name: channel, confirmed: make(chan struct{})}
 			s.topics[channel] = t
-			w := s.addLocked(t, ch, rank)
+			w := s.addLocked(t, proto)
 			s.subscribeLocked(t) // unlocks mu and wmu
 			return s.await(w)
 		}
 		s.wmu.Unlock()
 	}
-	w := s.addLocked(t, ch, rank)
+	w := s.addLocked(t, proto)
 	s.mu.Unlock()
 	return s.await(w)
 }
 
-// addLocked adds a watcher to t's queue, in rank order. Callers hold mu.
-func (s *Subscriber) addLocked(t *topic, ch chan struct{}, rank uint64) *watcher {
+// addLocked adds a watcher like proto to t's queue, in rank order. Callers
+// hold mu.
+func (s *Subscriber) addLocked(t *topic, proto watcher) *watcher {
 	if s.idle != nil {
 		s.idle.Stop()
 		s.idle = nil
 	}
-	w := &watcher{ch: ch, t: t, rank: rank}
+	w := &proto
+	w.t = t
 	i := len(t.watchers)
-	for i > 0 && t.watchers[i-1].rank > rank {
+	for i > 0 && t.watchers[i-1].rank > w.rank {
 		i--
 	}
 	t.watchers = slices.Insert(t.watchers, i, w)
@@ -445,9 +462,15 @@ func (s *Subscriber) dispatch(sess *session, msg any) {
 	switch m := msg.(type) {
 	case *goredis.Message:
 		s.messages.Add(1)
-		if t := s.topics[m.Channel]; t != nil && len(t.watchers) > 0 {
-			s.wakeHead(t)
+		t := s.topics[m.Channel]
+		if t == nil || len(t.watchers) == 0 {
+			return
 		}
+		if hold := GrantHold(m.Payload); hold != "" {
+			s.deliverGrant(t, hold, m.Payload)
+			return
+		}
+		s.wakeHead(t)
 	case *goredis.Subscription:
 		q := sess.expect[m.Channel]
 		if len(q) > 0 {
@@ -509,6 +532,21 @@ func (s *Subscriber) wakeHead(t *topic) {
 	case w.ch <- struct{}{}:
 		s.wakes.Add(1)
 	default:
+	}
+}
+
+// deliverGrant hands a grant message to the fair waiter it names, if it is
+// one of ours. Callers hold mu.
+func (s *Subscriber) deliverGrant(t *topic, hold, payload string) {
+	for _, w := range t.watchers {
+		if w.hold == hold {
+			select {
+			case w.grants <- payload:
+				s.grants.Add(1)
+			default:
+			}
+			return
+		}
 	}
 }
 

@@ -121,15 +121,20 @@ func (d *dlInst) close() {
 	}
 }
 
-var distlockLib = lib{name: "distlock redis", make: newDistlock}
+var distlockLib = lib{name: "distlock redis", make: func(a []string) inst { return newDistlock(a) }}
 
 // distlockOneClient has every hot-key waiter in one Locker: its waiters
 // queue in FIFO order, where waiters in several Lockers (processes) race.
-var distlockOneClient = lib{name: "distlock redis, 1 client", make: newDistlock, clients: 1}
+var distlockOneClient = lib{name: "distlock redis, 1 client", make: func(a []string) inst { return newDistlock(a) }, clients: 1}
 
-func newDistlock(a []string) inst {
+// distlockFair queues waiters in Redis (redis.WithFair): arrival order
+// across clients, and a release hands the lock to the next waiter directly.
+var distlockFair = lib{name: "distlock redis, fair queue", make: func(a []string) inst { return newDistlock(a, dlredis.WithFair()) }}
+
+func newDistlock(a []string, opts ...dlredis.Option) inst {
 	c := newClient(a[0])
-	return &dlInst{dlredis.New(c, dlredis.WithPrefix("bench:"), dlredis.WithDefaults(distlock.WithTTL(benchTTL))), []*goredis.Client{c}}
+	opts = append([]dlredis.Option{dlredis.WithPrefix("bench:"), dlredis.WithDefaults(distlock.WithTTL(benchTTL))}, opts...)
+	return &dlInst{dlredis.New(c, opts...), []*goredis.Client{c}}
 }
 
 var redlockLib = lib{name: "distlock redlock (5 nodes)", make: func(a []string) inst {

@@ -111,10 +111,10 @@ func main() {
 
 	if !*scaleOnly {
 		// 1. uncontended
-		uLibs := []lib{rawLib, distlockLib, redislockPlain, redsyncPlain}
+		uLibs := []lib{rawLib, distlockLib, distlockFair, redislockPlain, redsyncPlain}
 		uRes := map[string][]uncontended{}
 		for r := range *rounds {
-			res, err := measureUncontended(uLibs, [][]string{one, one, one, one}, fmt.Sprintf("u/%d", r), *cycles, rng)
+			res, err := measureUncontended(uLibs, slices.Repeat([][]string{one}, len(uLibs)), fmt.Sprintf("u/%d", r), *cycles, rng)
 			if err != nil {
 				fail(err)
 			}
@@ -128,7 +128,7 @@ func main() {
 		}
 
 		// 2. hot key
-		hLibs := []lib{distlockLib, distlockOneClient, rawPubSubLib, redislockDefault, redsyncDefault, redislockBest, redsyncBest}
+		hLibs := []lib{distlockLib, distlockFair, distlockOneClient, rawPubSubLib, redislockDefault, redsyncDefault, redislockBest, redsyncBest}
 		hRes := map[string][]handoff{}
 		for r := range *rounds {
 			type job struct {

@@ -1,0 +1,280 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/redisscript"
+	"github.com/distlock/distlock/internal/testserver"
+)
+
+// scriptCounter counts the scripts a client sends.
+type scriptCounter struct{ n atomic.Int64 }
+
+func (c *scriptCounter) DialHook(next goredis.DialHook) goredis.DialHook { return next }
+func (c *scriptCounter) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
+	return func(ctx context.Context, cmd goredis.Cmder) error {
+		if n := cmd.Name(); n == "evalsha" || n == "eval" {
+			c.n.Add(1)
+		}
+		return next(ctx, cmd)
+	}
+}
+func (c *scriptCounter) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+	return next
+}
+
+// TestFairOrderAcrossLockers: 12 waiters in 4 Lockers (4 clients, as 4
+// processes would be), arriving one after another, acquire in arrival
+// order; every handoff is a direct grant (the waiters' clients send no
+// script between a release and the next holder's lease).
+func TestFairOrderAcrossLockers(t *testing.T) {
+	srv := testserver.Redis(t, testserver.RedisConfig{})
+	ctx := tctx(t, 2*time.Minute)
+	holder := newTestLocker(t, &goredis.Options{Addr: srv.Addr()}, WithFair())
+	if !holder.Capabilities().Fair {
+		t.Fatal("WithFair: Capabilities().Fair is false")
+	}
+	const lockers, n = 4, 12
+	var (
+		ls      [lockers]*testLocker
+		counter [lockers]*scriptCounter
+	)
+	for i := range ls {
+		ls[i] = newTestLocker(t, &goredis.Options{Addr: srv.Addr()}, WithFair())
+		counter[i] = &scriptCounter{}
+		ls[i].client.AddHook(counter[i])
+	}
+	scripts := func() (s int64) {
+		for _, c := range counter {
+			s += c.n.Load()
+		}
+		return s
+	}
+	first, err := holder.TryAcquire(ctx, "fair/order", distlock.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := adminClient(t, srv.Addr())
+	k := redisscript.KeysFor(redisscript.DefaultPrefix, "fair/order").Fair()
+	type got struct {
+		i     int
+		lease *distlock.Lease
+	}
+	out := make(chan got, n)
+	for i := range n {
+		go func() {
+			lease, err := ls[i%lockers].Acquire(ctx, "fair/order", distlock.WithTTL(time.Minute))
+			if err != nil {
+				t.Error(err)
+				lease = nil
+			}
+			out <- got{i, lease}
+		}()
+		eventually(t, 10*time.Second, "waiter queued", func() bool { return admin.ZCard(ctx, k.Queue).Val() == int64(i+1) })
+	}
+	eventually(t, 10*time.Second, "every waiter subscribed", func() bool {
+		c := 0
+		for _, l := range ls {
+			_, ch := l.d.sub.Active()
+			c += ch
+		}
+		return c == lockers
+	})
+	time.Sleep(50 * time.Millisecond) // let the second attempts (after subscribing) land
+	before := scripts()
+	if err := first.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	prev := first.Token()
+	for want := range n {
+		var g got
+		select {
+		case g = <-out:
+		case <-time.After(20 * time.Second):
+			t.Fatalf("waiter %d not served", want)
+		}
+		if g.lease == nil {
+			t.FailNow()
+		}
+		if g.i != want {
+			t.Errorf("waiter %d acquired in turn %d: not in arrival order", g.i, want)
+		}
+		if g.lease.Token() <= prev {
+			t.Errorf("token %d after %d", g.lease.Token(), prev)
+		}
+		prev = g.lease.Token()
+		if s := scripts(); s != before {
+			t.Errorf("turn %d: the waiters' clients sent %d scripts between the release and the lease: not a direct grant", want, s-before)
+		}
+		if err := g.lease.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		before = scripts()
+	}
+	var grants int64
+	for _, l := range ls {
+		grants += l.d.sub.Stats().Grants
+	}
+	if grants != n {
+		t.Errorf("%d grants delivered, want %d", grants, n)
+	}
+	if c := admin.ZCard(ctx, k.Queue).Val(); c != 0 {
+		t.Errorf("queue has %d entries after every waiter was served", c)
+	}
+}
+
+// TestFairGrantValidity: a granted lease's deadline is no later than the
+// server's expiry of the lock, even when the grant comes long after the
+// waiter's last attempt.
+func TestFairGrantValidity(t *testing.T) {
+	srv := testserver.Redis(t, testserver.RedisConfig{})
+	ctx := tctx(t, time.Minute)
+	a := newTestLocker(t, &goredis.Options{Addr: srv.Addr()}, WithFair())
+	b := newTestLocker(t, &goredis.Options{Addr: srv.Addr()}, WithFair())
+	admin := adminClient(t, srv.Addr())
+	held, err := a.TryAcquire(ctx, "fair/validity", distlock.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan *distlock.Lease, 1)
+	go func() {
+		l, err := b.Acquire(ctx, "fair/validity", distlock.WithTTL(2*time.Second), distlock.WithAutoRefresh(false))
+		if err != nil {
+			t.Error(err)
+		}
+		done <- l
+	}()
+	k := redisscript.KeysFor(redisscript.DefaultPrefix, "fair/validity").Fair()
+	eventually(t, 10*time.Second, "waiter queued", func() bool { return admin.ZCard(ctx, k.Queue).Val() == 1 })
+	time.Sleep(700 * time.Millisecond) // the grant comes well after the last attempt
+	if err := held.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l := <-done
+	if l == nil {
+		t.FailNow()
+	}
+	pttl := admin.PTTL(ctx, k.Lock).Val()
+	left := time.Until(l.Deadline())
+	if left > pttl {
+		t.Errorf("lease deadline in %v, server expiry in %v: the lease outlives the lock", left, pttl)
+	}
+	if left < time.Second {
+		t.Errorf("lease deadline in %v of a 2s TTL granted just now: too pessimistic", left)
+	}
+	_ = l.Release(ctx)
+}
+
+// TestFairLeaveAndPoll: a waiter whose ctx ends leaves the queue at once
+// (the next waiter is served by the release, not after a queue timeout), and
+// a waiter without a subscription still gets its grant, by polling.
+func TestFairLeaveAndPoll(t *testing.T) {
+	srv := testserver.Redis(t, testserver.RedisConfig{})
+	ctx := tctx(t, time.Minute)
+	admin := adminClient(t, srv.Addr())
+	a := newTestLocker(t, &goredis.Options{Addr: srv.Addr()}, WithFair())
+	quitter := newTestLocker(t, &goredis.Options{Addr: srv.Addr()}, WithFair())
+	// A subscribe timeout far below a round trip: no subscription, polling.
+	poller := newTestLocker(t, &goredis.Options{Addr: srv.Addr()}, WithFair(), WithSubscribeTimeout(time.Nanosecond))
+	k := redisscript.KeysFor(redisscript.DefaultPrefix, "fair/leave").Fair()
+	held, err := a.TryAcquire(ctx, "fair/leave", distlock.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	qctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		_, err := quitter.Acquire(qctx, "fair/leave")
+		if !errors.Is(err, distlock.ErrNotAcquired) || !errors.Is(err, context.Canceled) {
+			t.Errorf("cancelled waiter: %v", err)
+		}
+	}()
+	eventually(t, 10*time.Second, "quitter queued", func() bool { return admin.ZCard(ctx, k.Queue).Val() == 1 })
+	got := make(chan *distlock.Lease, 1)
+	go func() {
+		l, err := poller.Acquire(ctx, "fair/leave")
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	eventually(t, 10*time.Second, "poller queued", func() bool { return admin.ZCard(ctx, k.Queue).Val() == 2 })
+	cancel()
+	wg.Wait()
+	eventually(t, 5*time.Second, "quitter left the queue", func() bool { return admin.ZCard(ctx, k.Queue).Val() == 1 })
+	released := time.Now()
+	if err := held.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case l := <-got:
+		if l == nil {
+			t.FailNow()
+		}
+		if lag := time.Since(released); lag > queueRenew+500*time.Millisecond {
+			t.Errorf("polling waiter served %v after the release", lag)
+		}
+		if s := poller.d.sub.Stats(); s.Grants != 0 {
+			t.Errorf("the poller received its grant as a message (%+v): the test did not exercise polling", s)
+		}
+		_ = l.Release(ctx)
+	case <-time.After(10 * time.Second):
+		t.Fatal("polling waiter not served")
+	}
+}
+
+// TestFairCrashedWaiterSkipped: a waiter that vanished without leaving
+// (its entry no longer renewed) is skipped once its entry is older than the
+// queue TTL; the waiter behind it gets the lock.
+func TestFairCrashedWaiterSkipped(t *testing.T) {
+	srv := testserver.Redis(t, testserver.RedisConfig{})
+	ctx := tctx(t, time.Minute)
+	admin := adminClient(t, srv.Addr())
+	a := newTestLocker(t, &goredis.Options{Addr: srv.Addr()}, WithFair())
+	b := newTestLocker(t, &goredis.Options{Addr: srv.Addr()}, WithFair())
+	k := redisscript.KeysFor(redisscript.DefaultPrefix, "fair/crash").Fair()
+	held, err := a.TryAcquire(ctx, "fair/crash", distlock.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The crashed waiter: one attempt, never renewed.
+	ghost := redisscript.FairAttempt{Hold: redisscript.NewHoldSource().Next(), N: 1, Enqueue: true, QueueTTL: queueTTL}
+	if r, err := redisscript.FairAcquire(ctx, admin, k, "ghost", time.Minute, ghost); err != nil || r.Outcome != redisscript.Busy {
+		t.Fatalf("ghost: %+v %v", r, err)
+	}
+	got := make(chan *distlock.Lease, 1)
+	go func() {
+		l, err := b.Acquire(ctx, "fair/crash")
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	eventually(t, 10*time.Second, "waiter queued behind the ghost", func() bool { return admin.ZCard(ctx, k.Queue).Val() == 2 })
+	time.Sleep(queueTTL + 100*time.Millisecond)
+	if err := held.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case l := <-got:
+		if l == nil {
+			t.FailNow()
+		}
+		if o := admin.HGet(ctx, k.Lock, "o").Val(); o != l.Owner() {
+			t.Errorf("lock owner %q, lease owner %q", o, l.Owner())
+		}
+		_ = l.Release(ctx)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the waiter behind a dead entry was not served")
+	}
+}
