@@ -31,7 +31,9 @@ import (
 // before it could retry — hands the wake-up on to the new head as it leaves
 // (backend.Notifier's round-robin rule), so a release is never swallowed by
 // a departing waiter. After a reconnection, when messages may have been lost,
-// every waiter is woken.
+// every waiter is woken. A fair lock's grant message (see Keys.Fair) wakes
+// no one: it goes to the one waiter it names, if that waiter is ours
+// (WatchGrant).
 type Subscriber struct {
 	client  goredis.UniversalClient
 	confirm time.Duration // Watch waits this long for the server's SUBSCRIBE confirmation
