@@ -194,10 +194,10 @@ func medianRTT(ctx context.Context, c *goredis.Client, n int) time.Duration {
 func benchHandoff(b *testing.B, addr string, lockers, goroutines int) {
 	ctx := context.Background()
 	ls := make([]*testLocker, lockers)
-	counters := make([]*acquireCounter, lockers)
+	counters := make([]*cmdCounter, lockers)
 	for i := range ls {
 		client := goredis.NewClient(&goredis.Options{Addr: addr})
-		counters[i] = &acquireCounter{}
+		counters[i] = newAcquireCounter()
 		client.AddHook(counters[i])
 		c := config{prefix: "bench:", closeClient: true}
 		d := newDriver(client, c)

@@ -59,18 +59,7 @@ func TestConformance(t *testing.T) {
 		BadTTLs:        []time.Duration{time.Nanosecond, time.Microsecond, 1500 * time.Microsecond},
 		Faults: conformance.Faults{
 			Expire: expireFault(admin, prefix),
-			NewLinkedLocker: func(ctx context.Context) (distlock.Locker, conformance.Link, error) {
-				g, err := netfault.ListenGroup(srv.Addr())
-				if err != nil {
-					return nil, nil, err
-				}
-				l, err := distlock.Open(ctx, url(g.Addrs()[0]))
-				if err != nil {
-					_ = g.Close()
-					return nil, nil, err
-				}
-				return l, g, nil
-			},
+			NewLinkedLocker: linkedLocker(srv.Addr(), url),
 			StopBackend:  func(context.Context) error { return srv.Kill() },
 			StartBackend: srv.Restart,
 			Held:         heldLocks(admin, prefix),
@@ -82,6 +71,22 @@ func TestConformance(t *testing.T) {
 			}},
 		},
 	})
+}
+
+// linkedLocker opens Lockers by URL through a fault proxy in front of addr.
+func linkedLocker(addr string, url func(addr string) string) func(ctx context.Context) (distlock.Locker, conformance.Link, error) {
+	return func(ctx context.Context) (distlock.Locker, conformance.Link, error) {
+		g, err := netfault.ListenGroup(addr)
+		if err != nil {
+			return nil, nil, err
+		}
+		l, err := distlock.Open(ctx, url(g.Addrs()[0]))
+		if err != nil {
+			_ = g.Close()
+			return nil, nil, err
+		}
+		return l, g, nil
+	}
 }
 
 // heldLocks lists the lock hashes under prefix (not the fencing counters).
@@ -132,18 +137,7 @@ func TestConformanceFair(t *testing.T) {
 		BadTTLs:        []time.Duration{time.Nanosecond, 1500 * time.Microsecond},
 		Faults: conformance.Faults{
 			Expire: expireFault(admin, prefix),
-			NewLinkedLocker: func(ctx context.Context) (distlock.Locker, conformance.Link, error) {
-				g, err := netfault.ListenGroup(srv.Addr())
-				if err != nil {
-					return nil, nil, err
-				}
-				l, err := distlock.Open(ctx, url(g.Addrs()[0]))
-				if err != nil {
-					_ = g.Close()
-					return nil, nil, err
-				}
-				return l, g, nil
-			},
+			NewLinkedLocker: linkedLocker(srv.Addr(), url),
 			Held: heldLocks(admin, prefix),
 		},
 	})

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,22 +13,6 @@ import (
 	"github.com/distlock/distlock/internal/redisscript"
 	"github.com/distlock/distlock/internal/testserver"
 )
-
-// scriptCounter counts the scripts a client sends.
-type scriptCounter struct{ n atomic.Int64 }
-
-func (c *scriptCounter) DialHook(next goredis.DialHook) goredis.DialHook { return next }
-func (c *scriptCounter) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
-	return func(ctx context.Context, cmd goredis.Cmder) error {
-		if n := cmd.Name(); n == "evalsha" || n == "eval" {
-			c.n.Add(1)
-		}
-		return next(ctx, cmd)
-	}
-}
-func (c *scriptCounter) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
-	return next
-}
 
 // TestFairOrderAcrossLockers: 12 waiters in 4 Lockers (4 clients, as 4
 // processes would be), arriving one after another, acquire in arrival
@@ -45,11 +28,11 @@ func TestFairOrderAcrossLockers(t *testing.T) {
 	const lockers, n = 4, 12
 	var (
 		ls      [lockers]*testLocker
-		counter [lockers]*scriptCounter
+		counter [lockers]*cmdCounter
 	)
 	for i := range ls {
 		ls[i] = newTestLocker(t, &goredis.Options{Addr: srv.Addr()}, WithFair())
-		counter[i] = &scriptCounter{}
+		counter[i] = newScriptCounter()
 		ls[i].client.AddHook(counter[i])
 	}
 	scripts := func() (s int64) {
@@ -144,14 +127,7 @@ func TestFairGrantValidity(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan *distlock.Lease, 1)
-	go func() {
-		l, err := b.Acquire(ctx, "fair/validity", distlock.WithTTL(2*time.Second), distlock.WithAutoRefresh(false))
-		if err != nil {
-			t.Error(err)
-		}
-		done <- l
-	}()
+	done := acquireAsync(t, ctx, b, "fair/validity", distlock.WithTTL(2*time.Second), distlock.WithAutoRefresh(false))
 	k := redisscript.KeysFor(redisscript.DefaultPrefix, "fair/validity").Fair()
 	eventually(t, 10*time.Second, "waiter queued", func() bool { return admin.ZCard(ctx, k.Queue).Val() == 1 })
 	time.Sleep(700 * time.Millisecond) // the grant comes well after the last attempt
@@ -200,14 +176,7 @@ func TestFairLeaveAndPoll(t *testing.T) {
 		}
 	}()
 	eventually(t, 10*time.Second, "quitter queued", func() bool { return admin.ZCard(ctx, k.Queue).Val() == 1 })
-	got := make(chan *distlock.Lease, 1)
-	go func() {
-		l, err := poller.Acquire(ctx, "fair/leave")
-		if err != nil {
-			t.Error(err)
-		}
-		got <- l
-	}()
+	got := acquireAsync(t, ctx, poller, "fair/leave")
 	eventually(t, 10*time.Second, "poller queued", func() bool { return admin.ZCard(ctx, k.Queue).Val() == 2 })
 	cancel()
 	wg.Wait()
@@ -252,14 +221,7 @@ func TestFairCrashedWaiterSkipped(t *testing.T) {
 	if r, err := redisscript.FairAcquire(ctx, admin, k, "ghost", time.Minute, ghost); err != nil || r.Outcome != redisscript.Busy {
 		t.Fatalf("ghost: %+v %v", r, err)
 	}
-	got := make(chan *distlock.Lease, 1)
-	go func() {
-		l, err := b.Acquire(ctx, "fair/crash")
-		if err != nil {
-			t.Error(err)
-		}
-		got <- l
-	}()
+	got := acquireAsync(t, ctx, b, "fair/crash")
 	eventually(t, 10*time.Second, "waiter queued behind the ghost", func() bool { return admin.ZCard(ctx, k.Queue).Val() == 2 })
 	time.Sleep(queueTTL + 100*time.Millisecond)
 	if err := held.Release(ctx); err != nil {
@@ -277,4 +239,18 @@ func TestFairCrashedWaiterSkipped(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the waiter behind a dead entry was not served")
 	}
+}
+
+// acquireAsync calls l.Acquire on a goroutine; the channel gets the lease,
+// or nil after reporting the error.
+func acquireAsync(t *testing.T, ctx context.Context, l distlock.Locker, key string, opts ...distlock.Option) <-chan *distlock.Lease {
+	got := make(chan *distlock.Lease, 1)
+	go func() {
+		lease, err := l.Acquire(ctx, key, opts...)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- lease
+	}()
+	return got
 }

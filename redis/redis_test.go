@@ -667,19 +667,35 @@ func pubsubClients(t *testing.T, admin *goredis.Client) []string {
 	return out
 }
 
-// acquireCounter counts acquire scripts sent by a client.
-type acquireCounter struct{ n atomic.Int64 }
+// cmdCounter counts the commands a client sends that match.
+type cmdCounter struct {
+	match func(goredis.Cmder) bool
+	n     atomic.Int64
+}
 
-func (c *acquireCounter) DialHook(next goredis.DialHook) goredis.DialHook { return next }
-func (c *acquireCounter) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
+// newAcquireCounter counts the acquire scripts (EVALSHA of the plain acquire).
+func newAcquireCounter() *cmdCounter {
+	return &cmdCounter{match: func(cmd goredis.Cmder) bool {
+		args := cmd.Args()
+		return len(args) > 1 && args[1] == acquireSHA
+	}}
+}
+
+// newScriptCounter counts every script (EVALSHA or EVAL).
+func newScriptCounter() *cmdCounter {
+	return &cmdCounter{match: func(cmd goredis.Cmder) bool { n := cmd.Name(); return n == "evalsha" || n == "eval" }}
+}
+
+func (c *cmdCounter) DialHook(next goredis.DialHook) goredis.DialHook { return next }
+func (c *cmdCounter) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
 	return func(ctx context.Context, cmd goredis.Cmder) error {
-		if args := cmd.Args(); len(args) > 1 && (args[1] == acquireSHA) {
+		if c.match(cmd) {
 			c.n.Add(1)
 		}
 		return next(ctx, cmd)
 	}
 }
-func (c *acquireCounter) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+func (c *cmdCounter) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
 	return next
 }
 
@@ -691,7 +707,7 @@ func TestNotifySharedSubscription(t *testing.T) {
 	admin := adminClient(t, srv.Addr())
 	holder := newTestLocker(t, &goredis.Options{Addr: srv.Addr()})
 	w := newTestLocker(t, &goredis.Options{Addr: srv.Addr(), ClientName: "waiters"})
-	counter := &acquireCounter{}
+	counter := newAcquireCounter()
 	w.client.AddHook(counter)
 	ctx := tctx(t, 2*time.Minute)
 	slow := distlock.WithRetry(distlock.Backoff{Min: time.Minute, Max: time.Minute})
