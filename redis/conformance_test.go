@@ -58,11 +58,11 @@ func TestConformance(t *testing.T) {
 		BadURLs:        []string{"redis://127.0.0.1:6379/notadb", "redis://a:1,b:2/0", "redis://127.0.0.1:6379/0?prefix=x&prefix=y", "redis://127.0.0.1:6379/0?subscribe_timeout=soon"},
 		BadTTLs:        []time.Duration{time.Nanosecond, time.Microsecond, 1500 * time.Microsecond},
 		Faults: conformance.Faults{
-			Expire: expireFault(admin, prefix),
+			Expire:          expireFault(admin, prefix),
 			NewLinkedLocker: linkedLocker(srv.Addr(), url),
-			StopBackend:  func(context.Context) error { return srv.Kill() },
-			StartBackend: srv.Restart,
-			Held:         heldLocks(admin, prefix),
+			StopBackend:     func(context.Context) error { return srv.Kill() },
+			StartBackend:    srv.Restart,
+			Held:            heldLocks(admin, prefix),
 			ServerFaults: []conformance.ServerFault{{
 				Name: "redis killed and restarted (AOF always)",
 				Inject: func(ctx context.Context) (func(context.Context) error, error) {
@@ -136,9 +136,9 @@ func TestConformanceFair(t *testing.T) {
 		BadURLs:        []string{"redis://127.0.0.1:6379/0?fair=maybe"},
 		BadTTLs:        []time.Duration{time.Nanosecond, 1500 * time.Microsecond},
 		Faults: conformance.Faults{
-			Expire: expireFault(admin, prefix),
+			Expire:          expireFault(admin, prefix),
 			NewLinkedLocker: linkedLocker(srv.Addr(), url),
-			Held: heldLocks(admin, prefix),
+			Held:            heldLocks(admin, prefix),
 		},
 	})
 }
