@@ -63,14 +63,19 @@ func TestConformance(t *testing.T) {
 			StopBackend:     func(context.Context) error { return srv.Kill() },
 			StartBackend:    srv.Restart,
 			Held:            heldLocks(admin, prefix),
-			ServerFaults: []conformance.ServerFault{{
-				Name: "redis killed and restarted (AOF always)",
-				Inject: func(ctx context.Context) (func(context.Context) error, error) {
-					return srv.Restart, srv.Kill()
-				},
-			}},
+			ServerFaults:    restartFault(srv),
 		},
 	})
+}
+
+// restartFault kills an AOF-always server and restarts it.
+func restartFault(srv *testserver.Server) []conformance.ServerFault {
+	return []conformance.ServerFault{{
+		Name: "redis killed and restarted (AOF always)",
+		Inject: func(ctx context.Context) (func(context.Context) error, error) {
+			return srv.Restart, srv.Kill()
+		},
+	}}
 }
 
 // linkedLocker opens Lockers by URL through a fault proxy in front of addr.
@@ -120,7 +125,8 @@ func heldLocks(admin goredis.UniversalClient, prefix string) func(ctx context.Co
 // the queue in Redis must keep every promise of the plain mode and add
 // arrival order across Lockers (the suite's Fair check).
 func TestConformanceFair(t *testing.T) {
-	srv := testserver.Redis(t, testserver.RedisConfig{})
+	srv := testserver.Redis(t, testserver.RedisConfig{Persistence: true})
+	fencedSrv := testserver.Redis(t, testserver.RedisConfig{})
 	admin := goredis.NewClient(&goredis.Options{Addr: srv.Addr()})
 	t.Cleanup(func() { _ = admin.Close() })
 	const prefix = "fair:"
@@ -132,13 +138,17 @@ func TestConformanceFair(t *testing.T) {
 		},
 		TTL:            confTTL,
 		URL:            url(srv.Addr()),
+		FencedRedis:    fencedSrv.Addr(),
 		UnreachableURL: "redis://127.0.0.1:1/0?fair=true",
 		BadURLs:        []string{"redis://127.0.0.1:6379/0?fair=maybe"},
 		BadTTLs:        []time.Duration{time.Nanosecond, 1500 * time.Microsecond},
 		Faults: conformance.Faults{
 			Expire:          expireFault(admin, prefix),
 			NewLinkedLocker: linkedLocker(srv.Addr(), url),
+			StopBackend:     func(context.Context) error { return srv.Kill() },
+			StartBackend:    srv.Restart,
 			Held:            heldLocks(admin, prefix),
+			ServerFaults:    restartFault(srv),
 		},
 	})
 }
