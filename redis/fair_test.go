@@ -254,3 +254,48 @@ func acquireAsync(t *testing.T, ctx context.Context, l distlock.Locker, key stri
 	}()
 	return got
 }
+
+// TestFairGrantMessageLost: the waiter's pub/sub connection is killed just
+// before the release, so the grant message is lost; the waiter finds its
+// grant with its next attempt (after the reconnection's wake-up or its
+// renewal timer) and its lease is valid no longer than the server's lock.
+func TestFairGrantMessageLost(t *testing.T) {
+	srv := testserver.Redis(t, testserver.RedisConfig{})
+	ctx := tctx(t, time.Minute)
+	admin := adminClient(t, srv.Addr())
+	a := newTestLocker(t, &goredis.Options{Addr: srv.Addr()}, WithFair())
+	b := newTestLocker(t, &goredis.Options{Addr: srv.Addr()}, WithFair())
+	k := redisscript.KeysFor(redisscript.DefaultPrefix, "fair/lost").Fair()
+	held, err := a.TryAcquire(ctx, "fair/lost", distlock.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := acquireAsync(t, ctx, b, "fair/lost", distlock.WithTTL(10*time.Second))
+	eventually(t, 10*time.Second, "waiter queued and subscribed", func() bool {
+		_, c := b.d.sub.Active()
+		return c == 1 && admin.ZCard(ctx, k.Queue).Val() == 1
+	})
+	if err := admin.ClientKillByFilter(ctx, "TYPE", "pubsub").Err(); err != nil {
+		t.Fatal(err)
+	}
+	released := time.Now()
+	if err := held.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case l := <-got:
+		if l == nil {
+			t.FailNow()
+		}
+		t.Logf("served %v after the release; grants by message: %d", time.Since(released), b.d.sub.Stats().Grants)
+		if l.Token() <= held.Token() {
+			t.Errorf("token %d after %d", l.Token(), held.Token())
+		}
+		if left, pttl := time.Until(l.Deadline()), admin.PTTL(ctx, k.Lock).Val(); left > pttl {
+			t.Errorf("lease deadline in %v, server expiry in %v", left, pttl)
+		}
+		_ = l.Release(ctx)
+	case <-time.After(5 * time.Second):
+		t.Fatal("waiter not served 5s after a release whose grant message was lost")
+	}
+}
