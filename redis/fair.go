@@ -43,11 +43,11 @@ func (f *fairDriver) Acquire(ctx context.Context, req backend.Request) (backend.
 	k := d.keys(req.Key)
 	hold := d.holds.Next()
 	var (
-		wake     = make(chan struct{}, 1)
-		grants   = make(chan string, 1)
-		watching bool
-		timer    *time.Timer
-		sent     [2]time.Time // the send times of the last two attempts, by parity
+		wake       = make(chan struct{}, 1)
+		grants     = make(chan redisscript.GrantMessage, 1)
+		subscribed bool
+		timer      *time.Timer
+		sent       [2]time.Time // the send times of the last two attempts, by parity
 	)
 	defer func() {
 		if timer != nil {
@@ -57,7 +57,6 @@ func (f *fairDriver) Acquire(ctx context.Context, req backend.Request) (backend.
 	granted := func(token uint64, at time.Time) backend.Lock {
 		return &lock{d: d, keys: k, owner: req.Owner, hold: hold, token: token, issued: at}
 	}
-	leave := func() { d.bg.Undo(d.client, k, req.Owner, 0, hold, redisscript.UndoTimeout, false) }
 	for n := uint64(1); ; n++ {
 		sent[n%2] = time.Now()
 		a := redisscript.FairAttempt{Hold: hold, N: n, Enqueue: true, QueueTTL: queueTTL}
@@ -65,8 +64,10 @@ func (f *fairDriver) Acquire(ctx context.Context, req backend.Request) (backend.
 			return redisscript.FairAcquire(ctx, d.client, k, req.Owner, req.TTL, a)
 		}, hold)
 		if err != nil {
-			if n > 1 && !redisscript.Ambiguous(err) {
-				leave() // an earlier attempt queued it; attempt undoes ambiguous ones
+			if n > 1 {
+				// An earlier attempt queued it, and this one may still
+				// land: leave, on the in-flight schedule.
+				d.bg.Leave(d.client, k, req.Owner, hold, true, false)
 			}
 			return nil, err
 		}
@@ -78,14 +79,24 @@ func (f *fairDriver) Acquire(ctx context.Context, req backend.Request) (backend.
 			// which PTTL is left.
 			return granted(r.Token, sent[n%2].Add(r.PTTL-req.TTL)), nil
 		}
-		if !watching {
-			watching = true
-			if ok, cancel := d.sub.WatchGrant(k.Channel, hold, wake, grants); ok {
-				defer cancel()
+		if !subscribed {
+			// At most queueRenew, so that with the pause below the queue
+			// entry is renewed within 2×queueRenew < queueTTL; a failed
+			// subscription is tried again on the next turn.
+			wctx, cancel := context.WithTimeout(ctx, queueRenew)
+			ok, unwatch := d.sub.WatchGrant(wctx, k.Channel, hold, wake, grants)
+			cancel()
+			if ok {
+				subscribed = true
+				defer unwatch()
+				continue // attempt again: a grant published before the subscription is not missed
 			}
-			continue // attempt again: a grant published before the subscription is not missed
 		}
 		pause := queueRenew
+		if !subscribed {
+			// Polling: notice a grant well within its TTL.
+			pause = min(pause, req.TTL/3)
+		}
 		if r.PTTL > 0 {
 			pause = min(pause, r.PTTL+time.Millisecond)
 		}
@@ -96,22 +107,23 @@ func (f *fairDriver) Acquire(ctx context.Context, req backend.Request) (backend.
 		}
 		select {
 		case <-ctx.Done():
-			leave()
+			d.bg.Leave(d.client, k, req.Owner, hold, false, false)
 			return nil, fmt.Errorf("%w: %w", backend.Busy(r.PTTL), context.Cause(ctx))
 		case <-timer.C:
 		case <-wake:
 			timer.Stop()
 		case msg := <-grants:
 			timer.Stop()
-			g, ok := redisscript.ParseGrant(msg)
+			g, ok := redisscript.ParseGrant(msg.Payload)
 			if ok && g.Hold == hold && g.Attempt <= n && g.Attempt+1 >= n {
 				// The server granted it Elapsed after it processed
 				// attempt g.Attempt, sent at sent[g.Attempt%2]: a lower
 				// bound of the grant time in this clock, less 1% for
-				// clock-rate drift, and never later than now.
+				// clock-rate drift, and never later than the message's
+				// arrival (which bounds a step of the server's clock).
 				at := sent[g.Attempt%2].Add(g.Elapsed - g.Elapsed/100)
-				if now := time.Now(); at.After(now) {
-					at = now
+				if at.After(msg.Received) {
+					at = msg.Received
 				}
 				return granted(g.Token, at), nil
 			}

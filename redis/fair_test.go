@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -297,5 +298,145 @@ func TestFairGrantMessageLost(t *testing.T) {
 		_ = l.Release(ctx)
 	case <-time.After(5 * time.Second):
 		t.Fatal("waiter not served 5s after a release whose grant message was lost")
+	}
+}
+
+// afterFirstScript runs fn once, after the first script a client sent.
+type afterFirstScript struct {
+	n  atomic.Int64
+	fn func()
+}
+
+func (h *afterFirstScript) DialHook(next goredis.DialHook) goredis.DialHook { return next }
+func (h *afterFirstScript) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
+	return func(ctx context.Context, cmd goredis.Cmder) error {
+		err := next(ctx, cmd)
+		if (cmd.Name() == "evalsha" || cmd.Name() == "eval") && h.n.Add(1) == 1 {
+			h.fn()
+		}
+		return err
+	}
+}
+func (h *afterFirstScript) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+	return next
+}
+
+// TestFairCtxEndsWhileSubscribing: the waiter's ctx ends after its first
+// attempt queued it and while its SUBSCRIBE waits (the server is paused):
+// it leaves the queue anyway, so the release does not grant the lock to a
+// waiter that is gone.
+func TestFairCtxEndsWhileSubscribing(t *testing.T) {
+	srv := testserver.Redis(t, testserver.RedisConfig{})
+	ctx := tctx(t, time.Minute)
+	admin := adminClient(t, srv.Addr())
+	a := newTestLocker(t, &goredis.Options{Addr: srv.Addr()}, WithFair())
+	w := newTestLocker(t, &goredis.Options{Addr: srv.Addr()}, WithFair())
+	k := redisscript.KeysFor(redisscript.DefaultPrefix, "fair/subscribing").Fair()
+	held, err := a.TryAcquire(ctx, "fair/subscribing", distlock.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	w.client.AddHook(&afterFirstScript{fn: func() {
+		_ = admin.Do(context.Background(), "CLIENT", "PAUSE", 400, "ALL").Err()
+		time.AfterFunc(100*time.Millisecond, cancel)
+	}})
+	start := time.Now()
+	if _, err := w.Acquire(wctx, "fair/subscribing"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("waiter: %v, want context.Canceled", err)
+	}
+	if d := time.Since(start); d > 300*time.Millisecond {
+		t.Errorf("waiter returned %v after start, its ctx ended at 100ms", d)
+	}
+	eventually(t, 5*time.Second, "departed waiter out of the queue", func() bool { return admin.ZCard(ctx, k.Queue).Val() == 0 })
+	if err := held.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if o, err := admin.HGet(ctx, k.Lock, "o").Result(); !errors.Is(err, goredis.Nil) {
+		t.Errorf("lock granted to a departed waiter: owner %q (%v)", o, err)
+	}
+}
+
+// TestFairManyLeave: 200 waiters of one Locker give up at once; every one
+// leaves the queue (none is dropped for lack of an undo slot), and the
+// release finds no one to grant the lock to.
+func TestFairManyLeave(t *testing.T) {
+	srv := testserver.Redis(t, testserver.RedisConfig{})
+	ctx := tctx(t, time.Minute)
+	admin := adminClient(t, srv.Addr())
+	a := newTestLocker(t, &goredis.Options{Addr: srv.Addr()}, WithFair())
+	w := newTestLocker(t, &goredis.Options{Addr: srv.Addr(), PoolSize: 4}, WithFair())
+	k := redisscript.KeysFor(redisscript.DefaultPrefix, "fair/many").Fair()
+	held, err := a.TryAcquire(ctx, "fair/many", distlock.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 200
+	wctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	for range n {
+		wg.Add(1)
+		go func() { defer wg.Done(); _, _ = w.Acquire(wctx, "fair/many") }()
+	}
+	eventually(t, 20*time.Second, "every waiter queued", func() bool { return admin.ZCard(ctx, k.Queue).Val() == n })
+	cancel()
+	wg.Wait()
+	eventually(t, 5*time.Second, "every departed waiter out of the queue", func() bool { return admin.ZCard(ctx, k.Queue).Val() == 0 })
+	if err := held.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if o, err := admin.HGet(ctx, k.Lock, "o").Result(); !errors.Is(err, goredis.Nil) {
+		t.Errorf("lock granted to a departed waiter: owner %q (%v)", o, err)
+	}
+}
+
+// TestFairPollerShortTTL: a waiter without a subscription and with a TTL
+// below the renewal interval polls often enough to use its grant before it
+// expires: it keeps its turn ahead of a later, subscribed waiter.
+func TestFairPollerShortTTL(t *testing.T) {
+	srv := testserver.Redis(t, testserver.RedisConfig{})
+	ctx := tctx(t, time.Minute)
+	admin := adminClient(t, srv.Addr())
+	a := newTestLocker(t, &goredis.Options{Addr: srv.Addr()}, WithFair())
+	poller := newTestLocker(t, &goredis.Options{Addr: srv.Addr()}, WithFair(), WithSubscribeTimeout(time.Nanosecond))
+	b := newTestLocker(t, &goredis.Options{Addr: srv.Addr()}, WithFair())
+	k := redisscript.KeysFor(redisscript.DefaultPrefix, "fair/poller").Fair()
+	held, err := a.TryAcquire(ctx, "fair/poller", distlock.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	type served struct {
+		who   string
+		lease *distlock.Lease
+	}
+	out := make(chan served, 2)
+	for _, w := range []struct {
+		who string
+		l   *testLocker
+		ttl time.Duration
+	}{{"poller", poller, 300 * time.Millisecond}, {"b", b, 2 * time.Second}} {
+		before := admin.ZCard(ctx, k.Queue).Val()
+		go func() {
+			l, err := w.l.Acquire(ctx, "fair/poller", distlock.WithTTL(w.ttl))
+			if err != nil {
+				t.Error(err)
+			}
+			out <- served{w.who, l}
+		}()
+		eventually(t, 10*time.Second, w.who+" queued", func() bool { return admin.ZCard(ctx, k.Queue).Val() == before+1 })
+	}
+	if err := held.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"poller", "b"} {
+		s := <-out
+		if s.lease == nil {
+			t.FailNow()
+		}
+		if s.who != want {
+			t.Errorf("%s served, want %s (arrival order)", s.who, want)
+		}
+		_ = s.lease.Release(ctx)
 	}
 }

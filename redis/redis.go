@@ -54,8 +54,13 @@
 // the lock if it was granted meanwhile. A waiter that misses its grant
 // message (a reconnection) finds the grant with its next attempt. The
 // granted lease's validity counts from the waiter's last attempt plus the
-// time the server says passed until the grant (less 1%), never from the
-// message's arrival, so a waiter paused in between does not overestimate it.
+// time the server says passed until the grant (less 1%, and never later
+// than the message's arrival), not from the arrival itself, so a waiter
+// paused in between does not overestimate it; the elapsed part comes from
+// the server's clock, which a clock step distorts as it distorts every
+// Redis expiry. A departing waiter's leave is never dropped under load
+// (one background release per waiter), and a waiter that cannot subscribe
+// polls at least every third of its TTL, so a grant is not left unused.
 // The price, measured side by side: an uncontended TryAcquire+Release about
 // 10% slower (the scripts also look at the queue) and two more Redis keys per
 // contended lock (<lock>:q and <lock>:w, expiring 6s after the last waiter).
@@ -345,19 +350,31 @@ func (d *driver) attempt(ctx context.Context, k redisscript.Keys, req backend.Re
 		}, func(err error) {
 			// The caller gave up: whatever the script did, undo this hold.
 			if err == nil || redisscript.Ambiguous(err) {
-				d.bg.Undo(d.client, k, req.Owner, 0, hold, req.TTL, true)
+				d.undo(k, req, hold, err != nil, true)
 			}
 		})
 	}
 	if err != nil {
 		if redisscript.Ambiguous(err) && !abandoned {
 			// The script may have run: undo exactly this hold.
-			d.bg.Undo(d.client, k, req.Owner, 0, hold, req.TTL, false)
+			d.undo(k, req, hold, true, false)
 		}
 		// r is not read: an abandoned run may still be writing it.
 		return redisscript.AcquireResult{}, redisscript.Classify(ctx, err)
 	}
 	return r, nil
+}
+
+// undo removes, in the background, what an attempt of hold may have done:
+// its hold of the lock, and for a fair lock its place in the queue (which is
+// never left to chance, see Background.Leave). inFlight: the attempt's
+// request may still reach the server.
+func (d *driver) undo(k redisscript.Keys, req backend.Request, hold string, inFlight, fromBackground bool) {
+	if k.Queue != "" {
+		d.bg.Leave(d.client, k, req.Owner, hold, inFlight, fromBackground)
+		return
+	}
+	d.bg.Undo(d.client, k, req.Owner, 0, hold, req.TTL, fromBackground)
 }
 
 // Watch implements backend.Notifier over the Locker's shared subscription.

@@ -194,25 +194,51 @@ func (b *Background) Undo(c goredis.Scripter, k Keys, owner string, token uint64
 	}
 	if !b.Go(func() {
 		defer func() { <-b.undoSem }()
-		ctx, cancel := context.WithTimeout(context.Background(), min(within, UndoTimeout))
-		defer cancel()
-		pause := 20 * time.Millisecond
-		for {
-			_, err := Release(ctx, c, k, owner, token, hold)
-			if err == nil || !Ambiguous(err) || ctx.Err() != nil || errors.Is(err, goredis.ErrClosed) {
-				return
-			}
-			t := time.NewTimer(pause)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return
-			case <-t.C:
-			}
-			pause = min(2*pause, time.Second)
-		}
+		b.release(c, k, owner, token, hold, within, Ambiguous)
 	}, fromBackground) {
 		<-b.undoSem
+	}
+}
+
+// Leave ends a wait in a fair lock's queue (k from Keys.Fair) in the
+// background: it removes hold from the queue and releases the lock if it
+// was granted to hold. Unlike Undo it is never dropped for lack of an undo
+// slot — a waiter left in the queue could be granted a lock that no one
+// would use until its TTL — so it costs at most one pooled goroutine per
+// departing waiter. inFlight says that an attempt of hold may still reach
+// the server: Leave then repeats on UndoAcquire's schedule, so that an
+// attempt landing after the first try is undone too; otherwise it retries
+// any failure with backoff until one try succeeds, within UndoTimeout.
+// fromBackground as for Go.
+func (b *Background) Leave(c goredis.Scripter, k Keys, owner, hold string, inFlight, fromBackground bool) {
+	b.Go(func() {
+		if inFlight {
+			b.undoOnSchedule(c, k, owner, 0, hold, UndoTimeout)
+			return
+		}
+		b.release(c, k, owner, 0, hold, UndoTimeout, func(error) bool { return true })
+	}, fromBackground)
+}
+
+// release calls Release until it succeeds or fails with an error retry
+// does not accept, the client is closed, or min(within, UndoTimeout) passes.
+func (b *Background) release(c goredis.Scripter, k Keys, owner string, token uint64, hold string, within time.Duration, retry func(error) bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), min(within, UndoTimeout))
+	defer cancel()
+	pause := 20 * time.Millisecond
+	for {
+		_, err := Release(ctx, c, k, owner, token, hold)
+		if err == nil || !retry(err) || ctx.Err() != nil || errors.Is(err, goredis.ErrClosed) {
+			return
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		pause = min(2*pause, time.Second)
 	}
 }
 
@@ -234,29 +260,34 @@ func (b *Background) UndoAcquire(c goredis.Scripter, k Keys, owner string, token
 	}
 	if !b.Go(func() {
 		defer func() { <-b.undoSem }()
-		start := time.Now()
-		end := start.Add(min(within, UndoTimeout))
-		for _, at := range undoAcquireSchedule {
-			if wait := time.Until(start.Add(at)); wait > 0 {
-				if !start.Add(at).Before(end) {
-					return
-				}
-				t := time.NewTimer(wait)
-				select {
-				case <-t.C:
-				case <-b.quit:
-					t.Stop()
-				}
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), min(time.Until(end), 500*time.Millisecond))
-			r, err := Release(ctx, c, k, owner, token, hold)
-			cancel()
-			if (err == nil && r != NotHeld) || errors.Is(err, goredis.ErrClosed) || !time.Now().Before(end) || b.quitting() {
-				return
-			}
-		}
+		b.undoOnSchedule(c, k, owner, token, hold, within)
 	}, fromBackground) {
 		<-b.undoSem
+	}
+}
+
+// undoOnSchedule is UndoAcquire's work.
+func (b *Background) undoOnSchedule(c goredis.Scripter, k Keys, owner string, token uint64, hold string, within time.Duration) {
+	start := time.Now()
+	end := start.Add(min(within, UndoTimeout))
+	for _, at := range undoAcquireSchedule {
+		if wait := time.Until(start.Add(at)); wait > 0 {
+			if !start.Add(at).Before(end) {
+				return
+			}
+			t := time.NewTimer(wait)
+			select {
+			case <-t.C:
+			case <-b.quit:
+				t.Stop()
+			}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), min(time.Until(end), 500*time.Millisecond))
+		r, err := Release(ctx, c, k, owner, token, hold)
+		cancel()
+		if (err == nil && r != NotHeld) || errors.Is(err, goredis.ErrClosed) || !time.Now().Before(end) || b.quitting() {
+			return
+		}
 	}
 }
 

@@ -41,6 +41,7 @@ import (
 // fairLib holds the Lua functions the fair scripts share. KEYS[1] lock,
 // KEYS[2] fence, KEYS[3] queue, KEYS[4] waiter entries.
 const fairLib = `
+redis.replicate_commands() -- TIME before writes: a no-op from Redis 5 on, needed on 3.2 and 4
 local clock
 local function now_us()
 	if not clock then
@@ -96,6 +97,17 @@ end
 // granted to this hold while it waited, {0, pttl, holder} busy.
 const fairAcquireSrc = fairLib + `
 local o = redis.call('HGET', KEYS[1], 'o')
+if not o then
+	local h = head()
+	if not h or h == ARGV[3] then
+		local t = redis.call('INCR', KEYS[2])
+		redis.call('HSET', KEYS[1], 'o', ARGV[1], 't', t, ARGV[3], 1)
+		redis.call('PEXPIRE', KEYS[1], ARGV[2])
+		if h then drop(h) end
+		return {1, t}
+	end
+	o = serve(ARGV[7]) -- the head's turn; it may be this owner's other hold
+end
 if o == ARGV[1] then
 	local v = redis.call('HMGET', KEYS[1], 't', ARGV[3])
 	if v[2] then
@@ -107,17 +119,6 @@ if o == ARGV[1] then
 	end
 	drop(ARGV[3])
 	return {2, v[1]}
-end
-if not o then
-	local h = head()
-	if not h or h == ARGV[3] then
-		local t = redis.call('INCR', KEYS[2])
-		redis.call('HSET', KEYS[1], 'o', ARGV[1], 't', t, ARGV[3], 1)
-		redis.call('PEXPIRE', KEYS[1], ARGV[2])
-		if h then drop(h) end
-		return {1, t}
-	end
-	o = serve(ARGV[7])
 end
 if ARGV[4] == '1' then
 	if not redis.call('ZSCORE', KEYS[3], ARGV[3]) then

@@ -159,6 +159,25 @@ func TestFairQueue(t *testing.T) {
 	if g, _ := ParseGrant(next()); g.Hold != hL {
 		t.Fatalf("grant to %q, want L", g.Hold)
 	}
+	// A free lock served to the head waiter of owner P is P's: P's other
+	// attempt at that moment nests instead of finding it busy.
+	if r, _ := Release(ctx, c, k, "L", 0, hL); r != Freed {
+		t.Fatalf("L release: %v", r)
+	}
+	next()
+	hP1 := holds.Next()
+	if r, err := FairAcquire(ctx, c, k, "Q", 30*time.Millisecond, FairAttempt{Hold: holds.Next(), N: 1, Enqueue: true, QueueTTL: time.Minute}); err != nil || r.Outcome != Acquired {
+		t.Fatalf("Q: %+v %v", r, err)
+	}
+	attempt("P", hP1, 1, true, time.Minute)
+	time.Sleep(60 * time.Millisecond)
+	if r := attempt("P", holds.Next(), 1, false, time.Minute); r.Outcome != Reentered {
+		t.Fatalf("P's second attempt when the lock was served to P's first: %+v, want Reentered", r)
+	}
+	if g, _ := ParseGrant(next()); g.Hold != hP1 {
+		t.Fatalf("grant to %q, want P's first hold", g.Hold)
+	}
+
 	// The queue's keys expire: twice the queue TTL after the last renewal.
 	attempt("N", holds.Next(), 1, true, time.Second)
 	for _, name := range []string{k.Queue, k.Waiters} {

@@ -48,7 +48,7 @@ type Subscriber struct {
 	sess   *session
 	topics map[string]*topic
 	idle   *time.Timer
-	wg     sync.WaitGroup // reader goroutines
+	wg     sync.WaitGroup // reader goroutines and subscribe writes
 
 	messages, wakes, handOns, sessions, grants atomic.Int64 // for Stats
 }
@@ -91,8 +91,15 @@ type watcher struct {
 	rank   uint64
 	woken  bool // a release message was delivered to it: its leaving hands it on
 	gone   bool
-	hold   string      // a fair-queue waiter's hold id (WatchGrant), else ""
-	grants chan string // where grant messages naming hold go
+	hold   string            // a fair-queue waiter's hold id (WatchGrant), else ""
+	grants chan GrantMessage // where grant messages naming hold go
+}
+
+// GrantMessage is a grant message delivered to its waiter (WatchGrant), with
+// the time the reader goroutine received it.
+type GrantMessage struct {
+	Payload  string
+	Received time.Time
 }
 
 var rankSeq atomic.Uint64
@@ -173,18 +180,20 @@ func (s *Subscriber) Watch(channel string) (<-chan struct{}, func()) {
 // subscription was confirmed; if not, ch will not be sent to and cancel is
 // a no-op. Several Subscribers may send to one ch.
 func (s *Subscriber) WatchRank(channel string, ch chan struct{}, rank uint64) (ok bool, cancel func()) {
-	return s.watch(channel, watcher{ch: ch, rank: rank})
+	return s.watch(context.Background(), channel, watcher{ch: ch, rank: rank})
 }
 
-// WatchGrant is Watch for a waiter of a fair lock (Keys.Fair) whose hold id
-// is hold: a grant message naming hold (see ParseGrant) is sent to grants
-// (non-blocking; capacity at least 1) and wakes no one else, since the lock
-// is taken; plain release messages and reconnections wake ch as for Watch.
-func (s *Subscriber) WatchGrant(channel, hold string, ch chan struct{}, grants chan string) (ok bool, cancel func()) {
-	return s.watch(channel, watcher{ch: ch, rank: NextRank(), hold: hold, grants: grants})
+// WatchGrant is WatchRank for a waiter of a fair lock (Keys.Fair) whose
+// hold id is hold: a grant message naming hold (see ParseGrant) is sent to
+// grants (non-blocking; capacity at least 1) and wakes no one else, since
+// the lock is taken; plain release messages and reconnections wake ch as
+// for Watch. The wait for the subscription's confirmation also ends with
+// ctx (ok is then false).
+func (s *Subscriber) WatchGrant(ctx context.Context, channel, hold string, ch chan struct{}, grants chan GrantMessage) (ok bool, cancel func()) {
+	return s.watch(ctx, channel, watcher{ch: ch, rank: NextRank(), hold: hold, grants: grants})
 }
 
-func (s *Subscriber) watch(channel string, proto watcher) (ok bool, cancel func()) {
+func (s *Subscriber) watch(ctx context.Context, channel string, proto watcher) (ok bool, cancel func()) {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -206,14 +215,14 @@ func (s *Subscriber) watch(channel string, proto watcher) (ok bool, cancel func(
 			t = &topic{name: channel, confirmed: make(chan struct{})}
 			s.topics[channel] = t
 			w := s.addLocked(t, proto)
-			s.subscribeLocked(t) // unlocks mu and wmu
-			return s.await(w)
+			s.subscribeLocked(t) // unlocks mu, and wmu once written
+			return s.await(ctx, w)
 		}
 		s.wmu.Unlock()
 	}
 	w := s.addLocked(t, proto)
 	s.mu.Unlock()
-	return s.await(w)
+	return s.await(ctx, w)
 }
 
 // addLocked adds a watcher like proto to t's queue, in rank order. Callers
@@ -234,14 +243,15 @@ func (s *Subscriber) addLocked(t *topic, proto watcher) *watcher {
 }
 
 // subscribeLocked sends SUBSCRIBE for t, starting the session if needed.
-// Callers hold wmu and mu; both are released on return.
+// Callers hold wmu and mu; mu is released on return, wmu once the write is
+// done: the write (and, for a new session, the dial) runs on a goroutine of
+// its own, so that a waiter whose ctx ends meanwhile returns at once
+// (await) while the next (un)subscribe still waits for this one.
 func (s *Subscriber) subscribeLocked(t *topic) {
-	ctx, cancel := context.WithTimeout(context.Background(), s.confirm)
-	defer cancel()
 	sess := s.sess
 	if sess == nil {
 		sess = &session{expect: map[string][]*topic{}, stop: make(chan struct{})}
-		sess.ps = s.client.Subscribe(ctx) // no channel yet: no I/O
+		sess.ps = s.client.Subscribe(context.Background()) // no channel yet: no I/O
 		s.sess = sess
 		s.sessions.Add(1)
 		s.wg.Add(1)
@@ -249,15 +259,22 @@ func (s *Subscriber) subscribeLocked(t *topic) {
 	}
 	sess.expect[t.name] = append(sess.expect[t.name], t)
 	ps := sess.ps
+	s.wg.Add(1)
 	s.mu.Unlock()
-	// On a write error go-redis reconnects and resubscribes; the
-	// confirmation (or the confirm timeout) decides.
-	_ = ps.Subscribe(ctx, t.name)
-	s.wmu.Unlock()
+	go func() {
+		defer s.wg.Done()
+		defer s.wmu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), s.confirm)
+		defer cancel()
+		// On a write error go-redis reconnects and resubscribes; the
+		// confirmation (or the confirm timeout) decides.
+		_ = ps.Subscribe(ctx, t.name)
+	}()
 }
 
-// await waits for w's topic to be confirmed.
-func (s *Subscriber) await(w *watcher) (bool, func()) {
+// await waits for w's topic to be confirmed, at most the confirm timeout
+// or until ctx ends.
+func (s *Subscriber) await(ctx context.Context, w *watcher) (bool, func()) {
 	cancel := func() { s.unwatch(w) }
 	s.mu.Lock()
 	confirmed := w.t.confirmed
@@ -274,6 +291,7 @@ func (s *Subscriber) await(w *watcher) (bool, func()) {
 		return true, cancel
 	case <-timer.C:
 	case <-s.done:
+	case <-ctx.Done():
 	}
 	cancel()
 	return false, noop
@@ -299,8 +317,20 @@ func (s *Subscriber) unwatch(w *watcher) {
 		s.mu.Unlock()
 		return
 	}
+	// The last watcher left: unsubscribe on a goroutine of its own, which
+	// may have to wait for a subscribe write still under way (wmu), so
+	// that the departing waiter returns at once.
+	s.wg.Add(1)
 	s.mu.Unlock()
+	go func() {
+		defer s.wg.Done()
+		s.unsubscribe(t)
+	}()
+}
 
+// unsubscribe drops t if it still has no watcher, UNSUBSCRIBEs it and,
+// when no topic is left, ends the session (no linger) or schedules its end.
+func (s *Subscriber) unsubscribe(t *topic) {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	s.mu.Lock()
@@ -543,7 +573,7 @@ func (s *Subscriber) deliverGrant(t *topic, hold, payload string) {
 	for _, w := range t.watchers {
 		if w.hold == hold {
 			select {
-			case w.grants <- payload:
+			case w.grants <- GrantMessage{Payload: payload, Received: time.Now()}:
 				s.grants.Add(1)
 			default:
 			}
