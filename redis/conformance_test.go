@@ -40,22 +40,37 @@ func expireFault(admin goredis.UniversalClient, prefix string) func(ctx context.
 // and the fencing counter, which the server-faults check relies on),
 // opening every Locker by URL (each with its own client and connections).
 func TestConformance(t *testing.T) {
+	conformance.Run(t, singleServerHarness(t, "redis", "prefix=conf:", "conf:",
+		"redis://127.0.0.1:6379/notadb", "redis://a:1,b:2/0", "redis://127.0.0.1:6379/0?prefix=x&prefix=y", "redis://127.0.0.1:6379/0?subscribe_timeout=soon"))
+}
+
+// TestConformanceFair runs the suite against Lockers made with fair=true:
+// the queue in Redis must keep every promise of the plain mode and add
+// arrival order across Lockers (the suite's Fair check).
+func TestConformanceFair(t *testing.T) {
+	conformance.Run(t, singleServerHarness(t, "redis-fair", "fair=true&prefix=fair:", "fair:", "redis://127.0.0.1:6379/0?fair=maybe"))
+}
+
+// singleServerHarness is the harness of TestConformance and
+// TestConformanceFair: Lockers opened by URL with query (whose keys start
+// with prefix) on an AOF-always server, every fault hook, a second server
+// as the fenced store.
+func singleServerHarness(t *testing.T, name, query, prefix string, badURLs ...string) conformance.Harness {
 	srv := testserver.Redis(t, testserver.RedisConfig{Persistence: true})
 	fencedSrv := testserver.Redis(t, testserver.RedisConfig{})
 	admin := goredis.NewClient(&goredis.Options{Addr: srv.Addr()})
 	t.Cleanup(func() { _ = admin.Close() })
-	const prefix = "conf:"
-	url := func(addr string) string { return "redis://" + addr + "/0?prefix=" + prefix }
-	conformance.Run(t, conformance.Harness{
-		Name: "redis",
+	url := func(addr string) string { return "redis://" + addr + "/0?" + query }
+	return conformance.Harness{
+		Name: name,
 		NewLocker: func(ctx context.Context) (distlock.Locker, error) {
 			return distlock.Open(ctx, url(srv.Addr()))
 		},
 		TTL:            confTTL,
 		URL:            url(srv.Addr()),
 		FencedRedis:    fencedSrv.Addr(),
-		UnreachableURL: "redis://127.0.0.1:1/0",
-		BadURLs:        []string{"redis://127.0.0.1:6379/notadb", "redis://a:1,b:2/0", "redis://127.0.0.1:6379/0?prefix=x&prefix=y", "redis://127.0.0.1:6379/0?subscribe_timeout=soon"},
+		UnreachableURL: url("127.0.0.1:1"),
+		BadURLs:        badURLs,
 		BadTTLs:        []time.Duration{time.Nanosecond, time.Microsecond, 1500 * time.Microsecond},
 		Faults: conformance.Faults{
 			Expire:          expireFault(admin, prefix),
@@ -65,7 +80,7 @@ func TestConformance(t *testing.T) {
 			Held:            heldLocks(admin, prefix),
 			ServerFaults:    restartFault(srv),
 		},
-	})
+	}
 }
 
 // restartFault kills an AOF-always server and restarts it.
@@ -119,38 +134,6 @@ func heldLocks(admin goredis.UniversalClient, prefix string) func(ctx context.Co
 		}
 		return held, iter.Err()
 	}
-}
-
-// TestConformanceFair runs the suite against Lockers made with fair=true:
-// the queue in Redis must keep every promise of the plain mode and add
-// arrival order across Lockers (the suite's Fair check).
-func TestConformanceFair(t *testing.T) {
-	srv := testserver.Redis(t, testserver.RedisConfig{Persistence: true})
-	fencedSrv := testserver.Redis(t, testserver.RedisConfig{})
-	admin := goredis.NewClient(&goredis.Options{Addr: srv.Addr()})
-	t.Cleanup(func() { _ = admin.Close() })
-	const prefix = "fair:"
-	url := func(addr string) string { return "redis://" + addr + "/0?fair=true&prefix=" + prefix }
-	conformance.Run(t, conformance.Harness{
-		Name: "redis-fair",
-		NewLocker: func(ctx context.Context) (distlock.Locker, error) {
-			return distlock.Open(ctx, url(srv.Addr()))
-		},
-		TTL:            confTTL,
-		URL:            url(srv.Addr()),
-		FencedRedis:    fencedSrv.Addr(),
-		UnreachableURL: "redis://127.0.0.1:1/0?fair=true",
-		BadURLs:        []string{"redis://127.0.0.1:6379/0?fair=maybe"},
-		BadTTLs:        []time.Duration{time.Nanosecond, 1500 * time.Microsecond},
-		Faults: conformance.Faults{
-			Expire:          expireFault(admin, prefix),
-			NewLinkedLocker: linkedLocker(srv.Addr(), url),
-			StopBackend:     func(context.Context) error { return srv.Kill() },
-			StartBackend:    srv.Restart,
-			Held:            heldLocks(admin, prefix),
-			ServerFaults:    restartFault(srv),
-		},
-	})
 }
 
 // TestConformanceCluster runs the whole suite against a Redis Cluster of

@@ -119,17 +119,10 @@ func TestFairOrderAcrossLockers(t *testing.T) {
 // server's expiry of the lock, even when the grant comes long after the
 // waiter's last attempt.
 func TestFairGrantValidity(t *testing.T) {
-	srv := testserver.Redis(t, testserver.RedisConfig{})
-	ctx := tctx(t, time.Minute)
-	a := newTestLocker(t, &goredis.Options{Addr: srv.Addr()}, WithFair())
-	b := newTestLocker(t, &goredis.Options{Addr: srv.Addr()}, WithFair())
-	admin := adminClient(t, srv.Addr())
-	held, err := a.TryAcquire(ctx, "fair/validity", distlock.WithTTL(time.Minute))
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := fairHeld(t, "fair/validity")
+	ctx, admin, k, held := f.ctx, f.admin, f.k, f.held
+	b := f.locker(t, nil)
 	done := acquireAsync(t, ctx, b, "fair/validity", distlock.WithTTL(2*time.Second), distlock.WithAutoRefresh(false))
-	k := redisscript.KeysFor(redisscript.DefaultPrefix, "fair/validity").Fair()
 	eventually(t, 10*time.Second, "waiter queued", func() bool { return admin.ZCard(ctx, k.Queue).Val() == 1 })
 	time.Sleep(700 * time.Millisecond) // the grant comes well after the last attempt
 	if err := held.Release(ctx); err != nil {
@@ -154,18 +147,11 @@ func TestFairGrantValidity(t *testing.T) {
 // (the next waiter is served by the release, not after a queue timeout), and
 // a waiter without a subscription still gets its grant, by polling.
 func TestFairLeaveAndPoll(t *testing.T) {
-	srv := testserver.Redis(t, testserver.RedisConfig{})
-	ctx := tctx(t, time.Minute)
-	admin := adminClient(t, srv.Addr())
-	a := newTestLocker(t, &goredis.Options{Addr: srv.Addr()}, WithFair())
-	quitter := newTestLocker(t, &goredis.Options{Addr: srv.Addr()}, WithFair())
+	f := fairHeld(t, "fair/leave")
+	ctx, admin, k, held := f.ctx, f.admin, f.k, f.held
+	quitter := f.locker(t, nil)
 	// A subscribe timeout far below a round trip: no subscription, polling.
-	poller := newTestLocker(t, &goredis.Options{Addr: srv.Addr()}, WithFair(), WithSubscribeTimeout(time.Nanosecond))
-	k := redisscript.KeysFor(redisscript.DefaultPrefix, "fair/leave").Fair()
-	held, err := a.TryAcquire(ctx, "fair/leave", distlock.WithTTL(time.Minute))
-	if err != nil {
-		t.Fatal(err)
-	}
+	poller := f.locker(t, nil, WithSubscribeTimeout(time.Nanosecond))
 	qctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -207,16 +193,9 @@ func TestFairLeaveAndPoll(t *testing.T) {
 // (its entry no longer renewed) is skipped once its entry is older than the
 // queue TTL; the waiter behind it gets the lock.
 func TestFairCrashedWaiterSkipped(t *testing.T) {
-	srv := testserver.Redis(t, testserver.RedisConfig{})
-	ctx := tctx(t, time.Minute)
-	admin := adminClient(t, srv.Addr())
-	a := newTestLocker(t, &goredis.Options{Addr: srv.Addr()}, WithFair())
-	b := newTestLocker(t, &goredis.Options{Addr: srv.Addr()}, WithFair())
-	k := redisscript.KeysFor(redisscript.DefaultPrefix, "fair/crash").Fair()
-	held, err := a.TryAcquire(ctx, "fair/crash", distlock.WithTTL(time.Minute))
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := fairHeld(t, "fair/crash")
+	ctx, admin, k, held := f.ctx, f.admin, f.k, f.held
+	b := f.locker(t, nil)
 	// The crashed waiter: one attempt, never renewed.
 	ghost := redisscript.FairAttempt{Hold: redisscript.NewHoldSource().Next(), N: 1, Enqueue: true, QueueTTL: queueTTL}
 	if r, err := redisscript.FairAcquire(ctx, admin, k, "ghost", time.Minute, ghost); err != nil || r.Outcome != redisscript.Busy {
@@ -261,16 +240,9 @@ func acquireAsync(t *testing.T, ctx context.Context, l distlock.Locker, key stri
 // grant with its next attempt (after the reconnection's wake-up or its
 // renewal timer) and its lease is valid no longer than the server's lock.
 func TestFairGrantMessageLost(t *testing.T) {
-	srv := testserver.Redis(t, testserver.RedisConfig{})
-	ctx := tctx(t, time.Minute)
-	admin := adminClient(t, srv.Addr())
-	a := newTestLocker(t, &goredis.Options{Addr: srv.Addr()}, WithFair())
-	b := newTestLocker(t, &goredis.Options{Addr: srv.Addr()}, WithFair())
-	k := redisscript.KeysFor(redisscript.DefaultPrefix, "fair/lost").Fair()
-	held, err := a.TryAcquire(ctx, "fair/lost", distlock.WithTTL(time.Minute))
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := fairHeld(t, "fair/lost")
+	ctx, admin, k, held := f.ctx, f.admin, f.k, f.held
+	b := f.locker(t, nil)
 	got := acquireAsync(t, ctx, b, "fair/lost", distlock.WithTTL(10*time.Second))
 	eventually(t, 10*time.Second, "waiter queued and subscribed", func() bool {
 		_, c := b.d.sub.Active()
@@ -326,16 +298,9 @@ func (h *afterFirstScript) ProcessPipelineHook(next goredis.ProcessPipelineHook)
 // it leaves the queue anyway, so the release does not grant the lock to a
 // waiter that is gone.
 func TestFairCtxEndsWhileSubscribing(t *testing.T) {
-	srv := testserver.Redis(t, testserver.RedisConfig{})
-	ctx := tctx(t, time.Minute)
-	admin := adminClient(t, srv.Addr())
-	a := newTestLocker(t, &goredis.Options{Addr: srv.Addr()}, WithFair())
-	w := newTestLocker(t, &goredis.Options{Addr: srv.Addr()}, WithFair())
-	k := redisscript.KeysFor(redisscript.DefaultPrefix, "fair/subscribing").Fair()
-	held, err := a.TryAcquire(ctx, "fair/subscribing", distlock.WithTTL(time.Minute))
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := fairHeld(t, "fair/subscribing")
+	ctx, admin := f.ctx, f.admin
+	w := f.locker(t, nil)
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	w.client.AddHook(&afterFirstScript{fn: func() {
@@ -349,29 +314,16 @@ func TestFairCtxEndsWhileSubscribing(t *testing.T) {
 	if d := time.Since(start); d > 300*time.Millisecond {
 		t.Errorf("waiter returned %v after start, its ctx ended at 100ms", d)
 	}
-	eventually(t, 5*time.Second, "departed waiter out of the queue", func() bool { return admin.ZCard(ctx, k.Queue).Val() == 0 })
-	if err := held.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if o, err := admin.HGet(ctx, k.Lock, "o").Result(); !errors.Is(err, goredis.Nil) {
-		t.Errorf("lock granted to a departed waiter: owner %q (%v)", o, err)
-	}
+	f.releaseToNoOne(t)
 }
 
 // TestFairManyLeave: 200 waiters of one Locker give up at once; every one
 // leaves the queue (none is dropped for lack of an undo slot), and the
 // release finds no one to grant the lock to.
 func TestFairManyLeave(t *testing.T) {
-	srv := testserver.Redis(t, testserver.RedisConfig{})
-	ctx := tctx(t, time.Minute)
-	admin := adminClient(t, srv.Addr())
-	a := newTestLocker(t, &goredis.Options{Addr: srv.Addr()}, WithFair())
-	w := newTestLocker(t, &goredis.Options{Addr: srv.Addr(), PoolSize: 4}, WithFair())
-	k := redisscript.KeysFor(redisscript.DefaultPrefix, "fair/many").Fair()
-	held, err := a.TryAcquire(ctx, "fair/many", distlock.WithTTL(time.Minute))
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := fairHeld(t, "fair/many")
+	ctx, admin, k := f.ctx, f.admin, f.k
+	w := f.locker(t, &goredis.Options{PoolSize: 4})
 	const n = 200
 	wctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -382,30 +334,17 @@ func TestFairManyLeave(t *testing.T) {
 	eventually(t, 20*time.Second, "every waiter queued", func() bool { return admin.ZCard(ctx, k.Queue).Val() == n })
 	cancel()
 	wg.Wait()
-	eventually(t, 5*time.Second, "every departed waiter out of the queue", func() bool { return admin.ZCard(ctx, k.Queue).Val() == 0 })
-	if err := held.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if o, err := admin.HGet(ctx, k.Lock, "o").Result(); !errors.Is(err, goredis.Nil) {
-		t.Errorf("lock granted to a departed waiter: owner %q (%v)", o, err)
-	}
+	f.releaseToNoOne(t)
 }
 
 // TestFairPollerShortTTL: a waiter without a subscription and with a TTL
 // below the renewal interval polls often enough to use its grant before it
 // expires: it keeps its turn ahead of a later, subscribed waiter.
 func TestFairPollerShortTTL(t *testing.T) {
-	srv := testserver.Redis(t, testserver.RedisConfig{})
-	ctx := tctx(t, time.Minute)
-	admin := adminClient(t, srv.Addr())
-	a := newTestLocker(t, &goredis.Options{Addr: srv.Addr()}, WithFair())
-	poller := newTestLocker(t, &goredis.Options{Addr: srv.Addr()}, WithFair(), WithSubscribeTimeout(time.Nanosecond))
-	b := newTestLocker(t, &goredis.Options{Addr: srv.Addr()}, WithFair())
-	k := redisscript.KeysFor(redisscript.DefaultPrefix, "fair/poller").Fair()
-	held, err := a.TryAcquire(ctx, "fair/poller", distlock.WithTTL(time.Minute))
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := fairHeld(t, "fair/poller")
+	ctx, admin, k, held := f.ctx, f.admin, f.k, f.held
+	poller := f.locker(t, nil, WithSubscribeTimeout(time.Nanosecond))
+	b := f.locker(t, nil)
 	type served struct {
 		who   string
 		lease *distlock.Lease
@@ -438,5 +377,49 @@ func TestFairPollerShortTTL(t *testing.T) {
 			t.Errorf("%s served, want %s (arrival order)", s.who, want)
 		}
 		_ = s.lease.Release(ctx)
+	}
+}
+
+// fairFixture is what the fair tests share: a server, a fair Locker
+// holding key for a minute, and key's names.
+type fairFixture struct {
+	addr  string
+	ctx   context.Context
+	admin *goredis.Client
+	k     redisscript.Keys
+	held  *distlock.Lease
+}
+
+func fairHeld(t *testing.T, key string) *fairFixture {
+	t.Helper()
+	srv := testserver.Redis(t, testserver.RedisConfig{})
+	f := &fairFixture{addr: srv.Addr(), ctx: tctx(t, time.Minute), admin: adminClient(t, srv.Addr()), k: redisscript.KeysFor(redisscript.DefaultPrefix, key).Fair()}
+	var err error
+	if f.held, err = f.locker(t, nil).TryAcquire(f.ctx, key, distlock.WithTTL(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// locker returns a fair Locker on the fixture's server (o: client options,
+// or nil).
+func (f *fairFixture) locker(t *testing.T, o *goredis.Options, opts ...Option) *testLocker {
+	if o == nil {
+		o = &goredis.Options{}
+	}
+	o.Addr = f.addr
+	return newTestLocker(t, o, append([]Option{WithFair()}, opts...)...)
+}
+
+// releaseToNoOne waits for the queue to empty (every waiter left), releases
+// the fixture's lease and checks that the lock was granted to no one.
+func (f *fairFixture) releaseToNoOne(t *testing.T) {
+	t.Helper()
+	eventually(t, 5*time.Second, "every departed waiter out of the queue", func() bool { return f.admin.ZCard(f.ctx, f.k.Queue).Val() == 0 })
+	if err := f.held.Release(f.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if o, err := f.admin.HGet(f.ctx, f.k.Lock, "o").Result(); !errors.Is(err, goredis.Nil) {
+		t.Errorf("lock granted to a departed waiter: owner %q (%v)", o, err)
 	}
 }
