@@ -8,7 +8,8 @@
 //
 // Capabilities: Fencing (a per-key counter that outlives the lock),
 // Reentrant, Notify and Fair (waiters queue in arrival order and the lock is
-// handed to the first of them on release or expiry), SessionBound (closing a
+// handed to the first of them on release or expiry, together with a nested
+// hold for every queued waiter of the same owner), SessionBound (closing a
 // Locker, or Crash, frees its locks at once) and Expiring (TTL on Go's
 // monotonic clock). Not Durable: the lock table lives and dies with the
 // process, so there is no server restart for a lock to survive.
@@ -184,9 +185,37 @@ func (ns *Namespace) settle(key string, e *entry, now time.Time) {
 		}
 		w.granted = ns.grant(key, e, w.req, w.sess, now)
 		w.ch <- w.granted
+		ns.nestQueued(e, now)
 		return
 	}
 	delete(ns.locks, key)
+}
+
+// nestQueued hands a nested hold at once to every waiter of e whose owner
+// now holds e: an acquisition of the holder's owner succeeds at once, also
+// when it was queued before its owner got the lock. The other waiters keep
+// their places. Callers hold ns.mu.
+func (ns *Namespace) nestQueued(e *entry, now time.Time) {
+	e.waiters = slices.DeleteFunc(e.waiters, func(w *waiter) bool {
+		if w.sess.closed || w.req.Owner != e.owner {
+			return false
+		}
+		w.granted = e.nest(w.req, w.sess, now)
+		w.ch <- w.granted
+		return true
+	})
+}
+
+// nest adds a hold of req's owner, who holds e, with e's token; the expiry
+// is never shortened. Callers hold ns.mu.
+func (e *entry) nest(req backend.Request, sess *driver, now time.Time) *lock {
+	e.holds++
+	if exp := now.Add(req.TTL); exp.After(e.expires) {
+		e.expires = exp
+	}
+	l := &lock{d: sess, key: req.Key, owner: req.Owner, token: e.token, issued: now}
+	e.lost[l] = req.Lost
+	return l
 }
 
 // grant makes req's owner the holder of the free entry e. Callers hold ns.mu.
@@ -220,13 +249,7 @@ func (d *driver) attempt(req backend.Request, now time.Time) (*lock, *entry) {
 		return ns.grant(req.Key, e, req, d, now), nil
 	}
 	if e.holds > 0 && e.owner == req.Owner {
-		e.holds++
-		if exp := now.Add(req.TTL); exp.After(e.expires) {
-			e.expires = exp
-		}
-		l := &lock{d: d, key: req.Key, owner: req.Owner, token: e.token, issued: now}
-		e.lost[l] = req.Lost
-		return l, nil
+		return e.nest(req, d, now), nil
 	}
 	return nil, e
 }
@@ -250,7 +273,8 @@ func (d *driver) TryAcquire(ctx context.Context, req backend.Request) (backend.L
 }
 
 // Acquire waits in arrival order: the lock is handed to the first waiter
-// when its holder releases it or expires.
+// when its holder releases it or expires, and at the same moment a nested
+// hold goes to every other waiter of that waiter's owner.
 func (d *driver) Acquire(ctx context.Context, req backend.Request) (backend.Lock, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("%w: %w", backend.ErrNotAcquired, err)

@@ -34,3 +34,76 @@ func harness(ns *memory.Namespace) conformance.Harness {
 func TestConformance(t *testing.T) {
 	conformance.Run(t, harness(memory.NewNamespace()))
 }
+
+// TestQueuedSameOwnerNests is issue 14 defect 9: when owner O is handed the
+// lock, every acquisition of O already queued behind the previous holder
+// nests at once, as an acquisition by O arriving then would.
+func TestQueuedSameOwnerNests(t *testing.T) {
+	ns := memory.NewNamespace()
+	x, a, b := memory.New(ns), memory.New(ns), memory.New(ns)
+	defer x.Close()
+	defer a.Close()
+	defer b.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	held, err := x.TryAcquire(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner := distlock.WithOwner("O")
+	type result struct {
+		lease *distlock.Lease
+		err   error
+	}
+	results := make(chan result, 3)
+	for _, l := range []*memory.Locker{a, a, b} {
+		go func() {
+			lease, err := l.Acquire(ctx, "k", owner)
+			results <- result{lease, err}
+		}()
+	}
+	// All three are queued behind x.
+	waitQueued(t, ns, "k", 3)
+	if err := held.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var leases []*distlock.Lease
+	for range 3 {
+		select {
+		case r := <-results:
+			if r.err != nil {
+				t.Fatalf("queued Acquire of the owner: %v", r.err)
+			}
+			leases = append(leases, r.lease)
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%d of 3 queued acquisitions of owner O returned while O holds the lock; the others still wait for their own owner", len(leases))
+		}
+	}
+	for _, l := range leases[1:] {
+		if l.Token() != leases[0].Token() {
+			t.Errorf("nested token %d, want the holder's %d", l.Token(), leases[0].Token())
+		}
+	}
+	for _, l := range leases {
+		if err := l.Release(ctx); err != nil {
+			t.Errorf("Release: %v", err)
+		}
+	}
+	free, err := x.TryAcquire(ctx, "k")
+	if err != nil {
+		t.Fatalf("after every nested hold was released: %v", err)
+	}
+	_ = free.Release(ctx)
+}
+
+// waitQueued polls until n acquisitions wait for key (bounded).
+func waitQueued(t *testing.T, ns *memory.Namespace, key string, n int) {
+	t.Helper()
+	for i := 0; i < 500; i++ {
+		if memory.Waiters(ns, key) >= n {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("fewer than %d waiters queued on %q after 5s", n, key)
+}
