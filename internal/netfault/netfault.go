@@ -32,6 +32,7 @@ type Proxy struct {
 	conns   map[net.Conn]struct{}
 	changed chan struct{} // closed and replaced when mode or latency change
 	closed  bool
+	dirs    directions // per-direction faults (direction.go)
 	wg      sync.WaitGroup
 }
 
@@ -77,8 +78,13 @@ func (p *Proxy) Cut() {
 	}
 }
 
-// Heal restores normal forwarding without latency.
-func (p *Proxy) Heal() { p.set(Pass, 0) }
+// Heal restores normal forwarding without latency, delays or silences.
+func (p *Proxy) Heal() {
+	p.mu.Lock()
+	p.clearDirections()
+	p.mu.Unlock()
+	p.set(Pass, 0)
+}
 
 func (p *Proxy) latencyNow() time.Duration {
 	p.mu.Lock()
@@ -167,10 +173,12 @@ func (p *Proxy) serve(client net.Conn) {
 		_ = server.Close()
 		return
 	}
+	pc := p.register()
+	defer p.unregister(pc)
 	var wg sync.WaitGroup
 	wg.Add(2)
-	go func() { defer wg.Done(); p.pipe(server, client) }()
-	go func() { defer wg.Done(); p.pipe(client, server) }()
+	go func() { defer wg.Done(); p.pipe(server, client, Requests, pc) }()
+	go func() { defer wg.Done(); p.pipe(client, server, Replies, pc) }()
 	wg.Wait()
 	p.untrack(client)
 	p.untrack(server)
@@ -178,13 +186,13 @@ func (p *Proxy) serve(client net.Conn) {
 
 // pipe copies src to dst chunk by chunk, applying the proxy's mode to each
 // chunk; it closes both ends when either fails.
-func (p *Proxy) pipe(dst, src net.Conn) {
+func (p *Proxy) pipe(dst, src net.Conn, dir Direction, pc *proxied) {
 	defer func() { _ = dst.Close(); _ = src.Close() }()
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
-			if !p.deliver(dst, buf[:n]) {
+			if !p.deliver(dst, buf[:n], dir, pc) {
 				return
 			}
 		}
@@ -194,12 +202,21 @@ func (p *Proxy) pipe(dst, src net.Conn) {
 	}
 }
 
-// deliver writes chunk to dst once the mode allows: after the latency in
-// Pass mode, never in Cut mode, and only after a Heal in Blackhole mode.
-func (p *Proxy) deliver(dst net.Conn, chunk []byte) bool {
+// deliver writes chunk to dst once the mode allows: after the latency (and
+// the direction's delay at the chunk's arrival) in Pass mode, never in Cut
+// mode, and only after a Heal in Blackhole mode or while pc is silenced in
+// dir.
+func (p *Proxy) deliver(dst net.Conn, chunk []byte, dir Direction, pc *proxied) bool {
 	arrived := time.Now()
+	extra := p.arrival(dir)
 	for {
 		mode, latency, changed := p.state()
+		latency += extra
+		if silenced, closed := p.held(pc, dir); closed {
+			return false
+		} else if silenced && mode == Pass {
+			mode = Blackhole
+		}
 		switch mode {
 		case Cut:
 			return false
