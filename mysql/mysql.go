@@ -34,10 +34,15 @@
 // resolution of DATETIME(6)), rounded up, so the server never holds a lock
 // for less than its TTL. An acquire whose reply is lost (its context ended,
 // or the connection broke, after the statement may have run) is undone in
-// the background: each grant records a random request id in the row, and an
-// owner-checked UPDATE matching that id gives back exactly that hold — also
-// for a WithOwner owner whose other nested holds stay — repeated for a few
-// seconds in case the request is still in flight.
+// the background: every hold records its own random id in the row (a list,
+// appended to when a hold nests, an id removed when its hold is released),
+// and an owner-checked UPDATE matching that id gives back exactly that hold
+// — also when the same WithOwner owner has nested in it meanwhile, or holds
+// others — repeated for a few seconds in case the request is still in
+// flight. A table created by an older release (one request id per row, in
+// acq_id) gets the hold_ids column added on first use; with
+// WithCreateTable(false) it is refused with ErrInvalidOption and the ALTER
+// TABLE statement that upgrades it.
 //
 // Capabilities: Fencing (the counter stays in the row across releases,
 // expiries and takeovers, and is advanced with LAST_INSERT_ID(fence+1) in the
@@ -443,7 +448,7 @@ func rowDDL(table string) string {
   holds      INT UNSIGNED    NOT NULL COMMENT 'reentrant holds; 0 when free',
   expires_at DATETIME(6)     NOT NULL COMMENT 'UTC, database clock; in the past when free',
   fence      BIGINT UNSIGNED NOT NULL COMMENT 'last fencing token issued; never reset',
-  acq_id     BINARY(16)      NULL     COMMENT 'id of the last granting request',
+  hold_ids   MEDIUMBLOB      NULL     COMMENT 'one id per live hold: 32 hex digits and a comma each',
   PRIMARY KEY (key_hash)
 ) ENGINE=InnoDB COMMENT='distlock row-mode leases'`
 }
@@ -510,25 +515,30 @@ type base struct {
 	wg     sync.WaitGroup
 }
 
-// ready checks the configuration and creates the table once.
+// ready checks the configuration, creates the table and checks its shape,
+// once.
 func (b *base) ready(ctx context.Context) error {
 	if b.cfgErr != nil {
 		return b.cfgErr
-	}
-	if !b.create {
-		return nil
 	}
 	b.schemaMu.Lock()
 	defer b.schemaMu.Unlock()
 	if b.schemaOK {
 		return nil
 	}
-	ddl := rowDDL(b.table)
-	if b.mode == ModeForUpdate {
-		ddl = forUpdateDDL(b.table)
+	if b.create {
+		ddl := rowDDL(b.table)
+		if b.mode == ModeForUpdate {
+			ddl = forUpdateDDL(b.table)
+		}
+		if _, err := b.db.ExecContext(ctx, ddl); err != nil {
+			return fmt.Errorf("create lock table: %w", b.wrap(ctx, err))
+		}
 	}
-	if _, err := b.db.ExecContext(ctx, ddl); err != nil {
-		return fmt.Errorf("create lock table: %w", b.wrap(ctx, err))
+	if b.mode == ModeRow {
+		if err := b.rowSchema(ctx); err != nil {
+			return err
+		}
 	}
 	b.schemaOK = true
 	return nil

@@ -3,6 +3,7 @@ package mysql
 import (
 	"context"
 	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
@@ -28,9 +29,9 @@ const freeExpiry = "'1970-01-01 00:00:01'"
 // assigned last in the upsert, and owner, assigned first, equals the new
 // owner exactly when the row is granted.
 const (
-	// Arguments: hash, key, owner, ttl µs, acq id, owner, owner, owner,
-	// owner, acq id, ttl µs, owner, ttl µs.
-	rowAcquireSQL = `INSERT INTO %[1]s (key_hash, lock_key, owner, holds, expires_at, fence, acq_id)
+	// Arguments: hash, key, owner, ttl µs, hold, owner, owner, owner,
+	// hold, owner, hold, ttl µs, owner, ttl µs.
+	rowAcquireSQL = `INSERT INTO %[1]s (key_hash, lock_key, owner, holds, expires_at, fence, hold_ids)
 VALUES (?, ?, ?, 1, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, LAST_INSERT_ID(1), ?)
 ON DUPLICATE KEY UPDATE
   owner = IF(expires_at <= UTC_TIMESTAMP(6), ?, owner),
@@ -38,7 +39,7 @@ ON DUPLICATE KEY UPDATE
           IF(owner = ?, LAST_INSERT_ID(fence),
           IF(LAST_INSERT_ID(` + "0x8000000000000000" + ` | GREATEST(1, TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at))) > 0, fence, fence))),
   holds = IF(expires_at <= UTC_TIMESTAMP(6), 1, IF(owner = ?, holds + 1, holds)),
-  acq_id = IF(expires_at <= UTC_TIMESTAMP(6) OR owner = ?, ?, acq_id),
+  hold_ids = IF(expires_at <= UTC_TIMESTAMP(6), ?, IF(owner = ?, CONCAT(IFNULL(hold_ids, ''), ?), hold_ids)),
   expires_at = IF(expires_at <= UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND,
                IF(owner = ?, GREATEST(expires_at, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND), expires_at))`
 
@@ -48,22 +49,40 @@ ON DUPLICATE KEY UPDATE
   fence = LAST_INSERT_ID(fence)
 WHERE key_hash = ? AND owner = ? AND fence = ? AND holds > 0 AND expires_at > UTC_TIMESTAMP(6)`
 
-	// Arguments: hash, owner, fence.
-	rowReleaseSQL = `UPDATE %[1]s SET
+	// rowGiveBack removes one hold, the one whose id is the first
+	// argument; the last hold frees the row (its fence stays).
+	rowGiveBack = `UPDATE %[1]s SET
   expires_at = IF(holds <= 1, ` + freeExpiry + `, expires_at),
   holds = holds - 1,
+  hold_ids = REPLACE(hold_ids, ?, ''),
   fence = LAST_INSERT_ID(fence)
-WHERE key_hash = ? AND owner = ? AND fence = ? AND holds > 0 AND expires_at > UTC_TIMESTAMP(6)`
+`
 
-	// Gives back the hold of an acquire whose reply was lost. Arguments:
-	// hash, owner, acq id.
-	rowAbandonSQL = `UPDATE %[1]s SET
-  expires_at = IF(holds <= 1, ` + freeExpiry + `, expires_at),
-  holds = holds - 1,
-  acq_id = NULL,
-  fence = LAST_INSERT_ID(fence)
-WHERE key_hash = ? AND owner = ? AND acq_id = ? AND holds > 0 AND expires_at > UTC_TIMESTAMP(6)`
+	// Arguments: hold, hash, owner, fence.
+	rowReleaseSQL = rowGiveBack + `WHERE key_hash = ? AND owner = ? AND fence = ? AND holds > 0 AND expires_at > UTC_TIMESTAMP(6)`
+
+	// Gives back the hold of an acquire whose reply was lost, if it
+	// was granted and is still there. Arguments: hold, hash, owner, hold.
+	rowAbandonSQL = rowGiveBack + `WHERE key_hash = ? AND owner = ? AND LOCATE(?, hold_ids) > 0 AND holds > 0 AND expires_at > UTC_TIMESTAMP(6)`
 )
+
+// holdID names one hold of a lease row: every acquisition records its own
+// in the row's hold_ids, appended when it nests, so the hold of an
+// acquisition whose reply was lost can be given back exactly — whatever
+// the same owner acquired or released since. An id is stored as 32
+// lowercase hex digits and a comma; a match of that text in the list can
+// only start at an entry's first byte (a comma ends every entry and hex
+// has none), so LOCATE finds exactly the entry.
+type holdID [33]byte
+
+func newHoldID() holdID {
+	var raw [16]byte
+	_, _ = rand.Read(raw[:])
+	var h holdID
+	hex.Encode(h[:32], raw[:])
+	h[32] = ','
+	return h
+}
 
 type rowDriver struct {
 	*base
@@ -92,8 +111,9 @@ func (d *rowDriver) Close() error { return d.shutdown() }
 
 // TryAcquire is one INSERT … ON DUPLICATE KEY UPDATE. When its reply is lost
 // (ctx ended or the connection broke after the statement may have run), the
-// hold it may have taken is given back in the background, identified by a
-// per-request id, so no orphan blocks other owners until the TTL.
+// hold it may have taken is given back in the background, identified by its
+// own hold id, so no orphan blocks other owners until the TTL — also when
+// the same owner acquires the lock again meanwhile and nests in that hold.
 func (d *rowDriver) TryAcquire(ctx context.Context, req backend.Request) (backend.Lock, error) {
 	if err := d.ready(ctx); err != nil {
 		return nil, err
@@ -104,14 +124,13 @@ func (d *rowDriver) TryAcquire(ctx context.Context, req backend.Request) (backen
 	h := keyHash(req.Key)
 	owner := []byte(req.Owner)
 	us := ttlMicros(req.TTL)
-	var acq [16]byte
-	_, _ = rand.Read(acq[:])
+	hold := newHoldID()
 	res, err := d.db.ExecContext(ctx, d.qAcquire,
-		h[:], []byte(req.Key), owner, us, acq[:],
-		owner, owner, owner, owner, acq[:], us, owner, us)
+		h[:], []byte(req.Key), owner, us, hold[:],
+		owner, owner, owner, hold[:], owner, hold[:], us, owner, us)
 	if err != nil {
 		if !serverRejected(err) {
-			d.abandon(h, owner, acq, req.TTL)
+			d.abandon(h, owner, hold, req.TTL)
 		}
 		return nil, d.wrap(ctx, err)
 	}
@@ -126,7 +145,7 @@ func (d *rowDriver) TryAcquire(ctx context.Context, req backend.Request) (backen
 	case v&busyBit != 0:
 		return nil, backend.Busy(time.Duration(v&^busyBit) * time.Microsecond)
 	}
-	return &rowLock{d: d, hash: h, owner: owner, token: v}, nil
+	return &rowLock{d: d, hash: h, owner: owner, token: v, hold: hold}, nil
 }
 
 // abandonSchedule spaces the attempts to give back an orphan hold: the
@@ -135,12 +154,12 @@ func (d *rowDriver) TryAcquire(ctx context.Context, req backend.Request) (backen
 var abandonSchedule = []time.Duration{0, 250 * time.Millisecond, time.Second, 2 * time.Second, 4 * time.Second}
 
 // abandon gives back, in the background, the hold that an acquire with
-// request id acq may have taken. The statement matches only a row whose last
-// grant was that request, so repeating it is harmless and it never takes a
-// hold that another acquisition (even of the same owner) made. It stops
-// after the schedule, once the TTL has passed (the row is free by then
-// anyway), or when the driver closes.
-func (d *rowDriver) abandon(h [32]byte, owner []byte, acq [16]byte, ttl time.Duration) {
+// hold id hold may have taken. The statement matches only a row that lists
+// that hold, and removes it from the list, so repeating it is harmless and
+// it never takes a hold that another acquisition (even of the same owner)
+// made. It stops after the schedule, once the TTL has passed (the row is
+// free by then anyway), or when the driver closes.
+func (d *rowDriver) abandon(h [32]byte, owner []byte, hold holdID, ttl time.Duration) {
 	d.goBackground(func(life context.Context) {
 		ctx, cancel := context.WithTimeout(life, ttl)
 		defer cancel()
@@ -151,7 +170,7 @@ func (d *rowDriver) abandon(h [32]byte, owner []byte, acq [16]byte, ttl time.Dur
 			case <-time.After(pause):
 			}
 			actx, acancel := context.WithTimeout(ctx, 5*time.Second)
-			_, _ = d.db.ExecContext(actx, d.qAbandon, h[:], owner, acq[:])
+			_, _ = d.db.ExecContext(actx, d.qAbandon, hold[:], h[:], owner, hold[:])
 			acancel()
 		}
 	})
@@ -163,6 +182,7 @@ type rowLock struct {
 	hash  [32]byte
 	owner []byte
 	token uint64
+	hold  holdID
 }
 
 func (l *rowLock) Token() uint64 { return l.token }
@@ -178,9 +198,9 @@ func (l *rowLock) Refresh(ctx context.Context, ttl time.Duration) error {
 	return l.exec(ctx, l.d.qRefresh, ttlMicros(ttl), l.hash[:], l.owner, l.token)
 }
 
-// Release gives up one hold; the last one frees the row (its fence stays).
+// Release gives up this hold; the last one frees the row (its fence stays).
 func (l *rowLock) Release(ctx context.Context) error {
-	return l.exec(ctx, l.d.qRelease, l.hash[:], l.owner, l.token)
+	return l.exec(ctx, l.d.qRelease, l.hold[:], l.hash[:], l.owner, l.token)
 }
 
 func (l *rowLock) exec(ctx context.Context, q string, args ...any) error {
