@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/distlock/distlock/backend"
@@ -52,6 +53,8 @@ type fuDriver struct {
 	entries map[entryKey]*fuEntry
 	pinned  int // connections held by locks and by acquisitions in progress
 	closing bool
+
+	noIdleTrx atomic.Bool // the server has no idle_*transaction_timeout (MySQL)
 }
 
 type entryKey struct{ key, owner string }
@@ -73,8 +76,8 @@ type fuEntry struct {
 	conn   *sql.Conn
 	connID int64
 	token  uint64
-	// idle is the session's wait_timeout: the server ends the session,
-	// and so the lock, after that long without a command. lastOK is when
+	// idle is the session's idle limit (sessionInfo): the server ends the
+	// session, and so the lock, after that long without a command. lastOK is when
 	// the last command that succeeded on the connection was sent.
 	idle   time.Duration
 	lastOK time.Time
@@ -218,7 +221,7 @@ func (d *fuDriver) lockOnServer(ctx context.Context, key string, wait bool) (*pi
 			return nil
 		}
 		var err error
-		connID, _, err = sessionInfo(ctx, conn)
+		connID, _, err = d.sessionInfo(ctx, conn)
 		return err
 	}
 	// cancelled is the error for an acquisition given up because ctx ended.
@@ -326,7 +329,7 @@ func (d *fuDriver) lockOnServer(ctx context.Context, key string, wait bool) (*pi
 	// The pinned connection must have held the row lock when the token
 	// was issued: if it is alive now, it was alive then.
 	sent := time.Now()
-	connID, idle, err := sessionInfo(ctx, conn)
+	connID, idle, err := d.sessionInfo(ctx, conn)
 	if err != nil {
 		return fail(fmt.Errorf("%w: the lock's connection failed while the fence was issued: %w", backend.ErrUnavailable, d.wrap(ctx, err)))
 	}
@@ -338,7 +341,7 @@ type pinned struct {
 	conn  *sql.Conn
 	id    int64
 	token uint64
-	idle  time.Duration // the session's wait_timeout
+	idle  time.Duration // the session's idle limit (sessionInfo)
 	sent  time.Time     // when its last successful command was sent
 }
 
@@ -408,20 +411,12 @@ func rollback(ctx context.Context, conn *sql.Conn) error {
 	return err
 }
 
-// sessionInfo returns the connection's id and its wait_timeout.
-func sessionInfo(ctx context.Context, conn *sql.Conn) (int64, time.Duration, error) {
-	var id, idle int64
-	err := conn.QueryRowContext(ctx, "SELECT CONNECTION_ID(), @@SESSION.wait_timeout").Scan(&id, &idle)
-	if idle <= 0 || idle > maxIdleSeconds {
-		idle = maxIdleSeconds
-	}
-	return id, time.Duration(idle) * time.Second, err
-}
-
-// maxIdleSeconds caps wait_timeout (documented maximum 31536000 s, a year).
+// maxIdleSeconds caps the idle limit (the documented maximum of
+// wait_timeout and of MariaDB's idle_*transaction_timeout: 31536000 s, a
+// year).
 const maxIdleSeconds = 365 * 24 * 3600
 
-// idleMargin is how long before the server's wait_timeout may end a silent
+// idleMargin is how long before the server's idle limit may end a silent
 // session the holder declares its lock lost: a rate difference of 1% between
 // the clocks plus 100ms.
 func idleMargin(idle time.Duration) time.Duration { return idle/100 + 100*time.Millisecond }
@@ -445,7 +440,7 @@ func discard(conn *sql.Conn) {
 }
 
 // keepaliveLoop pings the entry's connection every keepalive interval (at
-// most a third of the session's wait_timeout). The pings keep wait_timeout
+// most a third of the session's idle limit). The pings keep the idle limits
 // from ending an idle holder's session; a failed ping (the connection was
 // killed, timed out or broke) ends the lock.
 func (d *fuDriver) keepaliveLoop(e *fuEntry) {
@@ -469,11 +464,11 @@ func (d *fuDriver) keepaliveLoop(e *fuEntry) {
 // cancelled ping would close the connection and so drop the lock.
 //
 // A ping without an answer is a loss too, once pingTimeout has passed or
-// once the server may have ended the silent session by its wait_timeout
+// once the server may have ended the silent session by its idle limit
 // (counted from the last command that succeeded, less a margin). Then the
 // holds are told before the connection is closed: so the holder hears of
 // the loss before the server can free the lock, both when closing the
-// connection frees it and when wait_timeout does.
+// connection frees it and when an idle limit does.
 func (d *fuDriver) check(e *fuEntry) bool {
 	d.mu.Lock()
 	deadline := e.lastOK.Add(e.idle - idleMargin(e.idle))
@@ -481,7 +476,7 @@ func (d *fuDriver) check(e *fuEntry) bool {
 	sent := time.Now()
 	wait := min(d.pingTimeout, deadline.Sub(sent))
 	if wait <= 0 {
-		d.lost(e, fmt.Errorf("no command succeeded within the session's wait_timeout %v: the server may have ended it", e.idle), nil)
+		d.lost(e, fmt.Errorf("no command succeeded within the session's idle limit %v: the server may have ended it", e.idle), nil)
 		return false
 	}
 	pctx, cancel := context.WithCancel(context.Background())
@@ -498,7 +493,7 @@ func (d *fuDriver) check(e *fuEntry) bool {
 		}
 		// The answer proves the session alive when the server read the
 		// ping, which may be as early as sent. If it is read only now
-		// (this process was frozen meanwhile), wait_timeout may have ended
+		// (this process was frozen meanwhile), an idle limit may have ended
 		// the session since.
 		d.mu.Lock()
 		if sent.After(e.lastOK) {
@@ -509,7 +504,7 @@ func (d *fuDriver) check(e *fuEntry) bool {
 		if time.Now().Before(deadline) {
 			return true
 		}
-		d.lost(e, fmt.Errorf("the answer to a ping came too late to show the session outlived its wait_timeout %v", e.idle), nil)
+		d.lost(e, fmt.Errorf("the answer to a ping came too late to show the session outlived its idle limit %v", e.idle), nil)
 	case <-t.C:
 		var once sync.Once
 		stopPing := func() { once.Do(func() { cancel(); <-res }) }
@@ -588,7 +583,7 @@ func (l *fuLock) Token() uint64 { return l.e.token }
 
 // ValidUntil implements backend.Deadliner: the moment the server may end the
 // lock's silent session — the last command that succeeded on the
-// connection plus the session's wait_timeout, less a margin — so a holder
+// connection plus the session's idle limit, less a margin — so a holder
 // resumed from a pause sees its loss before the keepalive has run.
 func (l *fuLock) ValidUntil() time.Time {
 	l.d.mu.Lock()

@@ -85,29 +85,35 @@
 // dead session, and the next holder would get the same token.
 //
 // Loss: a keepalive pings every pinned connection (WithKeepalive, default
-// 1s, at most a third of the session's wait_timeout). The pings keep
-// wait_timeout from ending an idle holder's session; when the connection
+// 1s, at most a third of the session's idle limit). The idle limit is the
+// smallest non-zero of the session's wait_timeout and, on MariaDB, its
+// idle_transaction_timeout, idle_readonly_transaction_timeout and
+// idle_write_transaction_timeout, read when the lock is taken: any of them
+// can end a holder's silent session, and with it the lock, and the
+// MariaDB ones can be far shorter than wait_timeout. The pings keep the
+// idle limits from ending an idle holder's session; when the connection
 // was killed, timed out or broke, the lease ends (Done closes with
 // ErrLockLost) within one interval. A holder that cannot reach the server
 // (partition, frozen process) keeps its lock on the server until the server
-// ends the silent session after wait_timeout; the holder declares the lock
-// lost before that moment (last successful command + wait_timeout − 1% −
+// ends the silent session after its idle limit; the holder declares the
+// lock lost before that moment (last successful command + idle limit − 1% −
 // 100ms), and before closing its connection, so it always hears of the loss
 // before another owner can acquire. A process frozen (SIGSTOP, a suspended
-// VM) for longer than wait_timeout cannot hear anything while frozen; when
-// it resumes, the lease reports the loss the moment it is looked at (Err,
-// Done, Context compare that deadline synchronously, through
+// VM) for longer than the idle limit cannot hear anything while frozen;
+// when it resumes, the lease reports the loss the moment it is looked at
+// (Err, Done, Context compare that deadline synchronously, through
 // backend.Deadliner), before the keepalive has even run — and the fencing
-// token makes a write it had already started harmless. A URL-opened Locker sets wait_timeout
-// to its sessionTimeout parameter (default 30s); with New, wait_timeout is
-// whatever the DSN sets (the server default is 8 hours, and that is then
-// how long a partitioned holder blocks others).
+// token makes a write it had already started harmless. A URL-opened Locker
+// sets wait_timeout to its sessionTimeout parameter (default 30s); with New,
+// wait_timeout is whatever the DSN sets (the server default is 8 hours, and
+// that is then how long a partitioned holder blocks others, unless an idle
+// transaction limit is shorter).
 //
 // Capabilities: Fencing, Reentrant (within one Locker: the lock belongs to a
 // connection of that Locker; another Locker using the same owner id contends
 // like any other owner), Notify (waiters are queued and woken by InnoDB on
 // COMMIT), SessionBound (the server rolls back, freeing the lock, when the
-// holder's connection closes or is killed, and after wait_timeout of
+// holder's connection closes or is killed, and after its idle limit of
 // silence).
 //
 // Not claimed in forupdate mode: Expiring (there is no TTL: WithTTL is
@@ -237,7 +243,8 @@ func WithCreateTable(on bool) Option {
 }
 
 // WithKeepalive sets how often forupdate mode pings each pinned connection
-// (default DefaultKeepalive; a third of the session's wait_timeout if that
+// (default DefaultKeepalive; a third of the session's idle limit — the
+// smallest of wait_timeout and MariaDB's idle transaction timeouts — if that
 // is shorter). Loss of the connection ends the lease within one interval.
 // Row mode ignores it.
 func WithKeepalive(d time.Duration) Option {
