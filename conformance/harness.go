@@ -66,6 +66,28 @@ type Link interface {
 	Heal()                      // back to normal
 }
 
+// DirectedLink is a Link that can also fault one direction of the traffic,
+// and one connection at a time. The checks that delay only the requests of
+// an acquisition, or silence one connection one way, need the Link from
+// Faults.NewLinkedLocker to implement it, and are skipped otherwise.
+// internal/netfault's Proxy and Group implement it.
+type DirectedLink interface {
+	Link
+	// DelayRequests holds everything the client sends from now on for d
+	// before it reaches the backend; replies pass as before. Bytes
+	// already held keep their delay through Heal, as bytes already in the
+	// network would.
+	DelayRequests(d time.Duration)
+	// Conns reports how many connections the client has open.
+	Conns() int
+	// SilenceRequests holds, until Heal, what the client sends on its
+	// i-th open connection (from 0); false if there is none.
+	SilenceRequests(i int) bool
+	// SilenceReplies holds, until Heal, what the backend sends on the
+	// client's i-th open connection; false if there is none.
+	SilenceReplies(i int) bool
+}
+
 // ServerFault is a backend-specific fault that the server-faults check
 // injects while worker processes contend for a lock.
 type ServerFault struct {

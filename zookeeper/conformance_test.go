@@ -94,18 +94,12 @@ func TestConformance(t *testing.T) {
 				return nil
 			},
 			NewLinkedLocker: func(ctx context.Context) (distlock.Locker, conformance.Link, error) {
-				var link proxies
-				var paddrs []string
-				for _, a := range addrs {
-					p, err := netfault.Listen(a)
-					if err != nil {
-						link.close()
-						return nil, nil, err
-					}
-					link = append(link, p)
-					paddrs = append(paddrs, p.Addr())
+				link, err := netfault.ListenGroup(addrs...)
+				if err != nil {
+					return nil, nil, err
 				}
-				t.Cleanup(link.close)
+				t.Cleanup(func() { _ = link.Close() })
+				paddrs := link.Addrs()
 				l, err := Dial(paddrs, WithSessionTimeout(conformanceSession), WithLogger(DiscardLogger), WithBasePath(base))
 				if err != nil {
 					return nil, nil, err
@@ -178,39 +172,6 @@ func TestConformance(t *testing.T) {
 		held, err := heldNodes(admin, base)
 		return err == nil && len(held) == 0
 	})
-}
-
-// proxies is a conformance.Link over one proxy per ensemble member.
-type proxies []*netfault.Proxy
-
-func (ps proxies) SetLatency(d time.Duration) {
-	for _, p := range ps {
-		p.SetLatency(d)
-	}
-}
-
-func (ps proxies) Blackhole() {
-	for _, p := range ps {
-		p.Blackhole()
-	}
-}
-
-func (ps proxies) Cut() {
-	for _, p := range ps {
-		p.Cut()
-	}
-}
-
-func (ps proxies) Heal() {
-	for _, p := range ps {
-		p.Heal()
-	}
-}
-
-func (ps proxies) close() {
-	for _, p := range ps {
-		_ = p.Close()
-	}
 }
 
 func stopEnsemble(c *testserver.Cluster) error {
