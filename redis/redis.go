@@ -136,7 +136,11 @@
 // ErrUnavailable, with the go-redis error reachable through errors.As and
 // errors.Is. An acquisition whose outcome is unknown (the request may have
 // reached Redis but no reply came) is undone in the background: its unique
-// hold is removed, owner-checked, within min(TTL, 5s).
+// hold is removed, owner-checked, within min(TTL, 5s). Because the request
+// may still be on its way (a slow network, a paused server), one release
+// that finds nothing does not end the undo: it tries again several times
+// over that bound, so an acquire landing after the first try is removed
+// too (TestDelayedRequestUndone).
 package redis
 
 import (
@@ -368,13 +372,19 @@ func (d *driver) attempt(ctx context.Context, k redisscript.Keys, req backend.Re
 // undo removes, in the background, what an attempt of hold may have done:
 // its hold of the lock, and for a fair lock its place in the queue (which is
 // never left to chance, see Background.Leave). inFlight: the attempt's
-// request may still reach the server.
+// request may still reach the server — a release can then arrive first and
+// find nothing, so the undo repeats on UndoAcquire's schedule; otherwise
+// the attempt's outcome is known and one owner-checked release, retried
+// until it gets an answer, removes the hold.
 func (d *driver) undo(k redisscript.Keys, req backend.Request, hold string, inFlight, fromBackground bool) {
-	if k.Queue != "" {
+	switch {
+	case k.Queue != "":
 		d.bg.Leave(d.client, k, req.Owner, hold, inFlight, fromBackground)
-		return
+	case inFlight:
+		d.bg.UndoAcquire(d.client, k, req.Owner, 0, hold, req.TTL, fromBackground)
+	default:
+		d.bg.Undo(d.client, k, req.Owner, 0, hold, req.TTL, fromBackground)
 	}
-	d.bg.Undo(d.client, k, req.Owner, 0, hold, req.TTL, fromBackground)
 }
 
 // Watch implements backend.Notifier over the Locker's shared subscription.
