@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -60,4 +61,56 @@ func TestDelayedRequestUndone(t *testing.T) {
 	eventually(t, 8*time.Second, "the late lock undone (bounded cleanup)", func() bool {
 		return admin.Exists(ctx, k.Lock).Val() == 0
 	})
+}
+
+// TestAcquireSilentSubscription: with the waiter's pub/sub connection
+// silent (requests, or replies, held by the network: the SUBSCRIBE is never
+// confirmed), Acquire still returns when its ctx ends, with ErrNotAcquired
+// wrapping the ctx error. The second key's subscription is a new channel
+// requested while the first one's write is still stuck.
+func TestAcquireSilentSubscription(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		dir  netfault.Direction
+	}{{"request", netfault.Request}, {"reply", netfault.Reply}} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv, p := proxied(t)
+			ctx := tctx(t, time.Minute)
+			holder := newTestLocker(t, &goredis.Options{Addr: srv.Addr()})
+			keys := []string{"silent/a", "silent/b"}
+			for _, key := range keys {
+				if _, err := holder.TryAcquire(ctx, key, distlock.WithTTL(time.Minute)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			w := newTestLocker(t, &goredis.Options{Addr: p.Addr(), ContextTimeoutEnabled: true})
+			if err := w.client.Ping(ctx).Err(); err != nil { // the command connection, open before the fault
+				t.Fatal(err)
+			}
+			p.SetScope(netfault.NewConns) // the pub/sub connection, dialled later
+			p.BlackholeDir(tc.dir)
+			for _, key := range keys {
+				assertAcquireBounded(t, w, key, 200*time.Millisecond)
+			}
+		})
+	}
+}
+
+// assertAcquireBounded checks that Acquire of a busy key with a ctx of d
+// returns within d plus a slack for a loaded machine, with ErrNotAcquired
+// wrapping the ctx error (not ErrUnavailable: the backend answered "busy").
+func assertAcquireBounded(t *testing.T, l distlock.Locker, key string, d time.Duration) {
+	t.Helper()
+	const slack = 300 * time.Millisecond
+	actx, cancel := context.WithTimeout(t.Context(), d)
+	defer cancel()
+	start := time.Now()
+	_, err := l.Acquire(actx, key)
+	took := time.Since(start)
+	if took > d+slack {
+		t.Errorf("Acquire %q with a %v ctx returned after %v", key, d, took)
+	}
+	if !errors.Is(err, distlock.ErrNotAcquired) || !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, distlock.ErrUnavailable) {
+		t.Errorf("Acquire %q = %v, want ErrNotAcquired wrapping context.DeadlineExceeded, not ErrUnavailable", key, err)
+	}
 }

@@ -387,9 +387,10 @@ func (d *driver) undo(k redisscript.Keys, req backend.Request, hold string, inFl
 	}
 }
 
-// Watch implements backend.Notifier over the Locker's shared subscription.
-func (d *driver) Watch(key string) (<-chan struct{}, func()) {
-	return d.sub.Watch(d.keys(key).Channel)
+// Watch implements backend.Notifier over the Locker's shared subscription;
+// it returns when the subscription is confirmed, or when ctx ends.
+func (d *driver) Watch(ctx context.Context, key string) (<-chan struct{}, func()) {
+	return d.sub.Watch(ctx, d.keys(key).Channel)
 }
 
 // RefreshBatch implements backend.BatchRefresher: one pipeline (one round

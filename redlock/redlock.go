@@ -548,8 +548,10 @@ func (d *driver) releaseNodes(ctx context.Context, idx []int, k redisscript.Keys
 // message wakes the same waiter. It returns once N − quorum + 1 nodes have
 // confirmed — at least one of them is among any holder's quorum, whose
 // release therefore reaches the waiter — or every node has answered or
-// timed out; nodes that just failed are not waited for.
-func (d *driver) Watch(key string) (<-chan struct{}, func()) {
+// timed out, or ctx has ended; nodes that just failed are not waited for.
+// The per-node subscriptions run on goroutines of their own under ctx, so a
+// silent node never holds the caller past ctx.
+func (d *driver) Watch(ctx context.Context, key string) (<-chan struct{}, func()) {
 	ch := make(chan struct{}, 1)
 	if d.closed.Load() {
 		return ch, func() {}
@@ -565,7 +567,7 @@ func (d *driver) Watch(key string) (<-chan struct{}, func()) {
 			continue
 		}
 		if d.bg.Go(func() {
-			ok, cancel := nd.sub.WatchRank(channel, ch, rank)
+			ok, cancel := nd.sub.WatchRank(ctx, channel, ch, rank)
 			if ok && !w.add(cancel) {
 				cancel()
 			}
@@ -575,8 +577,15 @@ func (d *driver) Watch(key string) (<-chan struct{}, func()) {
 		}
 	}
 	for confirmed := 0; launched > 0 && confirmed < need; launched-- {
-		if <-answers {
-			confirmed++
+		select {
+		case ok := <-answers:
+			if ok {
+				confirmed++
+			}
+		case <-ctx.Done():
+			// The caller calls w.cancel, which also cancels the nodes
+			// that confirm after this.
+			return ch, w.cancel
 		}
 	}
 	return ch, w.cancel

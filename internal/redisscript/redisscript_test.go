@@ -80,7 +80,7 @@ func TestPerNodeOperations(t *testing.T) {
 	// Subscribe to the wake-up channel, then release both holds.
 	sub := NewSubscriber(c, SubscriberOptions{})
 	defer sub.Close()
-	wake, stop := sub.Watch(k.Channel)
+	wake, stop := sub.Watch(t.Context(), k.Channel)
 	defer stop()
 	if rr, err := Release(ctx, c, k, "B", 1, h1); err != nil || rr != NotHeld {
 		t.Errorf("release by another owner = %v, %v", rr, err)
@@ -207,7 +207,7 @@ func TestSubscriberUnavailable(t *testing.T) {
 	defer c.Close()
 	sub := NewSubscriber(c, SubscriberOptions{ConfirmTimeout: 300 * time.Millisecond})
 	start := time.Now()
-	ch, cancel := sub.Watch("chan")
+	ch, cancel := sub.Watch(t.Context(), "chan")
 	cancel()
 	if took := time.Since(start); took > 3*time.Second {
 		t.Errorf("Watch took %v with a 300ms confirm timeout", took)
@@ -227,7 +227,7 @@ func TestSubscriberUnavailable(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Close hung")
 	}
-	if ch, _ := sub.Watch("chan"); ch == nil {
+	if ch, _ := sub.Watch(t.Context(), "chan"); ch == nil {
 		t.Error("Watch after Close returned nil")
 	}
 }

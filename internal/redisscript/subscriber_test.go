@@ -30,7 +30,7 @@ func TestSubscriberWakesHeadAndHandsOn(t *testing.T) {
 	chs := make([]<-chan struct{}, n)
 	cancels := make([]func(), n)
 	for i := range n {
-		chs[i], cancels[i] = sub.Watch(channel)
+		chs[i], cancels[i] = sub.Watch(t.Context(), channel)
 		defer cancels[i]()
 	}
 	quiet := func(why string, except ...int) {
@@ -108,12 +108,12 @@ func TestSubscriberRanks(t *testing.T) {
 	a, b := make(chan struct{}, 1), make(chan struct{}, 1)
 	for _, s := range subs {
 		// The later rank registers first.
-		if ok, cancel := s.WatchRank(channel, b, late); !ok {
+		if ok, cancel := s.WatchRank(t.Context(), channel, b, late); !ok {
 			t.Fatal("not confirmed")
 		} else {
 			defer cancel()
 		}
-		if ok, cancel := s.WatchRank(channel, a, early); !ok {
+		if ok, cancel := s.WatchRank(t.Context(), channel, a, early); !ok {
 			t.Fatal("not confirmed")
 		} else {
 			defer cancel()
