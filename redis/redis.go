@@ -68,7 +68,11 @@
 // free lock ahead of the queue, though never one granted to a waiter. A
 // waiter that crashes within 3s of its last attempt can still be granted
 // the lock, which then stays unused until its TTL, as a crashed holder's
-// would.
+// would. Reentrancy overrides the queue: waiters that share an owner
+// (WithOwner) nest as soon as that owner holds the lock — granted, or
+// taken by one of them — each handed a hold of its own by the same script
+// and its own grant message, wherever it stands in the queue and in
+// whichever Locker it waits (TestFairSameOwnerQueued).
 //
 // # Capabilities
 //
