@@ -246,16 +246,19 @@ func (s *Subscriber) addLocked(t *topic, proto watcher) *watcher {
 }
 
 // subscribe sends SUBSCRIBE for the new topic t, starting the session if
-// needed, unless t lost its last waiter (or the Subscriber closed) before
-// the write lock was free. It runs on a goroutine of its own (counted in
-// wg by its starter), so that a waiter whose ctx ends meanwhile returns at
-// once (await), while (un)subscribe writes stay in order under wmu.
+// needed, unless t was dropped (its last waiter left and unsubscribe ran
+// first, which then wrote nothing) or the Subscriber closed before the
+// write lock was free. A t without waiters is still subscribed: a new
+// waiter may join it, and if none does the unsubscribe its last waiter
+// started follows. It runs on a goroutine of its own (counted in wg by its
+// starter), so that a waiter whose ctx ends meanwhile returns at once
+// (await), while (un)subscribe writes stay in order under wmu.
 func (s *Subscriber) subscribe(t *topic) {
 	defer s.wg.Done()
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	s.mu.Lock()
-	if s.closed || s.topics[t.name] != t || len(t.watchers) == 0 {
+	if s.closed || s.topics[t.name] != t {
 		s.mu.Unlock()
 		return
 	}
