@@ -415,10 +415,12 @@ func (l *locker) waitLoop(ctx context.Context, req backend.Request, policy Retry
 			defer stop()
 		}
 		if l.notifier != nil && wake == nil {
-			ch, cancel := l.notifier.Watch(req.Key)
+			ch, cancel := l.notifier.Watch(ctx, req.Key)
 			defer cancel()
 			wake = ch
-			continue // subscribed: try once more so a release in between is not missed
+			if ctx.Err() == nil {
+				continue // subscribed: try once more so a release in between is not missed
+			}
 		}
 		pause := policy.Delay(attempt + 1)
 		var busy *backend.BusyError

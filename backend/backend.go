@@ -146,8 +146,20 @@ type Blocker interface {
 // failed attempt and before the next one, so a release between the two is
 // not missed; it calls cancel when it stops waiting, whether it acquired the
 // lock or not.
+//
+// Watch honours ctx, the caller's: every wait inside it (a dial, a
+// subscription and its confirmation by the server) ends when ctx ends, and
+// Watch returns at once then, so a silent notification channel never holds
+// Acquire past its context. Work that must outlive the call (a write
+// already under way, an unsubscription) goes on in the background, bounded
+// by the driver, and never delays the caller. When interest cannot be
+// registered — ctx ended, the notification channel is down or silent —
+// Watch returns a channel that may never fire and a cancel that the caller
+// still calls; it reports no error, because the caller's remedy is the same
+// either way: it checks ctx itself and otherwise falls back on its retry
+// delays.
 type Notifier interface {
-	Watch(key string) (ch <-chan struct{}, cancel func())
+	Watch(ctx context.Context, key string) (ch <-chan struct{}, cancel func())
 }
 
 // TTLPolicy is implemented by drivers whose validity differs from the

@@ -423,3 +423,62 @@ func (f *fairFixture) releaseToNoOne(t *testing.T) {
 		t.Errorf("lock granted to a departed waiter: owner %q (%v)", o, err)
 	}
 }
+
+// TestFairSameOwnerQueued: two Acquires of one owner (WithOwner) queue in
+// two Lockers behind another holder. When the holder releases, the first
+// is granted the lock and the second nests at once — a reentrant hold, as
+// a TryAcquire of that owner would get — not at its next renewal about a
+// second later.
+func TestFairSameOwnerQueued(t *testing.T) {
+	const key = "fair/owner"
+	f := fairHeld(t, key)
+	ctx, admin, k, held := f.ctx, f.admin, f.k, f.held
+	a := f.locker(t, nil)
+	b := f.locker(t, nil)
+	bScripts := newScriptCounter()
+	b.client.AddHook(bScripts)
+	opts := []distlock.Option{distlock.WithOwner("same-owner"), distlock.WithTTL(10 * time.Second)}
+	gotA := acquireAsync(t, ctx, a, key, opts...)
+	eventually(t, 10*time.Second, "A's waiter queued", func() bool { return admin.ZCard(ctx, k.Queue).Val() == 1 })
+	gotB := acquireAsync(t, ctx, b, key, opts...)
+	eventually(t, 10*time.Second, "B's waiter queued, subscribed and attempted again", func() bool {
+		_, c := b.d.sub.Active()
+		return c == 1 && bScripts.n.Load() >= 2 && admin.ZCard(ctx, k.Queue).Val() == 2
+	})
+	time.Sleep(50 * time.Millisecond) // B's attempt after subscribing has landed; its renewal is about 1s away
+	released := time.Now()
+	if err := held.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var leases [2]*distlock.Lease
+	for i, got := range []<-chan *distlock.Lease{gotA, gotB} {
+		select {
+		case leases[i] = <-got:
+			if leases[i] == nil {
+				t.FailNow()
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("waiter %d not served 10s after the release", i)
+		}
+	}
+	if took := time.Since(released); took > 300*time.Millisecond {
+		t.Errorf("the owner's second queued waiter nested %v after the release, want at once (< 300ms)", took)
+	}
+	if leases[0].Token() != leases[1].Token() {
+		t.Errorf("tokens %d and %d: a nested hold keeps the holder's token", leases[0].Token(), leases[1].Token())
+	}
+	if h := admin.HGetAll(ctx, k.Lock).Val(); len(holds(h)) != 2 || h["o"] != "same-owner" {
+		t.Errorf("lock in Redis = %v, want two holds of same-owner", h)
+	}
+	if c := admin.ZCard(ctx, k.Queue).Val(); c != 0 {
+		t.Errorf("queue has %d entries after both waiters were served", c)
+	}
+	for _, l := range leases {
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if admin.Exists(ctx, k.Lock).Val() != 0 {
+		t.Error("lock left after both holds were released")
+	}
+}

@@ -68,7 +68,11 @@
 // free lock ahead of the queue, though never one granted to a waiter. A
 // waiter that crashes within 3s of its last attempt can still be granted
 // the lock, which then stays unused until its TTL, as a crashed holder's
-// would.
+// would. Reentrancy overrides the queue: waiters that share an owner
+// (WithOwner) nest as soon as that owner holds the lock — granted, or
+// taken by one of them — each handed a hold of its own by the same script
+// and its own grant message, wherever it stands in the queue and in
+// whichever Locker it waits (TestFairSameOwnerQueued).
 //
 // # Capabilities
 //
@@ -136,7 +140,11 @@
 // ErrUnavailable, with the go-redis error reachable through errors.As and
 // errors.Is. An acquisition whose outcome is unknown (the request may have
 // reached Redis but no reply came) is undone in the background: its unique
-// hold is removed, owner-checked, within min(TTL, 5s).
+// hold is removed, owner-checked, within min(TTL, 5s). Because the request
+// may still be on its way (a slow network, a paused server), one release
+// that finds nothing does not end the undo: it tries again several times
+// over that bound, so an acquire landing after the first try is removed
+// too (TestDelayedRequestUndone).
 package redis
 
 import (
@@ -368,18 +376,25 @@ func (d *driver) attempt(ctx context.Context, k redisscript.Keys, req backend.Re
 // undo removes, in the background, what an attempt of hold may have done:
 // its hold of the lock, and for a fair lock its place in the queue (which is
 // never left to chance, see Background.Leave). inFlight: the attempt's
-// request may still reach the server.
+// request may still reach the server — a release can then arrive first and
+// find nothing, so the undo repeats on UndoAcquire's schedule; otherwise
+// the attempt's outcome is known and one owner-checked release, retried
+// until it gets an answer, removes the hold.
 func (d *driver) undo(k redisscript.Keys, req backend.Request, hold string, inFlight, fromBackground bool) {
-	if k.Queue != "" {
+	switch {
+	case k.Queue != "":
 		d.bg.Leave(d.client, k, req.Owner, hold, inFlight, fromBackground)
-		return
+	case inFlight:
+		d.bg.UndoAcquire(d.client, k, req.Owner, 0, hold, req.TTL, fromBackground)
+	default:
+		d.bg.Undo(d.client, k, req.Owner, 0, hold, req.TTL, fromBackground)
 	}
-	d.bg.Undo(d.client, k, req.Owner, 0, hold, req.TTL, fromBackground)
 }
 
-// Watch implements backend.Notifier over the Locker's shared subscription.
-func (d *driver) Watch(key string) (<-chan struct{}, func()) {
-	return d.sub.Watch(d.keys(key).Channel)
+// Watch implements backend.Notifier over the Locker's shared subscription;
+// it returns when the subscription is confirmed, or when ctx ends.
+func (d *driver) Watch(ctx context.Context, key string) (<-chan struct{}, func()) {
+	return d.sub.Watch(ctx, d.keys(key).Channel)
 }
 
 // RefreshBatch implements backend.BatchRefresher: one pipeline (one round

@@ -884,7 +884,7 @@ func TestLingerStopsGoroutine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ch, cancel := w.d.Watch("linger")
+	ch, cancel := w.d.Watch(t.Context(), "linger")
 	if ch == nil {
 		t.Fatal("nil channel")
 	}
@@ -932,7 +932,7 @@ func TestSubscriptionSurvivesReconnect(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ch, cancel := w.d.Watch("reconnect")
+	ch, cancel := w.d.Watch(t.Context(), "reconnect")
 	defer cancel()
 	if n := admin.ClientKillByFilter(ctx, "TYPE", "pubsub").Val(); n != 1 {
 		t.Fatalf("killed %d pub/sub clients, want 1", n)
@@ -944,7 +944,7 @@ func TestSubscriptionSurvivesReconnect(t *testing.T) {
 	}
 	eventually(t, 10*time.Second, "resubscribed", func() bool { return len(pubsubClients(t, admin)) == 1 })
 	// A second watcher of the same key waits for the resubscription.
-	ch2, cancel2 := w.d.Watch("reconnect")
+	ch2, cancel2 := w.d.Watch(t.Context(), "reconnect")
 	defer cancel2()
 	if err := held.Release(ctx); err != nil {
 		t.Fatal(err)

@@ -33,8 +33,11 @@
 //     acquire and find nothing; a node still working when the attempt was
 //     decided is released as soon as its answer comes, so the release cannot
 //     overtake its acquire. Nodes that answered "busy" changed nothing. A
-//     give-back does not announce itself (publish) when another owner holds
-//     a quorum: it frees nothing anyone could use.
+//     give-back never announces itself (publishes nothing): the minority it
+//     frees is of use only once the other minorities are gone, and a
+//     wake-up would send the waiters — its own Locker's first — after the
+//     same minorities again, in a loop for as long as they stay (see
+//     Waiting).
 //   - Release: on every node, whether or not the acquire succeeded there
 //     (after any acquire still running on it). It returns once a quorum
 //     released the hold — the lock is then free for the next owner — and
@@ -49,13 +52,26 @@
 //   - Waiting: distlock retries a busy lock when a release is announced on
 //     any node, or after a delay, whichever comes first. A waiter subscribes
 //     on every node (one shared pub/sub connection per node and Locker) and
-//     waits for N − quorum + 1 confirmations, so at least one node of any
-//     holder's quorum will announce the release to it. The delay is the time
-//     until enough busy nodes expire for a quorum, so a crashed holder is
-//     taken over after its TTL without any message; after a split vote (the
-//     free and own nodes would make a quorum once the contenders give back)
-//     it is a short random delay, so contenders do not retry in lockstep
-//     (the seeds' advice). Waiters never give up before their context ends.
+//     waits for N − quorum + 1 confirmations (or the end of its context), so
+//     at least one node of any holder's quorum will announce the release to
+//     it. The delay is the time until enough busy nodes can free up for a
+//     quorum, each busy node counted by the age of its holder's newest hold
+//     (server time, returned with the "busy" answer): a hold taken within
+//     two of the attempt's own durations belongs to a contender in the
+//     middle of its attempt, which gives it back at once — a split vote,
+//     after which the delay is short and random, so that contenders do not
+//     retry in lockstep (the seeds' advice); a hold younger than two
+//     per-node timeouts belongs to a slow contender that has not given it
+//     back yet, or to a dead one: it is looked at again after as long as it
+//     has existed, and at the latest once it is two per-node timeouts old;
+//     any other hold (and any lock one owner holds on a quorum) frees up
+//     when it expires, so a crashed holder is
+//     taken over after its TTL without any message, and minorities left by
+//     contenders that died mid-attempt cost a waiter a few attempts until
+//     the first of them expires, not one per round trip
+//     (TestNoQuorumPossible). Waiters never give up before their context
+//     ends; one whose context ends while its attempt has "busy" answers and
+//     no failure gets ErrNotAcquired.
 //
 // An attempt fails with ErrUnavailable when failed nodes make a quorum
 // impossible (more than N − quorum of them down, timed out or refusing),

@@ -23,6 +23,7 @@ type nodeResult struct {
 	out    outcome
 	pttl   time.Duration // busy: the holder's remaining time on this node (0: unknown)
 	holder string        // busy: the holder's owner id
+	age    time.Duration // busy: how long ago the holder's newest hold was taken (negative: unknown)
 	err    error         // failed: the go-redis error, unchanged
 	nerr   error         // failed: err in distlock's conventions, as a *NodeError
 	// queued: the node's undo is already arranged (the acquire it must

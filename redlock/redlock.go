@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -369,16 +370,23 @@ func (d *driver) TryAcquire(ctx context.Context, req backend.Request) (backend.L
 	// still arrive). Written before the lock sees it: at the decision, or
 	// by the late handler before the node's pending channel closes.
 	unsure := make([]bool, n)
-	// undoKeys: how a failed attempt gives back its holds. Set before the
-	// decision is published to the late handlers.
+	// undoKeys: how a failed attempt gives back its holds — silently. A
+	// give-back that announced itself would wake the waiters of every
+	// Locker, this one's first, after the very minority they just failed
+	// to complete: while other owners' minorities stay (contenders that
+	// died mid-attempt, until their TTL) they would retry in a loop. The
+	// contenders of a live split vote need no message either: each sees
+	// the others' holds young and retries after a short random delay
+	// (retryAfter).
 	undoKeys := k
+	undoKeys.Channel = ""
 	f := d.start(ctx, deadline, func(ctx context.Context, _ int, nd *node) nodeResult {
 		r, err := redisscript.Acquire(ctx, nd.client, k, owner, hold, ttl)
 		switch {
 		case err != nil:
 			return nodeResult{out: failed, err: err}
 		case r.Outcome == redisscript.Busy:
-			return nodeResult{out: no, pttl: r.PTTL, holder: r.Holder}
+			return nodeResult{out: no, pttl: r.PTTL, holder: r.Holder, age: r.Age}
 		}
 		return nodeResult{out: yes}
 	}, func(r nodeResult, success bool) {
@@ -406,15 +414,6 @@ func (d *driver) TryAcquire(ctx context.Context, req backend.Request) (backend.L
 		for _, r := range rs {
 			unsure[r.i] = redisscript.Ambiguous(r.err)
 		}
-	} else if heldByQuorum(rs, q) {
-		// Another owner holds a quorum: giving back our minority frees
-		// nothing anyone can use, so it announces nothing (a wake-up
-		// would only send waiters after the same minority again, in a
-		// loop for as long as the lock is held); the holder's release
-		// will wake them. In a split vote the give-back is announced:
-		// the contenders it wakes retry, and the random delays of the
-		// others spread them apart.
-		undoKeys.Channel = ""
 	}
 	f.finish(success)
 	if success {
@@ -440,6 +439,12 @@ func (d *driver) TryAcquire(ctx context.Context, req backend.Request) (backend.L
 		}
 	}
 	if ctxDone {
+		if t.no > 0 && !failedBeforeCtx(rs) {
+			// The nodes that answered in time found the lock held, and
+			// none failed but for the end of ctx: the lock is busy
+			// (ErrNotAcquired), the backend is not unavailable.
+			return nil, fmt.Errorf("%w: %w", backend.Busy(0), redisscript.CtxError(ctx))
+		}
 		return nil, redisscript.CtxError(ctx)
 	}
 	d.releaseNodes(ctx, granted, undoKeys, owner, hold, ttl)
@@ -462,6 +467,89 @@ func (d *driver) TryAcquire(ctx context.Context, req backend.Request) (backend.L
 	return nil, fmt.Errorf("%w (%d of %d nodes granted, %d busy; failed: %v)", busy, t.yes, n, t.no, d.nodeErrors(rs, f, deadline, started))
 }
 
+// retryAfter is the wait before the next attempt after a busy one: until
+// enough busy nodes can free up for a quorum, each busy node counted by
+// when it can (freeIn). Nodes held by contenders in the middle of their
+// own attempt free up at once — a split vote — and the wait is then a
+// short random delay, 1 to 3 times the attempt's duration (at least
+// 200µs), so that the contenders do not collide again (the seeds' advice);
+// so it is when the nodes that were free or ours would make a quorum on
+// their own. Otherwise it is the quorum-th time to free up: a holder that
+// crashed is taken over then, a release wakes waiters sooner, and a waiter
+// facing minorities left behind (contenders that died mid-attempt) sleeps
+// until one of them ends instead of retrying in a loop. 0: unknown.
+func (d *driver) retryAfter(rs []nodeResult, available int, elapsed time.Duration) time.Duration {
+	base := max(elapsed, 200*time.Microsecond)
+	short := base + rand.N(2*base)
+	needed := d.quorum - available
+	if needed <= 0 {
+		return short
+	}
+	quorumHeld := heldByQuorum(rs, d.quorum)
+	var frees []time.Duration
+	for _, r := range rs {
+		if r.out == no {
+			frees = append(frees, d.freeIn(r, base, quorumHeld))
+		}
+	}
+	if needed > len(frees) {
+		return 0
+	}
+	slices.Sort(frees)
+	switch p := frees[needed-1]; p {
+	case 0:
+		return short
+	case forever:
+		return 0
+	default:
+		return p
+	}
+}
+
+// forever stands for an unknown time to free up.
+const forever = time.Duration(1<<63 - 1)
+
+// freeIn estimates when busy node r can be free for us. A lock held by
+// one owner on a quorum of nodes is held, however young: free when it
+// expires (or released, which wakes waiters). Otherwise a contender's
+// failed attempt holds a minority for about one attempt and gives it back
+// at once, within two per-node timeouts (its decision, then its release
+// of the nodes that granted it): a hold taken within two of our own
+// attempt's durations is a contender's in the middle of its attempt (0,
+// free at once); one taken within that bound but earlier is a slow
+// contender's that has yet to give it back, or a dead one's: looked at
+// again after as long as it has existed (so a dead contender's hold costs
+// a few attempts, spaced out geometrically), by the bound at the latest,
+// or when it expires; any other hold (or one of unknown age) is a
+// holder's, free when it expires (forever if its expiry is unknown).
+func (d *driver) freeIn(r nodeResult, base time.Duration, quorumHeld bool) time.Duration {
+	bound := 2*d.nodeTimeout + 10*time.Millisecond
+	pttl := r.pttl
+	if pttl <= 0 {
+		pttl = forever
+	}
+	switch {
+	case quorumHeld || r.age < 0 || r.age >= bound:
+		return pttl
+	case r.age <= 2*base:
+		return 0
+	}
+	return min(r.age, bound-r.age, pttl)
+}
+
+// failedBeforeCtx reports whether a node failed for another reason than
+// the end of the caller's ctx (which cuts the round trips still under way).
+func failedBeforeCtx(rs []nodeResult) bool {
+	for _, r := range rs {
+		var ne net.Error
+		cut := errors.Is(r.err, context.Canceled) || errors.Is(r.err, context.DeadlineExceeded) || (errors.As(r.err, &ne) && ne.Timeout())
+		if r.out == failed && !cut {
+			return true
+		}
+	}
+	return false
+}
+
 // heldByQuorum reports whether the busy answers show one owner holding a
 // quorum of the nodes.
 func heldByQuorum(rs []nodeResult, q int) bool {
@@ -480,41 +568,6 @@ func heldByQuorum(rs []nodeResult, q int) bool {
 		}
 	}
 	return false
-}
-
-// retryAfter is the wait before the next attempt after a busy one. When a
-// quorum needs some of the busy nodes to free up, it is how long until
-// enough of them expire (their smallest remaining times): a holder that
-// crashed is taken over then, and a release wakes waiters sooner (so do
-// contenders' give-backs, announced unless one owner holds a quorum).
-// When the nodes that were free or ours would make a quorum — a split vote,
-// in which contenders hold minorities that they give back at once — it is
-// a short random delay, 1 to 3 times the attempt's duration (at least
-// 200µs), so that the contenders do not collide again (the seeds' advice).
-func (d *driver) retryAfter(rs []nodeResult, available int, elapsed time.Duration) time.Duration {
-	needed := d.quorum - available
-	if needed <= 0 {
-		base := max(elapsed, 200*time.Microsecond)
-		return base + rand.N(2*base)
-	}
-	var pttls []time.Duration
-	for _, r := range rs {
-		if r.out == no {
-			p := r.pttl
-			if p <= 0 {
-				p = 1<<63 - 1 // unknown: counts as long
-			}
-			pttls = append(pttls, p)
-		}
-	}
-	if needed > len(pttls) {
-		return 0
-	}
-	slices.Sort(pttls)
-	if p := pttls[needed-1]; p < 1<<63-1 {
-		return p
-	}
-	return 0
 }
 
 // releaseNodes removes one hold from the given nodes at once, in parallel,
@@ -548,8 +601,10 @@ func (d *driver) releaseNodes(ctx context.Context, idx []int, k redisscript.Keys
 // message wakes the same waiter. It returns once N − quorum + 1 nodes have
 // confirmed — at least one of them is among any holder's quorum, whose
 // release therefore reaches the waiter — or every node has answered or
-// timed out; nodes that just failed are not waited for.
-func (d *driver) Watch(key string) (<-chan struct{}, func()) {
+// timed out, or ctx has ended; nodes that just failed are not waited for.
+// The per-node subscriptions run on goroutines of their own under ctx, so a
+// silent node never holds the caller past ctx.
+func (d *driver) Watch(ctx context.Context, key string) (<-chan struct{}, func()) {
 	ch := make(chan struct{}, 1)
 	if d.closed.Load() {
 		return ch, func() {}
@@ -565,7 +620,7 @@ func (d *driver) Watch(key string) (<-chan struct{}, func()) {
 			continue
 		}
 		if d.bg.Go(func() {
-			ok, cancel := nd.sub.WatchRank(channel, ch, rank)
+			ok, cancel := nd.sub.WatchRank(ctx, channel, ch, rank)
 			if ok && !w.add(cancel) {
 				cancel()
 			}
@@ -575,8 +630,15 @@ func (d *driver) Watch(key string) (<-chan struct{}, func()) {
 		}
 	}
 	for confirmed := 0; launched > 0 && confirmed < need; launched-- {
-		if <-answers {
-			confirmed++
+		select {
+		case ok := <-answers:
+			if ok {
+				confirmed++
+			}
+		case <-ctx.Done():
+			// The caller calls w.cancel, which also cancels the nodes
+			// that confirm after this.
+			return ch, w.cancel
 		}
 	}
 	return ch, w.cancel

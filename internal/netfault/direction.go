@@ -2,25 +2,17 @@ package netfault
 
 import "time"
 
-// Direction is one way of the traffic through a proxy.
-type Direction int
-
-// The directions of a proxied connection.
-const (
-	Requests Direction = iota // client to server
-	Replies                   // server to client
-)
-
-// directions is a proxy's per-direction and per-connection faults, on top
-// of its mode and latency. Guarded by Proxy.mu.
+// directions is a proxy's per-direction delays and per-connection silences,
+// on top of its faults. Guarded by Proxy.mu.
 type directions struct {
-	delay [2]time.Duration // extra delay of chunks arriving from now on
+	delay [2]time.Duration // extra delay of chunks arriving from now on, by Request-1 and Reply-1
 	open  []*proxied       // open connections, in accept order
 }
 
 // proxied is one client connection through the proxy.
 type proxied struct {
-	silenced [2]bool
+	n        uint64  // the connection's number (see SetScope)
+	silenced [2]bool // by Request-1 and Reply-1
 }
 
 // DelayRequests holds every chunk the client sends from now on for d (on
@@ -28,58 +20,59 @@ type proxied struct {
 // keeps the delay it got when it arrived, through Heal and later calls, as
 // bytes already in the network would: so a request sent just before Heal
 // can land after requests sent on other connections just after it.
-func (p *Proxy) DelayRequests(d time.Duration) { p.setDelay(Requests, d) }
+func (p *Proxy) DelayRequests(d time.Duration) { p.setDelay(Request, d) }
 
 // DelayReplies is DelayRequests for the server's replies.
-func (p *Proxy) DelayReplies(d time.Duration) { p.setDelay(Replies, d) }
+func (p *Proxy) DelayReplies(d time.Duration) { p.setDelay(Reply, d) }
 
 // Conns reports how many client connections are open through the proxy.
 func (p *Proxy) Conns() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return len(p.dirs.open)
+	return len(p.extra.open)
 }
 
 // SilenceRequests holds, until Heal, everything the client sends on its
 // i-th open connection (in the order they were accepted, from 0), leaving
 // its replies and every other connection alone: that one connection goes
 // silent one way. It reports false if there is no such connection.
-func (p *Proxy) SilenceRequests(i int) bool { return p.silence(i, Requests) }
+func (p *Proxy) SilenceRequests(i int) bool { return p.silence(i, Request) }
 
 // SilenceReplies is SilenceRequests for what the server sends on the i-th
 // connection.
-func (p *Proxy) SilenceReplies(i int) bool { return p.silence(i, Replies) }
+func (p *Proxy) SilenceReplies(i int) bool { return p.silence(i, Reply) }
 
 func (p *Proxy) setDelay(dir Direction, d time.Duration) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.dirs.delay[dir] = d
+	p.extra.delay[dir-1] = d
 }
 
 func (p *Proxy) silence(i int, dir Direction) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if i < 0 || i >= len(p.dirs.open) {
+	if i < 0 || i >= len(p.extra.open) {
 		return false
 	}
-	p.dirs.open[i].silenced[dir] = true
+	p.extra.open[i].silenced[dir-1] = true
+	p.notifyLocked()
 	return true
 }
 
-// clearDirections drops every delay and silence; the caller then signals
-// the change. Callers hold p.mu.
-func (p *Proxy) clearDirections() {
-	p.dirs.delay = [2]time.Duration{}
-	for _, c := range p.dirs.open {
+// clearDirectionsLocked drops every delay and silence; the caller then
+// signals the change. Callers hold p.mu.
+func (p *Proxy) clearDirectionsLocked() {
+	p.extra.delay = [2]time.Duration{}
+	for _, c := range p.extra.open {
 		c.silenced = [2]bool{}
 	}
 }
 
-// register adds a client connection to the open list.
-func (p *Proxy) register() *proxied {
-	c := &proxied{}
+// register adds client connection number n to the open list.
+func (p *Proxy) register(n uint64) *proxied {
+	c := &proxied{n: n}
 	p.mu.Lock()
-	p.dirs.open = append(p.dirs.open, c)
+	p.extra.open = append(p.extra.open, c)
 	p.mu.Unlock()
 	return c
 }
@@ -88,9 +81,9 @@ func (p *Proxy) register() *proxied {
 func (p *Proxy) unregister(c *proxied) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for i, x := range p.dirs.open {
+	for i, x := range p.extra.open {
 		if x == c {
-			p.dirs.open = append(p.dirs.open[:i], p.dirs.open[i+1:]...)
+			p.extra.open = append(p.extra.open[:i], p.extra.open[i+1:]...)
 			return
 		}
 	}
@@ -100,14 +93,14 @@ func (p *Proxy) unregister(c *proxied) {
 func (p *Proxy) arrival(dir Direction) time.Duration {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.dirs.delay[dir]
+	return p.extra.delay[dir-1]
 }
 
-// held reports whether c is silenced in dir, and whether the proxy closed.
-func (p *Proxy) held(c *proxied, dir Direction) (silenced, closed bool) {
+// silenced reports whether c is silenced in dir.
+func (p *Proxy) silenced(c *proxied, dir Direction) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return c.silenced[dir], p.closed
+	return c.silenced[dir-1]
 }
 
 // DelayRequests delays the requests on every link.
@@ -126,10 +119,10 @@ func (g *Group) Conns() int {
 
 // SilenceRequests silences the requests of the i-th connection of the
 // group (numbered as by Conns).
-func (g *Group) SilenceRequests(i int) bool { return g.silence(i, Requests) }
+func (g *Group) SilenceRequests(i int) bool { return g.silence(i, Request) }
 
 // SilenceReplies silences the replies of the i-th connection of the group.
-func (g *Group) SilenceReplies(i int) bool { return g.silence(i, Replies) }
+func (g *Group) SilenceReplies(i int) bool { return g.silence(i, Reply) }
 
 func (g *Group) silence(i int, dir Direction) bool {
 	for _, p := range g.Proxies {

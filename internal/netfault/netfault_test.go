@@ -109,3 +109,66 @@ func TestProxyModes(t *testing.T) {
 		t.Errorf("%d goroutines after Close, want <= %d", n, before+1)
 	}
 }
+
+// TestDirectionAndScope: a fault on one direction leaves the other alone,
+// and a scope limits faults to the connections open at the time or to
+// later ones.
+func TestDirectionAndScope(t *testing.T) {
+	p, err := Listen(echo(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	dial := func() (net.Conn, *bufio.Reader) {
+		c, err := net.Dial("tcp", p.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c, bufio.NewReader(c)
+	}
+	c, r := dial()
+	// Request delayed, replies not: one round trip costs the delay once.
+	p.SetLatencyDir(Request, 150*time.Millisecond)
+	if d, err := roundTrip(c, r, 5*time.Second); err != nil || d < 150*time.Millisecond {
+		t.Fatalf("request delayed 150ms: round trip %v, %v", d, err)
+	}
+	// Replies held, requests pass: the echo server sees the line (its
+	// reply is held), and nothing comes back until Heal.
+	p.SetLatencyDir(Request, 0)
+	p.BlackholeDir(Reply)
+	if _, err := roundTrip(c, r, 200*time.Millisecond); err == nil {
+		t.Fatal("reply blackholed: a round trip went through")
+	}
+	p.Heal()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := r.ReadString('\n'); err != nil {
+		t.Fatalf("held reply after heal: %v", err)
+	}
+
+	// Scope: faults on the connections open now only.
+	p.SetScope(OpenConns)
+	p.Blackhole()
+	fresh, fr := dial()
+	if _, err := roundTrip(fresh, fr, 5*time.Second); err != nil {
+		t.Fatalf("a connection opened after SetScope(OpenConns): %v", err)
+	}
+	if _, err := roundTrip(c, r, 200*time.Millisecond); err == nil {
+		t.Fatal("an open connection in scope: a round trip went through")
+	}
+	p.Heal()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := r.ReadString('\n'); err != nil {
+		t.Fatalf("after heal: %v", err)
+	}
+	// Scope: faults on later connections only.
+	p.SetScope(NewConns)
+	p.BlackholeDir(Request)
+	if _, err := roundTrip(c, r, 5*time.Second); err != nil {
+		t.Fatalf("a connection open before SetScope(NewConns): %v", err)
+	}
+	late, lr := dial()
+	if _, err := roundTrip(late, lr, 200*time.Millisecond); err == nil {
+		t.Fatal("a connection opened after SetScope(NewConns): a round trip went through")
+	}
+}

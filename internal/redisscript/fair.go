@@ -17,8 +17,9 @@ import (
 //	<prefix>{<tag>}:q  sorted set: the waiters' hold ids in arrival order
 //	<prefix>{<tag>}:w  hash: per hold id "deadline seen attempt px owner"
 //	                   (server microseconds; the attempt number the waiter
-//	                   sent last; the TTL it asked for), and "#", the
-//	                   arrival counter that orders the sorted set
+//	                   sent last; the TTL it asked for); "#", the
+//	                   arrival counter that orders the sorted set; and per
+//	                   owner with queued waiters "c<owner>", their number
 //
 // A waiter enqueues with its first failed attempt and renews its entry with
 // every attempt; an entry whose deadline passed (its waiter crashed, or was
@@ -37,6 +38,13 @@ import (
 // clock. A waiter that missed the message finds the grant with its next
 // attempt (outcome Granted). Both queue keys expire twice the queue TTL
 // after the last waiter renewed its entry.
+//
+// Reentrancy overrides the queue: whenever an owner comes to hold the lock
+// (granted, or taken by its own attempt), every other live waiter of that
+// owner still in the queue, wherever it stands, is given a hold of its own
+// at once — the hold a TryAcquire of that owner would get — and its grant
+// is published as above. The per-owner count spares the scan of the queue
+// unless the owner has another waiter in it.
 
 // fairLib holds the Lua functions the fair scripts share. KEYS[1] lock,
 // KEYS[2] fence, KEYS[3] queue, KEYS[4] waiter entries.
@@ -56,9 +64,17 @@ local function entry(h)
 	local dl, seen, att, px, owner = string.match(e, '^(%d+) (%d+) (%d+) (%d+) (.*)$')
 	return {dl = tonumber(dl), seen = tonumber(seen), att = att, px = px, owner = owner}
 end
+-- drop takes h out of the queue, with its entry and its owner's count.
 local function drop(h)
 	if redis.call('ZREM', KEYS[3], h) == 1 then
+		local e = entry(h)
 		redis.call('HDEL', KEYS[4], h)
+		if e then
+			local c = 'c' .. e.owner
+			if redis.call('HINCRBY', KEYS[4], c, -1) <= 0 then
+				redis.call('HDEL', KEYS[4], c)
+			end
+		end
 	end
 end
 -- head returns the first waiter whose entry is alive and that entry,
@@ -69,23 +85,50 @@ local function head()
 		if not h then return nil end
 		local e = entry(h)
 		if e and e.dl and e.dl >= now_us() then return h, e end
-		redis.call('ZREM', KEYS[3], h)
-		redis.call('HDEL', KEYS[4], h)
+		drop(h)
 	end
 end
--- serve grants the free lock to the first live waiter and publishes the
--- grant on ch. Returns that waiter's owner, or nil if no one waits.
+-- announce publishes on ch that waiter h (entry e) holds the lock with
+-- token t.
+local function announce(ch, h, e, t)
+	if ch ~= '' then
+		redis.call('PUBLISH', ch, 'g' .. h .. ' ' .. string.format('%d %s %d', tonumber(t), e.att, now_us() - e.seen))
+	end
+end
+-- nest gives every live queued waiter of owner — who now holds the lock
+-- with token t — a hold of its own, as a reentrant acquire would, and
+-- announces each on ch; dead ones are dropped.
+local function nest(owner, t, ch)
+	local n = tonumber(redis.call('HGET', KEYS[4], 'c' .. owner) or '0')
+	if n <= 0 then return end
+	for _, h in ipairs(redis.call('ZRANGE', KEYS[3], 0, -1)) do
+		local e = entry(h)
+		if e and e.owner == owner then
+			drop(h)
+			if e.dl >= now_us() then
+				redis.call('HSET', KEYS[1], h, 1)
+				if redis.call('PTTL', KEYS[1]) < tonumber(e.px) then
+					redis.call('PEXPIRE', KEYS[1], e.px)
+				end
+				announce(ch, h, e, t)
+			end
+			n = n - 1
+			if n <= 0 then return end
+		end
+	end
+end
+-- serve grants the free lock to the first live waiter, and nests that
+-- waiter's owner's other waiters, announcing each grant on ch. Returns the
+-- owner, or nil if no one waits.
 local function serve(ch)
 	local h, e = head()
 	if not h then return nil end
-	local now = now_us()
 	drop(h)
 	local t = redis.call('INCR', KEYS[2])
 	redis.call('HSET', KEYS[1], 'o', e.owner, 't', t, h, 1)
 	redis.call('PEXPIRE', KEYS[1], e.px)
-	if ch ~= '' then
-		redis.call('PUBLISH', ch, 'g' .. h .. ' ' .. string.format('%d %s %d', t, e.att, now - e.seen))
-	end
+	announce(ch, h, e, t)
+	nest(e.owner, t, ch)
 	return e.owner
 end
 `
@@ -103,7 +146,10 @@ if not o then
 		local t = redis.call('INCR', KEYS[2])
 		redis.call('HSET', KEYS[1], 'o', ARGV[1], 't', t, ARGV[3], 1)
 		redis.call('PEXPIRE', KEYS[1], ARGV[2])
-		if h then drop(h) end
+		if h then
+			drop(h)
+			nest(ARGV[1], t, ARGV[7])
+		end
 		return {1, t}
 	end
 	o = serve(ARGV[7]) -- the head's turn; it may be this owner's other hold
@@ -123,6 +169,7 @@ end
 if ARGV[4] == '1' then
 	if not redis.call('ZSCORE', KEYS[3], ARGV[3]) then
 		redis.call('ZADD', KEYS[3], redis.call('HINCRBY', KEYS[4], '#', 1), ARGV[3])
+		redis.call('HINCRBY', KEYS[4], 'c' .. ARGV[1], 1)
 	end
 	local qttl = tonumber(ARGV[6])
 	local now = now_us()

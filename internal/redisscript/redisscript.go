@@ -19,6 +19,7 @@
 // they sit in one Redis Cluster slot (see KeysFor):
 //
 //	<prefix>{<tag>}        hash: o=owner, t=token, one field "h…" per hold
+//	                       (its value: the server time in ms it was taken)
 //	<prefix>{<tag>}:fence  integer: the fencing counter (INCR), never expires
 //	<prefix>{<tag>}:wake   pub/sub channel: a message when the lock is freed
 //
@@ -144,26 +145,39 @@ func checkHold(hold string) error {
 // script atomically; PTTL and PEXPIRE inside it see one frozen clock.
 
 // acquireSrc: KEYS[1] lock, KEYS[2] fence (optional); ARGV[1] owner,
-// ARGV[2] ttl ms, ARGV[3] hold id.
-// Returns {1, token} new lock, {2, token} reentrant hold, {0, pttl, holder}
-// busy.
+// ARGV[2] ttl ms, ARGV[3] hold id. Each hold field's value is the server
+// time (ms) at which it was added.
+// Returns {1, token} new lock, {2, token} reentrant hold, {0, pttl, holder,
+// age} busy, with age the ms since the holder's newest hold was added (-1:
+// unknown, such as a hold written by a fair script, whose value is 1).
 const acquireSrc = `
+redis.replicate_commands() -- TIME before writes: a no-op from Redis 5 on, needed on 3.2 and 4
+local tm = redis.call('TIME')
+local ms = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)
 local o = redis.call('HGET', KEYS[1], 'o')
 if not o then
 	local t = 0
 	if KEYS[2] then t = redis.call('INCR', KEYS[2]) end
-	redis.call('HSET', KEYS[1], 'o', ARGV[1], 't', t, ARGV[3], 1)
+	redis.call('HSET', KEYS[1], 'o', ARGV[1], 't', t, ARGV[3], ms)
 	redis.call('PEXPIRE', KEYS[1], ARGV[2])
 	return {1, t}
 end
 if o == ARGV[1] then
-	redis.call('HSET', KEYS[1], ARGV[3], 1)
+	redis.call('HSET', KEYS[1], ARGV[3], ms)
 	if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then
 		redis.call('PEXPIRE', KEYS[1], ARGV[2])
 	end
 	return {2, redis.call('HGET', KEYS[1], 't')}
 end
-return {0, redis.call('PTTL', KEYS[1]), o}
+local age = -1
+local f = redis.call('HGETALL', KEYS[1])
+for i = 1, #f, 2 do
+	local v = tonumber(f[i + 1])
+	if string.sub(f[i], 1, 1) == 'h' and v and v > 1 and (age < 0 or ms - v < age) then
+		age = math.max(ms - v, 0)
+	end
+end
+return {0, redis.call('PTTL', KEYS[1]), o, age}
 `
 
 // releaseSrc: KEYS[1] lock; ARGV[1] owner, ARGV[2] token ("0": not
@@ -242,9 +256,13 @@ type AcquireResult struct {
 	// PTTL is the holder's remaining time when Busy, or this waiter's when
 	// Granted; 0 if unknown (the lock key has no expiry).
 	PTTL time.Duration
-	// Holder is the current holder's owner id when Busy. Redlock uses it to
-	// tell a lock held by one owner on a quorum of nodes from a split vote.
+	// Holder is the current holder's owner id when Busy.
 	Holder string
+	// Age is, when Busy, how long ago (by the server's clock) the holder's
+	// newest hold was taken; negative if unknown. Redlock uses it to tell
+	// a minority held by a contender in the middle of its attempt, which
+	// it gives back at once, from one left behind until its TTL.
+	Age time.Duration
 }
 
 // Acquire makes one attempt, in one round trip (EVALSHA, falling back to
@@ -277,7 +295,7 @@ func Acquire(ctx context.Context, c goredis.Scripter, k Keys, owner, hold string
 }
 
 func parseAcquire(v []any) (AcquireResult, error) {
-	if len(v) != 2 && len(v) != 3 {
+	if len(v) < 2 || len(v) > 4 {
 		return AcquireResult{}, fmt.Errorf("redisscript: unexpected acquire reply %v", v)
 	}
 	code, ok := v[0].(int64)
@@ -307,12 +325,17 @@ func parseAcquire(v []any) (AcquireResult, error) {
 		}
 		return AcquireResult{Outcome: out, Token: uint64(n)}, nil
 	case 0:
-		r := AcquireResult{Outcome: Busy}
+		r := AcquireResult{Outcome: Busy, Age: -1}
 		if n > 0 {
 			r.PTTL = time.Duration(n) * time.Millisecond
 		}
-		if len(v) == 3 {
+		if len(v) >= 3 {
 			r.Holder, _ = v[2].(string)
+		}
+		if len(v) == 4 {
+			if a, ok := v[3].(int64); ok && a >= 0 {
+				r.Age = time.Duration(a) * time.Millisecond
+			}
 		}
 		return r, nil
 	}

@@ -54,15 +54,24 @@ func TestPerNodeOperations(t *testing.T) {
 	if n := c.HLen(ctx, k.Lock).Val(); n != 3 {
 		t.Fatalf("hash has %d fields after a retried acquire, want 3 (o, t, one hold)", n)
 	}
-	// Another owner: busy with the remaining time.
+	// Another owner: busy with the remaining time, the holder and the
+	// age of its newest hold.
+	time.Sleep(50 * time.Millisecond)
 	r, err = Acquire(ctx, c, k, "B", holds.Next(), time.Second)
 	if err != nil || r.Outcome != Busy || r.PTTL < 50*time.Second || r.PTTL > time.Minute || r.Holder != "A" {
 		t.Fatalf("other owner = %+v, %v; want Busy with ~1m, held by A", r, err)
 	}
-	// Nested hold of A.
+	if r.Age < 50*time.Millisecond || r.Age > 10*time.Second {
+		t.Errorf("busy: holder's hold is %v old, want at least 50ms", r.Age)
+	}
+	// Nested hold of A: the newest hold decides the age.
 	h2 := holds.Next()
+	nestedAt := time.Now()
 	if r, err = Acquire(ctx, c, k, "A", h2, time.Second); err != nil || r.Outcome != Reentered || r.Token != 1 {
 		t.Fatalf("nested = %+v, %v", r, err)
+	}
+	if r, err := Acquire(ctx, c, k, "B", holds.Next(), time.Second); err != nil || r.Outcome != Busy || r.Age < 0 || r.Age > time.Since(nestedAt)+2*time.Millisecond {
+		t.Errorf("busy after a new nested hold = %+v, %v; want the nested hold's age", r, err)
 	}
 	// Refresh: owner, token and hold must match; never shortens.
 	if held, err := Refresh(ctx, c, k, "A", 2, h1, time.Hour); err != nil || held {
@@ -80,7 +89,7 @@ func TestPerNodeOperations(t *testing.T) {
 	// Subscribe to the wake-up channel, then release both holds.
 	sub := NewSubscriber(c, SubscriberOptions{})
 	defer sub.Close()
-	wake, stop := sub.Watch(k.Channel)
+	wake, stop := sub.Watch(t.Context(), k.Channel)
 	defer stop()
 	if rr, err := Release(ctx, c, k, "B", 1, h1); err != nil || rr != NotHeld {
 		t.Errorf("release by another owner = %v, %v", rr, err)
@@ -207,7 +216,7 @@ func TestSubscriberUnavailable(t *testing.T) {
 	defer c.Close()
 	sub := NewSubscriber(c, SubscriberOptions{ConfirmTimeout: 300 * time.Millisecond})
 	start := time.Now()
-	ch, cancel := sub.Watch("chan")
+	ch, cancel := sub.Watch(t.Context(), "chan")
 	cancel()
 	if took := time.Since(start); took > 3*time.Second {
 		t.Errorf("Watch took %v with a 300ms confirm timeout", took)
@@ -227,7 +236,7 @@ func TestSubscriberUnavailable(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Close hung")
 	}
-	if ch, _ := sub.Watch("chan"); ch == nil {
+	if ch, _ := sub.Watch(t.Context(), "chan"); ch == nil {
 		t.Error("Watch after Close returned nil")
 	}
 }

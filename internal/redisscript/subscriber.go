@@ -42,6 +42,11 @@ type Subscriber struct {
 
 	wmu sync.Mutex // serialises (un)subscribe writes with their expected replies
 
+	// life ends when Close begins: it bounds every write and dial, so that
+	// Close does not wait for a write stuck on a silent connection.
+	life    context.Context
+	endLife context.CancelFunc
+
 	mu     sync.Mutex
 	closed bool
 	done   chan struct{} // closed by Close
@@ -70,6 +75,10 @@ func (s *Subscriber) Stats() SubscriberStats {
 // session is one PubSub connection and its reader goroutine.
 type session struct {
 	ps *goredis.PubSub // replaced only by the reader (under wmu and mu)
+	// ctx ends with the session (end): the reader's receives, and the
+	// reconnections they make, run under it.
+	ctx    context.Context
+	cancel context.CancelFunc
 	// expect holds, per channel, the (un)subscribe replies still to come
 	// from writes we made, in order: the topic a "subscribe" confirms, or
 	// nil for an "unsubscribe". Guarded by Subscriber.mu.
@@ -83,6 +92,7 @@ type topic struct {
 	watchers  []*watcher
 	confirmed chan struct{} // closed once the server confirmed the subscription
 	ok        bool          // confirmed is closed
+	sent      bool          // a SUBSCRIBE for it was written (or it was resubscribed)
 }
 
 type watcher struct {
@@ -137,6 +147,7 @@ func NewSubscriber(client goredis.UniversalClient, o SubscriberOptions) *Subscri
 		done:    make(chan struct{}),
 		topics:  map[string]*topic{},
 	}
+	s.life, s.endLife = context.WithCancel(context.Background())
 	if s.confirm <= 0 {
 		s.confirm = 2 * time.Second
 	}
@@ -163,12 +174,14 @@ func noop() {}
 // waiter that left, and each reconnection of the shared connection (after
 // which messages may have been lost) makes a non-blocking send on the
 // returned channel (capacity 1). cancel, idempotent, ends the watch and hands
-// a received wake-up on. If the subscription cannot be confirmed within the
-// confirm timeout, or the Subscriber is closed, Watch returns a channel that
-// never fires and a no-op cancel.
-func (s *Subscriber) Watch(channel string) (<-chan struct{}, func()) {
+// a received wake-up on. If the subscription is not confirmed before ctx
+// ends or within the confirm timeout, or the Subscriber is closed, Watch
+// returns a channel that never fires and a no-op cancel. Watch never waits
+// past ctx: the dial and the SUBSCRIBE write run on goroutines of their
+// own.
+func (s *Subscriber) Watch(ctx context.Context, channel string) (<-chan struct{}, func()) {
 	ch := make(chan struct{}, 1)
-	ok, cancel := s.WatchRank(channel, ch, NextRank())
+	ok, cancel := s.WatchRank(ctx, channel, ch, NextRank())
 	if !ok {
 		return never, noop
 	}
@@ -179,20 +192,24 @@ func (s *Subscriber) Watch(channel string) (<-chan struct{}, func()) {
 // sends to it never block) and rank (see NextRank). It reports whether the
 // subscription was confirmed; if not, ch will not be sent to and cancel is
 // a no-op. Several Subscribers may send to one ch.
-func (s *Subscriber) WatchRank(channel string, ch chan struct{}, rank uint64) (ok bool, cancel func()) {
-	return s.watch(context.Background(), channel, watcher{ch: ch, rank: rank})
+func (s *Subscriber) WatchRank(ctx context.Context, channel string, ch chan struct{}, rank uint64) (ok bool, cancel func()) {
+	return s.watch(ctx, channel, watcher{ch: ch, rank: rank})
 }
 
 // WatchGrant is WatchRank for a waiter of a fair lock (Keys.Fair) whose
 // hold id is hold: a grant message naming hold (see ParseGrant) is sent to
 // grants (non-blocking; capacity at least 1) and wakes no one else, since
 // the lock is taken; plain release messages and reconnections wake ch as
-// for Watch. The wait for the subscription's confirmation also ends with
-// ctx (ok is then false).
+// for Watch.
 func (s *Subscriber) WatchGrant(ctx context.Context, channel, hold string, ch chan struct{}, grants chan GrantMessage) (ok bool, cancel func()) {
 	return s.watch(ctx, channel, watcher{ch: ch, rank: NextRank(), hold: hold, grants: grants})
 }
 
+// watch adds a waiter like proto to channel's queue and waits for the
+// subscription's confirmation (await). It takes only mu on the caller's
+// goroutine: a new channel's SUBSCRIBE is written by subscribe, which
+// waits for the write lock (held by a write that may be stuck on a silent
+// connection) on a goroutine of its own.
 func (s *Subscriber) watch(ctx context.Context, channel string, proto watcher) (ok bool, cancel func()) {
 	s.mu.Lock()
 	if s.closed {
@@ -201,24 +218,10 @@ func (s *Subscriber) watch(ctx context.Context, channel string, proto watcher) (
 	}
 	t := s.topics[channel]
 	if t == nil {
-		// A new channel: take the write lock first (lock order wmu, mu).
-		s.mu.Unlock()
-		s.wmu.Lock()
-		s.mu.Lock()
-		if s.closed {
-			s.mu.Unlock()
-			s.wmu.Unlock()
-			return false, noop
-		}
-		t = s.topics[channel]
-		if t == nil {
-			t = &topic{name: channel, confirmed: make(chan struct{})}
-			s.topics[channel] = t
-			w := s.addLocked(t, proto)
-			s.subscribeLocked(t) // unlocks mu, and wmu once written
-			return s.await(ctx, w)
-		}
-		s.wmu.Unlock()
+		t = &topic{name: channel, confirmed: make(chan struct{})}
+		s.topics[channel] = t
+		s.wg.Add(1)
+		go s.subscribe(t)
 	}
 	w := s.addLocked(t, proto)
 	s.mu.Unlock()
@@ -242,34 +245,42 @@ func (s *Subscriber) addLocked(t *topic, proto watcher) *watcher {
 	return w
 }
 
-// subscribeLocked sends SUBSCRIBE for t, starting the session if needed.
-// Callers hold wmu and mu; mu is released on return, wmu once the write is
-// done: the write (and, for a new session, the dial) runs on a goroutine of
-// its own, so that a waiter whose ctx ends meanwhile returns at once
-// (await) while the next (un)subscribe still waits for this one.
-func (s *Subscriber) subscribeLocked(t *topic) {
+// subscribe sends SUBSCRIBE for the new topic t, starting the session if
+// needed, unless t was dropped (its last waiter left and unsubscribe ran
+// first, which then wrote nothing) or the Subscriber closed before the
+// write lock was free. A t without waiters is still subscribed: a new
+// waiter may join it, and if none does the unsubscribe its last waiter
+// started follows. It runs on a goroutine of its own (counted in wg by its
+// starter), so that a waiter whose ctx ends meanwhile returns at once
+// (await), while (un)subscribe writes stay in order under wmu.
+func (s *Subscriber) subscribe(t *topic) {
+	defer s.wg.Done()
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	s.mu.Lock()
+	if s.closed || s.topics[t.name] != t {
+		s.mu.Unlock()
+		return
+	}
 	sess := s.sess
 	if sess == nil {
 		sess = &session{expect: map[string][]*topic{}, stop: make(chan struct{})}
-		sess.ps = s.client.Subscribe(context.Background()) // no channel yet: no I/O
+		sess.ctx, sess.cancel = context.WithCancel(s.life)
+		sess.ps = s.client.Subscribe(sess.ctx) // no channel yet: no I/O
 		s.sess = sess
 		s.sessions.Add(1)
 		s.wg.Add(1)
 		go s.read(sess)
 	}
 	sess.expect[t.name] = append(sess.expect[t.name], t)
+	t.sent = true
 	ps := sess.ps
-	s.wg.Add(1)
 	s.mu.Unlock()
-	go func() {
-		defer s.wg.Done()
-		defer s.wmu.Unlock()
-		ctx, cancel := context.WithTimeout(context.Background(), s.confirm)
-		defer cancel()
-		// On a write error go-redis reconnects and resubscribes; the
-		// confirmation (or the confirm timeout) decides.
-		_ = ps.Subscribe(ctx, t.name)
-	}()
+	ctx, cancel := context.WithTimeout(s.life, s.confirm)
+	defer cancel()
+	// On a write error go-redis reconnects and resubscribes; the
+	// confirmation (or the confirm timeout) decides.
+	_ = ps.Subscribe(ctx, t.name)
 }
 
 // await waits for w's topic to be confirmed, at most the confirm timeout
@@ -353,14 +364,16 @@ func (s *Subscriber) unsubscribe(t *topic) {
 			s.idle = time.AfterFunc(s.linger, s.idleCheck)
 		}
 	}
-	if sess == nil {
+	if sess == nil || !t.sent {
+		// No session, or never subscribed (its last waiter left before
+		// subscribe ran, which then writes nothing).
 		s.mu.Unlock()
 		return
 	}
 	sess.expect[t.name] = append(sess.expect[t.name], nil)
 	ps := sess.ps
 	s.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), s.confirm)
+	ctx, cancel := context.WithTimeout(s.life, s.confirm)
 	defer cancel()
 	_ = ps.Unsubscribe(ctx, t.name)
 }
@@ -385,6 +398,7 @@ func (s *Subscriber) idleCheck() {
 // closed. Callers hold wmu (so the reader is not replacing ps).
 func (sess *session) end() {
 	close(sess.stop)
+	sess.cancel()
 	_ = sess.ps.Close()
 }
 
@@ -392,6 +406,7 @@ func (sess *session) end() {
 // pub/sub connection and waits for the reader goroutine to exit. It is
 // idempotent and does not close the client.
 func (s *Subscriber) Close() error {
+	s.endLife() // cut short a write or dial that holds wmu
 	s.wmu.Lock()
 	s.mu.Lock()
 	if s.closed {
@@ -438,7 +453,7 @@ func (sess *session) stopped() bool {
 // read is the session's reader goroutine.
 func (s *Subscriber) read(sess *session) {
 	defer s.wg.Done()
-	ctx := context.Background()
+	ctx := sess.ctx
 	var backoff time.Duration
 	pinged := false
 	for {
@@ -605,11 +620,12 @@ func (s *Subscriber) replace(sess *session) bool {
 		return false
 	}
 	names := make([]string, 0, len(s.topics))
-	for name := range s.topics {
+	for name, t := range s.topics {
 		names = append(names, name)
+		t.sent = true // subscribed here, so unsubscribed when it ends
 	}
 	old := sess.ps
-	ctx, cancel := context.WithTimeout(context.Background(), s.confirm)
+	ctx, cancel := context.WithTimeout(s.life, s.confirm)
 	sess.ps = s.client.Subscribe(ctx, names...)
 	cancel()
 	s.mu.Unlock()

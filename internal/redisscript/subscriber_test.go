@@ -2,6 +2,7 @@ package redisscript
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -30,7 +31,7 @@ func TestSubscriberWakesHeadAndHandsOn(t *testing.T) {
 	chs := make([]<-chan struct{}, n)
 	cancels := make([]func(), n)
 	for i := range n {
-		chs[i], cancels[i] = sub.Watch(channel)
+		chs[i], cancels[i] = sub.Watch(t.Context(), channel)
 		defer cancels[i]()
 	}
 	quiet := func(why string, except ...int) {
@@ -108,12 +109,12 @@ func TestSubscriberRanks(t *testing.T) {
 	a, b := make(chan struct{}, 1), make(chan struct{}, 1)
 	for _, s := range subs {
 		// The later rank registers first.
-		if ok, cancel := s.WatchRank(channel, b, late); !ok {
+		if ok, cancel := s.WatchRank(t.Context(), channel, b, late); !ok {
 			t.Fatal("not confirmed")
 		} else {
 			defer cancel()
 		}
-		if ok, cancel := s.WatchRank(channel, a, early); !ok {
+		if ok, cancel := s.WatchRank(t.Context(), channel, a, early); !ok {
 			t.Fatal("not confirmed")
 		} else {
 			defer cancel()
@@ -136,5 +137,30 @@ func TestSubscriberRanks(t *testing.T) {
 	}
 	if fired(b, 100*time.Millisecond) {
 		t.Error("a higher rank was woken by the other Subscriber")
+	}
+}
+
+// TestSubscriberWaiterLeavesBeforeSubscribe: a waiter whose ctx has ended
+// leaves before its channel's SUBSCRIBE is written; a waiter that arrives
+// right after it still gets a confirmed subscription, whichever of the
+// subscribe and the unsubscribe runs first.
+func TestSubscriberWaiterLeavesBeforeSubscribe(t *testing.T) {
+	c := client(t)
+	sub := NewSubscriber(c, SubscriberOptions{ConfirmTimeout: 5 * time.Second})
+	defer sub.Close()
+	gone, cancel := context.WithCancel(t.Context())
+	cancel()
+	for i := range 200 {
+		channel := "leave-" + strconv.Itoa(i)
+		if _, stop := sub.Watch(gone, channel); stop != nil {
+			stop()
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		ch, stop := sub.Watch(ctx, channel)
+		cancel()
+		stop()
+		if ch == never {
+			t.Fatalf("channel %d: the waiter after one that left got no subscription", i)
+		}
 	}
 }
