@@ -19,7 +19,7 @@ import (
 // row's newest committed version even when the statement waited (READ
 // COMMITTED re-check), so fences never repeat. Arguments: lock id, key.
 const (
-	advLockSQL = `WITH l AS MATERIALIZED (SELECT %[2]s($1::bigint) AS ok),
+	advLockSQL = `WITH l AS MATERIALIZED (%[2]s),
 u AS (UPDATE %[1]s SET fence = fence + 1 WHERE lock_id = $1 AND lock_key = $2 AND (SELECT ok FROM l) RETURNING fence)
 SELECT (SELECT ok FROM l), (SELECT fence FROM u), pg_backend_pid()`
 
@@ -111,8 +111,8 @@ func newAdvDriver(b *base, keepalive time.Duration) *advDriver {
 		base:        b,
 		keepalive:   keepalive,
 		pingTimeout: max(2*keepalive, 5*time.Second),
-		qTry:        fmt.Sprintf(advLockSQL, b.table, "pg_try_advisory_lock"),
-		qWait:       fmt.Sprintf(advLockSQL, b.table, "pg_advisory_lock"),
+		qTry:        fmt.Sprintf(advLockSQL, b.table, "SELECT pg_try_advisory_lock($1::bigint) AS ok"),
+		qWait:       fmt.Sprintf(advLockSQL, b.table, "SELECT true AS ok FROM (SELECT pg_advisory_lock($1::bigint)) w"),
 		qRegister:   fmt.Sprintf(advRegisterSQL, b.table),
 		qLookup:     fmt.Sprintf(advLookupSQL, b.table),
 		ids:         map[string]int64{},

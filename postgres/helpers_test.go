@@ -85,6 +85,7 @@ func openPool(t testing.TB, srv *testserver.Postgres, params map[string]string) 
 	if err != nil {
 		t.Fatal(err)
 	}
+	cfg.MaxConns = 64 // advisory mode pins one connection per held lock
 	for k, v := range params {
 		cfg.ConnConfig.RuntimeParams[k] = v
 	}
