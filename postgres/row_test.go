@@ -1,0 +1,205 @@
+package postgres_test
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/postgres"
+)
+
+// 100 concurrent takeovers of one expired row, from 100 owners over 4
+// pools: exactly one wins, with the next fencing token.
+func TestTakeoverRace(t *testing.T) {
+	srv := server(t)
+	admin := openPool(t, srv, nil)
+	table := uniqueTable("race")
+	ls := make([]*postgres.Locker, 4)
+	for i := range ls {
+		ls[i] = postgres.New(openPool(t, srv, nil), postgres.WithTable(table), postgres.WithCreateTable(true))
+		defer ls[i].Close()
+	}
+	ctx := ctxT(t, 2*time.Minute)
+	for round := 0; round < 3; round++ {
+		first, err := ls[0].TryAcquire(ctx, "race/key", distlock.WithTTL(time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := expireRow(ctx, admin, table, "race/key"); err != nil {
+			t.Fatal(err)
+		}
+		const n = 100
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		wins := make(chan *distlock.Lease, n)
+		errs := make(chan error, n)
+		for i := 0; i < n; i++ {
+			wg.Go(func() {
+				<-start
+				l, err := ls[i%len(ls)].TryAcquire(ctx, "race/key", distlock.WithTTL(time.Minute))
+				switch {
+				case err == nil:
+					wins <- l
+				case !errors.Is(err, distlock.ErrNotAcquired):
+					errs <- err
+				}
+			})
+		}
+		close(start)
+		wg.Wait()
+		close(wins)
+		close(errs)
+		for err := range errs {
+			t.Errorf("round %d: TryAcquire: %v", round, err)
+		}
+		var won []*distlock.Lease
+		for l := range wins {
+			won = append(won, l)
+		}
+		if len(won) != 1 {
+			t.Fatalf("round %d: %d winners of one expired row", round, len(won))
+		}
+		if won[0].Token() != first.Token()+1 {
+			t.Errorf("round %d: winner's token %d, want %d", round, won[0].Token(), first.Token()+1)
+		}
+		if err := first.Release(ctx); !errors.Is(err, distlock.ErrNotHeld) {
+			t.Errorf("round %d: the superseded holder's Release: %v", round, err)
+		}
+		if err := won[0].Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// trickyKeys look like SQL, hold quotes, NUL, control and non-ASCII
+// characters; each must name its own lock and be stored as it is.
+var trickyKeys = []string{
+	"'; DROP TABLE distlock_leases; --",
+	`"quoted" key`,
+	"a\x00b",
+	"a\\b",
+	"$1",
+	"%s %d %% _",
+	"ключ",
+	"鍵🔒",
+	"e\u0301", // e + combining accent
+	"\u00e9",  // é precomposed: a distinct key
+	"trailing ",
+	"TRAILING ",
+	strings.Repeat("ü", 512), // 1,024 bytes
+}
+
+// SQL-looking and non-ASCII keys in both modes: each is held on its own,
+// busy for another owner, stored with its exact bytes, and released.
+func TestTrickyKeys(t *testing.T) {
+	srv := server(t)
+	admin := openPool(t, srv, nil)
+	for _, mode := range []postgres.Mode{postgres.ModeRow, postgres.ModeAdvisory} {
+		t.Run(string(mode), func(t *testing.T) {
+			table := uniqueTable("keys")
+			a := postgres.New(openPool(t, srv, nil), postgres.WithMode(mode), postgres.WithTable(table), postgres.WithCreateTable(true))
+			defer a.Close()
+			b := postgres.New(openPool(t, srv, nil), postgres.WithMode(mode), postgres.WithTable(table), postgres.WithCreateTable(true))
+			defer b.Close()
+			ctx := ctxT(t, time.Minute)
+			var leases []*distlock.Lease
+			for _, k := range trickyKeys {
+				l, err := a.TryAcquire(ctx, k)
+				if err != nil {
+					t.Fatalf("TryAcquire(%q): %v", k, err)
+				}
+				leases = append(leases, l)
+				if _, err := b.TryAcquire(ctx, k); !errors.Is(err, distlock.ErrNotAcquired) {
+					t.Errorf("second owner on %q: %v", k, err)
+				}
+			}
+			var held []string
+			var err error
+			if mode == postgres.ModeRow {
+				held, err = heldRows(ctx, admin, table)
+			} else {
+				held, err = heldAdvisory(ctx, admin, table)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(held) != len(trickyKeys) {
+				t.Errorf("%d locks held in the server, want %d: %q", len(held), len(trickyKeys), held)
+			}
+			for _, k := range trickyKeys {
+				found := false
+				for _, h := range held {
+					found = found || h == k
+				}
+				if !found {
+					t.Errorf("key %q not stored with its exact bytes", k)
+				}
+			}
+			for _, l := range leases {
+				if err := l.Release(ctx); err != nil {
+					t.Error(err)
+				}
+			}
+			var n int
+			if err := admin.QueryRow(ctx, `SELECT count(*) FROM "`+table+`"`).Scan(&n); err != nil || n != len(trickyKeys) {
+				t.Errorf("%d rows in the table (%v), want %d: one per key", n, err, len(trickyKeys))
+			}
+		})
+	}
+}
+
+// A URL's password never appears in an error: not for a refused login, not
+// for a malformed URL, not for an unreachable server.
+func TestURLErrorsHideThePassword(t *testing.T) {
+	srv := server(t)
+	const secret = "s3cr3t-Pa55"
+	ctx := ctxT(t, time.Minute)
+	urls := []string{
+		"postgres://distlock:" + secret + "@" + srv.Addr() + "/distlock?sslmode=disable",
+		"postgres://distlock:" + secret + "@" + srv.Addr() + "/distlock?mode=bogus",
+		"postgres://distlock:" + secret + "@" + srv.Addr() + "/distlock?pool_max_conns=0",
+		"postgres://distlock:" + secret + "@h1:1,h2:2/distlock",
+		"postgres://distlock:" + secret + "@" + srv.Addr(),
+		closedPortURL(t)[:len("postgres://u:")] + secret + closedPortURL(t)[len("postgres://u:p"):],
+	}
+	for _, u := range urls {
+		l, err := distlock.Open(ctx, u)
+		if err == nil {
+			_ = l.Close()
+			t.Errorf("Open(%s) succeeded with a wrong password or a bad URL", strings.ReplaceAll(u, secret, "***"))
+			continue
+		}
+		if strings.Contains(err.Error(), secret) || strings.Contains(fmt.Sprintf("%+v", err), secret) {
+			t.Errorf("the error of Open repeats the password: %v", strings.ReplaceAll(err.Error(), secret, "***"))
+		}
+	}
+}
+
+// The typed constructor refuses what it cannot use without panicking.
+func TestNewBadInput(t *testing.T) {
+	ctx := ctxT(t, 10*time.Second)
+	for name, l := range map[string]*postgres.Locker{
+		"nil pool":  postgres.New(nil),
+		"bad mode":  postgres.New(nil, postgres.WithMode("bogus")),
+		"bad table": postgres.New(openPool(t, server(t), nil), postgres.WithTable("x; drop")),
+		"keepalive": postgres.New(openPool(t, server(t), nil), postgres.WithKeepalive(-time.Second)),
+		"nil opt":   postgres.New(nil, nil),
+	} {
+		if _, err := l.TryAcquire(ctx, "k"); !errors.Is(err, distlock.ErrInvalidOption) {
+			t.Errorf("%s: TryAcquire: %v", name, err)
+		}
+		_ = l.Close()
+	}
+	for _, table := range []string{"", "a.b.c", "Upper", "1x", strings.Repeat("a", 64), `x"y`} {
+		if _, err := postgres.DDL(postgres.ModeRow, table); table != "" && !errors.Is(err, distlock.ErrInvalidOption) {
+			t.Errorf("DDL(%q): %v", table, err)
+		}
+	}
+	if _, err := postgres.DDL("bogus", ""); !errors.Is(err, distlock.ErrInvalidOption) {
+		t.Errorf("DDL of an unknown mode: %v", err)
+	}
+}
