@@ -1,5 +1,12 @@
 package postgres
 
+import (
+	"context"
+	"time"
+
+	"github.com/distlock/distlock/backend"
+)
+
 // Test hooks: the backend pids of an advisory Locker's pinned sessions, for
 // pg_terminate_backend fault injection.
 
@@ -38,3 +45,24 @@ func PinnedPID(l *Locker, key string) (uint32, bool) {
 
 // LockID exposes lockID.
 var LockID = lockID
+
+// RowAcquireRaw runs the row-mode acquire statement with request id id, as
+// an acquire whose reply was lost would have run it.
+func RowAcquireRaw(ctx context.Context, l *Locker, key, owner string, id []byte, ttl time.Duration) error {
+	d := newRowDriver(l.b)
+	if err := d.ready(ctx); err != nil {
+		return err
+	}
+	var fence *int64
+	var remaining int64
+	return d.pool.QueryRow(ctx, d.qAcquire, []byte(key), []byte(owner), id, ttlMicros(ttl)).Scan(&fence, &remaining)
+}
+
+// RowAbandon starts the background give-back of request id, as a lost
+// acquire does.
+func RowAbandon(l *Locker, key, owner string, id []byte, ttl time.Duration) {
+	newRowDriver(l.b).abandon([]byte(key), []byte(owner), id, ttl)
+}
+
+// Driver returns l's backend driver.
+func Driver(l *Locker) backend.Driver { return l.drv }

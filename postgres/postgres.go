@@ -287,6 +287,7 @@ type Locker struct {
 	distlock.Locker
 	mode Mode
 	b    *base
+	drv  modeDriver
 	adv  *advDriver // nil in row mode
 }
 
@@ -306,7 +307,7 @@ func New(pool *pgxpool.Pool, opts ...Option) *Locker {
 
 func newLocker(pool *pgxpool.Pool, owned bool, c config) *Locker {
 	d := newDriver(pool, owned, c)
-	l := &Locker{mode: c.mode, b: d.common()}
+	l := &Locker{mode: c.mode, b: d.common(), drv: d}
 	l.adv, _ = d.(*advDriver)
 	l.Locker = distlock.New(d, "postgres", c.defaults...)
 	return l

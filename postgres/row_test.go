@@ -203,3 +203,44 @@ func TestNewBadInput(t *testing.T) {
 		t.Errorf("DDL of an unknown mode: %v", err)
 	}
 }
+
+// The give-back of a lost acquire removes exactly that request's hold (one
+// request id per hold, not per owner): a WithOwner acquire whose reply was
+// lost, followed by the caller's retry that nests on it, leaves — once the
+// lost one is given back and the retry released — a free row. (With one
+// request id per row, as MySQL's row mode had (issue 14, defect 6), the
+// retry would overwrite the lost request's id, the give-back would match
+// nothing, and the lock would stay held after the caller's only Release.)
+func TestAbandonIsPerHold(t *testing.T) {
+	srv := server(t)
+	admin := openPool(t, srv, nil)
+	table := uniqueTable("abandon")
+	l := postgres.New(openPool(t, srv, nil), postgres.WithTable(table), postgres.WithCreateTable(true))
+	defer l.Close()
+	ctx := ctxT(t, time.Minute)
+	lost := []byte("0123456789abcdef")
+	if err := postgres.RowAcquireRaw(ctx, l, "abandon/key", "o", lost, 10*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	retry, err := l.TryAcquire(ctx, "abandon/key", distlock.WithOwner("o"), distlock.WithTTL(10*time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	postgres.RowAbandon(l, "abandon/key", "o", lost, 10*time.Minute)
+	holds := func() int {
+		var n int
+		if err := admin.QueryRow(ctx, `SELECT cardinality(holds) FROM "`+table+`" WHERE lock_key = $1`, []byte("abandon/key")).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if !waitFor(10*time.Second, func() bool { return holds() == 1 }) {
+		t.Fatalf("%d holds after the lost acquire was given back, want the retry's 1", holds())
+	}
+	if err := retry.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if held, err := heldRows(ctx, admin, table); err != nil || len(held) != 0 {
+		t.Fatalf("held after the caller's only Release: %q (%v)", held, err)
+	}
+}
