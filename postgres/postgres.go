@@ -449,9 +449,10 @@ func (b *base) ready(ctx context.Context) error {
 		ddl = advisoryDDL(b.table)
 	}
 	if _, err := b.pool.Exec(ctx, ddl); err != nil {
-		// Two sessions creating the table at once may collide on the
-		// catalog's unique index; the table exists then.
-		if pgCode(err) != "23505" && pgCode(err) != "42P07" {
+		// Two sessions creating the table at once collide on a
+		// catalog's unique index (the loser waits for the winner's
+		// commit): the table exists then.
+		if c := pgCode(err); c != "23505" && c != "42P07" && c != "42710" {
 			return fmt.Errorf("create lock table: %w", b.wrap(ctx, err))
 		}
 	}

@@ -244,3 +244,38 @@ func TestAbandonIsPerHold(t *testing.T) {
 		t.Fatalf("held after the caller's only Release: %q (%v)", held, err)
 	}
 }
+
+// Lockers of a new table created at once: each creates the table, and
+// every first acquisition succeeds (the creations race in the catalog).
+func TestCreateTableRace(t *testing.T) {
+	srv := server(t)
+	ctx := ctxT(t, time.Minute)
+	for round := 0; round < 10; round++ {
+		table := uniqueTable("create")
+		const n = 8
+		ls := make([]*postgres.Locker, n)
+		for i := range ls {
+			pool := openPool(t, srv, nil)
+			if err := pool.Ping(ctx); err != nil { // connected before the start
+				t.Fatal(err)
+			}
+			ls[i] = postgres.New(pool, postgres.WithTable(table), postgres.WithCreateTable(true))
+		}
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for i, l := range ls {
+			wg.Go(func() {
+				defer l.Close()
+				<-start
+				lease, err := l.TryAcquire(ctx, fmt.Sprintf("create/%d", i))
+				if err != nil {
+					t.Errorf("round %d, locker %d: %v", round, i, err)
+					return
+				}
+				_ = lease.Release(ctx)
+			})
+		}
+		close(start)
+		wg.Wait()
+	}
+}
