@@ -104,6 +104,11 @@ type advEntry struct {
 	locks  map[*advLock]func(error)
 	stopKA chan struct{}
 	kaDone chan struct{}
+	// connMu serializes the use of conn once the lock is held (checks
+	// from the keepalive and from Refresh, the unlock, the discard): a
+	// pgx connection runs one command at a time, and after it is
+	// released or discarded it must not be touched.
+	connMu sync.Mutex
 }
 
 func newAdvDriver(b *base, keepalive time.Duration) *advDriver {
@@ -450,7 +455,13 @@ func (d *advDriver) keepaliveLoop(e *advEntry) {
 // holds are then told before the connection is closed, so the holder hears
 // of the loss before the server can free the lock.
 func (d *advDriver) check(e *advEntry) bool {
+	e.connMu.Lock()
+	defer e.connMu.Unlock()
 	d.mu.Lock()
+	if e.state != held {
+		d.mu.Unlock()
+		return false
+	}
 	deadline := e.lastOK.Add(e.bound - idleMargin(e.bound))
 	d.mu.Unlock()
 	sent := time.Now()
@@ -491,7 +502,8 @@ func (d *advDriver) check(e *advEntry) bool {
 }
 
 // lost ends a held entry whose session failed: every hold is told, then
-// beforeClose (if any) runs, and the connection is discarded.
+// beforeClose (if any) runs, and the connection is discarded. Its caller
+// (check) holds e.connMu.
 func (d *advDriver) lost(e *advEntry, cause error, beforeClose func()) {
 	d.mu.Lock()
 	if e.state != held {
@@ -538,7 +550,9 @@ func (d *advDriver) Close() error {
 	for _, e := range rest {
 		close(e.stopKA)
 		<-e.kaDone
+		e.connMu.Lock()
 		discard(e.conn)
+		e.connMu.Unlock()
 	}
 	return d.shutdown()
 }
@@ -626,6 +640,8 @@ func (l *advLock) Release(ctx context.Context) error {
 
 	close(e.stopKA)
 	<-e.kaDone // an in-flight ping must finish first
+	e.connMu.Lock()
+	defer e.connMu.Unlock()
 	var unlocked bool
 	var all any
 	err := e.conn.QueryRow(ctx, advUnlockSQL, e.id).Scan(&unlocked, &all)

@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -251,4 +252,42 @@ func TestPooledConnectionsHoldNoLock(t *testing.T) {
 		c.Release()
 	}
 	_ = blocker.Release(ctx)
+}
+
+// Refreshes racing a Release (and each other) never touch a connection
+// that went back to the pool or use one connection at once.
+func TestRefreshDuringRelease(t *testing.T) {
+	srv := server(t)
+	l := postgres.New(openPool(t, srv, nil), postgres.WithMode(postgres.ModeAdvisory), postgres.WithTable(uniqueTable("refrel")), postgres.WithCreateTable(true))
+	defer l.Close()
+	ctx := ctxT(t, time.Minute)
+	for i := 0; i < 50; i++ {
+		lease, err := l.TryAcquire(ctx, "refrel/key")
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan struct{})
+		var wg sync.WaitGroup
+		for g := 0; g < 3; g++ {
+			wg.Go(func() {
+				for {
+					select {
+					case <-done:
+						return
+					default:
+					}
+					if err := lease.Refresh(ctx, time.Second); err != nil && !errors.Is(err, distlock.ErrNotHeld) {
+						t.Errorf("Refresh: %v", err)
+						return
+					}
+				}
+			})
+		}
+		time.Sleep(time.Duration(i%5) * time.Millisecond)
+		if err := lease.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		close(done)
+		wg.Wait()
+	}
 }
