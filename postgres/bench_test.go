@@ -3,6 +3,10 @@ package postgres_test
 import (
 	"context"
 	"testing"
+	"time"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/benchkit"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -47,6 +51,35 @@ func BenchmarkUncontended(b *testing.B) {
 			}
 			b.StopTimer()
 			b.ReportMetric(float64(tr.n.Load()-before)/float64(b.N), "statements/op")
+		})
+	}
+}
+
+// BenchmarkHandoff passes one hot key among 4 Lockers × 2 goroutines with
+// Acquire. Handoff latency is from the holder's Release call to the return
+// of the next holder's Acquire, counted when that Acquire was already
+// waiting: advisory waits in the server (pg_advisory_lock returns when the
+// lock is freed), row mode polls.
+func BenchmarkHandoff(b *testing.B) {
+	for _, mode := range []postgres.Mode{postgres.ModeRow, postgres.ModeAdvisory} {
+		b.Run(string(mode), func(b *testing.B) {
+			srv := server(b)
+			table := uniqueTable("handoff")
+			const lockers, perLocker = 4, 2
+			all := make([]distlock.Locker, lockers)
+			for i := range all {
+				l := postgres.New(openPool(b, srv, nil), postgres.WithMode(mode), postgres.WithTable(table), postgres.WithCreateTable(true))
+				defer l.Close()
+				all[i] = l
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+			defer cancel()
+			lease, err := all[0].TryAcquire(ctx, "bench/hot")
+			if err != nil {
+				b.Fatal(err)
+			}
+			_ = lease.Release(ctx)
+			benchkit.Handoff(b, ctx, all, "bench/hot", lockers*perLocker)
 		})
 	}
 }

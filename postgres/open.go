@@ -172,8 +172,11 @@ func parseURL(u *url.URL) (*pgxpool.Config, config, error) {
 		rp["tcp_keepalives_idle"] = strconv.Itoa(idle)
 		rp["tcp_keepalives_interval"] = strconv.Itoa(interval)
 		rp["tcp_keepalives_count"] = "3"
-		// Close idle pooled connections before the server does.
+		// Close idle pooled connections before the server does (a
+		// connection the server closed anyway fails pgxpool's ping on
+		// Acquire and is replaced).
 		cfg.MaxConnIdleTime = st / 2
+		cfg.HealthCheckPeriod = min(cfg.HealthCheckPeriod, st/4)
 	}
 	return cfg, c, nil
 }
