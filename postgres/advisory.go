@@ -190,9 +190,17 @@ func (d *advDriver) acquire(ctx context.Context, req backend.Request, wait bool)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	close(e.ready)
+	if err == nil && d.closing {
+		// Close ran meanwhile and will not see this entry: give the
+		// lock back with its connection.
+		discard(p.conn)
+		err = backend.ErrClosed
+	}
 	if err != nil {
 		e.state = gone
-		delete(d.entries, ek)
+		if d.entries[ek] == e {
+			delete(d.entries, ek)
+		}
 		return nil, err
 	}
 	e.state, e.conn, e.pid, e.id, e.token, e.bound, e.lastOK = held, p.conn, p.pid, p.id, p.token, p.bound, p.sent
