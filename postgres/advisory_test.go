@@ -291,3 +291,46 @@ func TestRefreshDuringRelease(t *testing.T) {
 		wg.Wait()
 	}
 }
+
+// The session's silence bound comes from the server's settings: with
+// idle_session_timeout=2500ms (or TCP keepalives giving up sooner), the
+// lease's deadline is within that bound of the last command, and the
+// keepalive — capped at a third of the bound although WithKeepalive asks
+// for a minute — keeps the session, and so the lock, alive well past it.
+func TestSessionBound(t *testing.T) {
+	srv := server(t)
+	admin := openPool(t, srv, nil)
+	table := uniqueTable("bound")
+	for name, params := range map[string]map[string]string{
+		"idle_session_timeout": {"idle_session_timeout": "2500"},
+		"tcp_keepalives":       {"tcp_keepalives_idle": "1", "tcp_keepalives_interval": "1", "tcp_keepalives_count": "1"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			l := postgres.New(openPool(t, srv, params), postgres.WithMode(postgres.ModeAdvisory), postgres.WithTable(table),
+				postgres.WithCreateTable(true), postgres.WithKeepalive(time.Minute))
+			defer l.Close()
+			ctx := ctxT(t, time.Minute)
+			lease, err := l.TryAcquire(ctx, "bound/"+name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if left := time.Until(lease.Deadline()); left <= 0 || left > 2500*time.Millisecond {
+				t.Errorf("deadline %v ahead, want within the 2.5s bound", left)
+			}
+			time.Sleep(4 * time.Second)
+			if err := lease.Err(); err != nil {
+				t.Fatalf("the lease ended although its keepalive ran: %v", err)
+			}
+			if left := time.Until(lease.Deadline()); left <= 0 {
+				t.Errorf("deadline not moved forward by the keepalive: %v", left)
+			}
+			held, err := heldAdvisory(ctx, admin, table)
+			if err != nil || len(held) != 1 {
+				t.Errorf("held on the server after 4s: %q (%v)", held, err)
+			}
+			if err := lease.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
