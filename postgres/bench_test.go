@@ -13,11 +13,22 @@ import (
 	"github.com/distlock/distlock/postgres"
 )
 
+// benchModes are the configurations benchmarked: row mode polling, row
+// mode with LISTEN/NOTIFY, advisory mode.
+var benchModes = []struct {
+	name string
+	opts []postgres.Option
+}{
+	{"row", []postgres.Option{postgres.WithMode(postgres.ModeRow)}},
+	{"row-notify", []postgres.Option{postgres.WithMode(postgres.ModeRow), postgres.WithNotify(true)}},
+	{"advisory", []postgres.Option{postgres.WithMode(postgres.ModeAdvisory)}},
+}
+
 // BenchmarkUncontended is TryAcquire+Release of a free lock in each mode;
 // statements/op counts the statements sent (each one round trip).
 func BenchmarkUncontended(b *testing.B) {
-	for _, mode := range []postgres.Mode{postgres.ModeRow, postgres.ModeAdvisory} {
-		b.Run(string(mode), func(b *testing.B) {
+	for _, mode := range benchModes {
+		b.Run(mode.name, func(b *testing.B) {
 			srv := server(b)
 			cfg, err := pgxpool.ParseConfig(srv.DSN())
 			if err != nil {
@@ -30,7 +41,7 @@ func BenchmarkUncontended(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer pool.Close()
-			l := postgres.New(pool, postgres.WithMode(mode), postgres.WithTable(uniqueTable("bench")), postgres.WithCreateTable(true))
+			l := postgres.New(pool, append(mode.opts, postgres.WithTable(uniqueTable("bench")), postgres.WithCreateTable(true))...)
 			defer l.Close()
 			ctx := context.Background()
 			cycle := func() {
@@ -59,16 +70,16 @@ func BenchmarkUncontended(b *testing.B) {
 // Acquire. Handoff latency is from the holder's Release call to the return
 // of the next holder's Acquire, counted when that Acquire was already
 // waiting: advisory waits in the server (pg_advisory_lock returns when the
-// lock is freed), row mode polls.
+// lock is freed), row mode polls, row-notify is woken by NOTIFY.
 func BenchmarkHandoff(b *testing.B) {
-	for _, mode := range []postgres.Mode{postgres.ModeRow, postgres.ModeAdvisory} {
-		b.Run(string(mode), func(b *testing.B) {
+	for _, mode := range benchModes {
+		b.Run(mode.name, func(b *testing.B) {
 			srv := server(b)
 			table := uniqueTable("handoff")
 			const lockers, perLocker = 4, 2
 			all := make([]distlock.Locker, lockers)
 			for i := range all {
-				l := postgres.New(openPool(b, srv, nil), postgres.WithMode(mode), postgres.WithTable(table), postgres.WithCreateTable(true))
+				l := postgres.New(openPool(b, srv, nil), append(mode.opts, postgres.WithTable(table), postgres.WithCreateTable(true))...)
 				defer l.Close()
 				all[i] = l
 			}

@@ -239,6 +239,16 @@ func TestConformanceRow(t *testing.T) {
 	conformance.Run(t, newHarness(t, postgres.ModeRow).harness())
 }
 
+// TestConformanceRowNotify is row mode with LISTEN/NOTIFY wake-ups
+// (notify=true): the notify check then runs too.
+func TestConformanceRowNotify(t *testing.T) {
+	h := newHarness(t, postgres.ModeRow)
+	h.query += "&notify=true"
+	ch := h.harness()
+	ch.Name = "postgres-row-notify"
+	conformance.Run(t, ch)
+}
+
 func TestConformanceAdvisory(t *testing.T) {
 	conformance.Run(t, newHarness(t, postgres.ModeAdvisory).harness())
 }

@@ -49,7 +49,7 @@ var LockID = lockID
 // RowAcquireRaw runs the row-mode acquire statement with request id id, as
 // an acquire whose reply was lost would have run it.
 func RowAcquireRaw(ctx context.Context, l *Locker, key, owner string, id []byte, ttl time.Duration) error {
-	d := newRowDriver(l.b)
+	d := newRowDriver(l.b, false)
 	if err := d.ready(ctx); err != nil {
 		return err
 	}
@@ -61,7 +61,7 @@ func RowAcquireRaw(ctx context.Context, l *Locker, key, owner string, id []byte,
 // RowAbandon starts the background give-back of request id, as a lost
 // acquire does.
 func RowAbandon(l *Locker, key, owner string, id []byte, ttl time.Duration) {
-	newRowDriver(l.b).abandon([]byte(key), []byte(owner), id, ttl)
+	newRowDriver(l.b, false).abandon([]byte(key), []byte(owner), id, ttl)
 }
 
 // Driver returns l's backend driver.

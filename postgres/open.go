@@ -54,6 +54,7 @@ var sslModes = []string{"disable", "allow", "prefer", "require", "verify-ca", "v
 //	mode             row (default) or advisory
 //	table            table name (default distlock_leases / distlock_advisory)
 //	create_table     true: CREATE TABLE IF NOT EXISTS on first use (default false)
+//	notify           row: true wakes waiters with LISTEN/NOTIFY (default false)
 //	keepalive        advisory: check interval, a Go duration up to 1h (default 1s)
 //	session_timeout  advisory: the sessions' idle_session_timeout, a Go duration
 //	                 of whole milliseconds from 1s to 24h (default 30s); TCP
@@ -123,6 +124,7 @@ func parseURL(u *url.URL) (*pgxpool.Config, config, error) {
 		p.String("table", "")
 	}
 	opts = append(opts, WithCreateTable(backend.Parse(p, "create_table", false, strconv.ParseBool)))
+	opts = append(opts, WithNotify(backend.Parse(p, "notify", false, strconv.ParseBool)))
 	if p.Has("keepalive") {
 		opts = append(opts, WithKeepalive(backend.Parse(p, "keepalive", DefaultKeepalive, durationIn(time.Millisecond, maxKeepalive))))
 	} else {

@@ -52,36 +52,54 @@ RETURNING fence`
   holds = array_remove(holds, $4::bytea),
   expires_at = CASE WHEN cardinality(holds) <= 1 THEN 'epoch'::timestamptz ELSE expires_at END
 WHERE lock_key = $1 AND owner = $2 AND fence = $3 AND $4::bytea = ANY(holds) AND expires_at > clock_timestamp()
-RETURNING fence)
+RETURNING fence, cardinality(holds) AS left)
 SELECT EXISTS (SELECT 1 FROM r),
-  EXISTS (SELECT 1 FROM %[1]s WHERE lock_key = $1 AND owner = $2 AND fence = $3 AND NOT ($4::bytea = ANY(holds)))`
+  EXISTS (SELECT 1 FROM %[1]s WHERE lock_key = $1 AND owner = $2 AND fence = $3 AND NOT ($4::bytea = ANY(holds)))%[2]s`
 
 	// Gives back the hold of an acquire whose reply was lost, by its
 	// request id alone. Arguments: key, owner, request id.
-	rowAbandonSQL = `UPDATE %[1]s SET
+	rowAbandonSQL = `WITH r AS (UPDATE %[1]s SET
   holds = array_remove(holds, $3::bytea),
   expires_at = CASE WHEN cardinality(holds) <= 1 THEN 'epoch'::timestamptz ELSE expires_at END
-WHERE lock_key = $1 AND owner = $2 AND $3::bytea = ANY(holds) AND expires_at > clock_timestamp()`
+WHERE lock_key = $1 AND owner = $2 AND $3::bytea = ANY(holds) AND expires_at > clock_timestamp()
+RETURNING cardinality(holds) AS left)
+SELECT count(*)%[2]s FROM r`
+
+	// With notifications, the release and the give-back also announce a
+	// freed row on the table's channel.
+	notifyFreed = `,
+  (SELECT count(pg_notify(%s, encode(sha256($1::bytea), 'hex'))) FROM r WHERE r.left = 0)`
 )
 
 type rowDriver struct {
 	*base
 	qAcquire, qRefresh, qRelease, qAbandon, qBatch string
+	notify                                         bool
+	channel                                        string // quoted LISTEN channel: the table name
+	listen                                         *listener
 }
 
-func newRowDriver(b *base) *rowDriver {
-	return &rowDriver{
+func newRowDriver(b *base, notify bool) *rowDriver {
+	d := &rowDriver{
 		base:     b,
+		notify:   notify,
+		channel:  quoteIdent(b.name),
 		qAcquire: fmt.Sprintf(rowAcquireSQL, b.table),
 		qRefresh: fmt.Sprintf(rowRefreshSQL, b.table),
-		qRelease: fmt.Sprintf(rowReleaseSQL, b.table),
-		qAbandon: fmt.Sprintf(rowAbandonSQL, b.table),
 		qBatch:   fmt.Sprintf(rowRefreshBatchSQL, b.table),
 	}
+	extra := ""
+	if notify {
+		extra = fmt.Sprintf(notifyFreed, quoteLiteral(b.name))
+		d.listen = newListener(d)
+	}
+	d.qRelease = fmt.Sprintf(rowReleaseSQL, b.table, extra)
+	d.qAbandon = fmt.Sprintf(rowAbandonSQL, b.table, extra)
+	return d
 }
 
 func (d *rowDriver) Capabilities() backend.Capabilities {
-	return backend.Capabilities{Fencing: true, Reentrant: true, Expiring: true, Durable: true}
+	return backend.Capabilities{Fencing: true, Reentrant: true, Expiring: true, Durable: true, Notify: d.notify}
 }
 
 func (d *rowDriver) Close() error { return d.shutdown() }
@@ -189,7 +207,12 @@ func (l *rowLock) Release(ctx context.Context) error {
 	var err error
 	for try := 0; try < 2; try++ {
 		var released, gone bool
-		err = l.d.pool.QueryRow(ctx, l.d.qRelease, l.key, l.owner, int64(l.token), l.id).Scan(&released, &gone)
+		var notified int64
+		dest := []any{&released, &gone}
+		if l.d.notify {
+			dest = append(dest, &notified)
+		}
+		err = l.d.pool.QueryRow(ctx, l.d.qRelease, l.key, l.owner, int64(l.token), l.id).Scan(dest...)
 		switch {
 		case err == nil && (released || (try > 0 && gone)):
 			return nil
