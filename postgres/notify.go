@@ -174,4 +174,3 @@ func (ln *listener) wakeTag(n *pgconn.Notification) {
 		wake(ch)
 	}
 }
-
