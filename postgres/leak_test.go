@@ -30,7 +30,7 @@ func TestNoLeaks(t *testing.T) {
 	baseSessions := sessions()
 	before := runtime.NumGoroutine()
 	rowTable, advTable := uniqueTable("leak_row"), uniqueTable("leak_adv")
-	for _, q := range []string{"mode=row&table=" + rowTable, "mode=advisory&keepalive=100ms&table=" + advTable} {
+	for _, q := range []string{"mode=row&table=" + rowTable, "mode=row&notify=true&table=" + rowTable, "mode=advisory&keepalive=100ms&table=" + advTable} {
 		a, err := distlock.Open(ctx, pgURL(srv, q))
 		if err != nil {
 			t.Fatal(err)
