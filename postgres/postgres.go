@@ -568,6 +568,9 @@ func (b *base) wrap(ctx context.Context, err error) error {
 		return fmt.Errorf("%w: %w", backend.ErrUnavailable, err)
 	}
 	if code := pgCode(err); code != "" {
+		if code == "42P01" {
+			return fmt.Errorf("%w (the lock table is missing: create it with the statement postgres.DDL returns, or let the Locker create it with create_table=true / WithCreateTable(true))", err)
+		}
 		if unavailableCode(code) {
 			return fmt.Errorf("%w: %w", backend.ErrUnavailable, err)
 		}

@@ -279,3 +279,32 @@ func TestCreateTableRace(t *testing.T) {
 		wg.Wait()
 	}
 }
+
+// Without create_table the table is not created, and the error says how to
+// create it; with DDL's statement applied, the Locker works.
+func TestMissingTable(t *testing.T) {
+	srv := server(t)
+	admin := openPool(t, srv, nil)
+	ctx := ctxT(t, time.Minute)
+	for _, mode := range []postgres.Mode{postgres.ModeRow, postgres.ModeAdvisory} {
+		table := uniqueTable("missing")
+		l := postgres.New(openPool(t, srv, nil), postgres.WithMode(mode), postgres.WithTable(table))
+		_, err := l.TryAcquire(ctx, "missing/key")
+		if err == nil || !strings.Contains(err.Error(), "create_table=true") {
+			t.Errorf("%s: TryAcquire without the table: %v", mode, err)
+		}
+		ddl, err := postgres.DDL(mode, table)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := admin.Exec(ctx, ddl); err != nil {
+			t.Fatal(err)
+		}
+		lease, err := l.TryAcquire(ctx, "missing/key")
+		if err != nil {
+			t.Fatalf("%s: TryAcquire after DDL: %v", mode, err)
+		}
+		_ = lease.Release(ctx)
+		_ = l.Close()
+	}
+}
