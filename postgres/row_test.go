@@ -308,3 +308,28 @@ func TestMissingTable(t *testing.T) {
 		_ = l.Close()
 	}
 }
+
+// Expiry runs on the database clock and in absolute time: a Locker whose
+// sessions use a +14h time zone and an observer at -10h see the same
+// remaining time, equal to the TTL (the client sends only durations, so
+// its own clock and zone play no part).
+func TestExpiryOnDatabaseClock(t *testing.T) {
+	srv := server(t)
+	admin := openPool(t, srv, map[string]string{"timezone": "America/Adak"})
+	table := uniqueTable("clock")
+	l := postgres.New(openPool(t, srv, map[string]string{"timezone": "Pacific/Kiritimati"}), postgres.WithTable(table), postgres.WithCreateTable(true))
+	defer l.Close()
+	ctx := ctxT(t, time.Minute)
+	lease, err := l.TryAcquire(ctx, "clock/key", distlock.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lease.Release(ctx)
+	var us int64
+	if err := admin.QueryRow(ctx, `SELECT (EXTRACT(EPOCH FROM expires_at - clock_timestamp()) * 1e6)::bigint FROM "`+table+`" WHERE lock_key = $1`, []byte("clock/key")).Scan(&us); err != nil {
+		t.Fatal(err)
+	}
+	if left := time.Duration(us) * time.Microsecond; left < 50*time.Second || left > time.Minute {
+		t.Errorf("the row expires in %v by the database clock, want just under the 1m TTL", left)
+	}
+}
