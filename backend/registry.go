@@ -57,14 +57,16 @@ func Schemes() []string {
 // packageOf names the distlock package that registers each built-in scheme,
 // for the hint in Lookup's error.
 var packageOf = map[string]string{
-	"redis":     "redis",
-	"rediss":    "redis",
-	"redlock":   "redlock",
-	"zookeeper": "zookeeper",
-	"zk":        "zookeeper",
-	"memcached": "memcached",
-	"mysql":     "mysql",
-	"mem":       "memory",
+	"redis":      "redis",
+	"rediss":     "redis",
+	"redlock":    "redlock",
+	"zookeeper":  "zookeeper",
+	"zk":         "zookeeper",
+	"memcached":  "memcached",
+	"mysql":      "mysql",
+	"postgres":   "postgres",
+	"postgresql": "postgres",
+	"mem":        "memory",
 }
 
 // Lookup returns the OpenFunc registered for scheme. The error for an

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Installs the servers the test suite starts by itself (internal/testserver):
 # redis-server + redis-cli, memcached, ZooKeeper (java + Debian jars) and
-# MariaDB. Idempotent: does nothing but print versions when all are present.
+# MariaDB and PostgreSQL. Idempotent: does nothing but print versions when all are present.
 #
 # The tests start private servers on random loopback ports, so the system
 # services that apt may start are not needed; services that this script
 # installs are stopped and disabled again.
 set -euo pipefail
 
-PACKAGES=(redis-server redis-tools memcached zookeeper mariadb-server)
+PACKAGES=(redis-server redis-tools memcached zookeeper mariadb-server postgresql)
 # mariadbd and mariadb-install-db may live in /usr/sbin, outside a user's PATH.
 export PATH="$PATH:/usr/sbin:/sbin"
 
@@ -17,6 +17,8 @@ for bin in redis-server redis-cli memcached mariadbd mariadb-install-db java; do
 	command -v "$bin" >/dev/null 2>&1 || missing+=("$bin")
 done
 [[ -f /usr/share/java/zookeeper.jar ]] || missing+=("/usr/share/java/zookeeper.jar")
+# initdb and postgres live in /usr/lib/postgresql/<version>/bin on Debian.
+compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || command -v initdb >/dev/null 2>&1 || missing+=("initdb (postgresql)")
 
 if ((${#missing[@]} > 0)); then
 	echo "install-deps: missing: ${missing[*]}"
@@ -36,7 +38,7 @@ if ((${#missing[@]} > 0)); then
 
 	# Remember which services were there before, so we only stop ours.
 	newly=()
-	for pkg in redis-server memcached zookeeper mariadb-server; do
+	for pkg in redis-server memcached zookeeper mariadb-server postgresql; do
 		if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed'; then
 			newly+=("$pkg")
 		fi
@@ -67,4 +69,6 @@ redis-cli --version
 memcached -V
 mariadbd --version
 java -version 2>&1 | head -n 1
+pg=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
+"${pg:-/usr/bin}/postgres" --version
 echo "zookeeper $(dpkg-query -W -f='${Version}' zookeeper 2>/dev/null || echo '(jar present, version unknown)')"

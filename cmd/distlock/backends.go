@@ -5,6 +5,7 @@ import (
 	_ "github.com/distlock/distlock/memcached"
 	_ "github.com/distlock/distlock/memory"
 	_ "github.com/distlock/distlock/mysql"
+	_ "github.com/distlock/distlock/postgres"
 	_ "github.com/distlock/distlock/redis"
 	_ "github.com/distlock/distlock/redlock"
 	_ "github.com/distlock/distlock/zookeeper"

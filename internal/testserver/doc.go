@@ -1,10 +1,11 @@
-// Package testserver starts real Redis, memcached, ZooKeeper and MariaDB
-// servers for tests and demos.
+// Package testserver starts real Redis, memcached, ZooKeeper, MariaDB and
+// PostgreSQL servers for tests and demos.
 //
 // Each server runs as a child process on free loopback ports with its data
 // in a private directory. Start functions return once the server answers
 // its own protocol: Redis PING, memcached "version", the ZooKeeper "srvr"
-// four-letter word, and for MariaDB a real login over TCP. The package uses
+// four-letter word, for MariaDB a real login over TCP, and for PostgreSQL
+// an authentication request in answer to a StartupMessage. The package uses
 // only the standard library and speaks just enough of each protocol to check
 // readiness.
 //
@@ -27,15 +28,28 @@
 // # Core API and test wrappers
 //
 // The Start* functions (StartRedis, StartRedisCluster, StartMemcached,
-// StartZooKeeper, StartZooKeeperEnsemble, StartMariaDB) need no testing.TB,
+// StartZooKeeper, StartZooKeeperEnsemble, StartMariaDB, StartPostgres) need no testing.TB,
 // so a CLI demo can use them. Pass dir == "" to use a fresh temporary
 // directory that Stop removes.
 //
 // The test wrappers (Redis, RedisN, RedisCluster, Memcached, ZooKeeper,
-// ZooKeeperEnsemble, MariaDBServer) work in t.TempDir(). They register
+// ZooKeeperEnsemble, MariaDBServer, PostgresServer) work in t.TempDir(). They register
 // cleanup and fail the test with an apt-get hint if a binary is missing.
 // scripts/install-deps.sh installs every binary. The Debian packages are
-// redis-server, redis-tools, memcached, zookeeper and mariadb-server.
+// redis-server, redis-tools, memcached, zookeeper, mariadb-server and
+// postgresql.
+//
+// # PostgreSQL as root
+//
+// initdb and postgres refuse to run as root. When the test binary is root
+// (CI, containers), StartPostgres runs both as the unprivileged system user
+// "postgres" that Debian's postgresql package creates: the children get
+// that user's uid and gid (SysProcAttr.Credential, the equivalent of
+// runuser -u postgres), and the data directory is a temporary directory
+// chowned to that user outside t.TempDir (whose parents only root may
+// enter); Stop removes it. A non-root test binary runs them as itself.
+// The binaries are looked up in PATH, then in the newest
+// /usr/lib/postgresql/<version>/bin.
 //
 // # External servers
 //
@@ -52,6 +66,8 @@
 //	                               the first one, ZooKeeperEnsemble all of them)
 //	DISTLOCK_MYSQL_DSN             go-sql-driver DSN, e.g.
 //	                               distlock:distlock@tcp(127.0.0.1:13306)/distlock?parseTime=true
+//	DISTLOCK_POSTGRES_DSN          postgres:// URL, e.g.
+//	                               postgres://distlock:distlock@127.0.0.1:15432/distlock?sslmode=disable
 //
 // Tests that need fault injection should check Server.Controllable and skip
 // when it is false.

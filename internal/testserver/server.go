@@ -66,6 +66,14 @@ type Server struct {
 	probe func(ctx context.Context) error
 	// cleanup runs once on Stop after the process is gone.
 	cleanup []func()
+	// procAttr, if set, adjusts the child's attributes (for example the
+	// credentials of an unprivileged user).
+	procAttr func(*syscall.SysProcAttr)
+	// tree, if set, signals the server's processes that leave the
+	// leader's process group (PostgreSQL's backends); the leader's group
+	// is signalled as usual. For SIGKILL it runs before the leader is
+	// killed.
+	tree func(pid int, sig syscall.Signal) error
 
 	mu      sync.Mutex
 	p       *proc
@@ -131,6 +139,9 @@ func (s *Server) killLocked() error {
 		return nil
 	}
 	s.p = nil
+	if s.tree != nil && !p.exited() {
+		_ = s.tree(p.cmd.Process.Pid, syscall.SIGKILL)
+	}
 	return p.kill()
 }
 
@@ -149,6 +160,11 @@ func (s *Server) signal(sig syscall.Signal) error {
 	defer s.mu.Unlock()
 	if s.p == nil {
 		return ErrNotRunning
+	}
+	if s.tree != nil {
+		if err := s.tree(s.p.cmd.Process.Pid, sig); err != nil {
+			return fmt.Errorf("testserver: %s: %v: %w", s, sig, err)
+		}
 	}
 	if err := syscall.Kill(-s.p.cmd.Process.Pid, sig); err != nil {
 		return fmt.Errorf("testserver: %s: %v: %w", s, sig, err)
@@ -295,6 +311,9 @@ func (s *Server) startLocked() (*proc, error) {
 	cmd.Stdout = logf
 	cmd.Stderr = logf
 	cmd.SysProcAttr = sysProcAttr()
+	if s.procAttr != nil {
+		s.procAttr(cmd.SysProcAttr)
+	}
 	if err := cmd.Start(); err != nil {
 		logf.Close()
 		return nil, fmt.Errorf("testserver: %s: start %s: %w", s, s.bin, err)

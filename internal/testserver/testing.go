@@ -27,6 +27,8 @@ const (
 	EnvZooKeeperAddrs = "DISTLOCK_ZOOKEEPER_ADDRS"
 	// EnvMySQLDSN is a go-sql-driver DSN, used by MariaDBServer.
 	EnvMySQLDSN = "DISTLOCK_MYSQL_DSN"
+	// EnvPostgresDSN is a postgres:// URL, used by PostgresServer.
+	EnvPostgresDSN = "DISTLOCK_POSTGRES_DSN"
 )
 
 // startTimeout bounds a test wrapper's start, including slow JVM starts on a
@@ -236,4 +238,30 @@ func MariaDBServer(t testing.TB) *MariaDB {
 func zkServing(ctx context.Context, addr string) error {
 	_, err := zkMode(ctx, addr)
 	return err
+}
+
+// PostgresServer starts a PostgreSQL server for the test (see
+// StartPostgres) and stops it on cleanup. With DISTLOCK_POSTGRES_DSN set it
+// returns a non-controllable Postgres for that URL instead; DSN() then
+// returns the variable unchanged.
+func PostgresServer(t testing.TB) *Postgres {
+	t.Helper()
+	if dsn := os.Getenv(EnvPostgresDSN); dsn != "" {
+		user, pass, addr, db, err := parsePostgresDSN(dsn)
+		if err != nil {
+			t.Fatalf("testserver: %s: %v", EnvPostgresDSN, err)
+		}
+		s := external(t, "postgres", EnvPostgresDSN, addr, func(ctx context.Context, addr string) error {
+			return pgAccepts(ctx, addr, user, db)
+		})
+		return &Postgres{Server: s, User: user, Password: pass, DB: db, dsn: dsn}
+	}
+	ctx, cancel := startCtx(t)
+	defer cancel()
+	p, err := StartPostgres(ctx, t.TempDir())
+	if err != nil {
+		fatalStart(t, "postgres", err)
+	}
+	t.Cleanup(func() { _ = p.Stop() })
+	return p
 }

@@ -691,3 +691,41 @@ func TestMariaDBLongDir(t *testing.T) {
 		t.Fatalf("socket dir not removed: %v", err)
 	}
 }
+
+// ---- PostgreSQL ----
+
+func TestPostgres(t *testing.T) {
+	t.Parallel()
+	start := time.Now()
+	p := PostgresServer(t)
+	t.Logf("postgres start (initdb + server): %v", time.Since(start).Round(time.Millisecond))
+	if !p.Controllable() {
+		t.Skip("external server")
+	}
+	want := fmt.Sprintf("postgres://distlock:distlock@%s/distlock?sslmode=disable", p.Addr())
+	if p.DSN() != want {
+		t.Fatalf("DSN %q, want %q", p.DSN(), want)
+	}
+	// A backend (a child process in its own process group) must be
+	// paused and killed with the postmaster.
+	c, err := dial(ctxTimeout(t, 10*time.Second), p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	var kids []int
+	for len(kids) < 2 && time.Now().Before(deadline) { // background workers
+		kids = childPIDs(p.PID())
+		time.Sleep(50 * time.Millisecond)
+	}
+	if len(kids) == 0 {
+		t.Fatal("the postmaster has no child process")
+	}
+	exerciseFaults(t, p.Server, func(ctx context.Context) error { return pgAccepts(ctx, p.Addr(), p.User, p.DB) })
+	for _, k := range kids {
+		if alive(k) {
+			t.Errorf("child process %d of the killed postmaster is alive", k)
+		}
+	}
+}

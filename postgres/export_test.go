@@ -1,0 +1,68 @@
+package postgres
+
+import (
+	"context"
+	"time"
+
+	"github.com/distlock/distlock/backend"
+)
+
+// Test hooks: the backend pids of an advisory Locker's pinned sessions, for
+// pg_terminate_backend fault injection.
+
+// PinnedPIDs returns the server backend pids of every lock l holds in
+// advisory mode.
+func PinnedPIDs(l *Locker) []uint32 {
+	if l.adv == nil {
+		return nil
+	}
+	l.adv.mu.Lock()
+	defer l.adv.mu.Unlock()
+	var pids []uint32
+	for _, e := range l.adv.entries {
+		if e.state == held {
+			pids = append(pids, e.pid)
+		}
+	}
+	return pids
+}
+
+// PinnedPID returns the backend pid of the session holding key in advisory
+// mode.
+func PinnedPID(l *Locker, key string) (uint32, bool) {
+	if l.adv == nil {
+		return 0, false
+	}
+	l.adv.mu.Lock()
+	defer l.adv.mu.Unlock()
+	for k, e := range l.adv.entries {
+		if k.key == key && e.state == held {
+			return e.pid, true
+		}
+	}
+	return 0, false
+}
+
+// LockID exposes lockID.
+var LockID = lockID
+
+// RowAcquireRaw runs the row-mode acquire statement with request id id, as
+// an acquire whose reply was lost would have run it.
+func RowAcquireRaw(ctx context.Context, l *Locker, key, owner string, id []byte, ttl time.Duration) error {
+	d := newRowDriver(l.b, false)
+	if err := d.ready(ctx); err != nil {
+		return err
+	}
+	var fence *int64
+	var remaining int64
+	return d.pool.QueryRow(ctx, d.qAcquire, []byte(key), []byte(owner), id, ttlMicros(ttl)).Scan(&fence, &remaining)
+}
+
+// RowAbandon starts the background give-back of request id, as a lost
+// acquire does.
+func RowAbandon(l *Locker, key, owner string, id []byte, ttl time.Duration) {
+	newRowDriver(l.b, false).abandon([]byte(key), []byte(owner), id, ttl)
+}
+
+// Driver returns l's backend driver.
+func Driver(l *Locker) backend.Driver { return l.drv }

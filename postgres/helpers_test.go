@@ -1,0 +1,156 @@
+package postgres_test
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"os"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/distlock/distlock/conformance"
+	"github.com/distlock/distlock/internal/testserver"
+)
+
+// shared is the PostgreSQL server most tests use; tests that kill or
+// restart a server start their own.
+var shared *testserver.Postgres
+
+func TestMain(m *testing.M) {
+	conformance.ServeWorker()
+	code := func() int {
+		if os.Getenv(testserver.EnvPostgresDSN) == "" {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			srv, err := testserver.StartPostgres(ctx, "")
+			cancel()
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "start postgres:", err)
+				return 1
+			}
+			defer srv.Stop()
+			shared = srv
+		}
+		return m.Run()
+	}()
+	os.Exit(code)
+}
+
+// server returns the shared server (or, with DISTLOCK_POSTGRES_DSN, the
+// external one).
+func server(t testing.TB) *testserver.Postgres {
+	t.Helper()
+	if shared != nil {
+		return shared
+	}
+	return testserver.PostgresServer(t)
+}
+
+// ownServer starts a server for a test that kills or restarts it.
+func ownServer(t testing.TB) *testserver.Postgres {
+	t.Helper()
+	srv := testserver.PostgresServer(t)
+	if !srv.Controllable() {
+		t.Skip("the PostgreSQL server is external: cannot kill or restart it")
+	}
+	return srv
+}
+
+// pgURL is the distlock URL of srv with extra query parameters (and
+// create_table=true).
+func pgURL(srv *testserver.Postgres, query string) string {
+	u, err := url.Parse(srv.DSN())
+	if err != nil {
+		panic(err)
+	}
+	q := u.Query()
+	extra, _ := url.ParseQuery(query)
+	for k, v := range extra {
+		q[k] = v
+	}
+	if !q.Has("create_table") {
+		q.Set("create_table", "true")
+	}
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+// openPool opens a pool for srv (with runtime parameters), closed at the end
+// of the test.
+func openPool(t testing.TB, srv *testserver.Postgres, params map[string]string) *pgxpool.Pool {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(srv.DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxConns = 64 // advisory mode pins one connection per held lock
+	for k, v := range params {
+		cfg.ConnConfig.RuntimeParams[k] = v
+	}
+	p, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	return p
+}
+
+var tableSeq atomic.Int64
+
+// uniqueTable names a fresh table so tests on the shared server do not see
+// each other's rows.
+func uniqueTable(prefix string) string {
+	return fmt.Sprintf("%s_%d_%d", prefix, time.Now().UnixNano()%1e9, tableSeq.Add(1))
+}
+
+func ctxT(t testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// queryStrings runs q and returns its single bytea/text column as strings.
+func queryStrings(ctx context.Context, pool *pgxpool.Pool, q string, args ...any) ([]string, error) {
+	rows, err := pool.Query(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var b []byte
+		if err := rows.Scan(&b); err != nil {
+			return nil, err
+		}
+		out = append(out, string(b))
+	}
+	return out, rows.Err()
+}
+
+// heldRows lists the keys of live leases in a row-mode table.
+func heldRows(ctx context.Context, pool *pgxpool.Pool, table string) ([]string, error) {
+	return queryStrings(ctx, pool, `SELECT lock_key FROM "`+table+`" WHERE cardinality(holds) > 0 AND expires_at > clock_timestamp()`)
+}
+
+// heldAdvisory lists the keys whose advisory locks some session holds.
+func heldAdvisory(ctx context.Context, pool *pgxpool.Pool, table string) ([]string, error) {
+	return queryStrings(ctx, pool, `SELECT a.lock_key FROM pg_locks p JOIN "`+table+`" a
+ON a.lock_id = ((p.classid::bigint << 32) | p.objid::bigint) WHERE p.locktype = 'advisory' AND p.granted AND p.objsubid = 1`)
+}
+
+// terminate ends the server sessions pids with pg_terminate_backend and
+// waits (up to 10s each) until they are gone.
+func terminate(ctx context.Context, pool *pgxpool.Pool, pids ...uint32) error {
+	for _, pid := range pids {
+		var ok bool
+		if err := pool.QueryRow(ctx, "SELECT pg_terminate_backend($1, 10000)", int32(pid)).Scan(&ok); err != nil {
+			return err
+		}
+		if !ok {
+			return fmt.Errorf("pg_terminate_backend(%d) found no session", pid)
+		}
+	}
+	return nil
+}

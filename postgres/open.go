@@ -1,0 +1,218 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/distlock/distlock/backend"
+)
+
+func init() {
+	backend.Register("postgres", open)
+	backend.Register("postgresql", open)
+}
+
+// DefaultSessionTimeout is the idle_session_timeout a URL-opened advisory
+// Locker sets on its sessions (parameter session_timeout): the server ends a
+// session that sends nothing for that long, freeing its locks. It bounds how
+// long a partitioned or frozen holder keeps a lock; the holder's keepalive
+// and deadline declare the lock lost shortly before.
+const DefaultSessionTimeout = 30 * time.Second
+
+// DefaultMaxConns is the pool size of a URL-opened Locker (parameter
+// pool_max_conns). In advisory mode it bounds the locks held or waited for
+// at once.
+const DefaultMaxConns = 32
+
+// Limits of the numeric URL parameters.
+const (
+	maxPoolConns      = 10000
+	maxKeepalive      = time.Hour
+	minSessionTimeout = time.Second
+	maxSessionTimeout = 24 * time.Hour
+	maxConnectTimeout = time.Hour
+)
+
+// passThrough are the libpq parameters handed to pgx as they are.
+var passThrough = []string{"sslmode", "sslrootcert", "sslcert", "sslkey", "application_name", "target_session_attrs"}
+
+var sslModes = []string{"disable", "allow", "prefer", "require", "verify-ca", "verify-full"}
+
+// URL form (libpq style; scheme postgres or postgresql):
+//
+//	postgres://user:password@host:5432/database?mode=row&table=distlock_leases
+//
+// Parameters, all optional:
+//
+//	mode             row (default) or advisory
+//	table            table name (default distlock_leases / distlock_advisory)
+//	create_table     true: CREATE TABLE IF NOT EXISTS on first use (default false)
+//	notify           row: true wakes waiters with LISTEN/NOTIFY (default false)
+//	keepalive        advisory: check interval, a Go duration up to 1h (default 1s)
+//	session_timeout  advisory: the sessions' idle_session_timeout, a Go duration
+//	                 of whole milliseconds from 1s to 24h (default 30s); TCP
+//	                 keepalives are set to give up within it
+//	pool_max_conns   pool size, 1-10000 (default 32)
+//	connect_timeout  dial timeout in whole seconds, 1-3600 (default 5)
+//	sslmode, sslrootcert, sslcert, sslkey, application_name,
+//	target_session_attrs   passed to pgx as libpq defines them
+//
+// One host only. The opener owns the pool it creates and verifies, within
+// ctx, that the server accepts the login. No error repeats the password.
+func open(ctx context.Context, u *url.URL) (backend.Driver, error) {
+	cfg, c, err := parseURL(u)
+	if err != nil {
+		return nil, err
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", backend.ErrInvalidOption, err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		b := &base{}
+		werr := b.wrap(ctx, err)
+		if !errors.Is(werr, backend.ErrUnavailable) {
+			werr = fmt.Errorf("%w: %w", backend.ErrUnavailable, err)
+		}
+		return nil, fmt.Errorf("connect to %s: %w", u.Host, werr)
+	}
+	return newDriver(pool, true, c), nil
+}
+
+// parseURL checks u and builds the pool configuration and the Locker's
+// configuration.
+func parseURL(u *url.URL) (*pgxpool.Config, config, error) {
+	bad := func(format string, args ...any) (*pgxpool.Config, config, error) {
+		return nil, config{}, fmt.Errorf("%w: "+format, append([]any{backend.ErrInvalidOption}, args...)...)
+	}
+	if u.Opaque != "" || u.Host == "" {
+		return bad("want %s://user:password@host:5432/database, got %q", u.Scheme, u.Redacted())
+	}
+	hosts, err := backend.Hosts(u, "5432")
+	if err != nil {
+		return nil, config{}, err
+	}
+	if len(hosts) != 1 {
+		return bad("a postgres URL takes one host, got %d", len(hosts))
+	}
+	dbName := strings.TrimPrefix(u.Path, "/")
+	if dbName == "" || strings.Contains(dbName, "/") {
+		return bad("a postgres URL needs a database name as its path (postgres://host:5432/db), got %q", u.Path)
+	}
+	if _, err := url.ParseQuery(u.RawQuery); err != nil {
+		// url.URL.Query drops what it cannot parse: refuse instead.
+		return bad("query %q: %v", u.RawQuery, err)
+	}
+	p := backend.NewParams(u)
+	var opts []Option
+	if p.Has("mode") {
+		opts = append(opts, WithMode(Mode(p.String("mode", ""))))
+	} else {
+		p.String("mode", "")
+	}
+	if p.Has("table") {
+		opts = append(opts, WithTable(p.String("table", "")))
+	} else {
+		p.String("table", "")
+	}
+	opts = append(opts, WithCreateTable(backend.Parse(p, "create_table", false, strconv.ParseBool)))
+	opts = append(opts, WithNotify(backend.Parse(p, "notify", false, strconv.ParseBool)))
+	if p.Has("keepalive") {
+		opts = append(opts, WithKeepalive(backend.Parse(p, "keepalive", DefaultKeepalive, durationIn(time.Millisecond, maxKeepalive))))
+	} else {
+		p.String("keepalive", "")
+	}
+	sessionTimeout := backend.Parse(p, "session_timeout", DefaultSessionTimeout, func(s string) (time.Duration, error) {
+		d, err := durationIn(minSessionTimeout, maxSessionTimeout)(s)
+		if err == nil && d%time.Millisecond != 0 {
+			err = errors.New("must be whole milliseconds (it becomes idle_session_timeout)")
+		}
+		return d, err
+	})
+	maxConns := backend.Parse(p, "pool_max_conns", DefaultMaxConns, intIn(1, maxPoolConns))
+	connectTimeout := backend.Parse(p, "connect_timeout", 5, intIn(1, int(maxConnectTimeout/time.Second)))
+	pass := url.Values{}
+	for _, name := range passThrough {
+		if p.Has(name) {
+			pass.Set(name, p.String(name, ""))
+		} else {
+			p.String(name, "")
+		}
+	}
+	if m := pass.Get("sslmode"); m != "" && !contains(sslModes, m) {
+		return bad("sslmode=%q (want one of %s)", m, strings.Join(sslModes, ", "))
+	}
+	if err := p.Done(); err != nil {
+		return nil, config{}, err
+	}
+	c := newConfig(opts)
+	if c.err != nil {
+		return nil, config{}, c.err
+	}
+	pass.Set("connect_timeout", strconv.Itoa(connectTimeout))
+	cu := url.URL{Scheme: "postgres", User: u.User, Host: hosts[0], Path: "/" + dbName, RawQuery: pass.Encode()}
+	cfg, err := pgxpool.ParseConfig(cu.String())
+	if err != nil {
+		// pgx's parse errors may quote the connection string: never
+		// pass them on, they could carry the password.
+		return bad("the URL's connection settings were refused by pgx")
+	}
+	cfg.MaxConns = int32(maxConns)
+	if c.mode == ModeAdvisory {
+		st := sessionTimeout
+		rp := cfg.ConnConfig.RuntimeParams
+		rp["idle_session_timeout"] = strconv.FormatInt(st.Milliseconds(), 10)
+		idle, interval := max(1, int(st/time.Second)/2), max(1, int(st/time.Second)/8)
+		rp["tcp_keepalives_idle"] = strconv.Itoa(idle)
+		rp["tcp_keepalives_interval"] = strconv.Itoa(interval)
+		rp["tcp_keepalives_count"] = "3"
+		// Close idle pooled connections before the server does (a
+		// connection the server closed anyway fails pgxpool's ping on
+		// Acquire and is replaced).
+		cfg.MaxConnIdleTime = st / 2
+		cfg.HealthCheckPeriod = min(cfg.HealthCheckPeriod, st/4)
+	}
+	return cfg, c, nil
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// durationIn parses a Go duration within [lo, hi].
+func durationIn(lo, hi time.Duration) func(string) (time.Duration, error) {
+	return func(s string) (time.Duration, error) {
+		d, err := time.ParseDuration(s)
+		if err == nil && (d < lo || d > hi) {
+			err = fmt.Errorf("must be from %v to %v", lo, hi)
+		}
+		return d, err
+	}
+}
+
+// intIn parses a decimal integer within [lo, hi].
+func intIn(lo, hi int) func(string) (int, error) {
+	return func(s string) (int, error) {
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			return 0, errors.New("not an integer")
+		}
+		if n < lo || n > hi {
+			return 0, fmt.Errorf("must be from %d to %d", lo, hi)
+		}
+		return n, nil
+	}
+}

@@ -1,0 +1,606 @@
+// Package postgres is distlock's PostgreSQL backend, registered as
+// "postgres://" and "postgresql://". It offers the two locks PostgreSQL
+// makes possible: a lease row (mode "row", the default) and a session-level
+// advisory lock on a connection pinned to the lease (mode "advisory"). One
+// Locker uses one mode; both keep a per-key fencing counter in a table row.
+// The driver is github.com/jackc/pgx/v5; New takes a *pgxpool.Pool.
+//
+// # The pgbouncer trap: advisory mode needs a real session
+//
+// An advisory lock belongs to a server session (backend process). Behind a
+// transaction-pooling proxy (pgbouncer pool_mode=transaction, and most
+// "serverless" poolers) consecutive statements of one client connection run
+// in different server sessions: the lock is taken in a session that is then
+// handed to another client, and the unlock runs elsewhere. Never use
+// advisory mode through such a proxy. The driver detects what it can: at
+// acquire it compares the backend pid the server announced at login with
+// pg_backend_pid() (a proxy announces its own), and refuses with
+// ErrInvalidOption when they differ — so a session-pooling proxy is refused
+// too; and the keepalive checks that every pinned connection still talks to
+// the session that took the lock, declaring the lock lost otherwise. Row
+// mode runs each operation as one autocommit statement and keeps no session
+// state: it is safe behind any pooler.
+//
+// # Mode "row" (the default): a lease row
+//
+// A lock is one row of a lease table (DDL below; created on first use only
+// with WithCreateTable(true), URL parameter create_table=true). The primary
+// key is the key's bytes (bytea), so any key of up to 1,024 bytes — SQL
+// text, quotes, NUL, any script — names its own row, and no SQL text is
+// built from it.
+//
+// Acquire is one statement: INSERT … ON CONFLICT (lock_key) DO UPDATE …
+// WHERE the row is expired OR held by the same owner … RETURNING fence,
+// wrapped in a CTE that reads the holder's remaining time when the upsert
+// changed nothing (the busy reply carries it, so waiters never poll past
+// it). The row is taken when free or expired (a new tenure: fence+1), nests
+// when held by the same owner (same fence, expiry never shortened), and is
+// otherwise left alone. Expiry runs on the database clock: the statement
+// reads clock_timestamp() once (the inserted row's expiry less the TTL) and
+// every condition uses that instant; the client sends durations (whole
+// microseconds, rounded up), never times.
+//
+// Every hold carries a random request id, kept in the row's holds array
+// (one element per live hold). Release removes the caller's own id and frees
+// the row when none is left; Refresh requires it; both also check owner and
+// fence, so a stale handle never touches a later tenure or another hold. An
+// acquire whose reply is lost (ctx ended or the connection broke after the
+// statement may have run) is undone in the background by removing exactly
+// that request id — never another nested hold of the same owner — repeated
+// on a schedule (0, 250ms, 1s, 2s, 4s, bounded by the TTL) in case the
+// request is still in flight. Automatic refreshes found due together are
+// refreshed in one UPDATE … FROM unnest(…) statement (backend.BatchRefresher)
+// that returns which of them it extended; the others are refreshed one by one
+// for their exact outcome.
+//
+// Capabilities: Fencing, Reentrant (owner and holds in the row, across
+// Lockers and processes), Expiring, Durable (committed rows survive a crash
+// with the default fsync=on and synchronous_commit=on), and Notify only with
+// WithNotify (URL notify=true): a release that frees a row then also runs
+// pg_notify on a channel named after the table, and each Locker LISTENs on
+// one connection of its own and wakes the key's waiters (see notify.go for
+// the rules while the listener is down). Measured on one 2-core machine
+// (BenchmarkHandoff, 8 waiters on one key over loopback), notifications did
+// not pay: handoff p50 722µs with them against 383µs polling, as every
+// waiter wakes on every release; they pay when the holder's remaining time
+// is long and releases are early. Off by default. Not claimed: Fair,
+// SessionBound; Notify without WithNotify (waiters poll, never sleeping past
+// the holder's remaining time, which the busy reply carries). A step of the database server's wall clock moves every
+// expiry with it; keep it slewed, not stepped.
+//
+// # Mode "advisory": pg_advisory_lock on a pinned connection
+//
+// A lock is the session-level advisory lock pg_advisory_lock(bigint) held by
+// a connection taken out of the pool for the lease; the server frees it when
+// that session ends (connection closed, backend killed, server restart).
+// Lock ids: the bigint is the first 8 bytes of SHA-256(namespace, 0, key),
+// namespace being the table name. Collisions between distlock keys are
+// avoided, not just improbable: each key is registered in the advisory table
+// (lock_id primary key, lock_key unique); a key whose hash is already taken
+// by another key probes the next candidate (SHA-256 with a counter), and the
+// row it claims is its id for good (rows are never deleted), so every
+// client maps a key to the same id and two keys never share one. The
+// mapping is cached per Locker. Advisory ids of other applications on the
+// same database are outside this table: pick a distinct namespace (table)
+// if you share the database with code that uses pg_advisory_lock(bigint).
+//
+// TryAcquire runs pg_try_advisory_lock; Acquire waits inside the server in
+// pg_advisory_lock, woken by the server when the lock is freed (Notify).
+// When Acquire's ctx ends, the waiting statement is cancelled with the
+// protocol's cancel request (pgconn.CancelRequest) and the connection is
+// closed, never returned to the pool: its state is unknown (the lock may
+// have been granted just before the cancel). Every failure on a pinned
+// connection closes it the same way, and a released lock's connection goes
+// back to the pool only after pg_advisory_unlock answered true and
+// pg_advisory_unlock_all ran, so a pooled connection never holds an
+// advisory lock.
+//
+// The fencing token is the key's counter in the advisory table, advanced in
+// the same statement that takes the lock (a data-modifying CTE that runs
+// only when the lock was granted) and committed at once: a token is
+// durable before anyone sees it, and strictly increasing across sessions,
+// kills and restarts.
+//
+// Reentrancy is by owner id in the client: the server's advisory locks
+// stack per session (a session may take the same lock twice and must unlock
+// it twice), which is not distlock's owner model. One owner's holds of one
+// key in one Locker share one pinned connection that holds the server lock
+// once; the last Release unlocks it. Another Locker using the same owner id
+// contends like any other owner.
+//
+// Loss: a keepalive (WithKeepalive, default 1s) runs SELECT pg_backend_pid()
+// on every pinned connection; a failure, or another backend pid, ends the
+// lease (Done closes with ErrLockLost). The server ends a silent session on
+// its own after idle_session_timeout (PostgreSQL 14+), and after its TCP
+// keepalive gives up (tcp_keepalives_idle + interval × count);
+// idle_in_transaction_session_timeout is counted too although the driver
+// never leaves a transaction open. The smallest of those set is the
+// session's silence bound, read when the connection is pinned; the lease's
+// backend.Deadliner deadline is the last successful command plus that bound
+// less 1% and 100ms, so a holder resumed from a freeze, or cut off by a
+// partition, reports the loss before the server can have freed the lock. A
+// URL-opened advisory Locker sets idle_session_timeout to its
+// session_timeout parameter (default 30s) and TCP keepalives to give up
+// within it; with New, whatever the pool's sessions have applies (the
+// defaults — no idle timeout, two hours of TCP keepalive — are then how long
+// a partitioned holder blocks others).
+//
+// Capabilities: Fencing, Reentrant (within one Locker), Notify,
+// SessionBound. Not claimed: Expiring (no TTL: WithTTL is validated and
+// ignored), Durable (a restart ends every session and lock; the fence
+// survives), Fair. Each held or waited-for lock occupies one connection of
+// the pool; an acquisition beyond the pool's size waits for a connection
+// within its ctx.
+//
+// # Schema
+//
+// Tables are created only when asked (WithCreateTable, create_table=true).
+// Row mode (default table distlock_leases):
+//
+//	CREATE TABLE IF NOT EXISTS distlock_leases (
+//	  lock_key   bytea       PRIMARY KEY, -- the key's bytes
+//	  owner      bytea       NOT NULL,    -- holder identity
+//	  holds      bytea[]     NOT NULL,    -- request id of each live hold
+//	  expires_at timestamptz NOT NULL,    -- database clock; past when free
+//	  fence      bigint      NOT NULL     -- last token issued; never reset
+//	)
+//
+// Advisory mode (default table distlock_advisory):
+//
+//	CREATE TABLE IF NOT EXISTS distlock_advisory (
+//	  lock_id  bigint PRIMARY KEY,   -- the pg_advisory_lock id
+//	  lock_key bytea  NOT NULL UNIQUE,
+//	  fence    bigint NOT NULL       -- last token issued; never reset
+//	)
+//
+// DDL returns these statements for a table name. Rows are never deleted:
+// the fence lives in them. One database is a single point of failure; an
+// asynchronous replica promoted after a failover may lack committed rows
+// (fences could repeat, two owners could hold a row), so failover is not
+// claimed safe.
+//
+// Tested on PostgreSQL 15.
+package postgres
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/backend"
+)
+
+// Mode selects the locking mechanism.
+type Mode string
+
+// The modes.
+const (
+	// ModeRow is a lease row with a TTL (the default).
+	ModeRow Mode = "row"
+	// ModeAdvisory is a session-level advisory lock on a pinned
+	// connection.
+	ModeAdvisory Mode = "advisory"
+)
+
+// Default table names of the two modes.
+const (
+	DefaultRowTable      = "distlock_leases"
+	DefaultAdvisoryTable = "distlock_advisory"
+)
+
+// DefaultKeepalive is how often advisory mode checks each pinned
+// connection.
+const DefaultKeepalive = time.Second
+
+// Option configures New.
+type Option func(*config)
+
+type config struct {
+	mode        Mode
+	table       string
+	createTable bool
+	notify      bool
+	keepalive   time.Duration
+	defaults    []distlock.Option
+	err         error
+}
+
+// WithMode selects the mechanism (default ModeRow).
+func WithMode(m Mode) Option {
+	return func(c *config) {
+		if m != ModeRow && m != ModeAdvisory {
+			c.fail(fmt.Errorf("%w: mode %q (want %q or %q)", backend.ErrInvalidOption, m, ModeRow, ModeAdvisory))
+			return
+		}
+		c.mode = m
+	}
+}
+
+// WithTable names the lock table: an identifier of lower-case letters,
+// digits and '_' (at most 63 bytes, not starting with a digit), optionally
+// qualified by a schema ("schema.table"). Anything else is rejected with
+// ErrInvalidOption; a valid name is double-quoted into the statements. In
+// advisory mode it is also the namespace of the lock ids.
+func WithTable(name string) Option {
+	return func(c *config) {
+		if err := validTable(name); err != nil {
+			c.fail(err)
+			return
+		}
+		c.table = name
+	}
+}
+
+// WithCreateTable controls whether the table is created with CREATE TABLE IF
+// NOT EXISTS on first use (default false: manage the schema with DDL).
+func WithCreateTable(on bool) Option {
+	return func(c *config) { c.createTable = on }
+}
+
+// WithNotify makes row mode announce every release that frees a row with
+// NOTIFY on a channel named after the table, and wait for it with LISTEN on
+// one connection per Locker: waiters wake on a release instead of polling
+// (Notify). Default off. LISTEN needs a real session, so a Locker with
+// notifications is not safe behind a transaction-pooling proxy. Advisory
+// mode ignores it (its waits are woken by the server anyway).
+func WithNotify(on bool) Option {
+	return func(c *config) { c.notify = on }
+}
+
+// WithKeepalive sets how often advisory mode checks each pinned connection
+// (default DefaultKeepalive; at most a third of the session's silence
+// bound). Row mode ignores it.
+func WithKeepalive(d time.Duration) Option {
+	return func(c *config) {
+		if d <= 0 {
+			c.fail(fmt.Errorf("%w: keepalive %v must be positive", backend.ErrInvalidOption, d))
+			return
+		}
+		c.keepalive = d
+	}
+}
+
+// WithDefaults sets distlock options applied to every acquisition of the
+// Locker (for example distlock.WithTTL).
+func WithDefaults(opts ...distlock.Option) Option {
+	return func(c *config) { c.defaults = append(c.defaults, opts...) }
+}
+
+func (c *config) fail(err error) {
+	if c.err == nil {
+		c.err = err
+	}
+}
+
+func newConfig(opts []Option) config {
+	c := config{mode: ModeRow, keepalive: DefaultKeepalive}
+	for _, o := range opts {
+		if o != nil {
+			o(&c)
+		}
+	}
+	if c.table == "" {
+		c.table = DefaultRowTable
+		if c.mode == ModeAdvisory {
+			c.table = DefaultAdvisoryTable
+		}
+	}
+	return c
+}
+
+// Locker is a distlock.Locker on a PostgreSQL database, in one Mode.
+type Locker struct {
+	distlock.Locker
+	mode Mode
+	b    *base
+	drv  modeDriver
+	adv  *advDriver // nil in row mode
+}
+
+// New returns a Locker over pool. New does not take ownership of pool:
+// Close leaves it open. In advisory mode each held or waited-for lock
+// occupies one of the pool's connections until it is released.
+//
+// An invalid option, or a nil pool, does not panic: every acquisition then
+// fails with an error wrapping ErrInvalidOption.
+func New(pool *pgxpool.Pool, opts ...Option) *Locker {
+	c := newConfig(opts)
+	if pool == nil {
+		c.fail(fmt.Errorf("%w: nil pool", backend.ErrInvalidOption))
+	}
+	return newLocker(pool, false, c)
+}
+
+func newLocker(pool *pgxpool.Pool, owned bool, c config) *Locker {
+	d := newDriver(pool, owned, c)
+	l := &Locker{mode: c.mode, b: d.common(), drv: d}
+	l.adv, _ = d.(*advDriver)
+	l.Locker = distlock.New(d, "postgres", c.defaults...)
+	return l
+}
+
+// modeDriver is a backend.Driver of either mode.
+type modeDriver interface {
+	backend.Driver
+	common() *base
+}
+
+func newDriver(pool *pgxpool.Pool, owned bool, c config) modeDriver {
+	b := &base{pool: pool, owned: owned, create: c.createTable, mode: c.mode, cfgErr: c.err, name: c.table}
+	b.life, b.stop = context.WithCancel(context.Background())
+	if c.err == nil {
+		b.table = quoteTable(c.table)
+	}
+	if c.mode == ModeAdvisory {
+		return newAdvDriver(b, c.keepalive)
+	}
+	if c.notify {
+		return notifyRowDriver{newRowDriver(b, true)}
+	}
+	return newRowDriver(b, false)
+}
+
+func (b *base) common() *base { return b }
+
+// Mode reports the Locker's mechanism.
+func (l *Locker) Mode() Mode { return l.mode }
+
+// DDL returns the CREATE TABLE statement of mode's table, for users who
+// manage the schema themselves. table "" means the mode's default table.
+func DDL(mode Mode, table string) (string, error) {
+	if table == "" {
+		table = DefaultRowTable
+		if mode == ModeAdvisory {
+			table = DefaultAdvisoryTable
+		}
+	}
+	if err := validTable(table); err != nil {
+		return "", err
+	}
+	switch mode {
+	case ModeRow:
+		return rowDDL(quoteTable(table)), nil
+	case ModeAdvisory:
+		return advisoryDDL(quoteTable(table)), nil
+	}
+	return "", fmt.Errorf("%w: mode %q (want %q or %q)", backend.ErrInvalidOption, mode, ModeRow, ModeAdvisory)
+}
+
+func rowDDL(table string) string {
+	return `CREATE TABLE IF NOT EXISTS ` + table + ` (
+  lock_key   bytea       PRIMARY KEY,
+  owner      bytea       NOT NULL,
+  holds      bytea[]     NOT NULL,
+  expires_at timestamptz NOT NULL,
+  fence      bigint      NOT NULL
+)`
+}
+
+func advisoryDDL(table string) string {
+	return `CREATE TABLE IF NOT EXISTS ` + table + ` (
+  lock_id  bigint PRIMARY KEY,
+  lock_key bytea  NOT NULL UNIQUE,
+  fence    bigint NOT NULL
+)`
+}
+
+var identRE = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
+
+func validTable(name string) error {
+	parts := strings.Split(name, ".")
+	if len(parts) > 2 {
+		return fmt.Errorf("%w: table name %q: at most one '.' (schema.table)", backend.ErrInvalidOption, name)
+	}
+	for _, p := range parts {
+		if !identRE.MatchString(p) {
+			return fmt.Errorf("%w: table name %q: want 1-63 lower-case letters, digits or '_', not starting with a digit (optionally schema.table)", backend.ErrInvalidOption, name)
+		}
+	}
+	return nil
+}
+
+// quoteIdent quotes a name as one identifier (a LISTEN channel), doubling
+// any '"'.
+func quoteIdent(name string) string { return `"` + strings.ReplaceAll(name, `"`, `""`) + `"` }
+
+// quoteLiteral quotes a name as a string literal, doubling any "'".
+func quoteLiteral(name string) string { return `'` + strings.ReplaceAll(name, `'`, `''`) + `'` }
+
+// quoteTable quotes a validated table name; validation has excluded '"'.
+func quoteTable(name string) string {
+	parts := strings.Split(name, ".")
+	for i, p := range parts {
+		parts[i] = `"` + p + `"`
+	}
+	return strings.Join(parts, ".")
+}
+
+// lockID is candidate i of key's advisory lock id in namespace ns.
+func lockID(ns, key string, i uint32) int64 {
+	h := sha256.New()
+	h.Write([]byte(ns))
+	var sep [5]byte
+	binary.BigEndian.PutUint32(sep[1:], i)
+	h.Write(sep[:])
+	h.Write([]byte(key))
+	return int64(binary.BigEndian.Uint64(h.Sum(nil)))
+}
+
+// base is what both modes share.
+type base struct {
+	pool   *pgxpool.Pool
+	owned  bool // Close closes pool (URL-opened)
+	table  string
+	name   string // unquoted table name: the advisory namespace
+	create bool
+	mode   Mode
+	cfgErr error
+
+	schemaMu sync.Mutex
+	schemaOK bool
+
+	life context.Context // cancelled by Close; bounds background work
+	stop context.CancelFunc
+
+	goMu   sync.Mutex
+	closed bool
+	wg     sync.WaitGroup
+}
+
+// ready checks the configuration and creates the table once, if asked to.
+func (b *base) ready(ctx context.Context) error {
+	if b.cfgErr != nil {
+		return b.cfgErr
+	}
+	if !b.create {
+		return nil
+	}
+	b.schemaMu.Lock()
+	defer b.schemaMu.Unlock()
+	if b.schemaOK {
+		return nil
+	}
+	ddl := rowDDL(b.table)
+	if b.mode == ModeAdvisory {
+		ddl = advisoryDDL(b.table)
+	}
+	if _, err := b.pool.Exec(ctx, ddl); err != nil {
+		// Two sessions creating the table at once collide on a
+		// catalog's unique index (the loser waits for the winner's
+		// commit): the table exists then.
+		if c := pgCode(err); c != "23505" && c != "42P07" && c != "42710" {
+			return fmt.Errorf("create lock table: %w", b.wrap(ctx, err))
+		}
+	}
+	b.schemaOK = true
+	return nil
+}
+
+// goBackground runs f on a goroutine that Close waits for. It reports false
+// (and does not run f) after Close.
+func (b *base) goBackground(f func(ctx context.Context)) bool {
+	b.goMu.Lock()
+	defer b.goMu.Unlock()
+	if b.closed {
+		return false
+	}
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		f(b.life)
+	}()
+	return true
+}
+
+// shutdown stops background work and closes an owned pool.
+func (b *base) shutdown() error {
+	b.goMu.Lock()
+	b.closed = true
+	b.goMu.Unlock()
+	b.stop()
+	b.wg.Wait()
+	if b.owned && b.pool != nil {
+		b.pool.Close()
+	}
+	return nil
+}
+
+func pgCode(err error) string {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Code
+	}
+	return ""
+}
+
+// unavailableCode reports whether a server error means the server cannot
+// serve now (connection, shutdown, resources, cancellation, lock and
+// serialization conflicts, read-only), as opposed to a statement or schema
+// error.
+func unavailableCode(code string) bool {
+	switch {
+	case strings.HasPrefix(code, "08"), // connection exception
+		strings.HasPrefix(code, "53"), // insufficient resources
+		strings.HasPrefix(code, "57"), // operator intervention (cancel, shutdown)
+		strings.HasPrefix(code, "40"), // serialization failure, deadlock
+		strings.HasPrefix(code, "58"), // system error
+		code == "55P03",               // lock not available
+		code == "25006":               // read-only transaction (a standby)
+		return true
+	}
+	return false
+}
+
+// serverRejected reports whether the server answered the statement with an
+// error (so an autocommit statement certainly had no effect), or the
+// request was certainly never sent.
+func serverRejected(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) || pgconn.SafeToRetry(err)
+}
+
+// wrap puts a database error into the driver convention: a call cut by the
+// end of ctx keeps ctx's error reachable and is ErrUnavailable; an
+// unreachable server or a transport failure is ErrUnavailable; other server
+// errors (schema, privileges) are returned as they are. pgx errors never
+// contain the password.
+func (b *base) wrap(ctx context.Context, err error) error {
+	if err == nil {
+		return nil
+	}
+	if cerr := ctx.Err(); cerr != nil {
+		if !errors.Is(err, cerr) {
+			err = fmt.Errorf("%w: %w", cerr, err)
+		}
+		return fmt.Errorf("%w: %w", backend.ErrUnavailable, err)
+	}
+	if code := pgCode(err); code != "" {
+		if code == "42P01" {
+			return fmt.Errorf("%w (the lock table is missing: create it with the statement postgres.DDL returns, or let the Locker create it with create_table=true / WithCreateTable(true))", err)
+		}
+		if unavailableCode(code) {
+			return fmt.Errorf("%w: %w", backend.ErrUnavailable, err)
+		}
+		return err
+	}
+	var ne net.Error
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, net.ErrClosed) {
+		return fmt.Errorf("%w: %w", backend.ErrUnavailable, err)
+	}
+	// Anything else that is not a server answer is the client's transport
+	// or pool failing (closed pool, broken connection, protocol error).
+	return fmt.Errorf("%w: %w", backend.ErrUnavailable, err)
+}
+
+// transportFailed reports whether err is a failure of the connection rather
+// than an answer of the server, while ctx is still live: the statement may
+// be sent again on another connection if it is idempotent.
+func (b *base) transportFailed(ctx context.Context, err error) bool {
+	return err != nil && ctx.Err() == nil && pgCode(err) == "" && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
+}
+
+// ttlMicros converts a TTL to whole microseconds (timestamptz's
+// resolution), rounding up: the server never holds a lock for less than its
+// TTL.
+func ttlMicros(ttl time.Duration) int64 {
+	us := int64(ttl / time.Microsecond)
+	if ttl%time.Microsecond != 0 {
+		us++
+	}
+	return us
+}
