@@ -59,8 +59,9 @@ type notifyRowDriver struct{ *rowDriver }
 
 var _ backend.Notifier = notifyRowDriver{}
 
-// Watch implements backend.Notifier.
-func (d notifyRowDriver) Watch(key string) (<-chan struct{}, func()) {
+// Watch implements backend.Notifier. It never waits (the shared LISTEN
+// connection is kept by a background goroutine), so ctx is not consulted.
+func (d notifyRowDriver) Watch(_ context.Context, key string) (<-chan struct{}, func()) {
 	ln := d.listen
 	ch := make(chan struct{}, 1)
 	tag := keyTag(key)
