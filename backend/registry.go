@@ -228,3 +228,48 @@ func PositiveInt(s string) (int, error) {
 	}
 	return n, err
 }
+
+// DurationIn returns a converter for Parse that accepts a Go duration in
+// [lo, hi]: every duration parameter of a URL has a range, so that no value
+// overflows later arithmetic.
+func DurationIn(lo, hi time.Duration) func(string) (time.Duration, error) {
+	return func(s string) (time.Duration, error) {
+		d, err := time.ParseDuration(s)
+		if err == nil && (d < lo || d > hi) {
+			err = fmt.Errorf("out of range [%v, %v]", lo, hi)
+		}
+		return d, err
+	}
+}
+
+// IntIn returns a converter for Parse that accepts a decimal integer in
+// [lo, hi].
+func IntIn(lo, hi int) func(string) (int, error) {
+	return func(s string) (int, error) {
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			return 0, errors.New("not a decimal integer")
+		}
+		if n < lo || n > hi {
+			return n, fmt.Errorf("out of range [%d, %d]", lo, hi)
+		}
+		return n, nil
+	}
+}
+
+// Rename accepts the deprecated spelling old of parameter name (URL
+// parameters are snake_case; a few backends first used camelCase): a value
+// given as old is read as name. Giving both is an error reported by Done.
+func (p *Params) Rename(old, name string) {
+	vs, ok := p.v[old]
+	if !ok {
+		return
+	}
+	if _, both := p.v[name]; both {
+		p.used[old] = true
+		p.errs = append(p.errs, fmt.Sprintf("parameter %s given twice (also as its deprecated spelling %s)", name, old))
+		return
+	}
+	p.v[name] = vs
+	delete(p.v, old)
+}

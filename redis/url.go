@@ -6,11 +6,13 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock/backend"
 	"github.com/distlock/distlock/internal/redisscript"
+	"github.com/distlock/distlock/internal/redisurl"
 )
 
 func init() {
@@ -89,9 +91,9 @@ func parseURL(u *url.URL) (*goredis.Options, config, error) {
 	}
 	p := backend.NewParams(&url.URL{RawQuery: own.Encode()})
 	c.prefix = p.String(paramPrefix, c.prefix)
-	c.confirmTimeout = backend.Parse(p, paramSubscribeTimeout, 0, backend.PositiveDuration)
+	c.confirmTimeout = backend.Parse(p, paramSubscribeTimeout, 0, backend.DurationIn(time.Millisecond, time.Hour))
 	if p.Has(paramLinger) {
-		d := backend.Parse(p, paramLinger, 0, backend.NonNegativeDuration)
+		d := backend.Parse(p, paramLinger, 0, backend.DurationIn(0, time.Hour))
 		WithSubscriptionLinger(d)(&c)
 	}
 	c.fair = backend.Parse(p, paramFair, false, strconv.ParseBool)
@@ -103,6 +105,9 @@ func parseURL(u *url.URL) (*goredis.Options, config, error) {
 	opt, err := goredis.ParseURL(gu.String())
 	if err != nil {
 		return nil, c, fmt.Errorf("%w: %w (distlock's own parameters: %s)", backend.ErrInvalidOption, err, strings.Join(ownParams, ", "))
+	}
+	if err := redisurl.Check(opt); err != nil {
+		return nil, c, err
 	}
 	return opt, c, nil
 }

@@ -7,10 +7,12 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/internal/redisurl"
 )
 
 func init() {
@@ -121,12 +123,12 @@ func parseURL(u *url.URL) ([]*goredis.Options, config, error) {
 	}
 	p := backend.NewParams(&url.URL{RawQuery: own.Encode()})
 	c.prefix = p.String(paramPrefix, c.prefix)
-	c.nodeTimeout = backend.Parse(p, paramNodeTimeout, c.nodeTimeout, backend.PositiveDuration)
+	c.nodeTimeout = backend.Parse(p, paramNodeTimeout, c.nodeTimeout, backend.DurationIn(time.Millisecond, time.Minute))
 	c.driftFactor = backend.Parse(p, paramDriftFactor, c.driftFactor, driftFactor)
-	c.driftMin = backend.Parse(p, paramDriftMin, c.driftMin, backend.NonNegativeDuration)
-	c.confirmTimeout = backend.Parse(p, paramSubscribeTimeout, 0, backend.PositiveDuration)
+	c.driftMin = backend.Parse(p, paramDriftMin, c.driftMin, backend.DurationIn(0, time.Hour))
+	c.confirmTimeout = backend.Parse(p, paramSubscribeTimeout, 0, backend.DurationIn(time.Millisecond, time.Hour))
 	if p.Has(paramLinger) {
-		WithSubscriptionLinger(backend.Parse(p, paramLinger, 0, backend.NonNegativeDuration))(&c)
+		WithSubscriptionLinger(backend.Parse(p, paramLinger, 0, backend.DurationIn(0, time.Hour)))(&c)
 	}
 	if err := p.Done(); err != nil {
 		return nil, c, err
@@ -140,6 +142,9 @@ func parseURL(u *url.URL) ([]*goredis.Options, config, error) {
 		o, err := goredis.ParseURL(gu.String())
 		if err != nil {
 			return nil, c, fmt.Errorf("%w: %w (distlock's own parameters: %s)", backend.ErrInvalidOption, err, strings.Join(ownParams, ", "))
+		}
+		if err := redisurl.Check(o); err != nil {
+			return nil, c, err
 		}
 		opts[i] = o
 	}

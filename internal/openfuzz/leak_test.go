@@ -32,7 +32,9 @@ var MalformedURLs = []string{
 	"user:" + Marker + "@127.0.0.1:6379",
 	":" + Marker + "@127.0.0.1:6379/0",
 	"//user:" + Marker + "@127.0.0.1:6379/0",
-	//PS
+	"redis://:" + Marker + "@127.0.0.1:6379/0?pool_size=-5",
+	"redis://:" + Marker + "@127.0.0.1:6379/0?pool_size=100000000000",
+	"redlock://:" + Marker + "@127.0.0.1:1,127.0.0.1:2/0?pool_size=-5",
 	"redis://:" + Marker + "@127.0.0.1:6379/0?bogus=1",
 	"redis://:" + Marker + "@127.0.0.1:6379/x",
 	"redis://:" + Marker + "@127.0.0.1:6379/0#frag",
