@@ -335,7 +335,7 @@ func (l *locker) TryAcquire(ctx context.Context, key string, opts ...Option) (*L
 }
 
 func (l *locker) Acquire(ctx context.Context, key string, opts ...Option) (*Lease, error) {
-	return l.acquire(ctx, "acquire", key, opts, true)
+	return l.rideOutOutages(ctx, opts, func() (*Lease, error) { return l.acquire(ctx, "acquire", key, opts, true) })
 }
 
 func (l *locker) acquire(ctx context.Context, op, key string, opts []Option, wait bool) (*Lease, error) {

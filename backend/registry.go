@@ -21,6 +21,7 @@ type OpenFunc func(ctx context.Context, u *url.URL) (Driver, error)
 var (
 	registryMu sync.RWMutex
 	registry   = map[string]OpenFunc{}
+	inProcess  = map[string]bool{}
 )
 
 // Register makes a backend available under a URL scheme (lower case). It is
@@ -40,6 +41,23 @@ func Register(scheme string, open OpenFunc) {
 		panic("distlock/backend: Register called twice for scheme " + scheme)
 	}
 	registry[scheme] = open
+}
+
+// RegisterInProcess is Register for a backend whose locks exclude only
+// within one process (mem://): tools that coordinate processes, such as
+// `distlock run`, refuse such a scheme (see InProcess).
+func RegisterInProcess(scheme string, open OpenFunc) {
+	Register(scheme, open)
+	registryMu.Lock()
+	inProcess[scheme] = true
+	registryMu.Unlock()
+}
+
+// InProcess reports whether scheme was registered with RegisterInProcess.
+func InProcess(scheme string) bool {
+	registryMu.RLock()
+	defer registryMu.RUnlock()
+	return inProcess[strings.ToLower(scheme)]
 }
 
 // Schemes returns the registered URL schemes, sorted.

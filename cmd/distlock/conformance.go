@@ -15,12 +15,13 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/backend"
 	"github.com/distlock/distlock/conformance"
 )
 
 func cmdConformance(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("conformance", "conformance [--backend URL] [--run REGEXP] [--destructive] [--ttl D] [--json]", stderr)
-	backendURL := fs.String("backend", defaultBackend(), "lock backend URL (default $DISTLOCK_BACKEND, then mem://)")
+	fs := newFlags("conformance", "conformance [--backend URL] [--run REGEXP] [--destructive] [--ttl D] [--json]", "Checks the backend against the distlock contract. It first checks that the backend answers (exit 69 if not); a check that the backend's unavailability cut short is reported as \"unavailable\", not as a contract violation.", stdout)
+	backendFlagValue := backendFlag(fs, "mem://")
 	run := fs.String("run", "", "run only the checks whose name matches this regular expression")
 	destructive := fs.Bool("destructive", false, "also run checks that disturb other users of the backend (restarts)")
 	ttl := fs.Duration("ttl", 0, "short TTL for the expiry checks (default 300ms for mem://, else 2s)")
@@ -35,6 +36,7 @@ func cmdConformance(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "distlock conformance: unexpected argument %q\n", fs.Arg(0))
 		return ExitUsage
 	}
+	url := backendURL(*backendFlagValue, "mem://")
 	var match *regexp.Regexp
 	if *run != "" {
 		var err error
@@ -48,7 +50,7 @@ func cmdConformance(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt)
 	defer stop()
 
-	h, err := cliHarness(ctx, *backendURL, *ttl, *sessionTimeout)
+	h, err := cliHarness(ctx, url, *ttl, *sessionTimeout)
 	h.FencedRedis = *fencedRedis
 	if err != nil {
 		fmt.Fprintf(stderr, "distlock conformance: %v\n", err)
@@ -69,9 +71,9 @@ func cmdConformance(args []string, stdout, stderr io.Writer) int {
 		writeJSON(stdout, struct {
 			Backend string               `json:"backend"`
 			Results []conformance.Result `json:"results"`
-		}{redactURL(*backendURL), results})
+		}{redactURL(url), results})
 	} else {
-		fmt.Fprintf(stdout, "\nconformance of %s\n", redactURL(*backendURL))
+		fmt.Fprintf(stdout, "\nconformance of %s\n", redactURL(url))
 		printResults(stdout, results)
 	}
 	for _, r := range results {
@@ -141,19 +143,8 @@ func writeJSON(w io.Writer, v any) {
 	_ = enc.Encode(v)
 }
 
-// redactURL hides a password in a backend URL.
-func redactURL(raw string) string {
-	at := strings.LastIndex(raw, "@")
-	scheme := strings.Index(raw, "://")
-	if at < 0 || scheme < 0 || at < scheme {
-		return raw
-	}
-	userinfo := raw[scheme+3 : at]
-	if i := strings.Index(userinfo, ":"); i >= 0 {
-		return raw[:scheme+3] + userinfo[:i] + ":xxxxx" + raw[at:]
-	}
-	return raw
-}
+// redactURL hides a password in a backend URL, whether or not it parses.
+func redactURL(raw string) string { return backend.RedactURL(raw) }
 
 func compileRun(expr string) (*regexp.Regexp, error) { return regexp.Compile(expr) }
 

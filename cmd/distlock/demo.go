@@ -19,7 +19,7 @@ import (
 )
 
 func cmdDemo(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("demo", "demo [--local] [--run REGEXP]", stderr)
+	fs := newFlags("demo", "demo [--local] [--run REGEXP]", "Shows contention and fencing on the in-process backend, then runs the conformance suite on it; with --local, against throwaway local servers of every backend.", stdout)
 	local := fs.Bool("local", false, "start throwaway local servers (redis-server, memcached, ZooKeeper, MariaDB — whichever are installed) and run the conformance suite against every backend")
 	run := fs.String("run", "", "with --local: run only the checks matching this regular expression")
 	if st := parseFlags(fs, args, stderr); st >= 0 {
