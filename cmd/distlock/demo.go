@@ -84,13 +84,20 @@ func demoMemory(ctx context.Context, stdout, stderr io.Writer) int {
 	return statusOf(results)
 }
 
+// statusOf is the exit status of a conformance run: ExitFailed if a check
+// found a contract violated, else ExitUnavailable if a check was cut short
+// by the backend's unavailability, else ExitOK.
 func statusOf(results []conformance.Result) int {
+	st := ExitOK
 	for _, r := range results {
-		if r.Status == conformance.Fail {
+		switch r.Status {
+		case conformance.Fail:
 			return ExitFailed
+		case conformance.Unavailable:
+			st = ExitUnavailable
 		}
 	}
-	return ExitOK
+	return st
 }
 
 // localBackend starts servers for one backend and returns its URL.
@@ -160,15 +167,12 @@ var localBackends = []localBackend{
 // demoLocal runs the suite against every backend whose servers can be
 // started here.
 func demoLocal(ctx context.Context, run string, stdout, stderr io.Writer) int {
-	opts := conformance.Options{}
-	if run != "" {
-		re, err := compileRun(run)
-		if err != nil {
-			fmt.Fprintf(stderr, "distlock demo: --run: %v\n", err)
-			return ExitUsage
-		}
-		opts.Match = re
+	re, err := matchChecks(run)
+	if err != nil {
+		fmt.Fprintf(stderr, "distlock demo: --run: %v\n", err)
+		return ExitUsage
 	}
+	opts := conformance.Options{Match: re}
 	registered := backend.Schemes()
 	type row struct {
 		name, url, outcome string
