@@ -90,7 +90,7 @@ func authOrTLS(err error) bool {
 		return true
 	}
 	msg := err.Error()
-	for _, m := range []string{"WRONGPASS", "NOAUTH", "NOPERM", "invalid password", "Access denied", "zk: not authenticated", "tls: "} {
+	for _, m := range []string{"WRONGPASS", "NOAUTH", "NOPERM", "invalid password", "Access denied", "zk: not authenticated", "tls: ", "TLS handshake"} {
 		if strings.Contains(msg, m) {
 			return true
 		}

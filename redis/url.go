@@ -2,7 +2,9 @@ package redis
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
+	"net"
 	"net/url"
 	"strconv"
 	"strings"
@@ -56,7 +58,36 @@ func open(_ context.Context, u *url.URL) (backend.Driver, error) {
 	}
 	c.closeClient = true
 	opt.ContextTimeoutEnabled = true // ctx deadlines bound socket I/O
+	if opt.TLSConfig != nil {
+		opt.Dialer = tlsDialer(opt.TLSConfig, opt.DialTimeout)
+	}
 	return newDriver(goredis.NewClient(opt), c).backend(), nil
+}
+
+// tlsDialer dials and completes the TLS handshake within timeout (the
+// dial_timeout, 5s by default). go-redis leaves the handshake to the first
+// read, and a plain-text server never answers a ClientHello: an rediss://
+// URL that names a plain port then hung until the caller's context ended,
+// with nothing saying TLS was the cause.
+func tlsDialer(cfg *tls.Config, timeout time.Duration) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	if timeout <= 0 {
+		timeout = 5 * time.Second
+	}
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		ctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		d := net.Dialer{KeepAlive: 5 * time.Minute}
+		conn, err := d.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		tc := tls.Client(conn, cfg)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			_ = conn.Close()
+			return nil, fmt.Errorf("TLS handshake with %s failed (does the server speak TLS on that port?): %w", addr, err)
+		}
+		return tc, nil
+	}
 }
 
 // parseURL splits the URL into go-redis options and distlock's config.

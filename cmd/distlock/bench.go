@@ -73,7 +73,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 	for i := range ls {
 		l, err := distlock.Open(ctx, url)
 		if err != nil {
-			fmt.Fprintf(stderr, "distlock bench: %v\n", err)
+			fmt.Fprintf(stderr, "distlock bench: %s\n", errLine(err))
 			return exitFor(err)
 		}
 		defer l.Close()
@@ -83,11 +83,15 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 	_, _ = rand.Read(rnd[:])
 	prefix := "distlock-bench/" + hex.EncodeToString(rnd[:]) + "/"
 	rep := BenchReport{Backend: redactURL(url)}
+	fmt.Fprintf(stderr, "distlock bench: uncontended: 1 client, Acquire+Release cycles for %v...\n", *duration)
 	if err := benchUncontended(ctx, ls[0], prefix, *duration, &rep); err != nil {
-		fmt.Fprintf(stderr, "distlock bench: uncontended: %v\n", err)
+		fmt.Fprintf(stderr, "distlock bench: uncontended: %s\n", errLine(err))
 		return exitFor(err)
 	}
+	fmt.Fprintf(stderr, "distlock bench: uncontended: %d cycles, %.0f/s\n", rep.Uncontended.Cycles, rep.Uncontended.CyclesPerSec)
+	fmt.Fprintf(stderr, "distlock bench: contended: %d clients over %d Lockers on %d key(s) for %v...\n", *clients, *lockers, *keys, *duration)
 	benchContended(ctx, ls, prefix, *clients, *keys, *duration, &rep)
+	fmt.Fprintf(stderr, "distlock bench: contended: %d handoffs, %.0f/s\n", rep.Contended.Handoffs, rep.Contended.HandoffsPerSec)
 	if *asJSON {
 		writeJSON(stdout, rep)
 		return ExitOK

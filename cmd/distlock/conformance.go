@@ -39,7 +39,7 @@ func cmdConformance(args []string, stdout, stderr io.Writer) int {
 	url := backendURL(*backendFlagValue, "mem://")
 	match, err := matchChecks(*run)
 	if err != nil {
-		fmt.Fprintf(stderr, "distlock conformance: --run: %v\n", err)
+		fmt.Fprintf(stderr, "distlock conformance: --run: %s\n", errLine(err))
 		return ExitUsage
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
@@ -49,7 +49,7 @@ func cmdConformance(args []string, stdout, stderr io.Writer) int {
 
 	h, err := cliHarness(ctx, url, *ttl, *sessionTimeout)
 	if err != nil {
-		fmt.Fprintf(stderr, "distlock conformance: %v\n", err)
+		fmt.Fprintf(stderr, "distlock conformance: %s\n", errLine(err))
 		return exitFor(err)
 	}
 	h.FencedRedis = *fencedRedis
@@ -188,7 +188,7 @@ func printResults(w io.Writer, results []conformance.Result) {
 		case conformance.Skip:
 			skip++
 		}
-		detail := strings.ReplaceAll(r.Message, "\n", " | ")
+		detail := oneLine(r.Message)
 		if len(detail) > 160 {
 			detail = detail[:157] + "..."
 		}
@@ -196,6 +196,23 @@ func printResults(w io.Writer, results []conformance.Result) {
 	}
 	_ = tw.Flush()
 	fmt.Fprintf(w, "%d passed, %d failed, %d unavailable, %d skipped\n", pass, fail, unavailable, skip)
+	printFailures(w, results)
+}
+
+// printFailures prints, for every check that failed or was cut short by
+// the backend's unavailability, its whole message on one line: the table
+// truncates it.
+func printFailures(w io.Writer, results []conformance.Result) {
+	for _, r := range results {
+		if r.Status == conformance.Fail || r.Status == conformance.Unavailable {
+			fmt.Fprintf(w, "%s %s: %s\n", strings.ToUpper(string(r.Status)), r.Name, oneLine(r.Message))
+		}
+	}
+}
+
+// oneLine joins the lines of s with " | ".
+func oneLine(s string) string {
+	return strings.ReplaceAll(strings.TrimSpace(s), "\n", " | ")
 }
 
 func writeJSON(w io.Writer, v any) {

@@ -47,7 +47,7 @@ func demoMemory(ctx context.Context, stdout, stderr io.Writer) int {
 	for w := 1; w <= workers; w++ {
 		l, err := distlock.Open(ctx, url)
 		if err != nil {
-			fmt.Fprintf(stderr, "distlock demo: %v\n", err)
+			fmt.Fprintf(stderr, "distlock demo: %s\n", errLine(err))
 			return exitFor(err)
 		}
 		defer l.Close()
@@ -75,7 +75,7 @@ func demoMemory(ctx context.Context, stdout, stderr io.Writer) int {
 	}
 	h, err := cliHarness(ctx, url, 0, 0)
 	if err != nil {
-		fmt.Fprintf(stderr, "distlock demo: %v\n", err)
+		fmt.Fprintf(stderr, "distlock demo: %s\n", errLine(err))
 		return exitFor(err)
 	}
 	fmt.Fprintf(stdout, "conformance suite on %s:\n", url)
@@ -169,7 +169,7 @@ var localBackends = []localBackend{
 func demoLocal(ctx context.Context, run string, stdout, stderr io.Writer) int {
 	re, err := matchChecks(run)
 	if err != nil {
-		fmt.Fprintf(stderr, "distlock demo: --run: %v\n", err)
+		fmt.Fprintf(stderr, "distlock demo: --run: %s\n", errLine(err))
 		return ExitUsage
 	}
 	opts := conformance.Options{Match: re}
@@ -212,16 +212,19 @@ func demoLocal(ctx context.Context, run string, stdout, stderr io.Writer) int {
 		}
 		results := conformance.RunChecks(ctx, h, opts)
 		stopServers()
+		printFailures(stdout, results)
 		for _, res := range results {
 			switch res.Status {
 			case conformance.Pass:
 				r.pass++
-			case conformance.Fail:
+			case conformance.Fail, conformance.Unavailable:
 				r.fail++
-				status = ExitFailed
 			case conformance.Skip:
 				r.skip++
 			}
+		}
+		if st := statusOf(results); st != ExitOK && status != ExitFailed {
+			status = st
 		}
 		r.outcome = "ran"
 		rows = append(rows, r)

@@ -195,3 +195,12 @@ func exitFor(err error) int {
 		return ExitInternal
 	}
 }
+
+// errLine is err's message on one line: errors that join several (a
+// Redlock error lists every node's) are separated by " | ".
+func errLine(err error) string {
+	if err == nil {
+		return "<nil>"
+	}
+	return oneLine(err.Error())
+}

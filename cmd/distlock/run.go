@@ -87,7 +87,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 
 	locker, err := distlock.Open(ctx, url)
 	if err != nil {
-		fmt.Fprintf(stderr, "distlock run: %v\n", err)
+		fmt.Fprintf(stderr, "distlock run: %s\n", errLine(err))
 		return exitFor(err)
 	}
 	defer locker.Close()
@@ -120,7 +120,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	setProcAttr(cmd)
 	if err := cmd.Start(); err != nil {
 		release(lease, stderr, *verbose)
-		fmt.Fprintf(stderr, "distlock run: %v\n", err)
+		fmt.Fprintf(stderr, "distlock run: %s\n", errLine(err))
 		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
 			return 127
 		}
@@ -158,7 +158,7 @@ func superviseCommand(cmd *exec.Cmd, exited <-chan error, lease *distlock.Lease,
 			signalGroup(cmd, sig)
 		case <-lost:
 			lost = nil
-			fmt.Fprintf(stderr, "distlock run: lock %q lost while the command ran (%v); sending SIGTERM to the command's process group\n", lease.Key(), lease.Err())
+			fmt.Fprintf(stderr, "distlock run: lock %q lost while the command ran (%s); sending SIGTERM to the command's process group\n", lease.Key(), errLine(lease.Err()))
 			signalGroup(cmd, syscall.SIGTERM)
 			killTimer = time.After(grace)
 		case <-killTimer:
@@ -222,13 +222,13 @@ func acquireForRun(ctx context.Context, l distlock.Locker, key string, wait time
 	}
 	switch {
 	case errors.Is(err, distlock.ErrUnavailable) && wait > 0:
-		fmt.Fprintf(stderr, "distlock run: gave up after waiting %v: %v\n", wait, err)
+		fmt.Fprintf(stderr, "distlock run: gave up after waiting %v: %s\n", wait, errLine(err))
 	case errors.Is(err, distlock.ErrNotAcquired) && noWait:
 		fmt.Fprintf(stderr, "distlock run: %q is held by another owner\n", key)
 	case errors.Is(err, distlock.ErrNotAcquired) && errors.Is(err, context.DeadlineExceeded):
 		fmt.Fprintf(stderr, "distlock run: %q still held after waiting %v\n", key, wait)
 	default:
-		fmt.Fprintf(stderr, "distlock run: %v\n", err)
+		fmt.Fprintf(stderr, "distlock run: %s\n", errLine(err))
 	}
 	return nil, exitFor(err)
 }
@@ -237,7 +237,7 @@ func release(lease *distlock.Lease, stderr io.Writer, verbose bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := lease.Release(ctx); err != nil {
-		fmt.Fprintf(stderr, "distlock run: release: %v\n", err)
+		fmt.Fprintf(stderr, "distlock run: release: %s\n", errLine(err))
 	} else if verbose {
 		fmt.Fprintf(stderr, "distlock run: released %q\n", lease.Key())
 	}
