@@ -179,6 +179,9 @@ func Do(ctx context.Context, l Locker, key string, fn func(ctx context.Context) 
 		return errors.Join(fnErr, relErr)
 	}
 	if lost := lease.Err(); lost != nil && errors.Is(lost, ErrLockLost) {
+		if fnErr == nil {
+			return lost // an *Error naming the key
+		}
 		return errors.Join(fnErr, lost)
 	}
 	return fnErr
@@ -212,6 +215,9 @@ type locker struct {
 func (l *locker) Capabilities() Capabilities { return l.caps }
 
 func (l *locker) err(op, key string, err error) error {
+	if e, ok := err.(*Error); ok && e.Key == key && e.Backend == l.name {
+		err = e.Err // Lease.Err's *Error: name the key once
+	}
 	return &Error{Op: op, Key: key, Backend: l.name, Err: err}
 }
 
