@@ -218,6 +218,11 @@ func TestBenchCommand(t *testing.T) {
 		rep.Contended.HandoffP99us < rep.Contended.HandoffP50us || rep.Contended.Clients != 8 || rep.Contended.Errors != 0 {
 		t.Errorf("implausible report %+v", rep)
 	}
+	for _, want := range []string{"distlock bench: uncontended: 1 client", "distlock bench: contended: 8 clients", "handoffs"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("bench progress on stderr lacks %q: %q", want, r.stderr)
+		}
+	}
 	r = runBin(t, time.Minute, nil, "bench", "--duration", "200ms")
 	for _, want := range []string{"uncontended cycles/s", "contended handoff p50 / p99"} {
 		if !strings.Contains(r.stdout, want) {

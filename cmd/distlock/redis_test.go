@@ -206,3 +206,19 @@ func TestRunWaitsOutOutage(t *testing.T) {
 		t.Errorf("--no-wait against a stopped server: status %d, stderr %q; want %d and one \"backend unavailable\"", r.status, r.stderr, ExitUnavailable)
 	}
 }
+
+// TestRunZooKeeperTTLNote: on ZooKeeper, whose locks do not expire, an
+// explicit --ttl draws one note on stderr (it used to be ignored silently);
+// without --ttl there is none.
+func TestRunZooKeeperTTLNote(t *testing.T) {
+	srv := testserver.ZooKeeper(t, testserver.ZooKeeperConfig{})
+	url := "zookeeper://" + srv.Addr() + "/distlock-cli"
+	r := runBin(t, 2*time.Minute, nil, "run", "--backend", url, "--key", "zk", "--ttl", "30s", "--", "echo", "ran")
+	if r.status != 0 || strings.TrimSpace(r.stdout) != "ran" || strings.Count(r.stderr, "--ttl is ignored") != 1 {
+		t.Errorf("--ttl on zookeeper: status %d, stdout %q, stderr %q; want the command run and one note", r.status, r.stdout, r.stderr)
+	}
+	r = runBin(t, 2*time.Minute, nil, "run", "--backend", url, "--key", "zk", "--", "echo", "ran")
+	if r.status != 0 || r.stderr != "" {
+		t.Errorf("zookeeper without --ttl: status %d, stderr %q; want no note", r.status, r.stderr)
+	}
+}
