@@ -7,7 +7,9 @@ import (
 
 // parentDeathSignal says, for --help and the README, what happens to the
 // command when distlock itself is killed.
-const parentDeathSignal = "On Linux the command is also sent SIGKILL if distlock itself dies (even by SIGKILL), so it never runs on without the lock; background processes it started are not covered by that."
+const parentDeathSignal = `On Linux the command is also
+sent SIGKILL if distlock itself dies (even by SIGKILL), so it never runs on
+without the lock; processes it started are not covered by that.`
 
 // setProcAttr starts cmd in a process group of its own, so that distlock
 // can signal the command and everything it started at once, and asks the

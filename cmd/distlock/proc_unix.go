@@ -7,7 +7,10 @@ import (
 	"syscall"
 )
 
-const parentDeathSignal = "On systems other than Linux there is no parent-death signal: if distlock itself is killed with SIGKILL, the command keeps running without the lock (a SIGTERM or SIGINT to distlock is passed on to the command's process group)."
+const parentDeathSignal = `On systems other than Linux
+there is no parent-death signal: if distlock itself is killed with SIGKILL,
+the command keeps running without the lock (a SIGTERM or SIGINT to distlock
+is passed on to the command's process group).`
 
 // setProcAttr starts cmd in a process group of its own, so that distlock
 // can signal the command and everything it started at once.
