@@ -1,6 +1,8 @@
 // Package openfuzz holds the tests that feed distlock.Open every registered
 // scheme: a native fuzz test (FuzzOpen) and the table of malformed URLs
-// whose password must appear in no error. Its only non-test content is
+// whose password must appear in no error, and the tests of options that
+// need every backend registered (WithRetryUnavailable against a real
+// redis-server). Its only non-test content is
 // that table, which the CLI's tests use too.
 package openfuzz
 
