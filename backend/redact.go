@@ -49,7 +49,8 @@ func secretSpan(raw string) (start, end int) {
 
 // secrets lists the strings that must not appear in anything shown: the
 // password span, its unescaped form, and its pieces between the characters
-// at which url.Parse cuts ('#', '?', '/', '@', ':'), longest first.
+// at which url.Parse cuts ('#', '?', '/', '@', ':', '%'), longest first;
+// all of at least 3 bytes.
 func secrets(raw string) []string {
 	s, e := secretSpan(raw)
 	if e <= s {
@@ -67,7 +68,9 @@ func secrets(raw string) []string {
 	}
 	out := make([]string, 0, len(set))
 	for k := range set {
-		if k != "" {
+		// Masking one or two characters everywhere would garble the
+		// message; RedactURL still masks a short password in the URL.
+		if len(k) >= 3 {
 			out = append(out, k)
 		}
 	}
