@@ -17,9 +17,12 @@ check:
 	$(GO) vet ./...
 	cd bench && $(GO) vet ./...
 
-# The whole test suite with the race detector.
+# The whole test suite with the race detector, then a short fuzz run of
+# distlock.Open over every registered scheme (FuzzOpen: no panic, no hang,
+# no password in an error).
 test: check
 	$(GO) test -race -count=1 -timeout 25m ./...
+	$(GO) test -run '^$$' -fuzz FuzzOpen -fuzztime 20s ./internal/openfuzz
 
 # The benchmarks quoted in the README.
 bench:

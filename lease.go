@@ -147,14 +147,19 @@ func (ls *Lease) Done() <-chan struct{} {
 	return ls.done
 }
 
-// Err returns nil while the lease is held. After it ended, Err wraps
-// ErrNotHeld; it also wraps ErrLockLost if the lease ended without Release,
-// and ErrClosed if its Locker was closed.
+// Err returns nil while the lease is held. After it ended, Err is an
+// *Error naming the lease's key (Op "lease") that wraps ErrNotHeld; it also
+// wraps ErrLockLost if the lease ended without Release, and ErrClosed if
+// its Locker was closed.
 func (ls *Lease) Err() error {
 	ls.checkDeadline()
 	ls.mu.Lock()
-	defer ls.mu.Unlock()
-	return ls.err
+	err := ls.err
+	ls.mu.Unlock()
+	if err == nil {
+		return nil
+	}
+	return ls.l.err("lease", ls.key, err)
 }
 
 // Context returns a context cancelled when the lease ends, with Err as its
@@ -256,6 +261,14 @@ func (ls *Lease) endedError(op string) error {
 // through another reentrant lease). If the backend cannot be reached the
 // lease still ends locally: it is no longer refreshed and expires after its
 // TTL, and the error wraps ErrUnavailable.
+//
+// With a ctx that is already done, Release still ends the lease locally,
+// and the backend's lock may or may not be removed: whether the request
+// leaves before the ctx check is the backend client's matter (mem://
+// removes it at once). The error then wraps ctx.Err() even if the lock was
+// removed; a lock that was not is freed at its TTL or with the session.
+// To release after the work's context ended, pass
+// context.WithoutCancel(ctx) with a timeout, as Do does.
 func (ls *Lease) Release(ctx context.Context) error {
 	ls.checkDeadline() // expired while nobody looked: report the loss, skip the round trip
 	if !ls.finish(errReleased) {

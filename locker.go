@@ -86,13 +86,30 @@ func New(d backend.Driver, name string, opts ...Option) Locker {
 // "mem://". The scheme selects a backend registered with backend.Register;
 // an unknown scheme's error lists the registered ones. opts become the
 // defaults of every acquisition.
+//
+// Open never panics, whatever the string. Its errors are one line, and show
+// the URL with its password replaced by "xxxxx" (even when the URL does not
+// parse, as when a password holds an unescaped '#'); a numeric URL parameter
+// out of its range is an ErrInvalidOption.
 func Open(ctx context.Context, rawURL string, opts ...Option) (Locker, error) {
+	l, err := open(ctx, rawURL, opts...)
+	if err != nil {
+		var e *Error
+		if errors.As(err, &e) {
+			e.Err = backend.ScrubError(rawURL, e.Err)
+		}
+		return nil, err
+	}
+	return l, nil
+}
+
+func open(ctx context.Context, rawURL string, opts ...Option) (Locker, error) {
 	u, err := parseURL(rawURL)
 	if err != nil {
-		return nil, &Error{Op: "open", Backend: "distlock", Err: fmt.Errorf("%w: %v", ErrInvalidOption, err)}
+		return nil, &Error{Op: "open", Backend: "distlock", Err: fmt.Errorf("%w: malformed URL %q: %s", ErrInvalidOption, redact(rawURL), urlReason(err))}
 	}
 	if u.Scheme == "" {
-		return nil, &Error{Op: "open", Backend: "distlock", Err: fmt.Errorf("%w: URL %q has no scheme (want e.g. mem:// or redis://host:6379)", ErrInvalidOption, redact(u))}
+		return nil, &Error{Op: "open", Backend: "distlock", Err: fmt.Errorf("%w: URL %q has no scheme (want e.g. redis://host:6379 or mem://)", ErrInvalidOption, redact(rawURL))}
 	}
 	open, err := backend.Lookup(u.Scheme)
 	if err != nil {
@@ -105,7 +122,17 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (Locker, error) {
 	return New(d, u.Scheme, opts...), nil
 }
 
-func redact(u *url.URL) string { return u.Redacted() }
+// redact is raw with its password masked.
+func redact(raw string) string { return backend.RedactURL(raw) }
+
+// urlReason is url.Parse's complaint without the URL it quotes whole.
+func urlReason(err error) string {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err.Error()
+	}
+	return err.Error()
+}
 
 // parseURL is url.Parse made safe for several comma-separated hosts
 // ("redlock://h1:6379,h2,h3:6380"), which url.Parse rejects or misreads
@@ -152,6 +179,9 @@ func Do(ctx context.Context, l Locker, key string, fn func(ctx context.Context) 
 		return errors.Join(fnErr, relErr)
 	}
 	if lost := lease.Err(); lost != nil && errors.Is(lost, ErrLockLost) {
+		if fnErr == nil {
+			return lost // an *Error naming the key
+		}
 		return errors.Join(fnErr, lost)
 	}
 	return fnErr
@@ -185,6 +215,9 @@ type locker struct {
 func (l *locker) Capabilities() Capabilities { return l.caps }
 
 func (l *locker) err(op, key string, err error) error {
+	if e, ok := err.(*Error); ok && e.Key == key && e.Backend == l.name {
+		err = e.Err // Lease.Err's *Error: name the key once
+	}
 	return &Error{Op: op, Key: key, Backend: l.name, Err: err}
 }
 
@@ -308,7 +341,7 @@ func (l *locker) TryAcquire(ctx context.Context, key string, opts ...Option) (*L
 }
 
 func (l *locker) Acquire(ctx context.Context, key string, opts ...Option) (*Lease, error) {
-	return l.acquire(ctx, "acquire", key, opts, true)
+	return l.rideOutOutages(ctx, opts, func() (*Lease, error) { return l.acquire(ctx, "acquire", key, opts, true) })
 }
 
 func (l *locker) acquire(ctx context.Context, op, key string, opts []Option, wait bool) (*Lease, error) {

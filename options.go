@@ -26,6 +26,8 @@ type settings struct {
 	autoRefresh bool
 	retry       RetryPolicy
 	err         error
+
+	retryUnavailable bool // WithRetryUnavailable
 }
 
 func defaultSettings() settings {
@@ -114,4 +116,18 @@ func (b Backoff) Delay(attempt int) time.Duration {
 	}
 	d = min(d, hi)
 	return d/2 + rand.N(d/2+1)
+}
+
+// WithRetryUnavailable makes Acquire ride out transient unavailability of
+// the backend: an attempt that fails because the backend cannot be reached
+// or cannot answer for now (connection refused or reset, a timeout, a
+// failover in progress: LOADING, READONLY, MASTERDOWN, TRYAGAIN, no
+// quorum) is retried, with the RetryPolicy's pauses, until ctx ends. Errors
+// of configuration or authentication (a wrong password, a TLS handshake
+// that fails, an invalid key or TTL) still end Acquire at once. When ctx
+// ends during an outage, Acquire returns the last attempt's error, which
+// wraps ErrUnavailable. Off by default: without it an unreachable backend
+// fails Acquire with ErrUnavailable at once. TryAcquire is never retried.
+func WithRetryUnavailable(on bool) Option {
+	return func(s *settings) { s.retryUnavailable = on }
 }

@@ -21,6 +21,7 @@ type OpenFunc func(ctx context.Context, u *url.URL) (Driver, error)
 var (
 	registryMu sync.RWMutex
 	registry   = map[string]OpenFunc{}
+	inProcess  = map[string]bool{}
 )
 
 // Register makes a backend available under a URL scheme (lower case). It is
@@ -40,6 +41,23 @@ func Register(scheme string, open OpenFunc) {
 		panic("distlock/backend: Register called twice for scheme " + scheme)
 	}
 	registry[scheme] = open
+}
+
+// RegisterInProcess is Register for a backend whose locks exclude only
+// within one process (mem://): tools that coordinate processes, such as
+// `distlock run`, refuse such a scheme (see InProcess).
+func RegisterInProcess(scheme string, open OpenFunc) {
+	Register(scheme, open)
+	registryMu.Lock()
+	inProcess[scheme] = true
+	registryMu.Unlock()
+}
+
+// InProcess reports whether scheme was registered with RegisterInProcess.
+func InProcess(scheme string) bool {
+	registryMu.RLock()
+	defer registryMu.RUnlock()
+	return inProcess[strings.ToLower(scheme)]
 }
 
 // Schemes returns the registered URL schemes, sorted.
@@ -229,4 +247,49 @@ func PositiveInt(s string) (int, error) {
 		err = errors.New("must be positive")
 	}
 	return n, err
+}
+
+// DurationIn returns a converter for Parse that accepts a Go duration in
+// [lo, hi]: every duration parameter of a URL has a range, so that no value
+// overflows later arithmetic.
+func DurationIn(lo, hi time.Duration) func(string) (time.Duration, error) {
+	return func(s string) (time.Duration, error) {
+		d, err := time.ParseDuration(s)
+		if err == nil && (d < lo || d > hi) {
+			err = fmt.Errorf("out of range [%v, %v]", lo, hi)
+		}
+		return d, err
+	}
+}
+
+// IntIn returns a converter for Parse that accepts a decimal integer in
+// [lo, hi].
+func IntIn(lo, hi int) func(string) (int, error) {
+	return func(s string) (int, error) {
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			return 0, errors.New("not a decimal integer")
+		}
+		if n < lo || n > hi {
+			return n, fmt.Errorf("out of range [%d, %d]", lo, hi)
+		}
+		return n, nil
+	}
+}
+
+// Rename accepts the deprecated spelling old of parameter name (URL
+// parameters are snake_case; a few backends first used camelCase): a value
+// given as old is read as name. Giving both is an error reported by Done.
+func (p *Params) Rename(old, name string) {
+	vs, ok := p.v[old]
+	if !ok {
+		return
+	}
+	if _, both := p.v[name]; both {
+		p.used[old] = true
+		p.errs = append(p.errs, fmt.Sprintf("parameter %s given twice (also as its deprecated spelling %s)", name, old))
+		return
+	}
+	p.v[name] = vs
+	delete(p.v, old)
 }

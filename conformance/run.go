@@ -2,12 +2,15 @@ package conformance
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"regexp"
 	"runtime"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/distlock/distlock"
 )
 
 // T is the part of *testing.T the checks use. RunChecks supplies its own.
@@ -54,12 +57,31 @@ type contractT struct {
 
 func (c *contractT) Errorf(format string, args ...any) {
 	c.T.Helper()
-	c.T.Errorf("contract %q violated: %s", c.contract, fmt.Sprintf(format, args...))
+	c.T.Errorf("%s", c.failure(format, args))
 }
 
 func (c *contractT) Fatalf(format string, args ...any) {
 	c.T.Helper()
-	c.T.Fatalf("contract %q violated: %s", c.contract, fmt.Sprintf(format, args...))
+	c.T.Fatalf("%s", c.failure(format, args))
+}
+
+// failure words a failure: a contract violation, unless an argument is an
+// error wrapping distlock.ErrUnavailable, which means the backend could not
+// be reached or could not decide and the check could not tell.
+func (c *contractT) failure(format string, args []any) string {
+	msg := fmt.Sprintf(format, args...)
+	for _, a := range args {
+		if err, ok := a.(error); ok && errors.Is(err, distlock.ErrUnavailable) {
+			if m, ok := c.T.(interface{ markUnavailable() }); ok {
+				m.markUnavailable()
+			}
+			return "backend unavailable during the check: " + msg
+		}
+	}
+	if m, ok := c.T.(interface{ markViolated() }); ok {
+		m.markViolated()
+	}
+	return fmt.Sprintf("contract %q violated: %s", c.contract, msg)
 }
 
 // Status is a check's outcome.
@@ -70,6 +92,10 @@ const (
 	Pass Status = "pass"
 	Fail Status = "FAIL"
 	Skip Status = "skip"
+	// Unavailable: the check failed only because the backend was
+	// unavailable (an error wrapping distlock.ErrUnavailable); it found no
+	// contract violation.
+	Unavailable Status = "unavailable"
 )
 
 // Result is the outcome of one check run by RunChecks.
@@ -141,6 +167,8 @@ func runOne(ctx context.Context, c Check, h *Harness) Result {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
 	switch {
+	case rt.failed && rt.unavailable && !rt.violated:
+		r.Status = Unavailable
 	case rt.failed:
 		r.Status = Fail
 	case rt.skipped:
@@ -155,13 +183,15 @@ func runOne(ctx context.Context, c Check, h *Harness) Result {
 // runT implements T for RunChecks. Fatalf and Skipf end the check's
 // goroutine with runtime.Goexit, as package testing does.
 type runT struct {
-	ctx      context.Context
-	cancel   context.CancelFunc
-	mu       sync.Mutex
-	failed   bool
-	skipped  bool
-	msg      string
-	cleanups []func()
+	ctx     context.Context
+	cancel  context.CancelFunc
+	mu      sync.Mutex
+	failed  bool
+	skipped bool
+	// unavailable and violated record the kinds of failure (contractT).
+	unavailable, violated bool
+	msg                   string
+	cleanups              []func()
 }
 
 func (r *runT) Helper()                  {}
@@ -196,6 +226,9 @@ func (r *runT) Skipf(format string, args ...any) {
 	r.mu.Unlock()
 	runtime.Goexit()
 }
+
+func (r *runT) markUnavailable() { r.mu.Lock(); r.unavailable = true; r.mu.Unlock() }
+func (r *runT) markViolated()    { r.mu.Lock(); r.violated = true; r.mu.Unlock() }
 
 func (r *runT) Failed() bool {
 	r.mu.Lock()

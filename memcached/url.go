@@ -32,8 +32,8 @@ const (
 // servers, in the order given). Parameters:
 //
 //	prefix=    key prefix (default "distlock:"), see WithPrefix
-//	timeout=   the client's I/O timeout per request (default 1s)
-//	max_idle=  idle connections kept per server (default 16)
+//	timeout=   the client's I/O timeout per request, 1ms to 1h (default 1s)
+//	max_idle=  idle connections kept per server, 1 to 10000 (default 16)
 //	release=   auto (meta md where supported, the default) or cas, see WithRelease
 //	pin=       check (default), reset or off, see WithPin
 //
@@ -63,8 +63,8 @@ func open(ctx context.Context, u *url.URL) (backend.Driver, error) {
 	}
 	p := backend.NewParams(u)
 	cfg := config{prefix: p.String("prefix", DefaultPrefix), closeClient: true}
-	timeout := backend.Parse(p, "timeout", defaultURLTimeout, backend.PositiveDuration)
-	maxIdle := backend.Parse(p, "max_idle", defaultURLMaxIdle, backend.PositiveInt)
+	timeout := backend.Parse(p, "timeout", defaultURLTimeout, backend.DurationIn(time.Millisecond, time.Hour))
+	maxIdle := backend.Parse(p, "max_idle", defaultURLMaxIdle, backend.IntIn(1, 10_000))
 	cfg.release = backend.Parse(p, "release", ReleaseAuto, parseRelease)
 	cfg.pin = backend.Parse(p, "pin", PinCheck, parsePin)
 	if err := p.Done(); err != nil {

@@ -27,7 +27,7 @@ import (
 	"github.com/distlock/distlock/backend"
 )
 
-func init() { backend.Register("mem", open) }
+func init() { backend.RegisterInProcess("mem", open) }
 
 // Namespace is one table of locks, the in-process stand-in for a server.
 // Its zero value is not usable: call NewNamespace or Shared.

@@ -19,14 +19,14 @@ import (
 func init() { backend.Register("mysql", open) }
 
 // DefaultSessionTimeout is the wait_timeout a URL-opened forupdate Locker
-// sets on its connections (parameter sessionTimeout): the server ends a
+// sets on its connections (parameter session_timeout): the server ends a
 // session that sends nothing for that long, freeing its locks. It bounds how
 // long a partitioned or frozen holder keeps a lock; the holder's keepalive
 // declares the lock lost shortly before.
 const DefaultSessionTimeout = 30 * time.Second
 
 // DefaultMaxConns is the connection pool size of a URL-opened Locker
-// (parameter maxConns). In forupdate mode it bounds the locks held or waited
+// (parameter max_conns). In forupdate mode it bounds the locks held or waited
 // for at once to DefaultMaxConns-1.
 const DefaultMaxConns = 32
 
@@ -36,15 +36,19 @@ const DefaultMaxConns = 32
 //
 // Parameters, all optional:
 //
-//	mode         row (default) or forupdate
-//	table        lock table name (default distlock_leases / distlock_rowlocks)
-//	createTable  true (default): CREATE TABLE IF NOT EXISTS on first use
-//	keepalive    forupdate ping interval, a Go duration (default 1s)
-//	sessionTimeout  forupdate: the connections' wait_timeout, whole seconds
-//	             (default 30s): a holder cut off for that long loses its lock
-//	maxConns     connection pool size (default 32)
-//	timeout      dial timeout, a Go duration (default 5s)
-//	tls          true, false, skip-verify or preferred (go-sql-driver's tls)
+//	mode             row (default) or forupdate
+//	table            lock table name (default distlock_leases / distlock_rowlocks)
+//	create_table     true (default): CREATE TABLE IF NOT EXISTS on first use
+//	keepalive        forupdate ping interval, a Go duration in [1ms, 1h] (default 1s)
+//	session_timeout  forupdate: the connections' wait_timeout, whole seconds
+//	                 in [1s, 24h] (default 30s): a holder cut off for that
+//	                 long loses its lock
+//	max_conns        connection pool size, 1 to 10000 (default 32)
+//	timeout          dial timeout, a Go duration in [1ms, 1h] (default 5s)
+//	tls              true, false, skip-verify or preferred (go-sql-driver's tls)
+//
+// The camelCase spellings createTable, sessionTimeout and maxConns of
+// earlier versions are still accepted (deprecated).
 //
 // The opener owns the pool it creates (interpolateParams=true, so each
 // statement is one round trip) and verifies, within ctx, that the server
@@ -75,6 +79,9 @@ func open(ctx context.Context, u *url.URL) (backend.Driver, error) {
 		return nil, fmt.Errorf("%w: query %q: %v", backend.ErrInvalidOption, u.RawQuery, err)
 	}
 	p := backend.NewParams(u)
+	p.Rename("createTable", "create_table")
+	p.Rename("sessionTimeout", "session_timeout")
+	p.Rename("maxConns", "max_conns")
 	opts := []Option{}
 	if p.Has("mode") {
 		opts = append(opts, WithMode(Mode(p.String("mode", ""))))
@@ -86,18 +93,18 @@ func open(ctx context.Context, u *url.URL) (backend.Driver, error) {
 	} else {
 		p.String("table", "")
 	}
-	opts = append(opts, WithCreateTable(backend.Parse(p, "createTable", true, strconv.ParseBool)))
+	opts = append(opts, WithCreateTable(backend.Parse(p, "create_table", true, strconv.ParseBool)))
 	if p.Has("keepalive") {
-		opts = append(opts, WithKeepalive(backend.Parse(p, "keepalive", DefaultKeepalive, time.ParseDuration)))
+		opts = append(opts, WithKeepalive(backend.Parse(p, "keepalive", DefaultKeepalive, backend.DurationIn(time.Millisecond, time.Hour))))
 	} else {
 		p.String("keepalive", "")
 	}
-	maxConns := backend.Parse(p, "maxConns", DefaultMaxConns, backend.PositiveInt)
-	timeout := backend.Parse(p, "timeout", 5*time.Second, backend.PositiveDuration)
-	sessionTimeout := backend.Parse(p, "sessionTimeout", DefaultSessionTimeout, func(s string) (time.Duration, error) {
+	maxConns := backend.Parse(p, "max_conns", DefaultMaxConns, backend.IntIn(1, 10_000))
+	timeout := backend.Parse(p, "timeout", 5*time.Second, backend.DurationIn(time.Millisecond, time.Hour))
+	sessionTimeout := backend.Parse(p, "session_timeout", DefaultSessionTimeout, func(s string) (time.Duration, error) {
 		d, err := time.ParseDuration(s)
-		if err == nil && (d < time.Second || d%time.Second != 0) {
-			err = fmt.Errorf("must be whole seconds, at least 1s (it becomes wait_timeout)")
+		if err == nil && (d < time.Second || d > 24*time.Hour || d%time.Second != 0) {
+			err = fmt.Errorf("must be whole seconds in [1s, 24h] (it becomes wait_timeout)")
 		}
 		return d, err
 	})

@@ -73,7 +73,7 @@ func open(ctx context.Context, u *url.URL) (backend.Driver, error) {
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", backend.ErrInvalidOption, err)
+		return nil, backend.OneLine(fmt.Errorf("%w: %w", backend.ErrInvalidOption, err))
 	}
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
@@ -82,7 +82,7 @@ func open(ctx context.Context, u *url.URL) (backend.Driver, error) {
 		if !errors.Is(werr, backend.ErrUnavailable) {
 			werr = fmt.Errorf("%w: %w", backend.ErrUnavailable, err)
 		}
-		return nil, fmt.Errorf("connect to %s: %w", u.Host, werr)
+		return nil, backend.OneLine(fmt.Errorf("connect to %s: %w", u.Host, werr))
 	}
 	return newDriver(pool, true, c), nil
 }

@@ -558,6 +558,11 @@ func serverRejected(err error) bool {
 // errors (schema, privileges) are returned as they are. pgx errors never
 // contain the password.
 func (b *base) wrap(ctx context.Context, err error) error {
+	return backend.OneLine(b.classify(ctx, err))
+}
+
+// classify is wrap before the message is put on one line.
+func (b *base) classify(ctx context.Context, err error) error {
 	if err == nil {
 		return nil
 	}

@@ -2,15 +2,19 @@ package redis
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
+	"net"
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock/backend"
 	"github.com/distlock/distlock/internal/redisscript"
+	"github.com/distlock/distlock/internal/redisurl"
 )
 
 func init() {
@@ -54,7 +58,36 @@ func open(_ context.Context, u *url.URL) (backend.Driver, error) {
 	}
 	c.closeClient = true
 	opt.ContextTimeoutEnabled = true // ctx deadlines bound socket I/O
+	if opt.TLSConfig != nil {
+		opt.Dialer = tlsDialer(opt.TLSConfig, opt.DialTimeout)
+	}
 	return newDriver(goredis.NewClient(opt), c).backend(), nil
+}
+
+// tlsDialer dials and completes the TLS handshake within timeout (the
+// dial_timeout, 5s by default). go-redis leaves the handshake to the first
+// read, and a plain-text server never answers a ClientHello: an rediss://
+// URL that names a plain port then hung until the caller's context ended,
+// with nothing saying TLS was the cause.
+func tlsDialer(cfg *tls.Config, timeout time.Duration) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	if timeout <= 0 {
+		timeout = 5 * time.Second
+	}
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		ctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		d := net.Dialer{KeepAlive: 5 * time.Minute}
+		conn, err := d.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		tc := tls.Client(conn, cfg)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			_ = conn.Close()
+			return nil, fmt.Errorf("TLS handshake with %s failed (does the server speak TLS on that port?): %w", addr, err)
+		}
+		return tc, nil
+	}
 }
 
 // parseURL splits the URL into go-redis options and distlock's config.
@@ -89,9 +122,9 @@ func parseURL(u *url.URL) (*goredis.Options, config, error) {
 	}
 	p := backend.NewParams(&url.URL{RawQuery: own.Encode()})
 	c.prefix = p.String(paramPrefix, c.prefix)
-	c.confirmTimeout = backend.Parse(p, paramSubscribeTimeout, 0, backend.PositiveDuration)
+	c.confirmTimeout = backend.Parse(p, paramSubscribeTimeout, 0, backend.DurationIn(time.Millisecond, time.Hour))
 	if p.Has(paramLinger) {
-		d := backend.Parse(p, paramLinger, 0, backend.NonNegativeDuration)
+		d := backend.Parse(p, paramLinger, 0, backend.DurationIn(0, time.Hour))
 		WithSubscriptionLinger(d)(&c)
 	}
 	c.fair = backend.Parse(p, paramFair, false, strconv.ParseBool)
@@ -103,6 +136,9 @@ func parseURL(u *url.URL) (*goredis.Options, config, error) {
 	opt, err := goredis.ParseURL(gu.String())
 	if err != nil {
 		return nil, c, fmt.Errorf("%w: %w (distlock's own parameters: %s)", backend.ErrInvalidOption, err, strings.Join(ownParams, ", "))
+	}
+	if err := redisurl.Check(opt); err != nil {
+		return nil, c, err
 	}
 	return opt, c, nil
 }

@@ -337,8 +337,8 @@ func open(_ context.Context, u *url.URL) (backend.Driver, error) {
 		base = DefaultBasePath
 	}
 	p := backend.NewParams(u)
-	st := backend.Parse(p, "session_timeout", DefaultSessionTimeout, backend.PositiveDuration)
-	margin := backend.Parse(p, "session_margin", time.Duration(0), backend.NonNegativeDuration)
+	st := backend.Parse(p, "session_timeout", DefaultSessionTimeout, backend.DurationIn(time.Millisecond, 24*time.Hour))
+	margin := backend.Parse(p, "session_margin", time.Duration(0), backend.DurationIn(0, 12*time.Hour))
 	policy := backend.Parse(p, "loss_policy", LoseOnSessionTimeout, func(s string) (LossPolicy, error) {
 		switch strings.ToLower(s) {
 		case "session_timeout", "session":
@@ -348,7 +348,7 @@ func open(_ context.Context, u *url.URL) (backend.Driver, error) {
 		}
 		return 0, errors.New(`want "session_timeout" or "disconnect"`)
 	})
-	cw := backend.Parse(p, "connect_timeout", time.Duration(0), backend.PositiveDuration)
+	cw := backend.Parse(p, "connect_timeout", time.Duration(0), backend.DurationIn(time.Millisecond, 24*time.Hour))
 	logOn := backend.Parse(p, "log", false, strconv.ParseBool)
 	if err := p.Done(); err != nil {
 		return nil, err

@@ -46,8 +46,8 @@ type BenchReport struct {
 }
 
 func cmdBench(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("bench", "bench [--backend URL] [--clients N] [--keys K] [--duration D] [--json]", stderr)
-	backendURL := fs.String("backend", defaultBackend(), "lock backend URL (default $DISTLOCK_BACKEND, then mem://)")
+	fs := newFlags("bench", "bench [--backend URL] [--clients N] [--keys K] [--duration D] [--json]", "Measures uncontended Acquire+Release cycles, then contended handoffs, each for --duration; progress goes to stderr.", stdout)
+	backendFlagValue := backendFlag(fs, "mem://")
 	clients := fs.Int("clients", 16, "contending goroutines")
 	lockers := fs.Int("lockers", 4, "independent clients (Lockers) the goroutines are spread over")
 	keys := fs.Int("keys", 1, "distinct keys the contending goroutines share")
@@ -65,14 +65,15 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 		return ExitUsage
 	}
 	*lockers = min(*lockers, *clients)
+	url := backendURL(*backendFlagValue, "mem://")
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 
 	ls := make([]distlock.Locker, *lockers)
 	for i := range ls {
-		l, err := distlock.Open(ctx, *backendURL)
+		l, err := distlock.Open(ctx, url)
 		if err != nil {
-			fmt.Fprintf(stderr, "distlock bench: %v\n", err)
+			fmt.Fprintf(stderr, "distlock bench: %s\n", errLine(err))
 			return exitFor(err)
 		}
 		defer l.Close()
@@ -81,12 +82,16 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 	var rnd [4]byte
 	_, _ = rand.Read(rnd[:])
 	prefix := "distlock-bench/" + hex.EncodeToString(rnd[:]) + "/"
-	rep := BenchReport{Backend: redactURL(*backendURL)}
+	rep := BenchReport{Backend: redactURL(url)}
+	fmt.Fprintf(stderr, "distlock bench: uncontended: 1 client, Acquire+Release cycles for %v...\n", *duration)
 	if err := benchUncontended(ctx, ls[0], prefix, *duration, &rep); err != nil {
-		fmt.Fprintf(stderr, "distlock bench: uncontended: %v\n", err)
+		fmt.Fprintf(stderr, "distlock bench: uncontended: %s\n", errLine(err))
 		return exitFor(err)
 	}
+	fmt.Fprintf(stderr, "distlock bench: uncontended: %d cycles, %.0f/s\n", rep.Uncontended.Cycles, rep.Uncontended.CyclesPerSec)
+	fmt.Fprintf(stderr, "distlock bench: contended: %d clients over %d Lockers on %d key(s) for %v...\n", *clients, *lockers, *keys, *duration)
 	benchContended(ctx, ls, prefix, *clients, *keys, *duration, &rep)
+	fmt.Fprintf(stderr, "distlock bench: contended: %d handoffs, %.0f/s\n", rep.Contended.Handoffs, rep.Contended.HandoffsPerSec)
 	if *asJSON {
 		writeJSON(stdout, rep)
 		return ExitOK

@@ -15,12 +15,13 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/backend"
 	"github.com/distlock/distlock/conformance"
 )
 
 func cmdConformance(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("conformance", "conformance [--backend URL] [--run REGEXP] [--destructive] [--ttl D] [--json]", stderr)
-	backendURL := fs.String("backend", defaultBackend(), "lock backend URL (default $DISTLOCK_BACKEND, then mem://)")
+	fs := newFlags("conformance", "conformance [--backend URL] [--run REGEXP] [--destructive] [--ttl D] [--json]", "Checks the backend against the distlock contract. It first checks that the backend answers (exit 69 if not); a check that the backend's unavailability cut short is reported as \"unavailable\", not as a contract violation.", stdout)
+	backendFlagValue := backendFlag(fs, "mem://")
 	run := fs.String("run", "", "run only the checks whose name matches this regular expression")
 	destructive := fs.Bool("destructive", false, "also run checks that disturb other users of the backend (restarts)")
 	ttl := fs.Duration("ttl", 0, "short TTL for the expiry checks (default 300ms for mem://, else 2s)")
@@ -35,25 +36,23 @@ func cmdConformance(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "distlock conformance: unexpected argument %q\n", fs.Arg(0))
 		return ExitUsage
 	}
-	var match *regexp.Regexp
-	if *run != "" {
-		var err error
-		if match, err = compileRun(*run); err != nil {
-			fmt.Fprintf(stderr, "distlock conformance: --run: %v\n", err)
-			return ExitUsage
-		}
+	url := backendURL(*backendFlagValue, "mem://")
+	match, err := matchChecks(*run)
+	if err != nil {
+		fmt.Fprintf(stderr, "distlock conformance: --run: %s\n", errLine(err))
+		return ExitUsage
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt)
 	defer stop()
 
-	h, err := cliHarness(ctx, *backendURL, *ttl, *sessionTimeout)
-	h.FencedRedis = *fencedRedis
+	h, err := cliHarness(ctx, url, *ttl, *sessionTimeout)
 	if err != nil {
-		fmt.Fprintf(stderr, "distlock conformance: %v\n", err)
+		fmt.Fprintf(stderr, "distlock conformance: %s\n", errLine(err))
 		return exitFor(err)
 	}
+	h.FencedRedis = *fencedRedis
 	progress := func(r conformance.Result) {
 		if *asJSON {
 			return
@@ -66,34 +65,73 @@ func cmdConformance(args []string, stdout, stderr io.Writer) int {
 	}
 	results := conformance.RunChecks(ctx, h, conformance.Options{Match: match, Destructive: *destructive, Progress: progress})
 	if *asJSON {
-		writeJSON(stdout, struct {
-			Backend string               `json:"backend"`
-			Results []conformance.Result `json:"results"`
-		}{redactURL(*backendURL), results})
+		writeJSON(stdout, jsonReport(redactURL(url), results))
 	} else {
-		fmt.Fprintf(stdout, "\nconformance of %s\n", redactURL(*backendURL))
+		fmt.Fprintf(stdout, "\nconformance of %s\n", redactURL(url))
 		printResults(stdout, results)
-	}
-	for _, r := range results {
-		if r.Status == conformance.Fail {
-			return ExitFailed
-		}
 	}
 	if ctx.Err() != nil {
 		fmt.Fprintf(stderr, "distlock conformance: stopped: %v\n", context.Cause(ctx))
 		return ExitFailed
 	}
-	return ExitOK
+	return statusOf(results)
 }
 
-// cliHarness checks that url opens and returns a harness whose keys live
-// under a prefix unique to this run.
-func cliHarness(ctx context.Context, url string, ttl, sessionTimeout time.Duration) (conformance.Harness, error) {
-	l, err := distlock.Open(ctx, url)
+// ConformanceReport is conformance --json's output: snake_case names,
+// durations as Go duration strings.
+type ConformanceReport struct {
+	Backend string              `json:"backend"`
+	Results []ConformanceResult `json:"results"`
+}
+
+// ConformanceResult is one check's outcome in ConformanceReport. Status is
+// pass, FAIL (a contract violation), unavailable (the backend could not
+// be reached or decide during the check) or skip.
+type ConformanceResult struct {
+	Name     string `json:"name"`
+	Contract string `json:"contract"`
+	Status   string `json:"status"`
+	Duration string `json:"duration"`
+	Message  string `json:"message,omitempty"`
+}
+
+func jsonReport(backendName string, results []conformance.Result) ConformanceReport {
+	rep := ConformanceReport{Backend: backendName, Results: []ConformanceResult{}}
+	for _, r := range results {
+		rep.Results = append(rep.Results, ConformanceResult{
+			Name: r.Name, Contract: r.Contract, Status: string(r.Status),
+			Duration: r.Duration.Round(time.Millisecond).String(), Message: r.Message,
+		})
+	}
+	return rep
+}
+
+// matchChecks compiles --run and checks that it selects at least one check.
+func matchChecks(expr string) (*regexp.Regexp, error) {
+	if expr == "" {
+		return nil, nil
+	}
+	re, err := regexp.Compile(expr)
 	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, c := range conformance.Checks() {
+		if re.MatchString(c.Name) {
+			return re, nil
+		}
+		names = append(names, c.Name)
+	}
+	return nil, fmt.Errorf("%q matches no check (checks: %s)", expr, strings.Join(names, ", "))
+}
+
+// cliHarness checks that url opens and that the backend answers (a lock
+// taken and released), and returns a harness whose keys live under a
+// prefix unique to this run.
+func cliHarness(ctx context.Context, url string, ttl, sessionTimeout time.Duration) (conformance.Harness, error) {
+	if err := probe(ctx, url); err != nil {
 		return conformance.Harness{}, err
 	}
-	_ = l.Close()
 	if ttl == 0 {
 		ttl = 2 * time.Second
 		if strings.HasPrefix(url, "mem:") {
@@ -112,27 +150,69 @@ func cliHarness(ctx context.Context, url string, ttl, sessionTimeout time.Durati
 	}, nil
 }
 
+// probe opens url and takes and releases a lock within 30s, so that an
+// unreachable server or a refused password is one clear error before any
+// check runs.
+func probe(ctx context.Context, url string) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	l, err := distlock.Open(ctx, url)
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	lease, err := l.TryAcquire(ctx, "distlock-conformance/probe/"+hex.EncodeToString(b[:]))
+	if err != nil {
+		return fmt.Errorf("the backend does not answer: %w", err)
+	}
+	if err := lease.Release(ctx); err != nil {
+		return fmt.Errorf("the backend does not answer: %w", err)
+	}
+	return nil
+}
+
 func printResults(w io.Writer, results []conformance.Result) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "CHECK\tRESULT\tDURATION\tDETAIL")
-	var pass, fail, skip int
+	var pass, fail, unavailable, skip int
 	for _, r := range results {
 		switch r.Status {
 		case conformance.Pass:
 			pass++
 		case conformance.Fail:
 			fail++
+		case conformance.Unavailable:
+			unavailable++
 		case conformance.Skip:
 			skip++
 		}
-		detail := strings.ReplaceAll(r.Message, "\n", " | ")
+		detail := oneLine(r.Message)
 		if len(detail) > 160 {
 			detail = detail[:157] + "..."
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%v\t%s\n", r.Name, r.Status, r.Duration.Round(time.Millisecond), detail)
 	}
 	_ = tw.Flush()
-	fmt.Fprintf(w, "%d passed, %d failed, %d skipped\n", pass, fail, skip)
+	fmt.Fprintf(w, "%d passed, %d failed, %d unavailable, %d skipped\n", pass, fail, unavailable, skip)
+	printFailures(w, results)
+}
+
+// printFailures prints, for every check that failed or was cut short by
+// the backend's unavailability, its whole message on one line: the table
+// truncates it.
+func printFailures(w io.Writer, results []conformance.Result) {
+	for _, r := range results {
+		if r.Status == conformance.Fail || r.Status == conformance.Unavailable {
+			fmt.Fprintf(w, "%s %s: %s\n", strings.ToUpper(string(r.Status)), r.Name, oneLine(r.Message))
+		}
+	}
+}
+
+// oneLine joins the lines of s with " | ".
+func oneLine(s string) string {
+	return strings.ReplaceAll(strings.TrimSpace(s), "\n", " | ")
 }
 
 func writeJSON(w io.Writer, v any) {
@@ -141,21 +221,8 @@ func writeJSON(w io.Writer, v any) {
 	_ = enc.Encode(v)
 }
 
-// redactURL hides a password in a backend URL.
-func redactURL(raw string) string {
-	at := strings.LastIndex(raw, "@")
-	scheme := strings.Index(raw, "://")
-	if at < 0 || scheme < 0 || at < scheme {
-		return raw
-	}
-	userinfo := raw[scheme+3 : at]
-	if i := strings.Index(userinfo, ":"); i >= 0 {
-		return raw[:scheme+3] + userinfo[:i] + ":xxxxx" + raw[at:]
-	}
-	return raw
-}
-
-func compileRun(expr string) (*regexp.Regexp, error) { return regexp.Compile(expr) }
+// redactURL hides a password in a backend URL, whether or not it parses.
+func redactURL(raw string) string { return backend.RedactURL(raw) }
 
 // workerURL is the URL worker processes open: none for the in-process
 // backend, whose lock table a separate process cannot share.

@@ -19,7 +19,7 @@ import (
 )
 
 func cmdDemo(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("demo", "demo [--local] [--run REGEXP]", stderr)
+	fs := newFlags("demo", "demo [--local] [--run REGEXP]", "Shows contention and fencing on the in-process backend, then runs the conformance suite on it; with --local, against throwaway local servers of every backend.", stdout)
 	local := fs.Bool("local", false, "start throwaway local servers (redis-server, memcached, ZooKeeper, MariaDB — whichever are installed) and run the conformance suite against every backend")
 	run := fs.String("run", "", "with --local: run only the checks matching this regular expression")
 	if st := parseFlags(fs, args, stderr); st >= 0 {
@@ -47,7 +47,7 @@ func demoMemory(ctx context.Context, stdout, stderr io.Writer) int {
 	for w := 1; w <= workers; w++ {
 		l, err := distlock.Open(ctx, url)
 		if err != nil {
-			fmt.Fprintf(stderr, "distlock demo: %v\n", err)
+			fmt.Fprintf(stderr, "distlock demo: %s\n", errLine(err))
 			return exitFor(err)
 		}
 		defer l.Close()
@@ -75,7 +75,7 @@ func demoMemory(ctx context.Context, stdout, stderr io.Writer) int {
 	}
 	h, err := cliHarness(ctx, url, 0, 0)
 	if err != nil {
-		fmt.Fprintf(stderr, "distlock demo: %v\n", err)
+		fmt.Fprintf(stderr, "distlock demo: %s\n", errLine(err))
 		return exitFor(err)
 	}
 	fmt.Fprintf(stdout, "conformance suite on %s:\n", url)
@@ -84,13 +84,20 @@ func demoMemory(ctx context.Context, stdout, stderr io.Writer) int {
 	return statusOf(results)
 }
 
+// statusOf is the exit status of a conformance run: ExitFailed if a check
+// found a contract violated, else ExitUnavailable if a check was cut short
+// by the backend's unavailability, else ExitOK.
 func statusOf(results []conformance.Result) int {
+	st := ExitOK
 	for _, r := range results {
-		if r.Status == conformance.Fail {
+		switch r.Status {
+		case conformance.Fail:
 			return ExitFailed
+		case conformance.Unavailable:
+			st = ExitUnavailable
 		}
 	}
-	return ExitOK
+	return st
 }
 
 // localBackend starts servers for one backend and returns its URL.
@@ -160,15 +167,12 @@ var localBackends = []localBackend{
 // demoLocal runs the suite against every backend whose servers can be
 // started here.
 func demoLocal(ctx context.Context, run string, stdout, stderr io.Writer) int {
-	opts := conformance.Options{}
-	if run != "" {
-		re, err := compileRun(run)
-		if err != nil {
-			fmt.Fprintf(stderr, "distlock demo: --run: %v\n", err)
-			return ExitUsage
-		}
-		opts.Match = re
+	re, err := matchChecks(run)
+	if err != nil {
+		fmt.Fprintf(stderr, "distlock demo: --run: %s\n", errLine(err))
+		return ExitUsage
 	}
+	opts := conformance.Options{Match: re}
 	registered := backend.Schemes()
 	type row struct {
 		name, url, outcome string
@@ -208,16 +212,19 @@ func demoLocal(ctx context.Context, run string, stdout, stderr io.Writer) int {
 		}
 		results := conformance.RunChecks(ctx, h, opts)
 		stopServers()
+		printFailures(stdout, results)
 		for _, res := range results {
 			switch res.Status {
 			case conformance.Pass:
 				r.pass++
-			case conformance.Fail:
+			case conformance.Fail, conformance.Unavailable:
 				r.fail++
-				status = ExitFailed
 			case conformance.Skip:
 				r.skip++
 			}
+		}
+		if st := statusOf(results); st != ExitOK && status != ExitFailed {
+			status = st
 		}
 		r.outcome = "ran"
 		rows = append(rows, r)

@@ -1,14 +1,15 @@
 // Command distlock runs commands under a distributed lock, checks a lock
 // backend against the distlock contract, and measures it.
 //
-//	distlock run [--backend URL] --key KEY [--ttl D] [--wait D | --no-wait] [--owner ID] [--grace D] -- CMD [ARGS…]
+//	distlock run --backend URL --key KEY [--ttl D] [--wait D | --no-wait] [--owner ID] [--grace D] -- CMD [ARGS…]
 //	distlock conformance [--backend URL] [--run REGEXP] [--destructive] [--ttl D] [--json]
 //	distlock bench [--backend URL] [--clients N] [--keys K] [--duration D] [--json]
 //	distlock demo [--local]
 //
-// --backend defaults to $DISTLOCK_BACKEND, then to "mem://" (the embedded
-// in-process backend). Exit statuses are listed in exitcodes.go and the
-// README.
+// --backend defaults to $DISTLOCK_BACKEND. run requires a backend shared
+// between processes (it refuses the in-process mem://); conformance and
+// bench fall back to mem://. Exit statuses are listed in exitcodes.go and
+// the README.
 package main
 
 import (
@@ -18,6 +19,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
 	"strings"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -57,7 +59,13 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	case "demo":
 		return cmdDemo(rest, stdout, stderr)
 	case "help", "-h", "-help", "--help":
+		if len(rest) > 0 && rest[0] != "help" && !strings.HasPrefix(rest[0], "-") {
+			return Main([]string{rest[0], "--help"}, stdout, stderr)
+		}
 		usage(stdout)
+		return ExitOK
+	case "version", "-version", "--version":
+		fmt.Fprintln(stdout, "distlock", version())
 		return ExitOK
 	default:
 		fmt.Fprintf(stderr, "distlock: unknown command %q (want run, conformance, bench or demo; see distlock help)\n", cmd)
@@ -65,18 +73,46 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	}
 }
 
+// buildVersion may be set at link time (-ldflags "-X main.buildVersion=v1.2.3").
+var buildVersion string
+
+// version is buildVersion, else the module version and VCS revision Go
+// recorded in the binary.
+func version() string {
+	if buildVersion != "" {
+		return buildVersion
+	}
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "(unknown)"
+	}
+	v := bi.Main.Version
+	if v == "" {
+		v = "(devel)"
+	}
+	for _, s := range bi.Settings {
+		if s.Key == "vcs.revision" && len(s.Value) >= 12 {
+			v += " " + s.Value[:12]
+		}
+	}
+	return v + " " + bi.GoVersion
+}
+
 func usage(w io.Writer) {
 	fmt.Fprint(w, `distlock — distributed locks for shells, cron and CI, and a contract check for lock backends
 
 Usage:
-  distlock run [--backend URL] --key KEY [--ttl D] [--wait D | --no-wait] [--owner ID] [--grace D] -- CMD [ARGS...]
+  distlock run --backend URL --key KEY [--ttl D] [--wait D | --no-wait] [--owner ID] [--grace D] -- CMD [ARGS...]
   distlock conformance [--backend URL] [--run REGEXP] [--destructive] [--ttl D] [--json]
   distlock bench [--backend URL] [--clients N] [--keys K] [--duration D] [--json]
   distlock demo [--local]
+  distlock help [COMMAND]
+  distlock --version
 
---backend defaults to $DISTLOCK_BACKEND, then to mem:// (in-process).
+--backend defaults to $DISTLOCK_BACKEND. run needs a backend shared by the
+processes it coordinates; conformance and bench fall back to mem:// (in-process).
 Backends: `+strings.Join(schemes(), ", ")+`
-Run "distlock COMMAND --help" for a command's flags.
+Run "distlock help COMMAND" for a command's flags.
 
 Exit statuses of run: the command's own status; 75 not acquired in time;
 76 lock lost while the command ran (it was terminated); 64 usage error;
@@ -84,21 +120,26 @@ Exit statuses of run: the command's own status; 75 not acquired in time;
 `)
 }
 
-// newFlags returns a FlagSet that reports errors in one line.
-func newFlags(name, synopsis string, stderr io.Writer) *flag.FlagSet {
+// newFlags returns a FlagSet whose --help goes to stdout; about, if not
+// empty, is printed between the synopsis and the flags.
+func newFlags(name, synopsis, about string, stdout io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(stdout)
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: distlock %s\n\nFlags:\n", synopsis)
+		fmt.Fprintf(fs.Output(), "Usage: distlock %s\n\n", synopsis)
+		if about != "" {
+			fmt.Fprintf(fs.Output(), "%s\n\n", strings.TrimSpace(about))
+		}
+		fmt.Fprintln(fs.Output(), "Flags:")
 		fs.PrintDefaults()
 	}
 	return fs
 }
 
 // parseFlags parses args and returns the exit status to use if parsing
-// ended the command (help or a bad flag), or -1 to go on.
+// ended the command (help or a bad flag), or -1 to go on. Help goes to
+// the FlagSet's output (stdout), an error to stderr in one line.
 func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer) int {
-	// The flag package prints the usage on errors; keep errors to one line.
 	out := fs.Output()
 	fs.SetOutput(io.Discard)
 	err := fs.Parse(args)
@@ -108,17 +149,33 @@ func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer) int {
 		fs.Usage()
 		return ExitOK
 	case err != nil:
-		fmt.Fprintf(stderr, "distlock %s: %v (see distlock %s --help)\n", fs.Name(), err, fs.Name())
+		fmt.Fprintf(stderr, "distlock %s: %v (see distlock help %s)\n", fs.Name(), err, fs.Name())
 		return ExitUsage
 	}
 	return -1
 }
 
-func defaultBackend() string {
+// backendFlag declares --backend with an empty default: the default,
+// $DISTLOCK_BACKEND, is read after parsing and never printed (it may hold
+// a password). fallback is used when the variable is unset too ("" for
+// none).
+func backendFlag(fs *flag.FlagSet, fallback string) *string {
+	help := "lock backend URL (default $DISTLOCK_BACKEND"
+	if fallback != "" {
+		help += ", then " + fallback
+	}
+	return fs.String("backend", "", help+")")
+}
+
+// backendURL is the --backend value, else $DISTLOCK_BACKEND, else fallback.
+func backendURL(flagValue, fallback string) string {
+	if flagValue != "" {
+		return flagValue
+	}
 	if b := os.Getenv("DISTLOCK_BACKEND"); b != "" {
 		return b
 	}
-	return "mem://"
+	return fallback
 }
 
 // exitFor maps a library error to an exit status.
@@ -137,4 +194,13 @@ func exitFor(err error) int {
 	default:
 		return ExitInternal
 	}
+}
+
+// errLine is err's message on one line: errors that join several (a
+// Redlock error lists every node's) are separated by " | ".
+func errLine(err error) string {
+	if err == nil {
+		return "<nil>"
+	}
+	return oneLine(err.Error())
 }

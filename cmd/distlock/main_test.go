@@ -46,7 +46,8 @@ type result struct {
 func runBin(t *testing.T, timeout time.Duration, env []string, args ...string) result {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), env...)
+	// The caller's $DISTLOCK_BACKEND is not the test's: unset unless env sets it.
+	cmd.Env = append(append(os.Environ(), "DISTLOCK_BACKEND="), env...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Start(); err != nil {
@@ -59,7 +60,9 @@ func runBin(t *testing.T, timeout time.Duration, env []string, args ...string) r
 }
 
 func TestRunStatusAndEnvironment(t *testing.T) {
-	r := runBin(t, time.Minute, nil, "run", "--key", "job/1", "--", "sh", "-c", `echo "$DISTLOCK_KEY|$DISTLOCK_TOKEN|$DISTLOCK_OWNER"; exit 7`)
+	url, _ := redisURL(t)
+	env := []string{"DISTLOCK_BACKEND=" + url}
+	r := runBin(t, time.Minute, env, "run", "--key", "job/1", "--", "sh", "-c", `echo "$DISTLOCK_KEY|$DISTLOCK_TOKEN|$DISTLOCK_OWNER"; exit 7`)
 	if r.status != 7 {
 		t.Fatalf("status %d, want the command's 7; stderr: %s", r.status, r.stderr)
 	}
@@ -67,17 +70,18 @@ func TestRunStatusAndEnvironment(t *testing.T) {
 	if len(parts) != 3 || parts[0] != "job/1" || parts[1] != "1" || len(parts[2]) < 16 {
 		t.Errorf("environment seen by the command: %q", r.stdout)
 	}
-	r = runBin(t, time.Minute, nil, "run", "--key", "k", "--owner", "me", "--", "sh", "-c", `echo $DISTLOCK_OWNER; kill -9 $$`)
+	r = runBin(t, time.Minute, env, "run", "--key", "k", "--owner", "me", "--", "sh", "-c", `echo $DISTLOCK_OWNER; kill -9 $$`)
 	if r.status != 128+9 || strings.TrimSpace(r.stdout) != "me" {
 		t.Errorf("command killed by SIGKILL: status %d (want 137), stdout %q", r.status, r.stdout)
 	}
-	r = runBin(t, time.Minute, nil, "run", "--key", "k", "--", "/nonexistent/cmd")
+	r = runBin(t, time.Minute, env, "run", "--key", "k", "--", "/nonexistent/cmd")
 	if r.status != 127 {
 		t.Errorf("missing command: status %d, want 127", r.status)
 	}
 }
 
 func TestUsageErrors(t *testing.T) {
+	url, _ := redisURL(t)
 	for _, tc := range []struct {
 		args   []string
 		status int
@@ -90,10 +94,11 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"run", "--bogus", "--key", "k", "--", "true"}, ExitUsage, "flag provided but not defined: -bogus"},
 		{[]string{"run", "--key", "k", "--wait", "1s", "--no-wait", "--", "true"}, ExitUsage, "exclude each other"},
 		{[]string{"run", "--backend", "nosuch://x", "--key", "k", "--", "true"}, ExitConfig, `unknown backend scheme "nosuch"`},
-		{[]string{"run", "--backend", "mem://?x=1", "--key", "k", "--", "true"}, ExitConfig, "unknown parameter(s) x"},
+		{[]string{"run", "--backend", "redis://127.0.0.1:1/0?x=1", "--key", "k", "--", "true"}, ExitConfig, "unexpected option: x"},
 		{[]string{"run", "--key", "", "--", "true"}, ExitUsage, "--key is required"},
-		{[]string{"run", "--key", strings.Repeat("k", 1025), "--", "true"}, ExitConfig, "invalid lock key"},
-		{[]string{"run", "--key", "k", "--ttl", "-1s", "--", "true"}, ExitConfig, "invalid lock TTL"},
+		{[]string{"run", "--backend", url, "--key", strings.Repeat("k", 1025), "--", "true"}, ExitConfig, "invalid lock key"},
+		{[]string{"run", "--backend", url, "--key", "k", "--ttl", "-1s", "--", "true"}, ExitConfig, "invalid lock TTL"},
+		{[]string{"run", "--backend", url, "--key", "k", "--owner", strings.Repeat("o", 300), "--", "true"}, ExitConfig, "owner id"},
 		{[]string{"conformance", "--run", "("}, ExitUsage, "--run"},
 		{[]string{"bench", "--clients", "0"}, ExitUsage, "must be positive"},
 	} {
@@ -111,16 +116,38 @@ func TestUsageErrors(t *testing.T) {
 			t.Errorf("distlock %q: %d lines of error, want one: %q", tc.args, n+1, r.stderr)
 		}
 	}
+}
+
+// TestHelp: help goes to stdout, for "distlock help", "distlock help CMD"
+// and "distlock CMD --help" alike; each flag's default is printed once;
+// --version prints a version.
+func TestHelp(t *testing.T) {
 	for _, cmd := range []string{"run", "conformance", "bench", "demo"} {
-		r := runBin(t, time.Minute, nil, cmd, "--help")
-		if r.status != 0 || !strings.Contains(r.stderr, "Usage: distlock "+cmd) {
-			t.Errorf("%s --help: status %d, stderr %q", cmd, r.status, r.stderr)
+		for _, args := range [][]string{{cmd, "--help"}, {cmd, "-h"}, {"help", cmd}} {
+			r := runBin(t, time.Minute, nil, args...)
+			if r.status != 0 || !strings.Contains(r.stdout, "Usage: distlock "+cmd) || r.stderr != "" {
+				t.Errorf("distlock %q: status %d, stdout %q, stderr %q; want the usage on stdout", args, r.status, r.stdout, r.stderr)
+			}
+			for _, line := range strings.Split(r.stdout, "\n") {
+				if strings.Count(line, "(default") > 1 {
+					t.Errorf("distlock %q: default printed twice: %q", args, line)
+				}
+			}
 		}
+	}
+	r := runBin(t, time.Minute, nil, "help")
+	if r.status != 0 || !strings.Contains(r.stdout, "distlock run --backend URL") {
+		t.Errorf("distlock help: status %d, stdout %q", r.status, r.stdout)
+	}
+	r = runBin(t, time.Minute, nil, "--version")
+	if r.status != 0 || !strings.HasPrefix(r.stdout, "distlock ") || strings.Count(r.stdout, "\n") != 1 {
+		t.Errorf("distlock --version: status %d, stdout %q", r.status, r.stdout)
 	}
 }
 
 func TestRunForwardsSignals(t *testing.T) {
-	cmd := exec.Command(bin, "run", "--key", "sig", "--", "sh", "-c", `trap 'echo got TERM; exit 3' TERM; echo ready; while :; do sleep 0.05; done`)
+	url, _ := redisURL(t)
+	cmd := exec.Command(bin, "run", "--backend", url, "--key", "sig", "--", "sh", "-c", `trap 'echo got TERM; exit 3' TERM; echo ready; while :; do sleep 0.05; done`)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -190,6 +217,11 @@ func TestBenchCommand(t *testing.T) {
 	if rep.Uncontended.Cycles == 0 || rep.Uncontended.AcquireP50us <= 0 || rep.Contended.Handoffs == 0 ||
 		rep.Contended.HandoffP99us < rep.Contended.HandoffP50us || rep.Contended.Clients != 8 || rep.Contended.Errors != 0 {
 		t.Errorf("implausible report %+v", rep)
+	}
+	for _, want := range []string{"distlock bench: uncontended: 1 client", "distlock bench: contended: 8 clients", "handoffs"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("bench progress on stderr lacks %q: %q", want, r.stderr)
+		}
 	}
 	r = runBin(t, time.Minute, nil, "bench", "--duration", "200ms")
 	for _, want := range []string{"uncontended cycles/s", "contended handoff p50 / p99"} {

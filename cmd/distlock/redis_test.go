@@ -156,3 +156,81 @@ func TestConformanceCommandOnRedis(t *testing.T) {
 		t.Errorf("summary line missing:\n%s", r.stdout)
 	}
 }
+
+// TestRunTLSAgainstPlainServer: rediss:// naming a plain-text redis-server
+// fails within the dial timeout and says TLS failed, even with a long
+// --wait (it used to hang until the context ended, then said only
+// "context deadline exceeded"). A TLS failure is not an outage to wait out.
+func TestRunTLSAgainstPlainServer(t *testing.T) {
+	_, srv := redisURL(t)
+	start := time.Now()
+	r := runBin(t, 2*time.Minute, nil, "run", "--backend", "rediss://"+srv.Addr()+"/0?dial_timeout=1s", "--key", "tls", "--wait", "60s", "--", "echo", "ran")
+	took := time.Since(start)
+	if r.status != ExitUnavailable || !strings.Contains(r.stderr, "TLS handshake") || strings.Contains(r.stdout, "ran") {
+		t.Errorf("status %d, stderr %q; want %d and a TLS handshake error", r.status, r.stderr, ExitUnavailable)
+	}
+	if took >= 60*time.Second {
+		t.Errorf("took %v: the TLS failure was waited out like an outage", took)
+	}
+	if n := strings.Count(strings.TrimSpace(r.stderr), "\n"); n > 0 {
+		t.Errorf("%d lines of error: %q", n+1, r.stderr)
+	}
+}
+
+// TestRunWaitsOutOutage: with --wait, run rides out a backend that is down
+// when it starts and comes up within the wait (it used to fail at once).
+func TestRunWaitsOutOutage(t *testing.T) {
+	srv := testserver.Redis(t, testserver.RedisConfig{})
+	addr := srv.Addr()
+	if err := srv.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan result, 1)
+	go func() {
+		done <- runBin(t, 3*time.Minute, nil, "run", "--backend", "redis://"+addr+"/0", "--key", "outage", "--wait", "2m", "--", "echo", "ran")
+	}()
+	time.Sleep(1500 * time.Millisecond) // distlock is retrying against the stopped server
+	if err := srv.Restart(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	if r.status != 0 || strings.TrimSpace(r.stdout) != "ran" {
+		t.Errorf("status %d, stdout %q, stderr %q; want the command run once the server is back", r.status, r.stdout, r.stderr)
+	}
+	// Without --wait the outage fails at once with the unavailable status.
+	if err := srv.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	r = runBin(t, time.Minute, nil, "run", "--backend", "redis://"+addr+"/0", "--key", "outage", "--no-wait", "--", "echo", "ran")
+	if r.status != ExitUnavailable || strings.Count(r.stderr, "backend unavailable") != 1 {
+		t.Errorf("--no-wait against a stopped server: status %d, stderr %q; want %d and one \"backend unavailable\"", r.status, r.stderr, ExitUnavailable)
+	}
+}
+
+// TestRunZooKeeperTTLNote: on ZooKeeper, whose locks do not expire, an
+// explicit --ttl draws one note on stderr (it used to be ignored silently);
+// without --ttl there is none.
+func TestRunZooKeeperTTLNote(t *testing.T) {
+	srv := testserver.ZooKeeper(t, testserver.ZooKeeperConfig{})
+	url := "zookeeper://" + srv.Addr() + "/distlock-cli"
+	r := runBin(t, 2*time.Minute, nil, "run", "--backend", url, "--key", "zk", "--ttl", "30s", "--", "echo", "ran")
+	if r.status != 0 || strings.TrimSpace(r.stdout) != "ran" || strings.Count(r.stderr, "--ttl is ignored") != 1 {
+		t.Errorf("--ttl on zookeeper: status %d, stdout %q, stderr %q; want the command run and one note", r.status, r.stdout, r.stderr)
+	}
+	r = runBin(t, 2*time.Minute, nil, "run", "--backend", url, "--key", "zk", "--", "echo", "ran")
+	if r.status != 0 || r.stderr != "" {
+		t.Errorf("zookeeper without --ttl: status %d, stderr %q; want no note", r.status, r.stderr)
+	}
+}
+
+// TestRunRedlockErrorOneLine: a Redlock error joins one error per node;
+// run prints it on one line, "backend unavailable" not doubled by run.
+func TestRunRedlockErrorOneLine(t *testing.T) {
+	r := runBin(t, time.Minute, nil, "run", "--backend", "redlock://127.0.0.1:1,127.0.0.1:2,127.0.0.1:3", "--key", "k", "--no-wait", "--", "true")
+	if r.status != ExitUnavailable || strings.Count(r.stderr, "\n") != 1 || !strings.Contains(r.stderr, " | node ") {
+		t.Errorf("status %d, stderr %q; want %d and one line joining the node errors", r.status, r.stderr, ExitUnavailable)
+	}
+	if strings.HasPrefix(r.stderr, "distlock run: backend unavailable:") {
+		t.Errorf("run adds its own \"backend unavailable\": %q", r.stderr)
+	}
+}

@@ -3,43 +3,64 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/backend"
 )
 
-// forwarded are the signals run passes on to the command. SIGINT and SIGQUIT
-// typed at a terminal reach the command directly too (same process group);
-// the command then sees them twice, as under most supervisors.
+// forwarded are the signals run passes on to the command's process group.
 var forwarded = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2}
 
+const runAbout = `
+Takes the lock KEY on the backend, runs CMD while holding it (refreshing the
+lease about every ttl/3), and releases it when CMD exits. The backend must
+be shared by every process the lock coordinates: run refuses an in-process
+backend (mem://) and requires --backend or $DISTLOCK_BACKEND.
+
+CMD runs in a process group of its own. Signals distlock gets are passed on
+to the whole group. If the lock is lost while CMD runs, the group gets
+SIGTERM, then SIGKILL once CMD has exited or --grace has passed, whichever
+comes first; distlock then exits 76. ` + parentDeathSignal + `
+Processes CMD leaves behind when it exits normally are not signalled.
+
+With --wait (or without --no-wait) distlock also waits out brief backend
+outages (connection refused, timeouts, failover) until the wait ends;
+a bad URL or password fails at once.
+
+Backends whose locks do not expire (zookeeper) ignore --ttl: a holder's lock
+lasts as long as its session (session_timeout URL parameter).`
+
 func cmdRun(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("run", "run [--backend URL] --key KEY [--ttl D] [--wait D | --no-wait] [--owner ID] [--grace D] -- CMD [ARGS...]", stderr)
-	backendURL := fs.String("backend", defaultBackend(), "lock backend URL (default $DISTLOCK_BACKEND, then mem://)")
+	fs := newFlags("run", "run --backend URL --key KEY [--ttl D] [--wait D | --no-wait] [--owner ID] [--grace D] -- CMD [ARGS...]", runAbout, stdout)
+	backendFlagValue := backendFlag(fs, "")
 	key := fs.String("key", "", "name of the lock (required)")
 	ttl := fs.Duration("ttl", distlock.DefaultTTL, "lease TTL; the lease is refreshed about every ttl/3 while the command runs")
-	wait := fs.Duration("wait", 0, "give up with status 75 after waiting this long for the lock (0: wait as long as it takes)")
+	wait := fs.Duration("wait", 0, "give up with status 75 after waiting this long for the lock or for the backend to come back (0: as long as it takes)")
 	noWait := fs.Bool("no-wait", false, "give up with status 75 at once if the lock is held")
 	owner := fs.String("owner", "", "owner id: runs with the same owner id nest instead of excluding each other (default: a random id)")
-	grace := fs.Duration("grace", 10*time.Second, "after the lock is lost: time between SIGTERM and SIGKILL to the command")
+	grace := fs.Duration("grace", 10*time.Second, "after the lock is lost: time between SIGTERM and SIGKILL to the command's process group")
 	verbose := fs.Bool("v", false, "report acquisition and release on stderr")
 	if st := parseFlags(fs, args, stderr); st >= 0 {
 		return st
 	}
 	argv := fs.Args()
+	url := backendURL(*backendFlagValue, "")
 	switch {
 	case *key == "":
-		fmt.Fprintln(stderr, "distlock run: --key is required (see distlock run --help)")
+		fmt.Fprintln(stderr, "distlock run: --key is required (see distlock help run)")
 		return ExitUsage
 	case len(argv) == 0:
-		fmt.Fprintln(stderr, "distlock run: no command given (distlock run --key KEY -- CMD [ARGS...])")
+		fmt.Fprintln(stderr, "distlock run: no command given (distlock run --backend URL --key KEY -- CMD [ARGS...])")
 		return ExitUsage
 	case *noWait && *wait != 0:
 		fmt.Fprintln(stderr, "distlock run: --wait and --no-wait exclude each other")
@@ -47,7 +68,15 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	case *wait < 0 || *grace < 0:
 		fmt.Fprintln(stderr, "distlock run: --wait and --grace must not be negative")
 		return ExitUsage
+	case url == "":
+		fmt.Fprintln(stderr, "distlock run: no lock backend: pass --backend URL or set $DISTLOCK_BACKEND to a backend every process can reach (such as redis://host:6379/0)")
+		return ExitUsage
+	case backend.InProcess(schemeOf(url)):
+		fmt.Fprintf(stderr, "distlock run: backend %s:// locks only within one process and cannot exclude other runs: pass --backend URL or set $DISTLOCK_BACKEND to a shared backend\n", schemeOf(url))
+		return ExitConfig
 	}
+	ttlSet := false
+	fs.Visit(func(f *flag.Flag) { ttlSet = ttlSet || f.Name == "ttl" })
 
 	// Signals that arrive while we wait for the lock end the wait.
 	sigs := make(chan os.Signal, 8)
@@ -56,14 +85,20 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
-	locker, err := distlock.Open(ctx, *backendURL)
+	locker, err := distlock.Open(ctx, url)
 	if err != nil {
-		fmt.Fprintf(stderr, "distlock run: %v\n", err)
+		fmt.Fprintf(stderr, "distlock run: %s\n", errLine(err))
 		return exitFor(err)
 	}
 	defer locker.Close()
+	if ttlSet && !locker.Capabilities().Expiring {
+		fmt.Fprintf(stderr, "distlock run: note: %s locks do not expire, --ttl is ignored: the lock lasts as long as distlock's session\n", schemeOf(url))
+	}
 
 	opts := []distlock.Option{distlock.WithTTL(*ttl)}
+	if !*noWait {
+		opts = append(opts, distlock.WithRetryUnavailable(true))
+	}
 	if *owner != "" {
 		opts = append(opts, distlock.WithOwner(*owner))
 	}
@@ -82,9 +117,10 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		"DISTLOCK_TOKEN="+strconv.FormatUint(lease.Token(), 10),
 		"DISTLOCK_OWNER="+lease.Owner(),
 	)
+	setProcAttr(cmd)
 	if err := cmd.Start(); err != nil {
 		release(lease, stderr, *verbose)
-		fmt.Fprintf(stderr, "distlock run: %v\n", err)
+		fmt.Fprintf(stderr, "distlock run: %s\n", errLine(err))
 		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
 			return 127
 		}
@@ -92,35 +128,54 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
-
-	status = -1
-	var killTimer <-chan time.Time
-	lost := lease.Done()
-	for status < 0 {
-		select {
-		case err := <-exited:
-			if killTimer != nil {
-				status = ExitLost
-			} else {
-				status = exitStatus(err)
-			}
-		case sig := <-sigs:
-			_ = cmd.Process.Signal(sig)
-		case <-lost:
-			lost = nil
-			fmt.Fprintf(stderr, "distlock run: lock %q lost while the command ran: %v; sending SIGTERM\n", *key, lease.Err())
-			_ = cmd.Process.Signal(syscall.SIGTERM)
-			killTimer = time.After(*grace)
-		case <-killTimer:
-			killTimer = make(chan time.Time) // keep "lost" state, never fires
-			fmt.Fprintf(stderr, "distlock run: command still running %v after SIGTERM; sending SIGKILL\n", *grace)
-			_ = cmd.Process.Kill()
-		}
-	}
+	status = superviseCommand(cmd, exited, lease, sigs, *grace, stderr)
+	restoreForeground(cmd)
 	if status != ExitLost {
 		release(lease, stderr, *verbose)
 	}
 	return status
+}
+
+// superviseCommand waits for the command to exit, passing signals on to
+// its process group. If the lease is lost first, the group gets SIGTERM,
+// and SIGKILL when the command has exited or grace has passed; the status
+// is then ExitLost.
+func superviseCommand(cmd *exec.Cmd, exited <-chan error, lease *distlock.Lease, sigs <-chan os.Signal, grace time.Duration, stderr io.Writer) int {
+	lost := lease.Done()
+	var killTimer <-chan time.Time
+	for {
+		select {
+		case err := <-exited:
+			if lost != nil {
+				return exitStatus(err)
+			}
+			if groupAlive(cmd) {
+				fmt.Fprintln(stderr, "distlock run: command exited after the lock was lost; sending SIGKILL to what is left of its process group")
+				signalGroup(cmd, syscall.SIGKILL)
+			}
+			return ExitLost
+		case sig := <-sigs:
+			signalGroup(cmd, sig)
+		case <-lost:
+			lost = nil
+			fmt.Fprintf(stderr, "distlock run: lock %q lost while the command ran (%s); sending SIGTERM to the command's process group\n", lease.Key(), errLine(lease.Err()))
+			signalGroup(cmd, syscall.SIGTERM)
+			killTimer = time.After(grace)
+		case <-killTimer:
+			killTimer = nil
+			fmt.Fprintf(stderr, "distlock run: command still running %v after SIGTERM; sending SIGKILL to its process group\n", grace)
+			signalGroup(cmd, syscall.SIGKILL)
+		}
+	}
+}
+
+// schemeOf is the scheme of a backend URL, lower case, "" if none.
+func schemeOf(url string) string {
+	i := strings.Index(url, ":")
+	if i <= 0 {
+		return ""
+	}
+	return strings.ToLower(url[:i])
 }
 
 // acquireForRun takes the lock as run's flags say. On failure it reports
@@ -166,14 +221,14 @@ func acquireForRun(ctx context.Context, l distlock.Locker, key string, wait time
 		return nil, 128 + int(sig)
 	}
 	switch {
-	case errors.Is(err, distlock.ErrUnavailable):
-		fmt.Fprintf(stderr, "distlock run: backend unavailable: %v\n", err)
+	case errors.Is(err, distlock.ErrUnavailable) && wait > 0:
+		fmt.Fprintf(stderr, "distlock run: gave up after waiting %v: %s\n", wait, errLine(err))
 	case errors.Is(err, distlock.ErrNotAcquired) && noWait:
 		fmt.Fprintf(stderr, "distlock run: %q is held by another owner\n", key)
 	case errors.Is(err, distlock.ErrNotAcquired) && errors.Is(err, context.DeadlineExceeded):
 		fmt.Fprintf(stderr, "distlock run: %q still held after waiting %v\n", key, wait)
 	default:
-		fmt.Fprintf(stderr, "distlock run: %v\n", err)
+		fmt.Fprintf(stderr, "distlock run: %s\n", errLine(err))
 	}
 	return nil, exitFor(err)
 }
@@ -182,7 +237,7 @@ func release(lease *distlock.Lease, stderr io.Writer, verbose bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := lease.Release(ctx); err != nil {
-		fmt.Fprintf(stderr, "distlock run: release: %v\n", err)
+		fmt.Fprintf(stderr, "distlock run: release: %s\n", errLine(err))
 	} else if verbose {
 		fmt.Fprintf(stderr, "distlock run: released %q\n", lease.Key())
 	}

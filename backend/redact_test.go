@@ -1,0 +1,41 @@
+package backend
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+)
+
+func TestRedactURL(t *testing.T) {
+	for raw, want := range map[string]string{
+		"redis://:Hunter2@h:6379/0":   "redis://:xxxxx@h:6379/0",
+		"redis://user:pa#ss@h:6379/0": "redis://user:xxxxx@h:6379/0",
+		"mysql://root:a@b@h:3306/db":  "mysql://root:xxxxx@h:3306/db",
+		"redis://user@h:6379/0":       "redis://user@h:6379/0",
+		"redis://h:6379/0":            "redis://h:6379/0",
+		"root:secret@tcp(h:3306)/db":  "root:xxxxx@tcp(h:3306)/db",
+		"redis://:p@h":                "redis://:xxxxx@h",
+		"not a url at all":            "not a url at all",
+	} {
+		if got := RedactURL(raw); got != want {
+			t.Errorf("RedactURL(%q) = %q, want %q", raw, got, want)
+		}
+	}
+}
+
+func TestScrubError(t *testing.T) {
+	raw := "redis://:123#Hunter2secret@h:6379/0"
+	err := fmt.Errorf("%w: fragment (#Hunter2secret@h:6379/0) and port 123", ErrInvalidOption)
+	got := ScrubError(raw, err)
+	if strings.Contains(got.Error(), "Hunter2") || strings.Contains(got.Error(), "123") || !errors.Is(got, ErrInvalidOption) {
+		t.Errorf("ScrubError = %v", got)
+	}
+	clean := fmt.Errorf("%w: nothing secret", ErrUnavailable)
+	if ScrubError(raw, clean) != clean {
+		t.Error("ScrubError changed an error that shows no password")
+	}
+	if s := Scrub("redis://:a@h/0", "invalid option: a bad value"); s != "invalid option: a bad value" {
+		t.Errorf("a one-byte password garbled the message: %q", s)
+	}
+}

@@ -1,0 +1,99 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/distlock/distlock/conformance"
+	"github.com/distlock/distlock/internal/testserver"
+)
+
+// TestConformanceChecksConnectionFirst: against a server it cannot reach,
+// or that refuses its password, conformance says so in one line and exits
+// with the unavailable status, before running any check (it used to report
+// every check as a contract violation, exit 1).
+func TestConformanceChecksConnectionFirst(t *testing.T) {
+	srv := testserver.Redis(t, testserver.RedisConfig{})
+	admin := goredis.NewClient(&goredis.Options{Addr: srv.Addr()})
+	defer admin.Close()
+	if err := admin.ConfigSet(context.Background(), "requirepass", "right-password").Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ url, want string }{
+		{"redis://127.0.0.1:1/0", "connection refused"},
+		{"redis://:wrong-password@" + srv.Addr() + "/0", "WRONGPASS"},
+		{"redis://" + srv.Addr() + "/0", "NOAUTH"},
+	} {
+		r := runBin(t, 2*time.Minute, nil, "conformance", "--backend", tc.url, "--run", "^(keys|mutual-exclusion)$")
+		if r.status != ExitUnavailable || !strings.Contains(r.stderr, tc.want) || strings.Count(r.stderr, "\n") != 1 {
+			t.Errorf("conformance against %s: status %d, stderr %q; want %d and one line with %q", tc.url, r.status, r.stderr, ExitUnavailable, tc.want)
+		}
+		if strings.Contains(r.stdout, "violated") || strings.Contains(r.stdout, "=== ") {
+			t.Errorf("conformance against %s ran checks: %s", tc.url, r.stdout)
+		}
+		if strings.Contains(r.stderr, "wrong-password") {
+			t.Errorf("password shown: %s", r.stderr)
+		}
+	}
+}
+
+// TestConformanceRunMatchingNothing: a --run that selects no check is a
+// usage error naming the checks (it used to pass with an empty table).
+func TestConformanceRunMatchingNothing(t *testing.T) {
+	r := runBin(t, time.Minute, nil, "conformance", "--run", "^no-such-check$")
+	if r.status != ExitUsage || !strings.Contains(r.stderr, "matches no check") || !strings.Contains(r.stderr, "mutual-exclusion") {
+		t.Errorf("status %d, stderr %q; want %d naming the checks", r.status, r.stderr, ExitUsage)
+	}
+}
+
+// TestConformanceJSON: snake_case names, durations as strings.
+func TestConformanceJSON(t *testing.T) {
+	r := runBin(t, 2*time.Minute, nil, "conformance", "--json", "--run", "^keys$")
+	var rep map[string]any
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Fatalf("%v\n%s", err, r.stdout)
+	}
+	res, _ := rep["results"].([]any)
+	if len(res) != 1 {
+		t.Fatalf("results %v", rep["results"])
+	}
+	one, _ := res[0].(map[string]any)
+	for _, k := range []string{"name", "contract", "status", "duration"} {
+		if _, ok := one[k]; !ok {
+			t.Errorf("result lacks %q: %v", k, one)
+		}
+	}
+	if d, ok := one["duration"].(string); !ok {
+		t.Errorf("duration %v is not a string", one["duration"])
+	} else if _, err := time.ParseDuration(d); err != nil {
+		t.Errorf("duration %q: %v", d, err)
+	}
+}
+
+// TestPrintResultsShowsWhy: the table is followed by each failed or
+// unavailable check's whole message, on one line (demo --local and
+// conformance used to end with rc=1 and a truncated table cell).
+func TestPrintResultsShowsWhy(t *testing.T) {
+	long := strings.Repeat("x", 300)
+	var b bytes.Buffer
+	printResults(&b, []conformance.Result{
+		{Name: "mutual-exclusion", Status: conformance.Fail, Message: "contract violated: 2 overlapping\n" + long + " END"},
+		{Name: "ttl", Status: conformance.Unavailable, Message: "backend unavailable during the check: WRONGPASS"},
+		{Name: "keys", Status: conformance.Pass},
+	})
+	out := b.String()
+	for _, want := range []string{"FAIL mutual-exclusion: contract violated: 2 overlapping | " + long + " END", "UNAVAILABLE ttl: backend unavailable during the check: WRONGPASS", "1 passed, 1 failed, 1 unavailable, 0 skipped"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if got := statusOf([]conformance.Result{{Status: conformance.Pass}, {Status: conformance.Unavailable}}); got != ExitUnavailable {
+		t.Errorf("statusOf(pass, unavailable) = %d, want %d", got, ExitUnavailable)
+	}
+}
