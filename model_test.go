@@ -90,9 +90,9 @@ func TestModel(t *testing.T) {
 			go func() { defer wg.Done(); res[i] = runSchedule(base + uint64(n+i)) }()
 		}
 		wg.Wait()
-		for _, msg := range res {
+		for i, msg := range res {
 			if msg != "" {
-				t.Fatalf("after %d schedules without a violation:\n%s", n, msg)
+				t.Fatalf("schedule %d of this run (%d schedules before its batch of %d passed):\n%s", n+i+1, n, batch, msg)
 			}
 		}
 		if msg := goroutinesBack(goroutines); msg != "" {
@@ -302,10 +302,9 @@ func runSchedule(seed uint64) string {
 		networks.Add(1)
 		go func() { defer networks.Done(); r.network(c, nrng, programsDone) }()
 	}
-	if !waitGroupFor(&programs, 30*time.Second) {
-		r.violate("programs still running 30s after the start: a call never returned")
+	if !r.waitPrograms(&programs) {
 		close(stop)
-		return r.report()
+		return r.report() // a call is stuck: leave it (the test fails)
 	}
 	close(programsDone)
 	networks.Wait()
@@ -380,15 +379,32 @@ func (r *modelRun) report() string {
 		r.seed, r.seed, strings.Join(r.violations, "\n  "), strings.Join(r.log, "\n"))
 }
 
-// waitGroupFor waits for wg at most limit and reports whether it ended.
-func waitGroupFor(wg *sync.WaitGroup, limit time.Duration) bool {
+// waitPrograms waits for the programs to end, and reports false if a call
+// got stuck instead (watchCalls reported it) or they ran for 30s.
+func (r *modelRun) waitPrograms(wg *sync.WaitGroup) bool {
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
-	select {
-	case <-done:
-		return true
-	case <-time.After(limit):
-		return false
+	limit := time.After(30 * time.Second)
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-done:
+			return true
+		case <-limit:
+			r.violate("programs still running 30s after the start")
+			return false
+		case <-tick.C:
+			r.mu.Lock()
+			stuck := false
+			for c := range r.calls {
+				stuck = stuck || c.late
+			}
+			r.mu.Unlock()
+			if stuck {
+				return false
+			}
+		}
 	}
 }
 

@@ -102,7 +102,7 @@ type modelDriver struct {
 
 	mu      sync.Mutex
 	failed  map[uint64]string // holds of acquisitions that failed for their caller
-	undos   atomic.Int64 // undos under way
+	undos   atomic.Int64      // undos under way
 	closed  bool
 	closeCh chan struct{}
 }
