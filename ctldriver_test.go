@@ -27,11 +27,16 @@ type ctlDriver struct {
 	calls    int                   // Refresh calls
 	overlaps int                   // Refresh calls begun while another was in flight
 	stalls   atomic.Int32          // calls that waited for their ctx
+	freed    chan struct{}         // closed by free: stalled calls fail at once
 }
 
 func newCtlDriver() *ctlDriver {
-	return &ctlDriver{expires: map[*ctlLock]time.Time{}, refreshN: map[time.Duration]int{}}
+	return &ctlDriver{expires: map[*ctlLock]time.Time{}, refreshN: map[time.Duration]int{}, freed: make(chan struct{})}
 }
+
+// free makes the calls waiting for their ctx fail at once (the end of a
+// test: no goroutine left waiting).
+func (d *ctlDriver) free() { close(d.freed) }
 
 type ctlLock struct {
 	d     *ctlDriver
@@ -49,8 +54,12 @@ func (d *ctlDriver) stall(ctx context.Context) error {
 		return nil
 	}
 	d.stalls.Add(1)
-	<-ctx.Done()
-	return fmt.Errorf("%w: no reply: %w", backend.ErrUnavailable, ctx.Err())
+	select {
+	case <-ctx.Done():
+		return fmt.Errorf("%w: no reply: %w", backend.ErrUnavailable, ctx.Err())
+	case <-d.freed:
+		return fmt.Errorf("%w: no reply", backend.ErrUnavailable)
+	}
 }
 
 func (d *ctlDriver) TryAcquire(ctx context.Context, req backend.Request) (backend.Lock, error) {

@@ -359,8 +359,15 @@ func (l *locker) acquire(ctx context.Context, op, key string, opts []Option, wai
 		sent = is.IssuedAt()
 	}
 	if !lease.start(lock, sent) {
-		// Lost, or Close ran, between the grant and now: give the lock back.
-		l.releaseQuietly(lock)
+		// Lost, late, or Close ran, between the grant and now: give the
+		// lock back, in the background so that the caller need not wait
+		// for a backend that may not answer. (Close waits for it, within
+		// its bound: the Add happens while this call is counted.)
+		l.inflight.Add(1)
+		go func() {
+			defer l.inflight.Done()
+			l.releaseQuietly(lock)
+		}()
 		return nil, l.err(op, key, lease.Err())
 	}
 	return lease, nil

@@ -3,6 +3,7 @@ package distlock_test
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -21,7 +22,7 @@ type modelServer struct {
 	fences map[string]uint64
 	undone map[uint64]bool
 	grants map[string]map[uint64]string // key → token → owner, every grant ever
-	nextID uint64
+	nextID atomic.Uint64
 	sealed bool     // the run is over: no request may arrive any more
 	late   []string // requests that arrived sealed
 }
@@ -43,12 +44,7 @@ func newModelServer() *modelServer {
 }
 
 // holdID returns a fresh hold id.
-func (s *modelServer) holdID() uint64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.nextID++
-	return s.nextID
-}
+func (s *modelServer) holdID() uint64 { return s.nextID.Add(1) }
 
 // live returns key's record if it is held at now. Callers hold s.mu.
 func (s *modelServer) live(key string, now time.Time) *modelKey {
