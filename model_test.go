@@ -278,6 +278,7 @@ func runSchedule(seed uint64) string {
 	for i := range nClients {
 		link := &modelLink{rng: rand.New(rand.NewPCG(seed, uint64(100+i)))}
 		drv := newModelDriver(r.srv, link)
+		drv.onReply = r.probeSoon
 		var d backend.Driver = drv
 		batch := rng.IntN(2) == 0
 		if batch {
@@ -451,15 +452,17 @@ func (r *modelRun) program(c *modelClient, th int, rng *rand.Rand) {
 	for range 6 + rng.IntN(10) {
 		time.Sleep(time.Duration(rng.Int64N(int64(30 * time.Millisecond))))
 		switch x := rng.IntN(100); {
-		case x < 35:
+		case x < 25:
 			r.acquire(c, name, rng, modelKeys[rng.IntN(len(modelKeys))], rng.IntN(3) != 0)
-		case x < 42:
+		case x < 32:
 			r.burst(c, name, rng)
-		case x < 62:
-			r.refresh(c, name, rng)
-		case x < 92:
-			r.release(c, name, rng)
-		case x < 94:
+		case x < 50:
+			r.refresh(c, name, rng, nil)
+		case x < 70:
+			r.work(c, name, rng)
+		case x < 98:
+			r.release(c, name, rng, nil)
+		default:
 			r.closeClient(c)
 		}
 	}
@@ -485,7 +488,7 @@ func acquireOpts(c *modelClient, rng *rand.Rand) ([]distlock.Option, string) {
 	return opts, desc
 }
 
-func (r *modelRun) acquire(c *modelClient, name string, rng *rand.Rand, key string, wait bool) {
+func (r *modelRun) acquire(c *modelClient, name string, rng *rand.Rand, key string, wait bool) *distlock.Lease {
 	opts, desc := acquireOpts(c, rng)
 	ctx, cancel, bound := modelCtx(rng)
 	defer cancel()
@@ -507,6 +510,7 @@ func (r *modelRun) acquire(c *modelClient, name string, rng *rand.Rand, key stri
 	}
 	r.end(call)
 	r.acquired(c, what, ctx, ls, err, began)
+	return ls
 }
 
 // burst acquires many keys at once with one TTL, so that many leases share
@@ -572,23 +576,52 @@ func (r *modelRun) acquired(c *modelClient, what string, ctx context.Context, ls
 	r.logf("%s -> token %d, deadline in %v", what, token, time.Until(ls.Deadline()).Round(time.Millisecond))
 }
 
-// pick returns one of the client's leases, or nil.
+// pick returns one of the client's leases, a held one if it finds one in
+// a few draws, or nil.
 func (c *modelClient) pick(rng *rand.Rand) *distlock.Lease {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if len(c.leases) == 0 {
 		return nil
 	}
-	return c.leases[rng.IntN(len(c.leases))]
+	ls := c.leases[rng.IntN(len(c.leases))]
+	for range 3 {
+		if ls.Err() == nil {
+			break
+		}
+		ls = c.leases[rng.IntN(len(c.leases))]
+	}
+	return ls
 }
 
-func (r *modelRun) refresh(c *modelClient, name string, rng *rand.Rand) {
-	ls := c.pick(rng)
+// work acquires a lock and works under it a while, extending it by
+// manual refreshes (with TTLs longer and shorter than its own) on top of
+// the automatic ones, then releases it or not.
+func (r *modelRun) work(c *modelClient, name string, rng *rand.Rand) {
+	key := modelKeys[rng.IntN(len(modelKeys))]
+	ls := r.acquire(c, name, rng, key, true)
+	if ls == nil {
+		return
+	}
+	for range 2 + rng.IntN(5) {
+		time.Sleep(time.Duration(rng.Int64N(int64(50 * time.Millisecond))))
+		r.refresh(c, name, rng, ls)
+	}
+	if rng.IntN(4) != 0 {
+		r.release(c, name, rng, ls)
+	}
+}
+
+// refresh refreshes ls, or one of the client's leases if nil.
+func (r *modelRun) refresh(c *modelClient, name string, rng *rand.Rand, ls *distlock.Lease) {
+	if ls == nil {
+		ls = c.pick(rng)
+	}
 	if ls == nil {
 		return
 	}
 	ttl := modelTTL(rng)
-	if rng.IntN(3) == 0 {
+	if rng.IntN(2) == 0 {
 		ttl = 2*time.Second + time.Duration(rng.Int64N(int64(3*time.Second)))
 	}
 	ctx, cancel, bound := modelCtx(rng)
@@ -603,8 +636,11 @@ func (r *modelRun) refresh(c *modelClient, name string, rng *rand.Rand) {
 	r.logf("%s -> %v", what, err)
 }
 
-func (r *modelRun) release(c *modelClient, name string, rng *rand.Rand) {
-	ls := c.pick(rng)
+// release releases ls, or one of the client's leases if nil.
+func (r *modelRun) release(c *modelClient, name string, rng *rand.Rand, ls *distlock.Lease) {
+	if ls == nil {
+		ls = c.pick(rng)
+	}
 	if ls == nil {
 		return
 	}
@@ -675,6 +711,27 @@ func (r *modelRun) probe(stop <-chan struct{}) {
 		if !soon {
 			time.Sleep(time.Millisecond)
 		}
+	}
+}
+
+// probeSoon probes the leases of key with token a few times in the next
+// milliseconds: right after a refresh returns, when its lease's deadline
+// moves and before the next refresh can reach the server.
+func (r *modelRun) probeSoon(key string, token uint64) {
+	for _, after := range []time.Duration{100 * time.Microsecond, time.Millisecond, 3 * time.Millisecond} {
+		time.AfterFunc(after, func() {
+			r.mu.Lock()
+			var leases []*distlock.Lease
+			for ls := range r.live {
+				if ls.Key() == key && ls.Token() == token {
+					leases = append(leases, ls)
+				}
+			}
+			r.mu.Unlock()
+			for _, ls := range leases {
+				r.probeOne(ls, 0)
+			}
+		})
 	}
 }
 

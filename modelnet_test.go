@@ -97,8 +97,9 @@ func (k *modelLink) send(deliver func(), reply bool) {
 // retried until the server confirms (the network is healed at the end of
 // every run).
 type modelDriver struct {
-	srv  *modelServer
-	link *modelLink
+	srv     *modelServer
+	link    *modelLink
+	onReply func(key string, token uint64) // a refresh's reply was delivered
 
 	mu      sync.Mutex
 	failed  map[uint64]string // holds of acquisitions that failed for their caller
@@ -194,6 +195,14 @@ func (d *modelDriver) undo(key string, hold uint64, why string) {
 	}()
 }
 
+// replied tells the model checker that a refresh of l has returned: the
+// moment its lease's state changes.
+func (d *modelDriver) replied(l *modelLock) {
+	if d.onReply != nil {
+		d.onReply(l.key, l.token)
+	}
+}
+
 // orphans returns the holds of failed acquisitions.
 func (d *modelDriver) orphans() map[uint64]string {
 	d.mu.Lock()
@@ -214,6 +223,9 @@ func (d modelBatchDriver) RefreshBatch(ctx context.Context, items []backend.Refr
 		}
 		return oks
 	})
+	for _, it := range items {
+		d.replied(it.Lock.(*modelLock))
+	}
 	errs := make([]error, len(items))
 	for i := range items {
 		switch {
@@ -238,6 +250,7 @@ func (l *modelLock) Token() uint64 { return l.token }
 
 func (l *modelLock) Refresh(ctx context.Context, ttl time.Duration) error {
 	ok, err := call(ctx, l.d, func() bool { return l.d.srv.refresh(l.key, l.owner, l.token, ttl) })
+	l.d.replied(l)
 	if err != nil {
 		return err
 	}
