@@ -83,7 +83,9 @@ func (ls *Lease) Owner() string { return ls.owner }
 func (ls *Lease) Token() uint64 { return ls.token }
 
 // Deadline returns the local validity deadline: until then the lock is
-// certainly held (if the lease has not ended). On session-bound backends
+// certainly held (if the lease has not ended). From the deadline on, Err,
+// Done and Context report the lease lost, whatever the refresh scheduler is
+// doing. On session-bound backends
 // whose locks do not expire it is the driver's session deadline (last
 // contact plus the session timeout, less a margin), or zero if the driver
 // keeps none.

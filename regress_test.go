@@ -140,25 +140,27 @@ func heldAfter(ls *distlock.Lease, at time.Time, kind int) bool {
 // one; none of them may answer "held" (Err, Done, Context) at or after its
 // deadline meanwhile.
 func TestNoHeldPastDeadline(t *testing.T) {
-	const n, ttl = 20000, 2 * time.Second
+	const n, ttl = 20000, 3 * time.Second
 	d := &issuedDriver{at: time.Now()}
 	l := distlock.New(d, "issued")
 	defer l.Close()
 	ctx := context.Background()
-	leases := make([]*distlock.Lease, n)
-	for i := range leases {
+	var leases []*distlock.Lease
+	stopAt := d.at.Add(ttl / 2) // well before the common deadline, however loaded the machine
+	for i := 0; i < n && time.Now().Before(stopAt); i++ {
 		ls, err := l.TryAcquire(ctx, "k"+itoa(i), distlock.WithTTL(ttl), distlock.WithAutoRefresh(false))
 		if err != nil {
 			t.Fatal(err)
 		}
-		leases[i] = ls
+		leases = append(leases, ls)
 	}
-	if time.Now().After(leases[0].Deadline().Add(-200 * time.Millisecond)) {
-		t.Fatalf("acquiring %d leases took longer than their validity: machine too slow for this test", n)
+	if len(leases) < 1000 {
+		t.Fatalf("only %d leases acquired in %v", len(leases), ttl/2)
 	}
+	t.Logf("%d leases with one deadline", len(leases))
 	bad, probes := 0, 0
 	limit := time.Now().Add(10 * time.Second)
-	for left := n; left > 0 && time.Now().Before(limit); {
+	for left := len(leases); left > 0 && time.Now().Before(limit); {
 		left = 0
 		for i := len(leases) - 1; i >= 0; i-- { // the scheduler ends them in heap order: look from the other end
 			ls := leases[i]

@@ -12,8 +12,9 @@ import (
 )
 
 // The scheduler keeps every expiring lease of one Locker in a heap ordered
-// by its next event: the automatic refresh (about ttl/3 after the last
-// successful one) or the local validity deadline. One runtime timer is armed
+// by its next event: the automatic refresh (ttl/3 after the last
+// successful one was sent, or halfway to the deadline if that is sooner) or
+// the local validity deadline. One runtime timer is armed
 // for the earliest event; when it fires, due refreshes go to at most
 // maxRefreshWorkers goroutines (in batches where the driver can pipeline
 // them) and passed deadlines end their leases. No goroutine waits between
