@@ -184,8 +184,8 @@ func (r *modelRun) end(c *modelCall) {
 	delete(r.calls, c)
 	late := c.late
 	r.mu.Unlock()
-	if lag := r.lag.max(c.start, now); now.After(c.limit.Add(lag)) && !late {
-		r.violate("%s returned after %v, %v past its bound plus slack (timer lag meanwhile up to %v)", c.what, now.Sub(c.start).Round(time.Millisecond), now.Sub(c.limit).Round(time.Millisecond), lag.Round(time.Millisecond))
+	if lag := r.lag.stalled(c.start, now); now.After(c.limit.Add(lag)) && !late {
+		r.violate("%s returned after %v, %v past its bound plus slack (the process stalled %v meanwhile)", c.what, now.Sub(c.start).Round(time.Millisecond), now.Sub(c.limit).Round(time.Millisecond), lag.Round(time.Millisecond))
 	}
 }
 
@@ -201,7 +201,7 @@ func (r *modelRun) watchCalls(stop <-chan struct{}) {
 			var late []*modelCall
 			r.mu.Lock()
 			for c := range r.calls {
-				if !c.late && now.After(c.limit.Add(time.Second+r.lag.max(c.start, now))) {
+				if !c.late && now.After(c.limit.Add(time.Second+r.lag.stalled(c.start, now))) {
 					c.late = true
 					late = append(late, c)
 				}
@@ -774,7 +774,7 @@ func (r *modelRun) probeOne(ls *distlock.Lease, kind int) bool {
 
 // modelLag measures how late timers fire (the machine's load, the race
 // detector), so that a call is not blamed for the runtime's delays: a call
-// may overrun its bound by the slack plus the worst lag seen while it ran.
+// may overrun its bound by the slack plus the stalls measured while it ran.
 type modelLag struct {
 	mu      sync.Mutex
 	samples []lagSample
@@ -805,21 +805,30 @@ func (g *modelLag) measure(stop <-chan struct{}) {
 	}
 }
 
-// max returns the worst lag measured between from and to (and until the
-// next sample after to, which covers a delay still under way at to).
-func (g *modelLag) max(from, to time.Time) time.Duration {
+// stalled returns how long the process stalled between from and to: the
+// sum of the lags above lagJitter measured then, and the delay of the
+// sampler itself if it is late at to. (One stall may be measured in
+// parts; ordinary jitter is not counted.)
+func (g *modelLag) stalled(from, to time.Time) time.Duration {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	worst := time.Duration(0)
+	sum := time.Duration(0)
 	for i := len(g.samples) - 1; i >= 0; i-- {
 		s := g.samples[i]
 		if s.at.Before(from) {
 			break
 		}
-		worst = max(worst, s.lag)
+		if s.lag > lagJitter {
+			sum += s.lag
+		}
 	}
 	if n := len(g.samples); n > 0 && g.samples[n-1].at.Before(to) {
-		worst = max(worst, time.Since(g.samples[n-1].at)) // the sampler itself is late now
+		if late := time.Since(g.samples[n-1].at) - lagTick; late > lagJitter {
+			sum += late // the sampler itself is late now
+		}
 	}
-	return worst
+	return sum
 }
+
+// lagJitter is the timer lateness taken as ordinary jitter, not a stall.
+const lagJitter = 3 * time.Millisecond
