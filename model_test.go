@@ -142,6 +142,7 @@ type modelCall struct {
 	start time.Time
 	limit time.Time // when it must have returned, slack included
 	late  bool
+	stop  func() bool // stops the ctx watch
 }
 
 func (r *modelRun) logf(format string, args ...any) {
@@ -169,9 +170,21 @@ func (r *modelRun) failed() bool {
 }
 
 // begin registers a call that must return within bound (slack added).
-func (r *modelRun) begin(what string, bound time.Duration) *modelCall {
+// If ctx is not nil, the bound runs from the moment ctx ends as the
+// runtime delivers it, if that is later than start + bound: a late timer is
+// not the call's fault.
+func (r *modelRun) begin(what string, ctx context.Context, bound time.Duration) *modelCall {
 	c := &modelCall{what: what, start: time.Now()}
 	c.limit = c.start.Add(bound + modelSlack)
+	if ctx != nil {
+		c.stop = context.AfterFunc(ctx, func() {
+			r.mu.Lock()
+			if ended := time.Now().Add(modelSlack); ended.After(c.limit) {
+				c.limit = ended
+			}
+			r.mu.Unlock()
+		})
+	}
 	r.mu.Lock()
 	r.calls[c] = true
 	r.mu.Unlock()
@@ -180,12 +193,15 @@ func (r *modelRun) begin(what string, bound time.Duration) *modelCall {
 
 func (r *modelRun) end(c *modelCall) {
 	now := time.Now()
+	if c.stop != nil {
+		c.stop()
+	}
 	r.mu.Lock()
 	delete(r.calls, c)
-	late := c.late
+	late, limit := c.late, c.limit
 	r.mu.Unlock()
-	if lag := r.lag.stalled(c.start, now); now.After(c.limit.Add(lag)) && !late {
-		r.violate("%s returned after %v, %v past its bound plus slack (the process stalled %v meanwhile)", c.what, now.Sub(c.start).Round(time.Millisecond), now.Sub(c.limit).Round(time.Millisecond), lag.Round(time.Millisecond))
+	if lag := r.lag.stalled(c.start, now); now.After(limit.Add(lag)) && !late {
+		r.violate("%s returned after %v, %v past its bound plus slack (the process stalled %v meanwhile)", c.what, now.Sub(c.start).Round(time.Millisecond), now.Sub(limit).Round(time.Millisecond), lag.Round(time.Millisecond))
 	}
 }
 
@@ -497,7 +513,7 @@ func (r *modelRun) acquire(c *modelClient, name string, rng *rand.Rand, key stri
 		op = "Acquire"
 	}
 	what := fmt.Sprintf("%s %s %s %s ctx %v", name, op, key, desc, bound.Round(time.Millisecond))
-	call := r.begin(what, bound)
+	call := r.begin(what, ctx, bound)
 	began := time.Now()
 	var (
 		ls  *distlock.Lease
@@ -528,7 +544,7 @@ func (r *modelRun) burst(c *modelClient, name string, rng *rand.Rand) {
 		go func() {
 			defer wg.Done()
 			defer cancel()
-			call := r.begin(what, bound)
+			call := r.begin(what, ctx, bound)
 			began := time.Now()
 			ls, err := c.l.TryAcquire(ctx, key, opts...)
 			r.end(call)
@@ -627,7 +643,7 @@ func (r *modelRun) refresh(c *modelClient, name string, rng *rand.Rand, ls *dist
 	ctx, cancel, bound := modelCtx(rng)
 	defer cancel()
 	what := fmt.Sprintf("%s Refresh %s token %d ttl %v ctx %v", name, ls.Key(), ls.Token(), ttl, bound.Round(time.Millisecond))
-	call := r.begin(what, bound)
+	call := r.begin(what, ctx, bound)
 	err := ls.Refresh(ctx, ttl)
 	r.end(call)
 	if err != nil && !errors.Is(err, distlock.ErrNotHeld) && !errors.Is(err, distlock.ErrUnavailable) && !errors.Is(err, distlock.ErrInvalidTTL) {
@@ -655,7 +671,7 @@ func (r *modelRun) release(c *modelClient, name string, rng *rand.Rand, ls *dist
 	ctx, cancel, bound := modelCtx(rng)
 	defer cancel()
 	what := fmt.Sprintf("%s Release %s token %d ctx %v", name, ls.Key(), ls.Token(), bound.Round(time.Millisecond))
-	call := r.begin(what, bound)
+	call := r.begin(what, ctx, bound)
 	err := ls.Release(ctx)
 	r.end(call)
 	if err != nil && !errors.Is(err, distlock.ErrNotHeld) && !errors.Is(err, distlock.ErrUnavailable) {
@@ -676,7 +692,7 @@ func (r *modelRun) closeClient(c *modelClient) {
 	c.closed = true
 	c.mu.Unlock()
 	what := fmt.Sprintf("c%d Close", c.idx)
-	call := r.begin(what, modelRelease)
+	call := r.begin(what, nil, modelRelease)
 	err := c.l.Close()
 	r.end(call)
 	r.logf("%s -> %v", what, err)
