@@ -148,10 +148,11 @@ type modelCall struct {
 }
 
 func (r *modelRun) logf(format string, args ...any) {
+	line := fmt.Sprintf("%8.1fms ", float64(time.Since(r.start).Microseconds())/1000) + fmt.Sprintf(format, args...)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if len(r.log) < 2000 {
-		r.log = append(r.log, fmt.Sprintf("%8.1fms ", float64(time.Since(r.start).Microseconds())/1000)+fmt.Sprintf(format, args...))
+		r.log = append(r.log, line)
 	}
 }
 
@@ -219,7 +220,7 @@ func (r *modelRun) watchCalls(stop <-chan struct{}) {
 			var late []*modelCall
 			r.mu.Lock()
 			for c := range r.calls {
-				if !c.late && now.After(c.limit.Add(time.Second+r.lag.stalled(c.start, now))) {
+				if !c.late && now.After(c.limit.Add(time.Second)) && now.After(c.limit.Add(time.Second+r.lag.stalled(c.start, now))) {
 					c.late = true
 					late = append(late, c)
 				}
@@ -794,8 +795,9 @@ func (r *modelRun) probeOne(ls *distlock.Lease, kind int) bool {
 // detector), so that a call is not blamed for the runtime's delays: a call
 // may overrun its bound by the slack plus the stalls measured while it ran.
 type modelLag struct {
-	mu      sync.Mutex
-	samples []lagSample
+	mu     sync.Mutex
+	last   time.Time   // the last sample
+	stalls []lagSample // samples later than lagJitter, in order
 }
 
 type lagSample struct {
@@ -816,7 +818,10 @@ func (g *modelLag) measure(stop <-chan struct{}) {
 		case now := <-t.C:
 			lag := time.Since(start) - lagTick
 			g.mu.Lock()
-			g.samples = append(g.samples, lagSample{now, lag})
+			g.last = now
+			if lag > lagJitter {
+				g.stalls = append(g.stalls, lagSample{now, lag})
+			}
 			g.mu.Unlock()
 			t.Reset(lagTick)
 		}
@@ -831,17 +836,11 @@ func (g *modelLag) stalled(from, to time.Time) time.Duration {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	sum := time.Duration(0)
-	for i := len(g.samples) - 1; i >= 0; i-- {
-		s := g.samples[i]
-		if s.at.Before(from) {
-			break
-		}
-		if s.lag > lagJitter {
-			sum += s.lag
-		}
+	for i := len(g.stalls) - 1; i >= 0 && !g.stalls[i].at.Before(from); i-- {
+		sum += g.stalls[i].lag
 	}
-	if n := len(g.samples); n > 0 && g.samples[n-1].at.Before(to) {
-		if late := time.Since(g.samples[n-1].at) - lagTick; late > lagJitter {
+	if !g.last.IsZero() && g.last.Before(to) {
+		if late := time.Since(g.last) - lagTick; late > lagJitter {
 			sum += late // the sampler itself is late now
 		}
 	}
