@@ -83,7 +83,9 @@ func (ls *Lease) Owner() string { return ls.owner }
 func (ls *Lease) Token() uint64 { return ls.token }
 
 // Deadline returns the local validity deadline: until then the lock is
-// certainly held (if the lease has not ended). On session-bound backends
+// certainly held (if the lease has not ended). From the deadline on, Err,
+// Done and Context report the lease lost, whatever the refresh scheduler is
+// doing. On session-bound backends
 // whose locks do not expire it is the driver's session deadline (last
 // contact plus the session timeout, less a margin), or zero if the driver
 // keeps none.
@@ -110,7 +112,9 @@ func (ls *Lease) checkDeadline() {
 	}
 	s := &ls.l.sched
 	s.mu.Lock()
-	expired := ls.idx >= 0 && !ls.deadline.IsZero() && !time.Now().Before(ls.deadline)
+	// Whether or not the scheduler has it on its heap: a lease it has taken
+	// off to end (its deadline passed) must not look held until its turn.
+	expired := !ls.deadline.IsZero() && !time.Now().Before(ls.deadline)
 	s.mu.Unlock()
 	if expired {
 		ls.lose(errExpired)
@@ -280,12 +284,9 @@ func (ls *Lease) Release(ctx context.Context) error {
 	return nil
 }
 
-// closeByLocker ends the lease because its Locker is closing.
-func (ls *Lease) closeByLocker() {
-	if ls.finish(closedLease) {
-		ls.l.releaseQuietly(ls.lock)
-	}
-}
+// closeByLocker ends the lease because its Locker is closing, and
+// reports whether it was held until then (its lock is then to be released).
+func (ls *Lease) closeByLocker() bool { return ls.finish(closedLease) }
 
 // Refresh extends the lease to at least ttl from now, owner-checked: it
 // returns an error wrapping ErrNotHeld (and ErrLockLost, ending the lease, if
@@ -313,8 +314,10 @@ func (ls *Lease) Refresh(ctx context.Context, ttl time.Duration) error {
 		}
 		return ls.l.err("refresh", ls.key, err)
 	}
-	if validity > 0 {
-		ls.l.sched.refreshed(ls, sent, ttl, validity)
+	if validity > 0 && !ls.l.sched.refreshed(ls, sent, ttl, validity, false) {
+		// Ended meanwhile, or its deadline passed before the reply came.
+		ls.lose(errExpired)
+		return ls.endedError("refresh")
 	}
 	ls.mu.Lock()
 	st = ls.state

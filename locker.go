@@ -33,6 +33,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -53,9 +54,12 @@ type Locker interface {
 	// Capabilities reports what the backend guarantees.
 	Capabilities() Capabilities
 	// Close ends the Locker: in-flight acquisitions return ErrClosed,
-	// leases still held are released (best effort, bounded) and end with
-	// ErrClosed, and the backend's connections are closed. Close is
-	// idempotent.
+	// leases still held end with ErrClosed at once and are released (best
+	// effort), and the backend's connections are closed. Close is
+	// idempotent. It returns within the release bound (5 s) plus the time
+	// the driver's own Close takes, whatever the backend answers or fails
+	// to answer: releases, automatic refreshes and acquisitions still
+	// under way then are left to end on their own contexts.
 	Close() error
 }
 
@@ -172,7 +176,7 @@ func Do(ctx context.Context, l Locker, key string, fn func(ctx context.Context) 
 		return err
 	}
 	fnErr := fn(lease.Context())
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseLimit())
 	defer cancel()
 	relErr := lease.Release(rctx)
 	if relErr != nil && !errors.Is(relErr, ErrNotHeld) {
@@ -190,6 +194,14 @@ func Do(ctx context.Context, l Locker, key string, fn func(ctx context.Context) 
 // releaseTimeout bounds releases that distlock makes on its own (Do, Close,
 // abandoned acquisitions).
 const releaseTimeout = 5 * time.Second
+
+// releaseBound is releaseTimeout, shortened by tests (SetReleaseTimeout).
+var releaseBound atomic.Int64
+
+func init() { releaseBound.Store(int64(releaseTimeout)) }
+
+// releaseLimit returns the bound of distlock's own releases.
+func releaseLimit() time.Duration { return time.Duration(releaseBound.Load()) }
 
 type locker struct {
 	drv       backend.Driver
@@ -380,8 +392,15 @@ func (l *locker) acquire(ctx context.Context, op, key string, opts []Option, wai
 		sent = is.IssuedAt()
 	}
 	if !lease.start(lock, sent) {
-		// Lost, or Close ran, between the grant and now: give the lock back.
-		l.releaseQuietly(lock)
+		// Lost, late, or Close ran, between the grant and now: give the
+		// lock back, in the background so that the caller need not wait
+		// for a backend that may not answer. (Close waits for it, within
+		// its bound: the Add happens while this call is counted.)
+		l.inflight.Add(1)
+		go func() {
+			defer l.inflight.Done()
+			l.releaseQuietly(lock)
+		}()
 		return nil, l.err(op, key, lease.Err())
 	}
 	return lease, nil
@@ -490,7 +509,7 @@ const notifyFallback = time.Second
 
 // releaseQuietly gives back a lock that will not become a Lease.
 func (l *locker) releaseQuietly(lock backend.Lock) {
-	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), releaseLimit())
 	defer cancel()
 	_ = lock.Release(ctx)
 }
@@ -501,34 +520,65 @@ func (l *locker) Close() error {
 		l.mu.Unlock()
 		return nil
 	}
-	l.closed = true
-	l.mu.Unlock()
-	l.closeFn(ErrClosed)
-	l.inflight.Wait() // no new lease can appear after this
-
-	l.mu.Lock()
+	l.closed = true // no lease is tracked after this
 	held := make([]*Lease, 0, len(l.leases))
 	for ls := range l.leases {
 		held = append(held, ls)
 	}
 	l.mu.Unlock()
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 16)
+	limit := time.Now().Add(releaseLimit())
+	l.closeFn(ErrClosed) // ends waits and automatic refreshes in flight
+	locks := make([]backend.Lock, 0, len(held))
 	for _, ls := range held {
-		wg.Add(1)
-		sem <- struct{}{}
+		if ls.closeByLocker() {
+			locks = append(locks, ls.lock)
+		}
+	}
+	l.sched.stop()
+	ctx, cancel := context.WithDeadline(context.Background(), limit)
+	defer cancel()
+	var released sync.WaitGroup
+	var next atomic.Int64
+	for range min(closeReleasers, len(locks)) {
+		released.Add(1)
 		go func() {
-			defer func() { <-sem; wg.Done() }()
-			ls.closeByLocker()
+			defer released.Done()
+			for i := int(next.Add(1)) - 1; i < len(locks); i = int(next.Add(1)) - 1 {
+				_ = locks[i].Release(ctx)
+			}
 		}()
 	}
-	wg.Wait()
-	l.sched.wait()
+	waitUntil(limit, &released, &l.inflight, &l.sched.wg)
 	if err := l.drv.Close(); err != nil {
 		return l.err("close", "", err)
 	}
 	return nil
 }
+
+// closeReleasers is how many releases Close runs at once.
+const closeReleasers = 16
+
+// waitUntil waits for every wg, but not past limit (plus a little slack for
+// calls that end on a context with that deadline to return).
+func waitUntil(limit time.Time, wgs ...*sync.WaitGroup) {
+	done := make(chan struct{})
+	go func() {
+		for _, wg := range wgs {
+			wg.Wait()
+		}
+		close(done)
+	}()
+	t := time.NewTimer(time.Until(limit) + closeSlack)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+	}
+}
+
+// closeSlack is how long after its release bound Close waits for calls
+// whose context has ended to return.
+const closeSlack = 50 * time.Millisecond
 
 func (l *locker) track(ls *Lease) bool {
 	l.mu.Lock()

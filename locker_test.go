@@ -275,6 +275,7 @@ func TestLateGrant(t *testing.T) {
 	if !errors.Is(err, distlock.ErrUnavailable) || !strings.Contains(err.Error(), "after its validity") {
 		t.Fatalf("late grant: %v, want ErrUnavailable", err)
 	}
+	waitFor(t, 5*time.Second, "late grant released", func() bool { return d.released.Load() > 0 }) // in the background
 	if d.released.Load() != 1 {
 		t.Errorf("late grant released %d times, want 1", d.released.Load())
 	}

@@ -60,7 +60,8 @@ func WithOwner(id string) Option {
 }
 
 // WithAutoRefresh turns automatic refresh on (the default) or off. When on,
-// distlock refreshes the lease about every ttl/3 until Release; a refresh
+// distlock refreshes the lease about every ttl/3 (more often when the
+// backend's validity for ttl is under 2/3 of it) until Release; a refresh
 // that fails, or cannot reach the backend before the lease's local validity
 // deadline, ends the lease with ErrLockLost. Refreshes of all leases of a
 // Locker share one scheduler goroutine and a small bounded worker pool.

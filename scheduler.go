@@ -12,8 +12,9 @@ import (
 )
 
 // The scheduler keeps every expiring lease of one Locker in a heap ordered
-// by its next event: the automatic refresh (about ttl/3 after the last
-// successful one) or the local validity deadline. One runtime timer is armed
+// by its next event: the automatic refresh (ttl/3 after the last
+// successful one was sent, or halfway to the deadline if that is sooner) or
+// the local validity deadline. One runtime timer is armed
 // for the earliest event; when it fires, due refreshes go to at most
 // maxRefreshWorkers goroutines (in batches where the driver can pipeline
 // them) and passed deadlines end their leases. No goroutine waits between
@@ -30,6 +31,7 @@ type scheduler struct {
 	armedAt time.Time
 	queue   []*Lease // refreshes waiting for a worker
 	workers int
+	stopped bool           // Close ran: no new worker starts
 	wg      sync.WaitGroup // workers
 }
 
@@ -47,7 +49,7 @@ func (s *scheduler) add(ls *Lease, sent time.Time) bool {
 	if !ls.deadline.After(time.Now()) {
 		return false
 	}
-	ls.refreshAt = refreshTime(sent, ls.ttl, ls.auto)
+	ls.refreshAt = refreshTime(sent, ls.ttl, ls.validity, ls.auto)
 	ls.setNext()
 	heap.Push(&s.h, ls)
 	s.arm()
@@ -62,18 +64,27 @@ func coalesce(ttl time.Duration) time.Duration {
 	return min(ttl/60, 25*time.Millisecond)
 }
 
-// refreshTime is when a lease refreshed (or granted) at sent refreshes next.
-func refreshTime(sent time.Time, ttl time.Duration, auto bool) time.Time {
+// refreshTime is when a lease refreshed (or granted) at sent with ttl and
+// validity refreshes next: ttl/3 later, or halfway to the deadline when the
+// validity is less than 2/3 of the ttl. It is strictly before the deadline
+// (sent + validity), and strictly after sent unless the validity is 1ns.
+func refreshTime(sent time.Time, ttl, validity time.Duration, auto bool) time.Time {
 	if !auto {
 		return time.Time{}
 	}
-	return sent.Add(ttl / 3)
+	return sent.Add(min(max(ttl/3, 1), validity/2))
+}
+
+// refreshNext reports whether the lease's next event is its refresh (not its
+// deadline). Callers hold s.mu.
+func (ls *Lease) refreshNext() bool {
+	return !ls.inflight && !ls.refreshAt.IsZero() && ls.refreshAt.Before(ls.deadline)
 }
 
 // setNext recomputes the heap key. Callers hold s.mu.
 func (ls *Lease) setNext() {
 	ls.next = ls.deadline
-	if !ls.inflight && !ls.refreshAt.IsZero() && ls.refreshAt.Before(ls.deadline) {
+	if ls.refreshNext() {
 		ls.next = ls.refreshAt
 	}
 }
@@ -91,39 +102,44 @@ func (s *scheduler) remove(ls *Lease) {
 	}
 }
 
-// refreshed records a successful refresh with ttl sent at sent. validity 0
-// keeps the lease's current validity (an automatic refresh of the same ttl).
-func (s *scheduler) refreshed(ls *Lease, sent time.Time, ttl, validity time.Duration) {
+// refreshed records a successful refresh sent at sent with ttl and its
+// validity: the lease is held until sent + validity at least, whatever other
+// refreshes (with other TTLs) did meanwhile. A manual refresh (auto false)
+// also makes ttl the lease's TTL for later automatic refreshes, and leaves
+// the in-flight mark of an automatic one alone. It reports false, changing
+// nothing, if the lease is no longer scheduled: ended, or taken off the heap
+// because its deadline passed (it is being ended).
+func (s *scheduler) refreshed(ls *Lease, sent time.Time, ttl, validity time.Duration, auto bool) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ls.inflight = false
-	if validity > 0 {
+	if auto {
+		ls.inflight = false
+	}
+	if ls.idx < 0 {
+		return false
+	}
+	if !auto {
 		ls.ttl, ls.validity = ttl, validity
-	} else {
-		validity = ls.validity
 	}
 	if d := sent.Add(validity); d.After(ls.deadline) {
 		ls.deadline = d
 	}
-	if ls.idx < 0 {
-		return // ended meanwhile
-	}
-	ls.refreshAt = refreshTime(sent, ttl, ls.auto)
+	ls.refreshAt = refreshTime(sent, ttl, validity, ls.auto)
 	ls.setNext()
 	heap.Fix(&s.h, ls.idx)
 	s.arm()
+	return true
 }
 
-// retryLater records a failed automatic refresh that may be retried before
-// the deadline.
-func (s *scheduler) retryLater(ls *Lease) {
+// retryLater records an automatic refresh that failed at now and may be
+// retried before the deadline.
+func (s *scheduler) retryLater(ls *Lease, now time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ls.inflight = false
 	if ls.idx < 0 {
 		return
 	}
-	now := time.Now()
 	pause := max(min(ls.validity/10, ls.deadline.Sub(now)/3), 5*time.Millisecond)
 	ls.refreshAt = now.Add(pause)
 	ls.setNext()
@@ -157,28 +173,10 @@ func (s *scheduler) arm() {
 
 // fire handles every due event, then re-arms the timer.
 func (s *scheduler) fire() {
-	var expired []*Lease
 	s.mu.Lock()
 	s.armed = false
-	now := time.Now()
-	due := 0
-	for len(s.h) > 0 {
-		ls := s.h[0]
-		if !ls.deadline.After(now) {
-			heap.Pop(&s.h)
-			expired = append(expired, ls)
-			continue
-		}
-		if !ls.next.Equal(ls.refreshAt) || ls.refreshAt.After(now.Add(coalesce(ls.ttl))) {
-			break // not due: a deadline ahead, or a refresh beyond the slack
-		}
-		ls.inflight = true
-		ls.setNext()
-		heap.Fix(&s.h, 0)
-		s.queue = append(s.queue, ls)
-		due++
-	}
-	for due > 0 && s.workers < maxRefreshWorkers && len(s.queue) > 0 {
+	expired, due := s.collect(time.Now())
+	for due > 0 && !s.stopped && s.workers < maxRefreshWorkers && len(s.queue) > 0 {
 		s.workers++
 		s.wg.Add(1)
 		go s.worker()
@@ -189,6 +187,28 @@ func (s *scheduler) fire() {
 	for _, ls := range expired {
 		ls.lose(errExpired)
 	}
+}
+
+// collect takes the leases whose deadline has passed at now off the heap
+// and queues the refreshes due by now. Callers hold s.mu.
+func (s *scheduler) collect(now time.Time) (expired []*Lease, due int) {
+	for len(s.h) > 0 {
+		ls := s.h[0]
+		if !ls.deadline.After(now) {
+			heap.Pop(&s.h)
+			expired = append(expired, ls)
+			continue
+		}
+		if !ls.refreshNext() || ls.refreshAt.After(now.Add(coalesce(ls.ttl))) {
+			break // not due: a deadline ahead, or a refresh beyond the slack
+		}
+		ls.inflight = true
+		ls.setNext()
+		heap.Fix(&s.h, 0)
+		s.queue = append(s.queue, ls)
+		due++
+	}
+	return expired, due
 }
 
 // worker drains the refresh queue in chunks and exits when it is empty.
@@ -217,16 +237,19 @@ func (s *scheduler) worker() {
 func (s *scheduler) refresh(batch []*Lease) {
 	s.mu.Lock()
 	items := make([]backend.RefreshItem, len(batch))
+	validity := make([]time.Duration, len(batch)) // what each refresh asks for, whatever a manual Refresh changes meanwhile
 	earliest := batch[0].deadline
 	for i, ls := range batch {
 		items[i] = backend.RefreshItem{Lock: ls.lock, TTL: ls.ttl}
+		validity[i] = ls.validity
 		if ls.deadline.Before(earliest) {
 			earliest = ls.deadline
 		}
 	}
 	s.mu.Unlock()
 	// A refresh that cannot finish before the deadline is useless: bound it.
-	ctx, cancel := context.WithDeadline(context.Background(), earliest)
+	// Close ends it at once.
+	ctx, cancel := context.WithDeadline(s.l.closeCtx, earliest)
 	defer cancel()
 	sent := time.Now()
 	var errs []error
@@ -247,20 +270,20 @@ func (s *scheduler) refresh(batch []*Lease) {
 		}
 		switch {
 		case err == nil:
-			s.refreshed(ls, sent, items[i].TTL, 0)
+			s.refreshed(ls, sent, items[i].TTL, validity[i], true)
 		case errors.Is(err, ErrNotHeld):
 			ls.lose(fmt.Errorf("%w: refresh refused: %w", ErrLockLost, err))
 		default:
-			s.retryLater(ls)
+			s.retryLater(ls, time.Now())
 		}
 	}
 }
 
-// wait blocks until every refresh worker has exited and stops the timer. It
-// is called by Close after every lease has ended.
-func (s *scheduler) wait() {
-	s.wg.Wait()
+// stop stops the timer and lets no new refresh worker start. It is called
+// by Close after every lease has ended; Close then waits for s.wg.
+func (s *scheduler) stop() {
 	s.mu.Lock()
+	s.stopped = true
 	if s.timer != nil {
 		s.timer.Stop()
 		s.armed = false
