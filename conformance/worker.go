@@ -219,7 +219,7 @@ func startWorker(t T, cfg workerConfig) *worker {
 	cmd := exec.Command(exe, "-test.run=^$", "-test.count=1")
 	cmd.Env = append(os.Environ(), workerEnv+"="+string(raw))
 	cmd.Stderr = os.Stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = workerProcAttr()
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatalf("worker stdin: %v", err)
