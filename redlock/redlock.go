@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -319,24 +320,39 @@ func (d *driver) unavailable(what string, t tally, rs []nodeResult, f *fanout, d
 // nodeErrors joins the errors of the nodes that failed or had not answered
 // at the decision, in node order.
 func (d *driver) nodeErrors(rs []nodeResult, f *fanout, deadline time.Time, started time.Time) error {
-	var errs []error
+	o := nodeOutcomes{parts: make([]string, len(d.nodes))}
+	for i, nd := range d.nodes {
+		o.parts[i] = "node " + nd.addr + ": no answer yet when the attempt was decided"
+	}
 	for _, r := range rs {
-		if r.out == failed {
-			errs = append(errs, r.nerr)
+		switch r.out {
+		case failed:
+			o.parts[r.i] = r.nerr.Error()
+			o.errs = append(o.errs, r.nerr)
+		case no:
+			o.parts[r.i] = "node " + d.nodes[r.i].addr + ": refused (held by another owner)"
+		default:
+			o.parts[r.i] = "node " + d.nodes[r.i].addr + ": ok"
 		}
 	}
 	for _, i := range f.timedOut() {
-		errs = append(errs, &NodeError{Addr: d.nodes[i].addr, Err: fmt.Errorf("%w: no answer within the per-node timeout (%v)", backend.ErrUnavailable, deadline.Sub(started))})
+		ne := &NodeError{Addr: d.nodes[i].addr, Err: fmt.Errorf("%w: no answer within the per-node timeout (%v)", backend.ErrUnavailable, deadline.Sub(started))}
+		o.parts[i] = ne.Error()
+		o.errs = append(o.errs, ne)
 	}
-	slices.SortFunc(errs, func(a, b error) int {
-		var x, y *NodeError
-		if errors.As(a, &x) && errors.As(b, &y) {
-			return d.index(x.Addr) - d.index(y.Addr)
-		}
-		return 0
-	})
-	return errors.Join(errs...)
+	return o
 }
+
+// nodeOutcomes says what every node of one attempt answered, in the order
+// of the nodes, on one line; it unwraps to the *NodeError of each node that
+// failed, so errors.Is and errors.As see them.
+type nodeOutcomes struct {
+	parts []string
+	errs  []error
+}
+
+func (o nodeOutcomes) Error() string   { return strings.Join(o.parts, "; ") }
+func (o nodeOutcomes) Unwrap() []error { return o.errs }
 
 func (d *driver) index(addr string) int {
 	for i, n := range d.nodes {

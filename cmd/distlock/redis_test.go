@@ -227,7 +227,7 @@ func TestRunZooKeeperTTLNote(t *testing.T) {
 // run prints it on one line, "backend unavailable" not doubled by run.
 func TestRunRedlockErrorOneLine(t *testing.T) {
 	r := runBin(t, time.Minute, nil, "run", "--backend", "redlock://127.0.0.1:1,127.0.0.1:2,127.0.0.1:3", "--key", "k", "--no-wait", "--", "true")
-	if r.status != ExitUnavailable || strings.Count(r.stderr, "\n") != 1 || !strings.Contains(r.stderr, " | node ") {
+	if r.status != ExitUnavailable || strings.Count(r.stderr, "\n") != 1 || !strings.Contains(r.stderr, "; node ") {
 		t.Errorf("status %d, stderr %q; want %d and one line joining the node errors", r.status, r.stderr, ExitUnavailable)
 	}
 	if strings.HasPrefix(r.stderr, "distlock run: backend unavailable:") {
