@@ -222,6 +222,7 @@ type locker struct {
 	leases   map[*Lease]struct{}
 
 	sched scheduler
+	owned ownerWaiters // waiters to wake when their owner is granted the key
 }
 
 func (l *locker) Capabilities() Capabilities { return l.caps }
@@ -236,8 +237,9 @@ func (l *locker) err(op, key string, err error) error {
 // request is an acquisition after validation.
 type request struct {
 	settings
-	key      string
-	validity time.Duration // 0 when the backend does not expire locks
+	sharedOwner bool // the owner id came from WithOwner (not a fresh random one)
+	key         string
+	validity    time.Duration // 0 when the backend does not expire locks
 }
 
 func (l *locker) prepare(key string, opts []Option) (request, error) {
@@ -261,6 +263,7 @@ func (l *locker) prepare(key string, opts []Option) (request, error) {
 	if r.validity == 0 {
 		r.autoRefresh = false // nothing to refresh: the session keeps the lock
 	}
+	r.sharedOwner = r.owner != ""
 	if r.owner == "" {
 		r.owner = newOwnerID()
 	}
@@ -377,7 +380,7 @@ func (l *locker) acquire(ctx context.Context, op, key string, opts []Option, wai
 		lock, err = l.blocker.Acquire(cctx, req)
 		stop()
 	} else if wait {
-		lock, sent, err = l.waitLoop(ctx, req, r.retry)
+		lock, sent, err = l.waitLoop(ctx, req, r.retry, r.sharedOwner)
 	} else {
 		sent = time.Now()
 		lock, err = l.drv.TryAcquire(ctx, req)
@@ -403,6 +406,7 @@ func (l *locker) acquire(ctx context.Context, op, key string, opts []Option, wai
 		}()
 		return nil, l.err(op, key, lease.Err())
 	}
+	l.owned.granted(key, r.owner)
 	return lease, nil
 }
 
@@ -440,11 +444,20 @@ func (l *locker) ctxError(ctx context.Context, err error) error {
 // first failed attempt and before the next, so no release is missed, and
 // waits for the notification, for the holder's remaining time, or for the
 // retry policy's delay as a fallback, whichever comes first.
-func (l *locker) waitLoop(ctx context.Context, req backend.Request, policy RetryPolicy) (backend.Lock, time.Time, error) {
+func (l *locker) waitLoop(ctx context.Context, req backend.Request, policy RetryPolicy, sharedOwner bool) (backend.Lock, time.Time, error) {
 	var (
-		wake  <-chan struct{}
-		timer *time.Timer
+		wake      <-chan struct{} // the backend's release notifications
+		ownerWake <-chan struct{} // req.Owner granted req.Key in this Locker
+		timer     *time.Timer
 	)
+	if sharedOwner {
+		// Registered before the first attempt, so that a grant to the
+		// same owner after it is not missed. (A random owner is never
+		// granted to anyone else: only WithOwner ids need this.)
+		ch, cancel := l.owned.register(req.Key, req.Owner)
+		defer cancel()
+		ownerWake = ch
+	}
 	first := true
 	for attempt := 0; ; attempt++ {
 		sent := time.Now()
@@ -498,6 +511,8 @@ func (l *locker) waitLoop(ctx context.Context, req backend.Request, policy Retry
 			return nil, sent, fmt.Errorf("%w: %w", err, context.Cause(ctx))
 		case <-timer.C:
 		case <-wake:
+			timer.Stop()
+		case <-ownerWake:
 			timer.Stop()
 		}
 	}

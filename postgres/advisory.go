@@ -50,6 +50,9 @@ const (
 	// cancelTimeout bounds the cancel request that stops a waiting
 	// statement.
 	cancelTimeout = 2 * time.Second
+	// cancelGrace is how long a wait cut by its ctx may take to end after
+	// the cancel request was sent, before its connection is broken.
+	cancelGrace = 250 * time.Millisecond
 	// probeLimit bounds the candidates tried for a key's lock id.
 	probeLimit = 16
 	// idCacheMax bounds the key → lock id cache (cleared when full).
@@ -378,16 +381,24 @@ func (d *advDriver) cancellable(ctx context.Context, conn *pgxpool.Conn, run fun
 			return
 		case <-ctx.Done():
 		}
-		cctx, cancel := context.WithTimeout(context.Background(), cancelTimeout)
-		err := conn.Conn().PgConn().CancelRequest(cctx)
-		cancel()
-		if err != nil {
+		// The cancel request goes on a connection of its own, in the
+		// background (bounded by cancelTimeout): the caller's ctx has
+		// ended, so it waits at most cancelGrace more for the statement
+		// to end — a request that never reached the server (a silent
+		// connection) cannot be cancelled there, and then the
+		// connection is broken instead.
+		pg := conn.Conn().PgConn()
+		if !d.goBackground(func(life context.Context) {
+			cctx, cancel := context.WithTimeout(life, cancelTimeout)
+			defer cancel()
+			if pg.CancelRequest(cctx) != nil {
+				qcancel()
+			}
+		}) {
 			qcancel()
 			return
 		}
-		// A cancel request that arrives between statements does
-		// nothing: bound the wait for the statement to end.
-		t := time.NewTimer(cancelTimeout)
+		t := time.NewTimer(cancelGrace)
 		defer t.Stop()
 		select {
 		case <-done:
