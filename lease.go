@@ -241,6 +241,7 @@ func (ls *Lease) backendLost(cause error) {
 	if cause == nil {
 		cause = errors.New("backend reported the lock lost")
 	}
+	cause = ls.l.classify(cause)
 	if errors.Is(cause, ErrLockLost) {
 		ls.lose(cause)
 		return
@@ -279,7 +280,7 @@ func (ls *Lease) Release(ctx context.Context) error {
 		return ls.endedError("release")
 	}
 	if err := ls.lock.Release(ctx); err != nil {
-		return ls.l.err("release", ls.key, err)
+		return ls.l.err("release", ls.key, ls.l.classify(err))
 	}
 	return nil
 }
@@ -305,7 +306,7 @@ func (ls *Lease) Refresh(ctx context.Context, ttl time.Duration) error {
 		return ls.endedError("refresh")
 	}
 	sent := time.Now()
-	if err := ls.lock.Refresh(ctx, ttl); err != nil {
+	if err := ls.l.classify(ls.lock.Refresh(ctx, ttl)); err != nil {
 		if errors.Is(err, ErrNotHeld) {
 			if ls.finish(fmt.Errorf("%w: refresh refused: %w", ErrLockLost, err)) {
 				return ls.l.err("refresh", ls.key, ls.Err())

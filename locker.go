@@ -81,6 +81,7 @@ func New(d backend.Driver, name string, opts ...Option) Locker {
 	l.notifier, _ = d.(backend.Notifier)
 	l.ttlPolicy, _ = d.(backend.TTLPolicy)
 	l.batcher, _ = d.(backend.BatchRefresher)
+	l.classifier, _ = d.(backend.ErrorClassifier)
 	l.closeCtx, l.closeFn = context.WithCancelCause(context.Background())
 	l.sched.l = l
 	return l
@@ -204,14 +205,15 @@ func init() { releaseBound.Store(int64(releaseTimeout)) }
 func releaseLimit() time.Duration { return time.Duration(releaseBound.Load()) }
 
 type locker struct {
-	drv       backend.Driver
-	name      string
-	caps      Capabilities
-	defaults  []Option
-	blocker   backend.Blocker
-	notifier  backend.Notifier
-	ttlPolicy backend.TTLPolicy
-	batcher   backend.BatchRefresher
+	drv        backend.Driver
+	name       string
+	caps       Capabilities
+	defaults   []Option
+	blocker    backend.Blocker
+	notifier   backend.Notifier
+	ttlPolicy  backend.TTLPolicy
+	batcher    backend.BatchRefresher
+	classifier backend.ErrorClassifier
 
 	closeCtx context.Context // cancelled with ErrClosed by Close
 	closeFn  context.CancelCauseFunc
@@ -386,6 +388,7 @@ func (l *locker) acquire(ctx context.Context, op, key string, opts []Option, wai
 		lock, err = l.drv.TryAcquire(ctx, req)
 	}
 	if err != nil {
+		err = l.classify(err)
 		if l.blocker == nil || !wait {
 			err = noAnswer(ctx, err)
 		}
@@ -462,6 +465,7 @@ func (l *locker) waitLoop(ctx context.Context, req backend.Request, policy Retry
 	for attempt := 0; ; attempt++ {
 		sent := time.Now()
 		lock, err := l.drv.TryAcquire(ctx, req)
+		err = l.classify(err)
 		if err == nil {
 			if timer != nil {
 				timer.Stop()

@@ -10,6 +10,8 @@ import (
 	"net"
 	"strings"
 	"time"
+
+	"github.com/distlock/distlock/backend"
 )
 
 // rideOutOutages runs attempt until it succeeds or fails for another
@@ -57,6 +59,9 @@ func transient(err error) bool {
 	)
 	if errors.As(err, &dns) && dns.IsNotFound {
 		return false // a misspelt host name, not an outage
+	}
+	if backend.IsTransient(err) {
+		return true // the driver's classifier said so
 	}
 	switch {
 	case errors.As(err, &ne),

@@ -264,7 +264,7 @@ func (s *scheduler) refresh(batch []*Lease) {
 	for i, ls := range batch {
 		var err error
 		if i < len(errs) {
-			err = errs[i]
+			err = s.l.classify(errs[i])
 		} else {
 			err = fmt.Errorf("%w: driver returned %d results for %d refreshes", ErrUnavailable, len(errs), len(items))
 		}
