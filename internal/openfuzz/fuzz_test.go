@@ -168,8 +168,45 @@ func checkOpen(t *testing.T, raw string) {
 		t.Errorf("Open(%q): %v wraps neither ErrInvalidOption nor ErrUnavailable", raw, err)
 	}
 	if u, perr := url.Parse(raw); perr == nil && u.User != nil {
-		if pw, ok := u.User.Password(); ok && len(pw) >= 4 && strings.Contains(msg, pw) {
+		if pw, ok := u.User.Password(); ok && len(pw) >= 4 && strings.Contains(msg, pw) && showsPassword(u, pw, msg) {
 			t.Errorf("Open(%q): error shows the password %q: %s", raw, pw, msg)
 		}
+	}
+}
+
+// showsPassword reports whether msg, the error of opening u, holds pw more
+// often than the error of opening u with another password of the same
+// length: a password that is also part of the message's fixed text (the
+// backend's name "postgres" holds the password "gres") is not shown by it.
+func showsPassword(u *url.URL, pw, msg string) bool {
+	other := "Q"
+	if strings.Contains(pw, other) {
+		other = "Z"
+	}
+	v := *u
+	name := u.User.Username()
+	v.User = url.UserPassword(name, strings.Repeat(other, len([]rune(pw))))
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	l, err := distlock.Open(ctx, v.String())
+	if err == nil {
+		l.Close()
+		return true // the message came from the password itself
+	}
+	return strings.Count(msg, pw) > strings.Count(err.Error(), pw)
+}
+
+// TestPasswordInFixedText: a password that is part of the message's own
+// text (the scheme "postgres" holds "gres") is not reported as shown (CI
+// failed on this input: FuzzOpen/c086126e1865c9db); a password the
+// message really shows still is.
+func TestPasswordInFixedText(t *testing.T) {
+	u, _ := url.Parse("postgres://:gres@")
+	if showsPassword(u, "gres", "postgres: open: invalid option: want postxxxxx://user:password@host:5432/database") {
+		t.Error("the backend's name counted as the password")
+	}
+	u, _ = url.Parse("postgres://:secret@")
+	if !showsPassword(u, "secret", "postgres: open: password secret rejected") {
+		t.Error("a shown password not reported")
 	}
 }
