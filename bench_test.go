@@ -59,9 +59,9 @@ func BenchmarkMachinery(b *testing.B) {
 
 // BenchmarkMemory: uncontended cycles on the in-process backend.
 func BenchmarkMemory(b *testing.B) {
-	b.Run("try-acquire", func(b *testing.B) { benchCycle(b, memory.New(memory.NewNamespace())) })
+	b.Run("try-acquire", func(b *testing.B) { benchCycle(b, memory.MustNew(memory.NewNamespace())) })
 	b.Run("acquire", func(b *testing.B) {
-		l := memory.New(memory.NewNamespace())
+		l := memory.MustNew(memory.NewNamespace())
 		ctx := context.Background()
 		b.ReportAllocs()
 		for b.Loop() {
@@ -83,7 +83,7 @@ func BenchmarkHeldLeases(b *testing.B) {
 			ctx := context.Background()
 			var perLease, goroutines float64
 			for b.Loop() {
-				l := memory.New(memory.NewNamespace())
+				l := memory.MustNew(memory.NewNamespace())
 				keys := make([]string, n)
 				for i := range keys {
 					keys[i] = "held/" + strconv.Itoa(i)

@@ -144,7 +144,7 @@ func TestBackoffStateless(t *testing.T) {
 }
 
 func TestInvalidOptions(t *testing.T) {
-	l := memory.New(memory.NewNamespace())
+	l := memory.MustNew(memory.NewNamespace())
 	defer l.Close()
 	ctx := context.Background()
 	for name, opt := range map[string]distlock.Option{
@@ -163,7 +163,7 @@ func TestInvalidOptions(t *testing.T) {
 }
 
 func TestErrorFormat(t *testing.T) {
-	l := memory.New(memory.NewNamespace())
+	l := memory.MustNew(memory.NewNamespace())
 	defer l.Close()
 	lease, err := l.TryAcquire(context.Background(), strings.Repeat("ж", 100))
 	if err != nil {
@@ -188,7 +188,7 @@ func TestErrorFormat(t *testing.T) {
 // remains, however many leases were held with auto-refresh.
 func TestNoLeaks(t *testing.T) {
 	before := runtime.NumGoroutine()
-	l := memory.New(memory.NewNamespace())
+	l := memory.MustNew(memory.NewNamespace())
 	ctx := context.Background()
 	var leases []*distlock.Lease
 	for i := 0; i < 2000; i++ {
@@ -234,7 +234,7 @@ func waitGoroutines(t *testing.T, want int) {
 
 func TestLeakAfterReleaseWithoutClose(t *testing.T) {
 	before := runtime.NumGoroutine()
-	l := memory.New(memory.NewNamespace())
+	l := memory.MustNew(memory.NewNamespace())
 	defer l.Close()
 	lease, err := l.Acquire(context.Background(), "k", distlock.WithTTL(600*time.Millisecond))
 	if err != nil {

@@ -303,7 +303,7 @@ func memoryTarget(ttl time.Duration) scaleTarget {
 	return scaleTarget{
 		name: "memory", ttl: ttl,
 		open: func(prefix string) (distlock.Locker, func() (traffic, error), error) {
-			return memory.New(memory.NewNamespace()), nil, nil
+			return memory.MustNew(memory.NewNamespace()), nil, nil
 		},
 	}
 }
