@@ -31,7 +31,6 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -109,7 +108,7 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (Locker, error) {
 }
 
 func open(ctx context.Context, rawURL string, opts ...Option) (Locker, error) {
-	u, err := parseURL(rawURL)
+	u, err := backend.ParseURL(rawURL)
 	if err != nil {
 		return nil, &Error{Op: "open", Backend: "distlock", Err: fmt.Errorf("%w: malformed URL %q: %s", ErrInvalidOption, redact(rawURL), urlReason(err))}
 	}
@@ -137,34 +136,6 @@ func urlReason(err error) string {
 		return ue.Err.Error()
 	}
 	return err.Error()
-}
-
-// parseURL is url.Parse made safe for several comma-separated hosts
-// ("redlock://h1:6379,h2,h3:6380"), which url.Parse rejects or misreads
-// depending on where ports appear. The host list is kept verbatim in u.Host
-// for backend.Hosts to split.
-func parseURL(raw string) (*url.URL, error) {
-	i := strings.Index(raw, "://")
-	if i < 0 {
-		return url.Parse(raw)
-	}
-	rest := raw[i+3:]
-	end := strings.IndexAny(rest, "/?#")
-	if end < 0 {
-		end = len(rest)
-	}
-	authority := rest[:end]
-	hostStart := strings.LastIndex(authority, "@") + 1
-	hosts := authority[hostStart:]
-	if !strings.Contains(hosts, ",") {
-		return url.Parse(raw)
-	}
-	u, err := url.Parse(raw[:i+3] + authority[:hostStart] + "multi.invalid" + rest[end:])
-	if err != nil {
-		return nil, err
-	}
-	u.Host = hosts
-	return u, nil
 }
 
 // Do acquires key, runs fn with the lease's context (cancelled if the lock is
