@@ -36,14 +36,7 @@ type Lease struct {
 	ctx    context.Context         // made on demand
 	cancel context.CancelCauseFunc // with ctx
 
-	// Guarded by l.sched.mu.
-	ttl       time.Duration
-	validity  time.Duration
-	deadline  time.Time // local validity deadline; zero: no expiry
-	refreshAt time.Time
-	next      time.Time // min(refreshAt, deadline): the scheduler's key
-	idx       int       // heap index, -1 when not scheduled
-	inflight  bool      // an automatic refresh is running
+	slot slot // the lease's place in its Locker's scheduler
 }
 
 type leaseState uint8
@@ -63,7 +56,7 @@ var (
 )
 
 func newLease(l *locker, r request) *Lease {
-	return &Lease{l: l, key: r.key, owner: r.owner, auto: r.autoRefresh, ttl: r.ttl, validity: r.validity, idx: -1}
+	return &Lease{l: l, key: r.key, owner: r.owner, auto: r.autoRefresh, slot: slot{ttl: r.ttl, validity: r.validity, idx: -1}}
 }
 
 // Key returns the lock's name.
@@ -98,7 +91,7 @@ func (ls *Lease) Deadline() time.Time {
 	}
 	ls.l.sched.mu.Lock()
 	defer ls.l.sched.mu.Unlock()
-	return ls.deadline
+	return ls.slot.deadline
 }
 
 // checkDeadline ends the lease at once if its validity deadline has
@@ -114,7 +107,7 @@ func (ls *Lease) checkDeadline() {
 	s.mu.Lock()
 	// Whether or not the scheduler has it on its heap: a lease it has taken
 	// off to end (its deadline passed) must not look held until its turn.
-	expired := !ls.deadline.IsZero() && !time.Now().Before(ls.deadline)
+	expired := !ls.slot.deadline.IsZero() && !time.Now().Before(ls.slot.deadline)
 	s.mu.Unlock()
 	if expired {
 		ls.lose(errExpired)
@@ -196,7 +189,7 @@ func (ls *Lease) start(lock backend.Lock, sent time.Time) bool {
 		ls.end(closedLease)
 		return false
 	}
-	if ls.validity > 0 {
+	if ls.slot.validity > 0 {
 		if !ls.l.sched.add(ls, sent) {
 			ls.finish(errLate)
 			return false
