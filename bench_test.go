@@ -55,6 +55,11 @@ func BenchmarkMachinery(b *testing.B) {
 	b.Run("owner", func(b *testing.B) {
 		benchCycle(b, distlock.New(&nopDriver{}, "nop"), distlock.WithOwner("me"))
 	})
+	// An Observer that does nothing: what building and delivering the
+	// events costs (the paths above have none: one nil check).
+	b.Run("observer", func(b *testing.B) {
+		benchCycle(b, distlock.New(&nopDriver{}, "nop"), distlock.WithObserver(distlock.NopObserver{}))
+	})
 }
 
 // BenchmarkMemory: uncontended cycles on the in-process backend.

@@ -106,7 +106,7 @@ func TestRefreshScheduleEveryTTL(t *testing.T) {
 // each round ending with a successful automatic refresh sent at its
 // refresh time.
 func checkSchedule(s *scheduler, l *locker, ttl, v time.Duration, base time.Time) string {
-	ls := newLease(l, request{settings: settings{ttl: ttl, autoRefresh: true}, validity: v})
+	ls := newLease(l, &request{settings: settings{ttl: ttl, autoRefresh: true}, validity: v})
 	if !s.add(ls, base) {
 		return "add refused"
 	}

@@ -268,11 +268,12 @@ func (s *scheduler) refresh(batch []*Lease) {
 		} else {
 			err = fmt.Errorf("%w: driver returned %d results for %d refreshes", ErrUnavailable, len(errs), len(items))
 		}
+		ls.refreshed(items[i].TTL, true, err)
 		switch {
 		case err == nil:
 			s.refreshed(ls, sent, items[i].TTL, validity[i], true)
 		case errors.Is(err, ErrNotHeld):
-			ls.lose(fmt.Errorf("%w: refresh refused: %w", ErrLockLost, err))
+			ls.lose(refused(err))
 		default:
 			s.retryLater(ls, time.Now())
 		}
