@@ -154,7 +154,8 @@ func TestErrorFormat(t *testing.T) {
 // remains, however many leases were held with auto-refresh.
 func TestNoLeaks(t *testing.T) {
 	before := runtime.NumGoroutine()
-	l := memory.MustNew(memory.NewNamespace())
+	refreshes := &refreshCounter{}
+	l := memory.MustNew(memory.NewNamespace(), memory.WithDefaults(distlock.WithObserver(refreshes)))
 	ctx := context.Background()
 	var leases []*distlock.Lease
 	for i := 0; i < 2000; i++ {
@@ -165,7 +166,7 @@ func TestNoLeaks(t *testing.T) {
 		_ = lease.Context() // materialise the context
 		leases = append(leases, lease)
 	}
-	time.Sleep(1200 * time.Millisecond) // two refresh rounds
+	refreshes.waitFor(t, 2*2000) // two refresh rounds
 	if n := runtime.NumGoroutine() - before; n > 2+8 {
 		t.Errorf("%d goroutines for 2000 leases, want at most 10 (a timer callback, 8 refresh workers, slack)", n)
 	}
@@ -200,13 +201,14 @@ func waitGoroutines(t *testing.T, want int) {
 
 func TestLeakAfterReleaseWithoutClose(t *testing.T) {
 	before := runtime.NumGoroutine()
+	refreshes := &refreshCounter{}
 	l := memory.MustNew(memory.NewNamespace())
 	defer l.Close()
-	lease, err := l.Acquire(context.Background(), "k", distlock.WithTTL(600*time.Millisecond))
+	lease, err := l.Acquire(context.Background(), "k", distlock.WithTTL(600*time.Millisecond), distlock.WithObserver(refreshes))
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(300 * time.Millisecond) // at least one automatic refresh
+	refreshes.waitFor(t, 1) // at least one automatic refresh
 	if err := lease.Release(context.Background()); err != nil {
 		t.Fatal(err)
 	}

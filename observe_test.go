@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -182,5 +183,30 @@ func TestObserverBuiltOnlyWhenSet(t *testing.T) {
 	observed := testing.AllocsPerRun(200, cycle(distlock.WithAutoRefresh(false), distlock.WithObserver(distlock.NopObserver{})))
 	if observed <= plain {
 		t.Fatalf("allocations: %.1f without an Observer, %.1f with one: the unobserved path should build nothing the observed one needs", plain, observed)
+	}
+}
+
+// refreshCounter counts successful automatic refreshes, so that a test
+// waits for them instead of sleeping for as long as they should take.
+type refreshCounter struct {
+	distlock.NopObserver
+	n atomic.Int64
+}
+
+func (c *refreshCounter) Refreshed(_ distlock.LeaseEvent, _ time.Duration, auto bool, err error) {
+	if auto && err == nil {
+		c.n.Add(1)
+	}
+}
+
+// waitFor waits up to 10s for n automatic refreshes.
+func (c *refreshCounter) waitFor(t *testing.T, n int64) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for c.n.Load() < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d automatic refreshes within 10s, want %d", c.n.Load(), n)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
