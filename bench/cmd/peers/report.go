@@ -122,6 +122,11 @@ func (r *report) markdown() []byte {
 			}
 		}
 		for _, s := range r.scale {
+			if s.lost > 0 {
+				p("\n- %s, %d leases: %d lost; %d of them with: %s\n", s.target, s.n, s.lost, s.lostWhyN, s.lostWhy)
+			}
+		}
+		for _, s := range r.scale {
 			if s.hasServerMem {
 				p("\n- %s, %d leases: server PSS %+.1f MiB (%.1f KiB per lease): the server processes' proportional set size with all leases held minus before\n", s.target, s.n, float64(s.serverPSS)/(1<<20), float64(s.serverPSS)/1024/float64(s.n))
 			}

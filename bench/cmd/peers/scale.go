@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"regexp"
 	"runtime"
 	"runtime/pprof"
 	"strconv"
@@ -96,6 +97,9 @@ type scaleResult struct {
 	lost            int
 	retries         int // acquisitions retried after ErrUnavailable
 	hasTraffic      bool
+	// lostWhy is the commonest error of the lost leases (lostWhyN of them).
+	lostWhy  string
+	lostWhyN int
 	// serverPSS is the growth of the server processes' proportional set
 	// size with all leases held (hasServerMem: measured).
 	serverPSS    int64
@@ -233,14 +237,24 @@ func measureScale(t scaleTarget, n int, window time.Duration) (r scaleResult, er
 	} else {
 		time.Sleep(window)
 	}
+	why := map[string]int{}
 	for _, ls := range leases {
-		if ls.Err() != nil {
+		if err := ls.Err(); err != nil {
 			r.lost++
+			why[keyRE.ReplaceAllString(err.Error(), `"lease/…"`)]++
+		}
+	}
+	for msg, c := range why {
+		if c > r.lostWhyN {
+			r.lostWhy, r.lostWhyN = msg, c
 		}
 	}
 	runtime.KeepAlive(leases)
 	return r, nil
 }
+
+// keyRE matches a scale lease's key in an error message.
+var keyRE = regexp.MustCompile(`"lease/[0-9]+"`)
 
 // connections counts this host's established TCP connections to addrs
 // (the client ends: remote port is a server's); the servers are local.
