@@ -1,0 +1,389 @@
+// Package otel turns distlock's Observer events into OpenTelemetry metrics
+// and spans. It is a module of its own (github.com/distlock/distlock/otel),
+// so that the distlock library itself never depends on OpenTelemetry. It is
+// built on the OpenTelemetry API only: metrics and spans go wherever the
+// MeterProvider and TracerProvider given to NewObserver (by default the
+// global ones) send them.
+//
+//	obs, err := otel.NewObserver()
+//	if err != nil { ... }
+//	locker, err := distlock.Open(ctx, url, distlock.WithObserver(obs))
+//
+// # Metrics
+//
+// Every instrument carries distlock.backend (the Locker's backend name, such
+// as "redis") and, only with WithKeyAttribute(true), distlock.key (the lock's
+// name: one time series per key, so off by default).
+//
+//	distlock.acquire.duration    histogram, s         distlock.op, distlock.outcome
+//	distlock.acquire.attempts    histogram, {attempt} distlock.op, distlock.outcome
+//	distlock.lease.held.duration histogram, s         distlock.lease.end
+//	distlock.lease.count         updowncounter, {lease}
+//	distlock.lease.lost          counter, {lease}     distlock.cause
+//	distlock.refresh.failures    counter, {refresh}   distlock.refresh.auto, distlock.cause
+//
+// distlock.acquire.duration is the time from the start of Acquire or
+// TryAcquire to its outcome (distlock.AcquireResult.Waited), so it includes
+// the time spent waiting for another owner to let go: the wait time of the
+// acquisitions that got the lock is distlock.acquire.duration with
+// distlock.op "acquire" and distlock.outcome "acquired", and that of the
+// ones that gave up waiting is distlock.outcome "busy". There is no
+// separate wait histogram, since it would record the same interval again.
+// distlock.op is "acquire" or "try-acquire"; distlock.outcome is
+// distlock.AcquireResult.Outcome: "acquired", "busy", "unavailable",
+// "closed" or "error".
+//
+// distlock.acquire.attempts is the number of attempts one acquisition made
+// (a backend's native wait counts as one): above 1 on polling backends under
+// contention or after transient failures.
+//
+// distlock.lease.held.duration is recorded once per acquired lease, when it
+// ends: the time from the acquire request to the end, with
+// distlock.lease.end "released" (Release was called, whatever the backend
+// answered), "lost" (expired, session lost, refresh refused) or "closed"
+// (its Locker was closed while it was held).
+//
+// distlock.lease.count is the number of leases held through this Observer:
+// +1 when an acquisition returns a lease, −1 when the lease ends (Release
+// called, lost, or its Locker closed). Since distlock reports the end of
+// every acquired lease exactly once, it returns to 0 when no lease is held.
+//
+// distlock.lease.lost counts leases that ended without Release other than
+// by their Locker's Close, by distlock.cause = distlock.Cause: "expired",
+// "session", "refused", "late" or "lost".
+//
+// distlock.refresh.failures counts failed refreshes of held leases,
+// automatic (distlock.refresh.auto true) or by Lease.Refresh (false), by
+// distlock.cause: "refused" (the backend no longer holds the lock for this
+// owner: the lease is lost, and also counted in distlock.lease.lost),
+// "unavailable" (a transient failure: an automatic refresh is retried
+// before the lease's deadline), "timeout" or "canceled" (the refresh's
+// context ended first), "closed" (the Locker is closing) or "error".
+//
+// # Spans
+//
+// Each Acquire and TryAcquire is one span, "distlock.Acquire" or
+// "distlock.TryAcquire", a child of the span in the caller's context, and
+// each Release of a held lease is one span, "distlock.Release". The context
+// the backend's client is called with carries that span, so spans of an
+// instrumented client (such as go-redis's) nest under it. Span attributes:
+// distlock.backend, distlock.op, distlock.key (only with
+// WithKeyAttribute(true)), and on acquisitions distlock.attempts,
+// distlock.outcome and, when acquired on a backend with fencing,
+// distlock.token; on releases distlock.token. An acquisition span's status
+// is Error, with the error recorded as an event, for the outcomes
+// "unavailable", "closed" and "error"; "busy" (TryAcquire refused, or
+// Acquire's context ended while the lock was held by another owner) is the
+// lock doing its job and leaves the status unset. A release span's status
+// is Error when the backend's answer is an error. Refreshes and losses
+// happen outside any caller's context (on the refresh scheduler) and are
+// recorded as metrics only.
+package otel
+
+import (
+	"context"
+	"errors"
+	"math"
+	"strconv"
+	"time"
+
+	"github.com/distlock/distlock"
+	gotel "go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// ScopeName is the instrumentation scope of the Meter and Tracer that an
+// Observer uses.
+const ScopeName = "github.com/distlock/distlock/otel"
+
+// Instrument names.
+const (
+	MetricAcquireDuration  = "distlock.acquire.duration"
+	MetricAcquireAttempts  = "distlock.acquire.attempts"
+	MetricLeaseHeld        = "distlock.lease.held.duration"
+	MetricLeaseCount       = "distlock.lease.count"
+	MetricLeaseLost        = "distlock.lease.lost"
+	MetricRefreshFailures  = "distlock.refresh.failures"
+	SpanNameAcquire        = "distlock.Acquire"
+	SpanNameTryAcquire     = "distlock.TryAcquire"
+	SpanNameRelease        = "distlock.Release"
+	spanNamePrefixOtherOps = "distlock."
+)
+
+// Attribute keys.
+const (
+	AttrBackend     = attribute.Key("distlock.backend")
+	AttrKey         = attribute.Key("distlock.key")
+	AttrOp          = attribute.Key("distlock.op")
+	AttrOutcome     = attribute.Key("distlock.outcome")
+	AttrCause       = attribute.Key("distlock.cause")
+	AttrLeaseEnd    = attribute.Key("distlock.lease.end")
+	AttrRefreshAuto = attribute.Key("distlock.refresh.auto")
+	AttrAttempts    = attribute.Key("distlock.attempts")
+	AttrToken       = attribute.Key("distlock.token")
+)
+
+// Bucket boundaries, in seconds: acquisitions take milliseconds to a few
+// seconds of waiting; leases are held from milliseconds to an hour.
+var (
+	acquireBuckets  = []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}
+	heldBuckets     = []float64{0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 600, 1800, 3600}
+	attemptsBuckets = []float64{1, 2, 3, 5, 10, 20, 50, 100}
+)
+
+// Option configures NewObserver.
+type Option func(*config)
+
+type config struct {
+	mp      metric.MeterProvider
+	tp      trace.TracerProvider
+	withKey bool
+}
+
+// WithMeterProvider sets the MeterProvider the metrics are recorded with
+// (default: the global one, otel.GetMeterProvider, at the time NewObserver
+// is called). nil keeps the default.
+func WithMeterProvider(mp metric.MeterProvider) Option {
+	return func(c *config) {
+		if mp != nil {
+			c.mp = mp
+		}
+	}
+}
+
+// WithTracerProvider sets the TracerProvider the spans are started with
+// (default: the global one, otel.GetTracerProvider, at the time NewObserver
+// is called). nil keeps the default.
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return func(c *config) {
+		if tp != nil {
+			c.tp = tp
+		}
+	}
+}
+
+// WithKeyAttribute adds the lock's name as attribute distlock.key to every
+// metric and span (default false). Every distinct key then makes time
+// series of its own: turn it on only for a small, fixed set of lock names,
+// and not when names carry what must not reach the telemetry backend.
+func WithKeyAttribute(on bool) Option {
+	return func(c *config) { c.withKey = on }
+}
+
+// Observer is a distlock.Observer that records OpenTelemetry metrics and
+// spans (see the package documentation for what it records). Its methods
+// are safe for concurrent use, do not block (they only call the
+// OpenTelemetry API, whose SDK exports in the background) and never call
+// back into distlock. One Observer may serve any number of Lockers and
+// backends.
+type Observer struct {
+	tracer  trace.Tracer
+	withKey bool
+
+	acquireDuration metric.Float64Histogram
+	acquireAttempts metric.Int64Histogram
+	heldDuration    metric.Float64Histogram
+	leaseCount      metric.Int64UpDownCounter
+	leaseLost       metric.Int64Counter
+	refreshFailures metric.Int64Counter
+}
+
+var _ distlock.Observer = (*Observer)(nil)
+
+// NewObserver returns an Observer recording to the providers that opts set.
+// Its error comes from creating an instrument, which the OpenTelemetry SDK
+// does not fail for these names; even then the Observer returned is usable,
+// with the failed instruments recording nothing.
+func NewObserver(opts ...Option) (*Observer, error) {
+	c := config{mp: gotel.GetMeterProvider(), tp: gotel.GetTracerProvider()}
+	for _, o := range opts {
+		o(&c)
+	}
+	m := c.mp.Meter(ScopeName)
+	o := &Observer{tracer: c.tp.Tracer(ScopeName), withKey: c.withKey}
+	var err, e error
+	o.acquireDuration, e = m.Float64Histogram(MetricAcquireDuration, metric.WithUnit("s"),
+		metric.WithDescription("Duration of Acquire and TryAcquire calls, from the call to the outcome, including the time waiting for the lock."),
+		metric.WithExplicitBucketBoundaries(acquireBuckets...))
+	err = errors.Join(err, e)
+	o.acquireAttempts, e = m.Int64Histogram(MetricAcquireAttempts, metric.WithUnit("{attempt}"),
+		metric.WithDescription("Attempts made by one Acquire or TryAcquire call."),
+		metric.WithExplicitBucketBoundaries(attemptsBuckets...))
+	err = errors.Join(err, e)
+	o.heldDuration, e = m.Float64Histogram(MetricLeaseHeld, metric.WithUnit("s"),
+		metric.WithDescription("How long acquired leases were held, recorded when they end: released, lost or closed."),
+		metric.WithExplicitBucketBoundaries(heldBuckets...))
+	err = errors.Join(err, e)
+	o.leaseCount, e = m.Int64UpDownCounter(MetricLeaseCount, metric.WithUnit("{lease}"),
+		metric.WithDescription("Leases currently held."))
+	err = errors.Join(err, e)
+	o.leaseLost, e = m.Int64Counter(MetricLeaseLost, metric.WithUnit("{lease}"),
+		metric.WithDescription("Leases that ended without Release (expired, session lost, refresh refused), not counting those ended by closing their Locker."))
+	err = errors.Join(err, e)
+	o.refreshFailures, e = m.Int64Counter(MetricRefreshFailures, metric.WithUnit("{refresh}"),
+		metric.WithDescription("Failed refreshes of held leases, automatic or by Lease.Refresh."))
+	err = errors.Join(err, e)
+	return o, err
+}
+
+// attrs returns the attributes every measurement of backend and key has,
+// with room for extra more.
+func (o *Observer) attrs(backend, key string, extra int) []attribute.KeyValue {
+	kv := make([]attribute.KeyValue, 0, 2+extra)
+	kv = append(kv, AttrBackend.String(backend))
+	if o.withKey {
+		kv = append(kv, AttrKey.String(key))
+	}
+	return kv
+}
+
+// spanKey keys the Observer's own span in the ctx that a Start method
+// returns, so that the End method ends that span and no other, even if
+// something between them put another span in the ctx.
+type spanKey struct{ o *Observer }
+
+func (o *Observer) start(ctx context.Context, name string, kv []attribute.KeyValue) context.Context {
+	ctx, span := o.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(kv...))
+	return context.WithValue(ctx, spanKey{o}, span)
+}
+
+func (o *Observer) span(ctx context.Context) trace.Span {
+	if ctx == nil {
+		return nil
+	}
+	s, _ := ctx.Value(spanKey{o}).(trace.Span)
+	return s
+}
+
+func spanName(op string) string {
+	switch op {
+	case "acquire":
+		return SpanNameAcquire
+	case "try-acquire":
+		return SpanNameTryAcquire
+	}
+	return spanNamePrefixOtherOps + op
+}
+
+func token(t uint64) attribute.KeyValue {
+	if t > math.MaxInt64 {
+		return AttrToken.String(strconv.FormatUint(t, 10))
+	}
+	return AttrToken.Int64(int64(t))
+}
+
+// AcquireStart implements distlock.Observer: it starts the acquisition's
+// span, a child of ctx's, and returns ctx with that span.
+func (o *Observer) AcquireStart(ctx context.Context, e distlock.AcquireEvent) context.Context {
+	kv := o.attrs(e.Backend, e.Key, 1)
+	kv = append(kv, AttrOp.String(e.Op))
+	return o.start(ctx, spanName(e.Op), kv)
+}
+
+// AcquireEnd implements distlock.Observer: it records the acquisition's
+// duration and attempts, counts an acquired lease as held, and ends the
+// span that AcquireStart started.
+func (o *Observer) AcquireEnd(ctx context.Context, r distlock.AcquireResult) {
+	outcome := r.Outcome()
+	kv := o.attrs(r.Backend, r.Key, 2)
+	kv = append(kv, AttrOp.String(r.Op), AttrOutcome.String(outcome))
+	set := metric.WithAttributeSet(attribute.NewSet(kv...))
+	o.acquireDuration.Record(ctx, r.Waited.Seconds(), set)
+	o.acquireAttempts.Record(ctx, int64(r.Attempts), set)
+	if r.Err == nil {
+		o.leaseCount.Add(ctx, 1, metric.WithAttributes(o.attrs(r.Backend, r.Key, 0)...))
+	}
+	span := o.span(ctx)
+	if span == nil {
+		return
+	}
+	span.SetAttributes(AttrAttempts.Int(r.Attempts), AttrOutcome.String(outcome))
+	if r.Err == nil && r.Token != 0 {
+		span.SetAttributes(token(r.Token))
+	}
+	switch outcome {
+	case "acquired", "busy":
+	default:
+		span.RecordError(r.Err)
+		span.SetStatus(codes.Error, r.Err.Error())
+	}
+	span.End()
+}
+
+// Refreshed implements distlock.Observer: a failed refresh is counted in
+// distlock.refresh.failures.
+func (o *Observer) Refreshed(e distlock.LeaseEvent, _ time.Duration, auto bool, err error) {
+	if err == nil {
+		return
+	}
+	kv := o.attrs(e.Backend, e.Key, 2)
+	kv = append(kv, AttrRefreshAuto.Bool(auto), AttrCause.String(refreshCause(err)))
+	o.refreshFailures.Add(context.Background(), 1, metric.WithAttributes(kv...))
+}
+
+// refreshCause classifies a failed refresh for distlock.cause.
+func refreshCause(err error) string {
+	switch {
+	case errors.Is(err, distlock.ErrClosed):
+		return "closed"
+	case errors.Is(err, distlock.ErrNotHeld):
+		return "refused"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timeout"
+	case errors.Is(err, context.Canceled):
+		return "canceled"
+	case errors.Is(err, distlock.ErrUnavailable):
+		return "unavailable"
+	}
+	return "error"
+}
+
+// LeaseEnded implements distlock.Observer: the lease is no longer counted
+// as held, its held duration is recorded, and unless its Locker was closed
+// it is counted in distlock.lease.lost.
+func (o *Observer) LeaseEnded(e distlock.LeaseEvent, cause error) {
+	ctx := context.Background()
+	kv := o.attrs(e.Backend, e.Key, 1)
+	o.leaseCount.Add(ctx, -1, metric.WithAttributes(kv...))
+	c := distlock.Cause(cause)
+	end := "lost"
+	if c == "closed" {
+		end = "closed"
+	}
+	o.heldDuration.Record(ctx, e.Held.Seconds(), metric.WithAttributes(append(kv, AttrLeaseEnd.String(end))...))
+	if end == "lost" {
+		o.leaseLost.Add(ctx, 1, metric.WithAttributes(append(kv[:len(kv):len(kv)], AttrCause.String(c))...))
+	}
+}
+
+// ReleaseStart implements distlock.Observer: the lease is no longer counted
+// as held (it has ended locally, whatever the backend answers), its held
+// duration is recorded, and the release's span is started as a child of
+// ctx's; the ctx returned carries it.
+func (o *Observer) ReleaseStart(ctx context.Context, e distlock.LeaseEvent) context.Context {
+	kv := o.attrs(e.Backend, e.Key, 1)
+	o.leaseCount.Add(ctx, -1, metric.WithAttributes(kv...))
+	o.heldDuration.Record(ctx, e.Held.Seconds(), metric.WithAttributes(append(kv, AttrLeaseEnd.String("released"))...))
+	kv = append(kv[:len(kv):len(kv)], AttrOp.String("release"))
+	if e.Token != 0 {
+		kv = append(kv, token(e.Token))
+	}
+	return o.start(ctx, SpanNameRelease, kv)
+}
+
+// ReleaseEnd implements distlock.Observer: it ends the release's span, with
+// status Error if the backend's answer is an error.
+func (o *Observer) ReleaseEnd(ctx context.Context, _ distlock.LeaseEvent, err error) {
+	span := o.span(ctx)
+	if span == nil {
+		return
+	}
+	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.End()
+}
