@@ -106,6 +106,23 @@ func (h *harness) collect(t *testing.T) map[string]map[string]point {
 	return out
 }
 
+// waitSum waits up to 5s for the sum data point of name with attrs to be
+// want.
+func (h *harness) waitSum(t *testing.T, name, attrs string, want float64) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		p, ok := h.collect(t)[name][attrs]
+		if ok && p.sum == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s{%s} = %v (present %v) after 5s, want %v", name, attrs, p.sum, ok, want)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 func keys[V any](m map[string]V) string {
 	var ks []string
 	for k := range m {
@@ -188,6 +205,9 @@ func TestScenario(t *testing.T) {
 	if c := distlock.Cause(lost.Err()); c != "expired" {
 		t.Fatalf("cause %q (%v), want expired", c, lost.Err())
 	}
+	// LeaseEnded comes right after Done is closed, on the goroutine that
+	// ended the lease (the refresh scheduler's, or this one's).
+	h.waitSum(t, dotel.MetricLeaseLost, "distlock.backend=mem,distlock.cause=expired", 1)
 
 	// Loss by a refused refresh: the lock disappeared from the server.
 	gone, err := a.TryAcquire(ctx, "job2")
