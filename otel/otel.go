@@ -92,6 +92,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -204,29 +205,45 @@ func NewObserver(opts ...Option) (*Observer, error) {
 	}
 	m := c.mp.Meter(ScopeName)
 	o := &Observer{tracer: c.tp.Tracer(ScopeName), withKey: c.withKey}
-	var err, e error
-	o.acquireDuration, e = m.Float64Histogram(MetricAcquireDuration, metric.WithUnit("s"),
+	var errs []error
+	// A MeterProvider that fails an instrument may return nil with the
+	// error: that instrument is then a no-op one.
+	check := func(err error) { errs = append(errs, err) }
+	var err error
+	if o.acquireDuration, err = m.Float64Histogram(MetricAcquireDuration, metric.WithUnit("s"),
 		metric.WithDescription("Duration of Acquire and TryAcquire calls, from the call to the outcome, including the time waiting for the lock."),
-		metric.WithExplicitBucketBoundaries(acquireBuckets...))
-	err = errors.Join(err, e)
-	o.acquireAttempts, e = m.Int64Histogram(MetricAcquireAttempts, metric.WithUnit("{attempt}"),
+		metric.WithExplicitBucketBoundaries(acquireBuckets...)); o.acquireDuration == nil {
+		o.acquireDuration = noop.Float64Histogram{}
+	}
+	check(err)
+	if o.acquireAttempts, err = m.Int64Histogram(MetricAcquireAttempts, metric.WithUnit("{attempt}"),
 		metric.WithDescription("Attempts made by one Acquire or TryAcquire call."),
-		metric.WithExplicitBucketBoundaries(attemptsBuckets...))
-	err = errors.Join(err, e)
-	o.heldDuration, e = m.Float64Histogram(MetricLeaseHeld, metric.WithUnit("s"),
+		metric.WithExplicitBucketBoundaries(attemptsBuckets...)); o.acquireAttempts == nil {
+		o.acquireAttempts = noop.Int64Histogram{}
+	}
+	check(err)
+	if o.heldDuration, err = m.Float64Histogram(MetricLeaseHeld, metric.WithUnit("s"),
 		metric.WithDescription("How long acquired leases were held, recorded when they end: released, lost or closed."),
-		metric.WithExplicitBucketBoundaries(heldBuckets...))
-	err = errors.Join(err, e)
-	o.leaseCount, e = m.Int64UpDownCounter(MetricLeaseCount, metric.WithUnit("{lease}"),
-		metric.WithDescription("Leases currently held."))
-	err = errors.Join(err, e)
-	o.leaseLost, e = m.Int64Counter(MetricLeaseLost, metric.WithUnit("{lease}"),
-		metric.WithDescription("Leases that ended without Release (expired, session lost, refresh refused), not counting those ended by closing their Locker."))
-	err = errors.Join(err, e)
-	o.refreshFailures, e = m.Int64Counter(MetricRefreshFailures, metric.WithUnit("{refresh}"),
-		metric.WithDescription("Failed refreshes of held leases, automatic or by Lease.Refresh."))
-	err = errors.Join(err, e)
-	return o, err
+		metric.WithExplicitBucketBoundaries(heldBuckets...)); o.heldDuration == nil {
+		o.heldDuration = noop.Float64Histogram{}
+	}
+	check(err)
+	if o.leaseCount, err = m.Int64UpDownCounter(MetricLeaseCount, metric.WithUnit("{lease}"),
+		metric.WithDescription("Leases currently held.")); o.leaseCount == nil {
+		o.leaseCount = noop.Int64UpDownCounter{}
+	}
+	check(err)
+	if o.leaseLost, err = m.Int64Counter(MetricLeaseLost, metric.WithUnit("{lease}"),
+		metric.WithDescription("Leases that ended without Release (expired, session lost, refresh refused), not counting those ended by closing their Locker.")); o.leaseLost == nil {
+		o.leaseLost = noop.Int64Counter{}
+	}
+	check(err)
+	if o.refreshFailures, err = m.Int64Counter(MetricRefreshFailures, metric.WithUnit("{refresh}"),
+		metric.WithDescription("Failed refreshes of held leases, automatic or by Lease.Refresh.")); o.refreshFailures == nil {
+		o.refreshFailures = noop.Int64Counter{}
+	}
+	check(err)
+	return o, errors.Join(errs...)
 }
 
 // attrs returns the attributes every measurement of backend and key has,

@@ -15,6 +15,8 @@ import (
 	dotel "github.com/distlock/distlock/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/metric/noop"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -461,6 +463,35 @@ func TestDefaultProviders(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer l.Close()
+	lease, err := l.TryAcquire(context.Background(), "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lease.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+type failingProvider struct{ noop.MeterProvider }
+
+func (failingProvider) Meter(string, ...metric.MeterOption) metric.Meter { return failingMeter{} }
+
+// failingMeter fails its histograms, returning nil with the error.
+type failingMeter struct{ noop.Meter }
+
+func (failingMeter) Float64Histogram(string, ...metric.Float64HistogramOption) (metric.Float64Histogram, error) {
+	return nil, errors.New("no histograms here")
+}
+
+// TestFailingMeter: NewObserver reports an instrument that could not be
+// made, and the Observer it returns still works.
+func TestFailingMeter(t *testing.T) {
+	obs, err := dotel.NewObserver(dotel.WithMeterProvider(failingProvider{}))
+	if err == nil || !strings.Contains(err.Error(), "no histograms here") {
+		t.Fatalf("NewObserver with failing histograms: %v", err)
+	}
+	l := memory.MustNew(memory.NewNamespace(), memory.WithDefaults(distlock.WithObserver(obs)))
 	defer l.Close()
 	lease, err := l.TryAcquire(context.Background(), "k")
 	if err != nil {
