@@ -85,6 +85,7 @@ import (
 	"errors"
 	"math"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/distlock/distlock"
@@ -184,6 +185,9 @@ type Observer struct {
 	tracer  trace.Tracer
 	withKey bool
 
+	mu   sync.RWMutex
+	sets map[setKey]*set // without withKey only
+
 	acquireDuration metric.Float64Histogram
 	acquireAttempts metric.Int64Histogram
 	heldDuration    metric.Float64Histogram
@@ -204,7 +208,7 @@ func NewObserver(opts ...Option) (*Observer, error) {
 		o(&c)
 	}
 	m := c.mp.Meter(ScopeName)
-	o := &Observer{tracer: c.tp.Tracer(ScopeName), withKey: c.withKey}
+	o := &Observer{tracer: c.tp.Tracer(ScopeName), withKey: c.withKey, sets: map[setKey]*set{}}
 	var errs []error
 	// A MeterProvider that fails an instrument may return nil with the
 	// error: that instrument is then a no-op one.
@@ -246,15 +250,60 @@ func NewObserver(opts ...Option) (*Observer, error) {
 	return o, errors.Join(errs...)
 }
 
-// attrs returns the attributes every measurement of backend and key has,
-// with room for extra more.
-func (o *Observer) attrs(backend, key string, extra int) []attribute.KeyValue {
-	kv := make([]attribute.KeyValue, 0, 2+extra)
+// set is one attribute set, as the options that pass it to the
+// instruments and to Tracer.Start, built once: without the key attribute,
+// there are only a few sets (backend × op × outcome, end or cause), so the
+// Observer keeps them and a measurement allocates nothing for its
+// attributes.
+type set struct {
+	rec   []metric.RecordOption
+	add   []metric.AddOption
+	start []trace.SpanStartOption
+}
+
+// setKey names a set: backend, key ("" without WithKeyAttribute) and up to
+// two more attributes.
+type setKey struct {
+	backend, key string
+	extra        [2]attribute.KeyValue
+}
+
+// maxSets bounds the Observer's cache of sets (backend names and causes
+// are few; this is a guard against a backend naming itself anew each time).
+const maxSets = 1024
+
+// set returns the set of backend, key (with WithKeyAttribute) and extra
+// (at most two).
+func (o *Observer) set(backend, key string, extra ...attribute.KeyValue) *set {
+	k := setKey{backend: backend}
+	if o.withKey {
+		k.key = key
+	} else {
+		copy(k.extra[:], extra)
+		o.mu.RLock()
+		s := o.sets[k]
+		o.mu.RUnlock()
+		if s != nil {
+			return s
+		}
+	}
+	kv := make([]attribute.KeyValue, 0, 2+len(extra))
 	kv = append(kv, AttrBackend.String(backend))
 	if o.withKey {
 		kv = append(kv, AttrKey.String(key))
 	}
-	return kv
+	kv = append(kv, extra...)
+	opt := metric.WithAttributeSet(attribute.NewSet(kv...))
+	s := &set{rec: []metric.RecordOption{opt}, add: []metric.AddOption{opt},
+		start: []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(kv...)}}
+	if !o.withKey {
+		o.mu.Lock()
+		if len(o.sets) < maxSets {
+			o.sets[k] = s
+		}
+		o.mu.Unlock()
+	}
+	return s
 }
 
 // spanKey keys the Observer's own span in the ctx that a Start method
@@ -262,9 +311,9 @@ func (o *Observer) attrs(backend, key string, extra int) []attribute.KeyValue {
 // something between them put another span in the ctx.
 type spanKey struct{ o *Observer }
 
-func (o *Observer) start(ctx context.Context, name string, kv []attribute.KeyValue) context.Context {
-	ctx, span := o.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(kv...))
-	return context.WithValue(ctx, spanKey{o}, span)
+func (o *Observer) start(ctx context.Context, name string, s *set) (context.Context, trace.Span) {
+	ctx, span := o.tracer.Start(ctx, name, s.start...)
+	return context.WithValue(ctx, spanKey{o}, span), span
 }
 
 func (o *Observer) span(ctx context.Context) trace.Span {
@@ -295,9 +344,8 @@ func token(t uint64) attribute.KeyValue {
 // AcquireStart implements distlock.Observer: it starts the acquisition's
 // span, a child of ctx's, and returns ctx with that span.
 func (o *Observer) AcquireStart(ctx context.Context, e distlock.AcquireEvent) context.Context {
-	kv := o.attrs(e.Backend, e.Key, 1)
-	kv = append(kv, AttrOp.String(e.Op))
-	return o.start(ctx, spanName(e.Op), kv)
+	ctx, _ = o.start(ctx, spanName(e.Op), o.set(e.Backend, e.Key, AttrOp.String(e.Op)))
+	return ctx
 }
 
 // AcquireEnd implements distlock.Observer: it records the acquisition's
@@ -305,27 +353,27 @@ func (o *Observer) AcquireStart(ctx context.Context, e distlock.AcquireEvent) co
 // span that AcquireStart started.
 func (o *Observer) AcquireEnd(ctx context.Context, r distlock.AcquireResult) {
 	outcome := r.Outcome()
-	kv := o.attrs(r.Backend, r.Key, 2)
-	kv = append(kv, AttrOp.String(r.Op), AttrOutcome.String(outcome))
-	set := metric.WithAttributeSet(attribute.NewSet(kv...))
-	o.acquireDuration.Record(ctx, r.Waited.Seconds(), set)
-	o.acquireAttempts.Record(ctx, int64(r.Attempts), set)
+	s := o.set(r.Backend, r.Key, AttrOp.String(r.Op), AttrOutcome.String(outcome))
+	o.acquireDuration.Record(ctx, r.Waited.Seconds(), s.rec...)
+	o.acquireAttempts.Record(ctx, int64(r.Attempts), s.rec...)
 	if r.Err == nil {
-		o.leaseCount.Add(ctx, 1, metric.WithAttributes(o.attrs(r.Backend, r.Key, 0)...))
+		o.leaseCount.Add(ctx, 1, o.set(r.Backend, r.Key).add...)
 	}
 	span := o.span(ctx)
 	if span == nil {
 		return
 	}
-	span.SetAttributes(AttrAttempts.Int(r.Attempts), AttrOutcome.String(outcome))
-	if r.Err == nil && r.Token != 0 {
-		span.SetAttributes(token(r.Token))
-	}
-	switch outcome {
-	case "acquired", "busy":
-	default:
-		span.RecordError(r.Err)
-		span.SetStatus(codes.Error, r.Err.Error())
+	if span.IsRecording() {
+		span.SetAttributes(AttrAttempts.Int(r.Attempts), AttrOutcome.String(outcome))
+		if r.Err == nil && r.Token != 0 {
+			span.SetAttributes(token(r.Token))
+		}
+		switch outcome {
+		case "acquired", "busy":
+		default:
+			span.RecordError(r.Err)
+			span.SetStatus(codes.Error, r.Err.Error())
+		}
 	}
 	span.End()
 }
@@ -336,9 +384,8 @@ func (o *Observer) Refreshed(e distlock.LeaseEvent, _ time.Duration, auto bool, 
 	if err == nil {
 		return
 	}
-	kv := o.attrs(e.Backend, e.Key, 2)
-	kv = append(kv, AttrRefreshAuto.Bool(auto), AttrCause.String(refreshCause(err)))
-	o.refreshFailures.Add(context.Background(), 1, metric.WithAttributes(kv...))
+	s := o.set(e.Backend, e.Key, AttrRefreshAuto.Bool(auto), AttrCause.String(refreshCause(err)))
+	o.refreshFailures.Add(context.Background(), 1, s.add...)
 }
 
 // refreshCause classifies a failed refresh for distlock.cause.
@@ -363,16 +410,15 @@ func refreshCause(err error) string {
 // it is counted in distlock.lease.lost.
 func (o *Observer) LeaseEnded(e distlock.LeaseEvent, cause error) {
 	ctx := context.Background()
-	kv := o.attrs(e.Backend, e.Key, 1)
-	o.leaseCount.Add(ctx, -1, metric.WithAttributes(kv...))
+	o.leaseCount.Add(ctx, -1, o.set(e.Backend, e.Key).add...)
 	c := distlock.Cause(cause)
 	end := "lost"
 	if c == "closed" {
 		end = "closed"
 	}
-	o.heldDuration.Record(ctx, e.Held.Seconds(), metric.WithAttributes(append(kv, AttrLeaseEnd.String(end))...))
+	o.heldDuration.Record(ctx, e.Held.Seconds(), o.set(e.Backend, e.Key, AttrLeaseEnd.String(end)).rec...)
 	if end == "lost" {
-		o.leaseLost.Add(ctx, 1, metric.WithAttributes(append(kv[:len(kv):len(kv)], AttrCause.String(c))...))
+		o.leaseLost.Add(ctx, 1, o.set(e.Backend, e.Key, AttrCause.String(c)).add...)
 	}
 }
 
@@ -381,14 +427,13 @@ func (o *Observer) LeaseEnded(e distlock.LeaseEvent, cause error) {
 // duration is recorded, and the release's span is started as a child of
 // ctx's; the ctx returned carries it.
 func (o *Observer) ReleaseStart(ctx context.Context, e distlock.LeaseEvent) context.Context {
-	kv := o.attrs(e.Backend, e.Key, 1)
-	o.leaseCount.Add(ctx, -1, metric.WithAttributes(kv...))
-	o.heldDuration.Record(ctx, e.Held.Seconds(), metric.WithAttributes(append(kv, AttrLeaseEnd.String("released"))...))
-	kv = append(kv[:len(kv):len(kv)], AttrOp.String("release"))
-	if e.Token != 0 {
-		kv = append(kv, token(e.Token))
+	o.leaseCount.Add(ctx, -1, o.set(e.Backend, e.Key).add...)
+	o.heldDuration.Record(ctx, e.Held.Seconds(), o.set(e.Backend, e.Key, AttrLeaseEnd.String("released")).rec...)
+	ctx, span := o.start(ctx, SpanNameRelease, o.set(e.Backend, e.Key, AttrOp.String("release")))
+	if e.Token != 0 && span.IsRecording() {
+		span.SetAttributes(token(e.Token))
 	}
-	return o.start(ctx, SpanNameRelease, kv)
+	return ctx
 }
 
 // ReleaseEnd implements distlock.Observer: it ends the release's span, with
@@ -398,7 +443,7 @@ func (o *Observer) ReleaseEnd(ctx context.Context, _ distlock.LeaseEvent, err er
 	if span == nil {
 		return
 	}
-	if err != nil {
+	if err != nil && span.IsRecording() {
 		span.RecordError(err)
 		span.SetStatus(codes.Error, err.Error())
 	}

@@ -165,8 +165,8 @@ const (
 
 // TestScenario runs the scripted scenario on mem:// — acquire, a refused
 // TryAcquire, an Acquire that times out, release, a loss by expiry, a loss
-// by a refused refresh, a lease ended by Close, an Acquire on a closed
-// Locker — under a caller's span, and asserts every instrument's data
+// by a refused refresh and one by a refused automatic refresh, a lease
+// ended by Close, an Acquire on a closed Locker — under a caller's span, and asserts every instrument's data
 // points and every span.
 func TestScenario(t *testing.T) {
 	h := newHarness(t)
@@ -221,6 +221,19 @@ func TestScenario(t *testing.T) {
 		t.Fatalf("Refresh of an expired lock: %v", err)
 	}
 
+	// Loss by a refused automatic refresh, on the refresh scheduler.
+	auto, err := a.TryAcquire(ctx, "job5", distlock.WithTTL(300*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns.Expire("job5")
+	select {
+	case <-auto.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("lease whose lock was dropped not lost after 5s of automatic refreshes")
+	}
+	h.waitSum(t, dotel.MetricLeaseLost, "distlock.backend=mem,distlock.cause=refused", 2)
+
 	// A lease ended by Close, then an Acquire on the closed Locker.
 	c := h.locker(t, ns)
 	if _, err := c.TryAcquire(ctx, "job3"); err != nil {
@@ -236,19 +249,19 @@ func TestScenario(t *testing.T) {
 
 	got := h.collect(t)
 	wantPoints(t, got, dotel.MetricAcquireDuration, true, map[string]float64{
-		acqAcquired: 1, tryBusy: 1, acqBusy: 1, tryAcquired: 3, acqClosed: 1})
+		acqAcquired: 1, tryBusy: 1, acqBusy: 1, tryAcquired: 4, acqClosed: 1})
 	if p := got[dotel.MetricAcquireDuration][acqBusy]; p.sum < 0.1 || p.sum > 5 {
 		t.Errorf("the timed-out Acquire's duration is %vs, want its 100ms ctx", p.sum)
 	}
 	wantPoints(t, got, dotel.MetricAcquireAttempts, true, map[string]float64{
-		acqAcquired: 1, tryBusy: 1, acqBusy: 1, tryAcquired: 3, acqClosed: 1})
-	if p := got[dotel.MetricAcquireAttempts][tryAcquired]; p.sum != 3 {
-		t.Errorf("attempts of 3 TryAcquires: %v", p.sum)
+		acqAcquired: 1, tryBusy: 1, acqBusy: 1, tryAcquired: 4, acqClosed: 1})
+	if p := got[dotel.MetricAcquireAttempts][tryAcquired]; p.sum != 4 {
+		t.Errorf("attempts of 4 TryAcquires: %v", p.sum)
 	}
 	wantPoints(t, got, dotel.MetricLeaseCount, false, map[string]float64{"distlock.backend=mem": 0})
 	wantPoints(t, got, dotel.MetricLeaseHeld, true, map[string]float64{
 		"distlock.backend=mem,distlock.lease.end=released": 1,
-		"distlock.backend=mem,distlock.lease.end=lost":     2,
+		"distlock.backend=mem,distlock.lease.end=lost":     3,
 		"distlock.backend=mem,distlock.lease.end=closed":   1,
 	})
 	if p := got[dotel.MetricLeaseHeld]["distlock.backend=mem,distlock.lease.end=released"]; p.sum < 0.1 {
@@ -261,10 +274,11 @@ func TestScenario(t *testing.T) {
 	}
 	wantPoints(t, got, dotel.MetricLeaseLost, false, map[string]float64{
 		"distlock.backend=mem,distlock.cause=expired": 1,
-		"distlock.backend=mem,distlock.cause=refused": 1,
+		"distlock.backend=mem,distlock.cause=refused": 2,
 	})
 	wantPoints(t, got, dotel.MetricRefreshFailures, false, map[string]float64{
 		"distlock.backend=mem,distlock.cause=refused,distlock.refresh.auto=false": 1,
+		"distlock.backend=mem,distlock.cause=refused,distlock.refresh.auto=true":  1,
 	})
 
 	// Spans: every distlock span is a child of the caller's, in order.
@@ -280,6 +294,7 @@ func TestScenario(t *testing.T) {
 		{dotel.SpanNameRelease, fmt.Sprintf("distlock.token=%d", lease.Token()), false},
 		{dotel.SpanNameTryAcquire, fmt.Sprintf("distlock.attempts=1,distlock.outcome=acquired,distlock.token=%d", lost.Token()), false},
 		{dotel.SpanNameTryAcquire, fmt.Sprintf("distlock.attempts=1,distlock.outcome=acquired,distlock.token=%d", gone.Token()), false},
+		{dotel.SpanNameTryAcquire, fmt.Sprintf("distlock.attempts=1,distlock.outcome=acquired,distlock.token=%d", auto.Token()), false},
 		{dotel.SpanNameTryAcquire, "distlock.attempts=1,distlock.outcome=acquired,distlock.token=1", false},
 		{dotel.SpanNameAcquire, "distlock.attempts=0,distlock.outcome=closed", true},
 	}
