@@ -47,6 +47,9 @@
 // +1 when an acquisition returns a lease, −1 when the lease ends (Release
 // called, lost, or its Locker closed). Since distlock reports the end of
 // every acquired lease exactly once, it returns to 0 when no lease is held.
+// (A lease that is lost is reported just after its Done channel closes, on
+// the goroutine that ended it, so code woken by Done may read the old
+// count for a moment.)
 //
 // distlock.lease.lost counts leases that ended without Release other than
 // by their Locker's Close, by distlock.cause = distlock.Cause: "expired",
@@ -75,9 +78,17 @@
 // "unavailable", "closed" and "error"; "busy" (TryAcquire refused, or
 // Acquire's context ended while the lock was held by another owner) is the
 // lock doing its job and leaves the status unset. A release span's status
-// is Error when the backend's answer is an error. Refreshes and losses
-// happen outside any caller's context (on the refresh scheduler) and are
-// recorded as metrics only.
+// is Error when the backend's answer is an error. Refreshes and losses carry
+// no caller's context (automatic refreshes and expiries happen on the
+// refresh scheduler) and are recorded as metrics only.
+//
+// # Cost
+//
+// Without the key attribute, the attribute sets are built once per backend,
+// operation and outcome and kept: BenchmarkCycle (an uncontended
+// TryAcquire+Release on mem://, `go test -run '^$' -bench Cycle -benchmem`)
+// makes 8 allocations per cycle without an Observer, 13 with one on the
+// no-op providers and 25 with one on the SDK's (every span sampled).
 package otel
 
 import (
@@ -101,7 +112,7 @@ import (
 // Observer uses.
 const ScopeName = "github.com/distlock/distlock/otel"
 
-// Instrument names.
+// Instrument and span names.
 const (
 	MetricAcquireDuration  = "distlock.acquire.duration"
 	MetricAcquireAttempts  = "distlock.acquire.attempts"
