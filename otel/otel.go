@@ -157,8 +157,9 @@ type config struct {
 }
 
 // WithMeterProvider sets the MeterProvider the metrics are recorded with
-// (default: the global one, otel.GetMeterProvider, at the time NewObserver
-// is called). nil keeps the default.
+// (default: otel.GetMeterProvider() when NewObserver is called; before any
+// otel.SetMeterProvider that is the global delegate, which forwards to the
+// provider set first). nil keeps the default.
 func WithMeterProvider(mp metric.MeterProvider) Option {
 	return func(c *config) {
 		if mp != nil {
@@ -168,8 +169,8 @@ func WithMeterProvider(mp metric.MeterProvider) Option {
 }
 
 // WithTracerProvider sets the TracerProvider the spans are started with
-// (default: the global one, otel.GetTracerProvider, at the time NewObserver
-// is called). nil keeps the default.
+// (default: otel.GetTracerProvider() when NewObserver is called, like
+// WithMeterProvider's). nil keeps the default.
 func WithTracerProvider(tp trace.TracerProvider) Option {
 	return func(c *config) {
 		if tp != nil {
