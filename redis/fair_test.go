@@ -11,7 +11,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock"
-	"github.com/distlock/distlock/internal/redisscript"
+	"github.com/distlock/distlock/internal/redislua"
 	"github.com/distlock/distlock/internal/testserver"
 )
 
@@ -47,7 +47,7 @@ func TestFairOrderAcrossLockers(t *testing.T) {
 		t.Fatal(err)
 	}
 	admin := adminClient(t, srv.Addr())
-	k := redisscript.KeysFor(redisscript.DefaultPrefix, "fair/order").Fair()
+	k := redislua.KeysFor(redislua.DefaultPrefix, "fair/order").Fair()
 	type got struct {
 		i     int
 		lease *distlock.Lease
@@ -197,8 +197,8 @@ func TestFairCrashedWaiterSkipped(t *testing.T) {
 	ctx, admin, k, held := f.ctx, f.admin, f.k, f.held
 	b := f.locker(t, nil)
 	// The crashed waiter: one attempt, never renewed.
-	ghost := redisscript.FairAttempt{Hold: redisscript.NewHoldSource().Next(), N: 1, Enqueue: true, QueueTTL: queueTTL}
-	if r, err := redisscript.FairAcquire(ctx, admin, k, "ghost", time.Minute, ghost); err != nil || r.Outcome != redisscript.Busy {
+	ghost := redislua.FairAttempt{Hold: redislua.NewHoldSource().Next(), N: 1, Enqueue: true, QueueTTL: queueTTL}
+	if r, err := redislua.FairAcquire(ctx, admin, k, "ghost", time.Minute, ghost); err != nil || r.Outcome != redislua.Busy {
 		t.Fatalf("ghost: %+v %v", r, err)
 	}
 	got := acquireAsync(t, ctx, b, "fair/crash")
@@ -386,14 +386,14 @@ type fairFixture struct {
 	addr  string
 	ctx   context.Context
 	admin *goredis.Client
-	k     redisscript.Keys
+	k     redislua.Keys
 	held  *distlock.Lease
 }
 
 func fairHeld(t *testing.T, key string) *fairFixture {
 	t.Helper()
 	srv := testserver.Redis(t, testserver.RedisConfig{})
-	f := &fairFixture{addr: srv.Addr(), ctx: tctx(t, time.Minute), admin: adminClient(t, srv.Addr()), k: redisscript.KeysFor(redisscript.DefaultPrefix, key).Fair()}
+	f := &fairFixture{addr: srv.Addr(), ctx: tctx(t, time.Minute), admin: adminClient(t, srv.Addr()), k: redislua.KeysFor(redislua.DefaultPrefix, key).Fair()}
 	var err error
 	if f.held, err = f.locker(t, nil).TryAcquire(f.ctx, key, distlock.WithTTL(time.Minute)); err != nil {
 		t.Fatal(err)

@@ -20,7 +20,7 @@ import (
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/backend"
 	"github.com/distlock/distlock/conformance"
-	"github.com/distlock/distlock/internal/redisscript"
+	"github.com/distlock/distlock/internal/redislua"
 	"github.com/distlock/distlock/internal/testserver"
 )
 
@@ -34,11 +34,14 @@ type testLocker struct {
 func newTestLocker(t *testing.T, o *goredis.Options, opts ...Option) *testLocker {
 	t.Helper()
 	client := goredis.NewClient(o)
-	c := config{prefix: redisscript.DefaultPrefix, closeClient: true}
-	for _, opt := range opts {
-		opt(&c)
+	c, err := newConfig(append(opts, WithCloseClient()))
+	if err != nil {
+		t.Fatal(err)
 	}
-	d := newDriver(client, c)
+	d, err := newDriver(client, c)
+	if err != nil {
+		t.Fatal(err)
+	}
 	l := &testLocker{Locker: distlock.New(d.backend(), "redis", c.defaults...), d: d, client: client}
 	t.Cleanup(func() { _ = l.Close() })
 	return l
@@ -97,15 +100,15 @@ func holds(h map[string]string) []string {
 func TestKeysFor(t *testing.T) {
 	seen := map[string]string{}
 	for _, key := range []string{"a", "A", "a ", "{x}", "}{", "a\x00b", "a\x00c", strings.Repeat("k", 1024), strings.Repeat("k", 1023) + "j", "🔒"} {
-		k := redisscript.KeysFor("p:", key)
-		if len(k.Lock) != len("p:")+2+redisscript.TagLen {
+		k := redislua.KeysFor("p:", key)
+		if len(k.Lock) != len("p:")+2+redislua.TagLen {
 			t.Errorf("KeysFor(%q).Lock = %q: not fixed length", key, k.Lock)
 		}
 		if k.Fence != k.Lock+":fence" || k.Channel != k.Lock+":wake" {
 			t.Errorf("KeysFor(%q) = %+v: names do not share the lock name", key, k)
 		}
 		tag := k.Lock[strings.IndexByte(k.Lock, '{')+1 : strings.IndexByte(k.Lock, '}')]
-		if len(tag) != redisscript.TagLen || strings.ContainsAny(tag, "{}") {
+		if len(tag) != redislua.TagLen || strings.ContainsAny(tag, "{}") {
 			t.Errorf("KeysFor(%q): bad hash tag %q", key, tag)
 		}
 		if prev, dup := seen[k.Lock]; dup {
@@ -114,7 +117,7 @@ func TestKeysFor(t *testing.T) {
 		seen[k.Lock] = key
 	}
 	// A prefix containing braces still keeps the three names in one slot.
-	k := redisscript.KeysFor("a{b", "key")
+	k := redislua.KeysFor("a{b", "key")
 	for _, name := range []string{k.Fence, k.Channel} {
 		if slot(name) != slot(k.Lock) {
 			t.Errorf("prefix with '{': %q and %q in different slots", name, k.Lock)
@@ -177,7 +180,7 @@ func TestSeedsExpiryScenario(t *testing.T) {
 	b := newTestLocker(t, &goredis.Options{Addr: srv.Addr()})
 	ctx := tctx(t, time.Minute)
 	const key = "seeds/resource"
-	name := redisscript.KeysFor(redisscript.DefaultPrefix, key).Lock
+	name := redislua.KeysFor(redislua.DefaultPrefix, key).Lock
 
 	leaseA, err := a.TryAcquire(ctx, key, distlock.WithTTL(300*time.Millisecond), distlock.WithAutoRefresh(false))
 	if err != nil {
@@ -220,7 +223,7 @@ func TestSeedsExpiryScenario(t *testing.T) {
 	check("after A's stale Release")
 	// The driver's own check, bypassing distlock's lease state: A's
 	// backend lock (same owner id, old token) must change nothing.
-	stale := &lock{d: a.d, keys: redisscript.KeysFor(redisscript.DefaultPrefix, key), owner: leaseB.Owner(), token: leaseA.Token(), hold: "hstale"}
+	stale := &lock{d: a.d, keys: redislua.KeysFor(redislua.DefaultPrefix, key), owner: leaseB.Owner(), token: leaseA.Token(), hold: "hstale"}
 	if err := stale.Release(ctx); !errors.Is(err, backend.ErrNotHeld) {
 		t.Errorf("release with B's owner but A's token = %v, want ErrNotHeld", err)
 	}
@@ -243,7 +246,7 @@ func TestReentrantNeverShortens(t *testing.T) {
 	admin := adminClient(t, srv.Addr())
 	l := newTestLocker(t, &goredis.Options{Addr: srv.Addr()})
 	ctx := tctx(t, time.Minute)
-	name := redisscript.KeysFor(redisscript.DefaultPrefix, "re").Lock
+	name := redislua.KeysFor(redislua.DefaultPrefix, "re").Lock
 	me := distlock.WithOwner("me")
 	l1, err := l.TryAcquire(ctx, "re", me, distlock.WithTTL(time.Minute), distlock.WithAutoRefresh(false))
 	if err != nil {
@@ -341,7 +344,7 @@ type cutConn struct {
 	c *cutter
 }
 
-var acquireSHA, _, _ = redisscript.ScriptHashes()
+var acquireSHA, _, _ = redislua.ScriptHashes()
 
 func (cc *cutConn) Write(b []byte) (int, error) {
 	n, err := cc.Conn.Write(b)
@@ -374,7 +377,7 @@ func TestAmbiguousAcquire(t *testing.T) {
 		cut := &cutter{}
 		l := newTestLocker(t, &goredis.Options{Addr: srv.Addr(), Dialer: cut.dial, MaxRetries: -1})
 		const key = "ambiguous/undone"
-		k := redisscript.KeysFor(redisscript.DefaultPrefix, key)
+		k := redislua.KeysFor(redislua.DefaultPrefix, key)
 		cut.armed.Store(true)
 		_, err := l.TryAcquire(ctx, key, distlock.WithTTL(time.Hour))
 		if err == nil || !errors.Is(err, distlock.ErrUnavailable) {
@@ -402,7 +405,7 @@ func TestAmbiguousAcquire(t *testing.T) {
 		cut := &cutter{}
 		l := newTestLocker(t, &goredis.Options{Addr: srv.Addr(), Dialer: cut.dial})
 		const key = "ambiguous/retried"
-		k := redisscript.KeysFor(redisscript.DefaultPrefix, key)
+		k := redislua.KeysFor(redislua.DefaultPrefix, key)
 		cut.armed.Store(true)
 		lease, err := l.TryAcquire(ctx, key, distlock.WithTTL(time.Hour))
 		if err != nil {
@@ -471,7 +474,7 @@ func TestNoLeftoverKeys(t *testing.T) {
 	if _, err := ls[1].TryAcquire(ctx, key, distlock.WithTTL(50*time.Millisecond), distlock.WithAutoRefresh(false)); err != nil {
 		t.Fatal(err)
 	}
-	k := redisscript.KeysFor(redisscript.DefaultPrefix, key)
+	k := redislua.KeysFor(redislua.DefaultPrefix, key)
 	eventually(t, 5*time.Second, "expired lock key gone", func() bool { return admin.Exists(ctx, k.Lock).Val() == 0 })
 	keys := scanKeys(t, admin)
 	if len(keys) != 1 || keys[0] != k.Fence {
@@ -649,7 +652,11 @@ func parseURLForTest(raw string) (parsed, error) {
 	if err != nil {
 		return parsed{}, err
 	}
-	opt, c, err := parseURL(u)
+	opt, opts, err := parseURL(u)
+	if err != nil {
+		return parsed{}, err
+	}
+	c, err := newConfig(opts)
 	return parsed{opt, c}, err
 }
 
@@ -757,7 +764,7 @@ func TestNotifySharedSubscription(t *testing.T) {
 			if len(ps) != 1 || !strings.Contains(ps[0], "name=waiters") || !strings.Contains(ps[0], "sub="+strconv.Itoa(channels)) {
 				t.Errorf("%d waiters: pub/sub connections %q, want ONE (the waiters' Locker) with %d channels", n, ps, channels)
 			}
-			numsub := admin.PubSubNumSub(ctx, redisscript.KeysFor(redisscript.DefaultPrefix, keyOf(0)).Channel).Val()
+			numsub := admin.PubSubNumSub(ctx, redislua.KeysFor(redislua.DefaultPrefix, keyOf(0)).Channel).Val()
 			for _, c := range numsub {
 				if c != 1 {
 					t.Errorf("PUBSUB NUMSUB = %v, want 1 subscriber", numsub)
@@ -869,7 +876,7 @@ func TestSubscriptionLifecycle(t *testing.T) {
 	// Close returns when the reader's deferred wg.Done has run, a moment
 	// before its goroutine is gone from the stack dump: poll both.
 	eventually(t, 5*time.Second, "goroutines back to the baseline and no subscriber reader after Close", func() bool {
-		return runtime.NumGoroutine() <= base && !goroutineRunning("redisscript.(*Subscriber).read")
+		return runtime.NumGoroutine() <= base && !goroutineRunning("redissub.(*Subscriber).read")
 	})
 }
 
@@ -910,7 +917,7 @@ func TestLingerStopsGoroutine(t *testing.T) {
 	// connection is closed.
 	eventually(t, 5*time.Second, "lingering subscription and its reader goroutine ended", func() bool {
 		active, _ := w.d.sub.Active()
-		return !active && !goroutineRunning("redisscript.(*Subscriber).read")
+		return !active && !goroutineRunning("redissub.(*Subscriber).read")
 	})
 }
 
