@@ -6,7 +6,9 @@
 //
 // A lock is a Redis hash holding the owner, the fencing token and one field
 // per hold, with a PX expiry. Every operation is one Lua script in one round
-// trip (EVALSHA, falling back to EVAL on NOSCRIPT):
+// trip (EVALSHA, falling back to EVAL on NOSCRIPT); the scripts are the
+// .lua files of internal/redislua, embedded, with one owner check shared by
+// release, fair release and refresh:
 //
 //   - Acquire: SET NX PX semantics — if the key is absent, INCR the key's
 //     fencing counter and create the hash with the TTL; if the same owner
@@ -138,7 +140,13 @@
 // A server that cannot be reached, a pool timeout, an I/O error or an error
 // reply such as LOADING, READONLY or OOM yields an error wrapping
 // ErrUnavailable, with the go-redis error reachable through errors.As and
-// errors.Is. An acquisition whose outcome is unknown (the request may have
+// errors.Is. The driver returns go-redis's errors as they are and its
+// ErrorCode (errors.go) classifies them once: a refused, reset or
+// timed-out connection, a pool timeout and the replies of a server that is
+// loading or failing over (LOADING, READONLY, MASTERDOWN, TRYAGAIN,
+// CLUSTERDOWN, BUSY) are transient, which distlock.WithRetryUnavailable
+// waits out; refused credentials (NOAUTH, WRONGPASS), a TLS failure and
+// other error replies are not. An acquisition whose outcome is unknown (the request may have
 // reached Redis but no reply came) is undone in the background: its unique
 // hold is removed, owner-checked, within min(TTL, 5s). Because the request
 // may still be on its way (a slow network, a paused server), one release

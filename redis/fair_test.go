@@ -72,7 +72,13 @@ func TestFairOrderAcrossLockers(t *testing.T) {
 		}
 		return c == lockers
 	})
-	time.Sleep(50 * time.Millisecond) // let the second attempts (after subscribing) land
+	eventually(t, 10*time.Second, "every waiter's attempt after subscribing landed", func() bool {
+		var landed int64
+		for _, c := range counter {
+			landed += c.landed.Load()
+		}
+		return landed >= 2*n
+	})
 	before := scripts()
 	if err := first.Release(ctx); err != nil {
 		t.Fatal(err)
@@ -203,7 +209,7 @@ func TestFairCrashedWaiterSkipped(t *testing.T) {
 	}
 	got := acquireAsync(t, ctx, b, "fair/crash")
 	eventually(t, 10*time.Second, "waiter queued behind the ghost", func() bool { return admin.ZCard(ctx, k.Queue).Val() == 2 })
-	time.Sleep(queueTTL + 100*time.Millisecond)
+	time.Sleep(queueTTL + 100*time.Millisecond) // the scenario: the ghost's entry outlives its last renewal by queueTTL
 	if err := held.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -443,9 +449,8 @@ func TestFairSameOwnerQueued(t *testing.T) {
 	gotB := acquireAsync(t, ctx, b, key, opts...)
 	eventually(t, 10*time.Second, "B's waiter queued, subscribed and attempted again", func() bool {
 		_, c := b.d.sub.Active()
-		return c == 1 && bScripts.n.Load() >= 2 && admin.ZCard(ctx, k.Queue).Val() == 2
-	})
-	time.Sleep(50 * time.Millisecond) // B's attempt after subscribing has landed; its renewal is about 1s away
+		return c == 1 && bScripts.landed.Load() >= 2 && admin.ZCard(ctx, k.Queue).Val() == 2
+	}) // B's renewal is about 1s away
 	released := time.Now()
 	if err := held.Release(ctx); err != nil {
 		t.Fatal(err)

@@ -196,6 +196,9 @@ func TestRefreshBatchAndErrors(t *testing.T) {
 	if err == nil || Ambiguous(err) || !errors.Is(Classify(ctx, err), backend.ErrUnavailable) {
 		t.Errorf("dead server: %v (ambiguous %v, classified %v)", err, Ambiguous(err), Classify(ctx, err))
 	}
+	if c := ErrorCode(err); c != backend.CodeTransient {
+		t.Errorf("dead server: ErrorCode(%v) = %v, want CodeTransient", err, c)
+	}
 	// A server that takes the command and never answers: ambiguous.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -216,6 +219,9 @@ func TestRefreshBatchAndErrors(t *testing.T) {
 	_, err = Acquire(ctx, mute, KeysFor("t:", "x"), "o", holds.Next(), time.Second)
 	if !Ambiguous(err) || !errors.Is(Classify(ctx, err), backend.ErrUnavailable) {
 		t.Errorf("mute server: %v (ambiguous %v, classified %v)", err, Ambiguous(err), Classify(ctx, err))
+	}
+	if c := ErrorCode(err); c != backend.CodeTransient {
+		t.Errorf("mute server: ErrorCode(%v) = %v, want CodeTransient", err, c)
 	}
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()

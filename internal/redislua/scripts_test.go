@@ -4,6 +4,7 @@ import (
 	"crypto/sha1"
 	"encoding/hex"
 	"io/fs"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -16,7 +17,7 @@ func TestComposition(t *testing.T) {
 	for name, parts := range map[string][]string{
 		"release": releaseParts, "refresh": refreshParts, "fair release": fairReleaseParts,
 	} {
-		if !contains(parts, "hold.lua") {
+		if !slices.Contains(parts, "hold.lua") {
 			t.Errorf("%s does not include hold.lua", name)
 		}
 	}
@@ -46,15 +47,6 @@ func TestComposition(t *testing.T) {
 			t.Errorf("%v: script hash %s, want the SHA-1 of the concatenated files %s", s.parts, s.hash, got)
 		}
 	}
-}
-
-func contains(s []string, v string) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
 
 // TestComposedScripts: the composed scripts are what the server runs. After
