@@ -30,13 +30,22 @@ func (l *lock) IssuedAt() time.Time { return l.issued }
 // release whose outcome is unknown is finished in the background.
 func (l *lock) Release(ctx context.Context) error {
 	d := l.d
-	r, abandoned, err := async.Call(d.bg.Group(), ctx, func(ctx context.Context) (redislua.ReleaseResult, error) {
-		return redislua.Release(ctx, d.client, l.keys, l.owner, l.token, l.hold)
-	}, func(_ redislua.ReleaseResult, err error) {
-		if redislua.Ambiguous(err) {
-			d.bg.Undo(d.client, l.keys, l.owner, l.token, l.hold, redislua.UndoTimeout, true)
-		}
-	})
+	var (
+		r         redislua.ReleaseResult
+		abandoned bool
+		err       error
+	)
+	if ctx.Done() == nil {
+		r, err = redislua.Release(ctx, d.client, l.keys, l.owner, l.token, l.hold) // no closures to build
+	} else {
+		r, abandoned, err = async.Call(d.bg.Group(), ctx, func(ctx context.Context) (redislua.ReleaseResult, error) {
+			return redislua.Release(ctx, d.client, l.keys, l.owner, l.token, l.hold)
+		}, func(_ redislua.ReleaseResult, err error) {
+			if redislua.Ambiguous(err) {
+				d.bg.Undo(d.client, l.keys, l.owner, l.token, l.hold, redislua.UndoTimeout, true)
+			}
+		})
+	}
 	if err != nil {
 		if redislua.Ambiguous(err) && !abandoned {
 			// It may not have run: finish it in the background so the
@@ -55,9 +64,17 @@ func (l *lock) Release(ctx context.Context) error {
 // ctx ends.
 func (l *lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	d := l.d
-	held, _, err := async.Call(d.bg.Group(), ctx, func(ctx context.Context) (bool, error) {
-		return redislua.Refresh(ctx, d.client, l.keys, l.owner, l.token, l.hold, ttl)
-	}, nil)
+	var (
+		held bool
+		err  error
+	)
+	if ctx.Done() == nil {
+		held, err = redislua.Refresh(ctx, d.client, l.keys, l.owner, l.token, l.hold, ttl) // no closure to build
+	} else {
+		held, _, err = async.Call(d.bg.Group(), ctx, func(ctx context.Context) (bool, error) {
+			return redislua.Refresh(ctx, d.client, l.keys, l.owner, l.token, l.hold, ttl)
+		}, nil)
+	}
 	if err != nil {
 		return redislua.OpError(ctx, err)
 	}

@@ -160,12 +160,21 @@ func (d *driver) attempt(ctx context.Context, k redislua.Keys, req backend.Reque
 	if err := ctx.Err(); err != nil {
 		return redislua.AcquireResult{}, async.CtxError(ctx) // nothing sent, nothing to undo
 	}
-	r, abandoned, err := async.Call(d.bg.Group(), ctx, run, func(_ redislua.AcquireResult, err error) {
-		// The caller gave up: whatever the script did, undo this hold.
-		if err == nil || redislua.Ambiguous(err) {
-			d.undo(k, req, hold, err != nil, true)
-		}
-	})
+	var (
+		r         redislua.AcquireResult
+		abandoned bool
+		err       error
+	)
+	if ctx.Done() == nil {
+		r, err = run(ctx) // ctx never ends: no goroutine, and no late callback to build
+	} else {
+		r, abandoned, err = async.Call(d.bg.Group(), ctx, run, func(_ redislua.AcquireResult, err error) {
+			// The caller gave up: whatever the script did, undo this hold.
+			if err == nil || redislua.Ambiguous(err) {
+				d.undo(k, req, hold, err != nil, true)
+			}
+		})
+	}
 	if err != nil {
 		if redislua.Ambiguous(err) && !abandoned {
 			// The script may have run: undo exactly this hold.
@@ -218,9 +227,17 @@ func (d *driver) RefreshBatch(ctx context.Context, items []backend.RefreshItem) 
 	if len(ops) == 0 {
 		return errs
 	}
-	res, _, err := async.Call(d.bg.Group(), ctx, func(ctx context.Context) ([]redislua.RefreshResult, error) {
-		return redislua.RefreshBatch(ctx, d.client, ops), nil
-	}, nil)
+	var (
+		res []redislua.RefreshResult
+		err error
+	)
+	if ctx.Done() == nil {
+		res = redislua.RefreshBatch(ctx, d.client, ops)
+	} else {
+		res, _, err = async.Call(d.bg.Group(), ctx, func(ctx context.Context) ([]redislua.RefreshResult, error) {
+			return redislua.RefreshBatch(ctx, d.client, ops), nil
+		}, nil)
+	}
 	if err != nil {
 		for _, i := range idx {
 			errs[i] = err
