@@ -5,7 +5,7 @@
 // # Mechanism
 //
 // Each master runs the same per-node scripts as package redis (see
-// internal/redisscript): a lock is a hash with the owner and one field per
+// internal/redislua): a lock is a hash with the owner and one field per
 // hold, with a PX expiry; acquire has SET NX PX semantics plus reentrancy,
 // release is an owner-checked compare-and-delete that publishes a wake-up
 // when it frees the lock, refresh an owner-checked compare-and-PEXPIRE that

@@ -14,7 +14,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/conformance"
-	"github.com/distlock/distlock/internal/redisscript"
+	"github.com/distlock/distlock/internal/redislua"
 	"github.com/distlock/distlock/internal/testserver"
 )
 
@@ -78,7 +78,7 @@ func redlockURL(addrs []string, query string) string {
 // holders returns the nodes on which the lock named key exists.
 func (c *cluster) holders(t testing.TB, prefix, key string) []int {
 	t.Helper()
-	name := redisscript.KeysFor(prefix, key).Lock
+	name := redislua.KeysFor(prefix, key).Lock
 	var out []int
 	for i, a := range c.admins {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -95,7 +95,7 @@ func (c *cluster) holders(t testing.TB, prefix, key string) []int {
 // unreachable).
 func (c *cluster) owners(t testing.TB, prefix, key string) []string {
 	t.Helper()
-	name := redisscript.KeysFor(prefix, key).Lock
+	name := redislua.KeysFor(prefix, key).Lock
 	out := make([]string, len(c.admins))
 	for i, a := range c.admins {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)

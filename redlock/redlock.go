@@ -16,7 +16,9 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/backend"
-	"github.com/distlock/distlock/internal/redisscript"
+	"github.com/distlock/distlock/internal/async"
+	"github.com/distlock/distlock/internal/redislua"
+	"github.com/distlock/distlock/internal/redissub"
 )
 
 // Defaults of the Redlock parameters.
@@ -50,7 +52,7 @@ type config struct {
 
 func defaultConfig() config {
 	return config{
-		prefix:      redisscript.DefaultPrefix,
+		prefix:      redislua.DefaultPrefix,
 		nodeTimeout: DefaultNodeTimeout,
 		driftFactor: DefaultDriftFactor,
 		driftMin:    DefaultDriftMin,
@@ -180,7 +182,7 @@ func addrOf(c goredis.UniversalClient, i int) string {
 type node struct {
 	addr   string
 	client goredis.UniversalClient
-	sub    *redisscript.Subscriber
+	sub    *redissub.Subscriber
 	// downUntil (ns on the driver's monotonic clock) marks a node that just
 	// failed with an I/O error: Watch does not wait for its subscription
 	// confirmation meanwhile.
@@ -219,8 +221,8 @@ type driver struct {
 	driftFactor float64
 	driftMin    time.Duration
 	owned       bool
-	holds       *redisscript.HoldSource
-	bg          *redisscript.Background
+	holds       *redislua.HoldSource
+	bg          *redislua.Undoer
 	base        time.Time // for node.downUntil
 	closed      atomic.Bool
 }
@@ -241,12 +243,12 @@ func newDriver(nodes []*node, c config) *driver {
 		driftFactor: c.driftFactor,
 		driftMin:    c.driftMin,
 		owned:       c.closeClients,
-		holds:       redisscript.NewHoldSource(),
-		bg:          redisscript.NewBackground(redisscript.DefaultMaxUndo * len(nodes)),
+		holds:       redislua.NewHoldSource(),
+		bg:          redislua.NewUndoer(redislua.DefaultMaxUndo * len(nodes)),
 		base:        time.Now(),
 	}
 	for _, n := range nodes {
-		n.sub = redisscript.NewSubscriber(n.client, redisscript.SubscriberOptions{
+		n.sub = redissub.NewSubscriber(n.client, redissub.SubscriberOptions{
 			ConfirmTimeout: c.confirmTimeout,
 			Linger:         c.linger,
 		})
@@ -270,7 +272,7 @@ func (d *driver) drift(ttl time.Duration) time.Duration {
 // allowance, measured from the moment the request is sent — which equals
 // the algorithm's ttl − elapsed − drift measured when the quorum is in.
 func (d *driver) Validity(ttl time.Duration) (time.Duration, error) {
-	if _, err := redisscript.PX(ttl); err != nil {
+	if _, err := redislua.PX(ttl); err != nil {
 		return 0, err
 	}
 	v := ttl - d.drift(ttl)
@@ -281,8 +283,8 @@ func (d *driver) Validity(ttl time.Duration) (time.Duration, error) {
 }
 
 // keys names the lock's objects on every node: no fencing counter.
-func (d *driver) keys(key string) redisscript.Keys {
-	k := redisscript.KeysFor(d.prefix, key)
+func (d *driver) keys(key string) redislua.Keys {
+	k := redislua.KeysFor(d.prefix, key)
 	k.Fence = ""
 	return k
 }
@@ -294,13 +296,13 @@ func (d *driver) nodeError(ctx, nctx context.Context, n *node, err error) error 
 	if err == nil {
 		return nil
 	}
-	if ctx.Err() == nil && !redisscript.IsReply(err) {
+	if ctx.Err() == nil && !redislua.IsReply(err) {
 		n.markDown(d) // unreachable or too slow, not cancelled by the caller
 	}
 	if ctx.Err() == nil && nctx.Err() != nil {
 		return &NodeError{Addr: n.addr, Err: fmt.Errorf("%w: no answer within the per-node timeout (%v)", backend.ErrUnavailable, err)}
 	}
-	return &NodeError{Addr: n.addr, Err: redisscript.Classify(ctx, err)}
+	return &NodeError{Addr: n.addr, Err: redislua.Classify(ctx, err)}
 }
 
 func (n *node) markDown(d *driver) {
@@ -397,11 +399,11 @@ func (d *driver) TryAcquire(ctx context.Context, req backend.Request) (backend.L
 	undoKeys := k
 	undoKeys.Channel = ""
 	f := d.start(ctx, deadline, func(ctx context.Context, _ int, nd *node) nodeResult {
-		r, err := redisscript.Acquire(ctx, nd.client, k, owner, hold, ttl)
+		r, err := redislua.Acquire(ctx, nd.client, k, owner, hold, ttl)
 		switch {
 		case err != nil:
 			return nodeResult{out: failed, err: err}
-		case r.Outcome == redisscript.Busy:
+		case r.Outcome == redislua.Busy:
 			return nodeResult{out: no, pttl: r.PTTL, holder: r.Holder, age: r.Age}
 		}
 		return nodeResult{out: yes}
@@ -409,7 +411,7 @@ func (d *driver) TryAcquire(ctx context.Context, req backend.Request) (backend.L
 		k := undoKeys
 		// An answer after the decision. On failure undo what this node
 		// did or may have done; on success the hold is part of the lock.
-		ambiguous := redisscript.Ambiguous(r.err)
+		ambiguous := redislua.Ambiguous(r.err)
 		switch {
 		case success:
 			unsure[r.i] = ambiguous
@@ -428,7 +430,7 @@ func (d *driver) TryAcquire(ctx context.Context, req backend.Request) (backend.L
 	success := !ctxDone && t.yes >= q && elapsed < validity
 	if success {
 		for _, r := range rs {
-			unsure[r.i] = redisscript.Ambiguous(r.err)
+			unsure[r.i] = redislua.Ambiguous(r.err)
 		}
 	}
 	f.finish(success)
@@ -450,7 +452,7 @@ func (d *driver) TryAcquire(ctx context.Context, req backend.Request) (backend.L
 			granted = append(granted, r.i)
 		case r.out == yes:
 			d.bg.Undo(d.nodes[r.i].client, undoKeys, owner, 0, hold, ttl, false)
-		case redisscript.Ambiguous(r.err):
+		case redislua.Ambiguous(r.err):
 			d.bg.UndoAcquire(d.nodes[r.i].client, undoKeys, owner, 0, hold, ttl, false)
 		}
 	}
@@ -459,9 +461,9 @@ func (d *driver) TryAcquire(ctx context.Context, req backend.Request) (backend.L
 			// The nodes that answered in time found the lock held, and
 			// none failed but for the end of ctx: the lock is busy
 			// (ErrNotAcquired), the backend is not unavailable.
-			return nil, fmt.Errorf("%w: %w", backend.Busy(0), redisscript.CtxError(ctx))
+			return nil, fmt.Errorf("%w: %w", backend.Busy(0), async.CtxError(ctx))
 		}
-		return nil, redisscript.CtxError(ctx)
+		return nil, async.CtxError(ctx)
 	}
 	d.releaseNodes(ctx, granted, undoKeys, owner, hold, ttl)
 
@@ -589,7 +591,7 @@ func heldByQuorum(rs []nodeResult, q int) bool {
 // releaseNodes removes one hold from the given nodes at once, in parallel,
 // waiting at most the per-node timeout (ctx's end does not cut it short);
 // a node without a clear answer is retried in the background.
-func (d *driver) releaseNodes(ctx context.Context, idx []int, k redisscript.Keys, owner, hold string, ttl time.Duration) {
+func (d *driver) releaseNodes(ctx context.Context, idx []int, k redislua.Keys, owner, hold string, ttl time.Duration) {
 	if len(idx) == 0 {
 		return
 	}
@@ -601,7 +603,7 @@ func (d *driver) releaseNodes(ctx context.Context, idx []int, k redisscript.Keys
 		wg.Add(1)
 		if !d.bg.Go(func() {
 			defer wg.Done()
-			if _, err := redisscript.Release(ctx, nd.client, k, owner, 0, hold); redisscript.Ambiguous(err) {
+			if _, err := redislua.Release(ctx, nd.client, k, owner, 0, hold); redislua.Ambiguous(err) {
 				d.bg.Undo(nd.client, k, owner, 0, hold, ttl, true)
 			}
 		}, false) {
@@ -626,7 +628,7 @@ func (d *driver) Watch(ctx context.Context, key string) (<-chan struct{}, func()
 		return ch, func() {}
 	}
 	channel := d.keys(key).Channel
-	rank := redisscript.NextRank()
+	rank := redissub.NextRank()
 	w := &watch{}
 	need := len(d.nodes) - d.quorum + 1
 	answers := make(chan bool, len(d.nodes))
@@ -722,15 +724,15 @@ func (d *driver) RefreshBatch(ctx context.Context, items []backend.RefreshItem) 
 		}
 		return errs
 	}
-	ops := make([]redisscript.RefreshOp, len(mine))
+	ops := make([]redislua.RefreshOp, len(mine))
 	for j, l := range mine {
-		ops[j] = redisscript.RefreshOp{Keys: l.keys, Owner: l.owner, Hold: l.hold, TTL: ttls[j]}
+		ops[j] = redislua.RefreshOp{Keys: l.keys, Owner: l.owner, Hold: l.hold, TTL: ttls[j]}
 	}
 	started := time.Now()
 	deadline := started.Add(validity)
 	n, q := len(d.nodes), d.quorum
 	f := d.start(ctx, deadline, func(ctx context.Context, _ int, nd *node) nodeResult {
-		res := redisscript.RefreshBatch(ctx, nd.client, ops)
+		res := redislua.RefreshBatch(ctx, nd.client, ops)
 		out := nodeResult{out: yes, batch: make([]nodeBatchResult, len(res))}
 		for j, r := range res {
 			out.batch[j] = nodeBatchResult{held: r.Held, err: r.Err}
@@ -812,7 +814,7 @@ func (d *driver) Close() error {
 // lock is one hold granted by a quorum.
 type lock struct {
 	d     *driver
-	keys  redisscript.Keys
+	keys  redislua.Keys
 	owner string
 	hold  string
 	// pending has the nodes whose acquire was still running when the
@@ -839,20 +841,20 @@ func (l *lock) Release(ctx context.Context) error {
 		if r, wait := l.afterAcquire(ctx, i, nd); wait {
 			return r
 		}
-		r, err := redisscript.Release(ctx, nd.client, l.keys, l.owner, 0, l.hold)
+		r, err := redislua.Release(ctx, nd.client, l.keys, l.owner, 0, l.hold)
 		switch {
 		case err != nil:
 			return nodeResult{out: failed, err: err}
-		case r == redisscript.NotHeld:
+		case r == redislua.NotHeld:
 			if l.unsure[i] {
 				// The acquire's answer was lost: it may land yet.
-				d.bg.UndoAcquire(nd.client, l.keys, l.owner, 0, l.hold, redisscript.UndoTimeout, true)
+				d.bg.UndoAcquire(nd.client, l.keys, l.owner, 0, l.hold, redislua.UndoTimeout, true)
 			}
 			return nodeResult{out: no}
 		}
 		return nodeResult{out: yes}
 	}, func(r nodeResult, _ bool) {
-		if !r.queued && redisscript.Ambiguous(r.err) {
+		if !r.queued && redislua.Ambiguous(r.err) {
 			l.undo(r.i, true)
 		}
 	})
@@ -865,7 +867,7 @@ func (l *lock) Release(ctx context.Context) error {
 	})
 	f.finish(true)
 	for _, r := range rs {
-		if !r.queued && redisscript.Ambiguous(r.err) {
+		if !r.queued && redislua.Ambiguous(r.err) {
 			l.undo(r.i, false)
 		}
 	}
@@ -876,7 +878,7 @@ func (l *lock) Release(ctx context.Context) error {
 	case t.no > n-q:
 		return errNotHeld
 	case ctxDone:
-		return redisscript.CtxError(ctx)
+		return async.CtxError(ctx)
 	}
 	return d.unavailable("release", tally{t.yes, t.no, t.failed + len(f.timedOut())}, rs, f, deadline, started)
 }
@@ -886,9 +888,9 @@ func (l *lock) Release(ctx context.Context) error {
 func (l *lock) undo(i int, fromBackground bool) {
 	nd := l.d.nodes[i]
 	if l.unsure[i] {
-		l.d.bg.UndoAcquire(nd.client, l.keys, l.owner, 0, l.hold, redisscript.UndoTimeout, fromBackground)
+		l.d.bg.UndoAcquire(nd.client, l.keys, l.owner, 0, l.hold, redislua.UndoTimeout, fromBackground)
 	} else {
-		l.d.bg.Undo(nd.client, l.keys, l.owner, 0, l.hold, redisscript.UndoTimeout, fromBackground)
+		l.d.bg.Undo(nd.client, l.keys, l.owner, 0, l.hold, redislua.UndoTimeout, fromBackground)
 	}
 }
 
@@ -930,7 +932,7 @@ func (l *lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	deadline := started.Add(validity)
 	n, q := len(d.nodes), d.quorum
 	f := d.start(ctx, deadline, func(ctx context.Context, _ int, nd *node) nodeResult {
-		held, err := redisscript.Refresh(ctx, nd.client, l.keys, l.owner, 0, l.hold, ttl)
+		held, err := redislua.Refresh(ctx, nd.client, l.keys, l.owner, 0, l.hold, ttl)
 		switch {
 		case err != nil:
 			return nodeResult{out: failed, err: err}
@@ -958,7 +960,7 @@ func (l *lock) refreshResult(ctx context.Context, rs []nodeResult, ctxDone bool,
 	case t.no > n-q:
 		return errNotHeld
 	case ctxDone:
-		return redisscript.CtxError(ctx)
+		return async.CtxError(ctx)
 	case t.yes >= q:
 		return fmt.Errorf("%w: a quorum extended the lock after %v, beyond the validity of %v", backend.ErrUnavailable, elapsed.Round(time.Microsecond), validity)
 	}

@@ -19,10 +19,11 @@ import (
 	"github.com/distlock/distlock/backend"
 	"github.com/distlock/distlock/conformance"
 	"github.com/distlock/distlock/internal/netfault"
-	"github.com/distlock/distlock/internal/redisscript"
+	"github.com/distlock/distlock/internal/redislua"
+	"github.com/distlock/distlock/internal/redissub"
 )
 
-const prefix = redisscript.DefaultPrefix
+const prefix = redislua.DefaultPrefix
 
 func isClosed(ch <-chan struct{}) bool {
 	select {
@@ -175,7 +176,7 @@ func TestQuorumBasics(t *testing.T) {
 		t.Fatalf("reentrant acquire: %v", err)
 	}
 	for i, admin := range c.admins {
-		if p := admin.PTTL(ctx, redisscript.KeysFor(prefix, key).Lock).Val(); p < 8*time.Second {
+		if p := admin.PTTL(ctx, redislua.KeysFor(prefix, key).Lock).Val(); p < 8*time.Second {
 			t.Errorf("node %d: a nested acquire with a shorter TTL shortened the expiry to %v", i, p)
 		}
 	}
@@ -355,7 +356,7 @@ func TestSlowNodesBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer other.Release(context.Background())
-	name := redisscript.KeysFor(prefix, key).Lock
+	name := redislua.KeysFor(prefix, key).Lock
 	for _, i := range []int{2, 3, 4} {
 		c.admins[i].Del(ctx, name)
 	}
@@ -594,11 +595,11 @@ func TestDelayedRestartRemedy(t *testing.T) {
 func TestClockJump(t *testing.T) {
 	jump := func(t *testing.T, c *cluster, key string, node int) {
 		t.Helper()
-		if err := c.admins[node].PExpire(t.Context(), redisscript.KeysFor(prefix, key).Lock, time.Millisecond).Err(); err != nil {
+		if err := c.admins[node].PExpire(t.Context(), redislua.KeysFor(prefix, key).Lock, time.Millisecond).Err(); err != nil {
 			t.Fatal(err)
 		}
 		eventually(t, 5*time.Second, "jumped key expired", func() bool {
-			return c.admins[node].Exists(t.Context(), redisscript.KeysFor(prefix, key).Lock).Val() == 0
+			return c.admins[node].Exists(t.Context(), redislua.KeysFor(prefix, key).Lock).Val() == 0
 		})
 	}
 	t.Run("holder on all nodes", func(t *testing.T) {
@@ -694,7 +695,7 @@ type acquireCounter struct{ n atomic.Int64 }
 
 func (c *acquireCounter) DialHook(next goredis.DialHook) goredis.DialHook { return next }
 func (c *acquireCounter) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
-	sha, _, _ := redisscript.ScriptHashes()
+	sha, _, _ := redislua.ScriptHashes()
 	return func(ctx context.Context, cmd goredis.Cmder) error {
 		if args := cmd.Args(); cmd.Name() == "evalsha" && len(args) > 1 && args[1] == sha {
 			c.n.Add(1)
@@ -780,7 +781,7 @@ func TestWakeOne(t *testing.T) {
 			t.Fatal("waiters not all served within 10s: a wake-up was lost")
 		}
 	}
-	st := redisscript.SubscriberStats{}
+	st := redissub.SubscriberStats{}
 	for _, nd := range w.d.nodes {
 		s := nd.sub.Stats()
 		st.Messages += s.Messages
@@ -805,7 +806,7 @@ func TestRefreshBatch(t *testing.T) {
 		}
 		items = append(items, backend.RefreshItem{Lock: l, TTL: time.Minute})
 	}
-	name := redisscript.KeysFor(prefix, "batch/b").Lock
+	name := redislua.KeysFor(prefix, "batch/b").Lock
 	for _, i := range []int{0, 1, 2} {
 		c.admins[i].Del(ctx, name)
 	}
@@ -817,7 +818,7 @@ func TestRefreshBatch(t *testing.T) {
 	// the new expiry at once, every node soon after.
 	extended := func(k string) (n int) {
 		for _, admin := range c.admins {
-			if p := admin.PTTL(ctx, redisscript.KeysFor(prefix, k).Lock).Val(); p >= 50*time.Second {
+			if p := admin.PTTL(ctx, redislua.KeysFor(prefix, k).Lock).Val(); p >= 50*time.Second {
 				n++
 			}
 		}

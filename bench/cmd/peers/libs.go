@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"log"
 	"slices"
 	"strconv"
 	"sync"
@@ -134,7 +135,11 @@ var distlockFair = lib{name: "distlock redis, fair queue", make: func(a []string
 func newDistlock(a []string, opts ...dlredis.Option) inst {
 	c := newClient(a[0])
 	opts = append([]dlredis.Option{dlredis.WithPrefix("bench:"), dlredis.WithDefaults(distlock.WithTTL(benchTTL))}, opts...)
-	return &dlInst{dlredis.New(c, opts...), []*goredis.Client{c}}
+	l, err := dlredis.New(c, opts...)
+	if err != nil {
+		log.Fatal(err)
+	}
+	return &dlInst{l, []*goredis.Client{c}}
 }
 
 var redlockLib = lib{name: "distlock redlock (5 nodes)", make: func(a []string) inst {

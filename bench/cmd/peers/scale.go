@@ -129,7 +129,7 @@ func measureScale(t scaleTarget, n int, window time.Duration) (r scaleResult, er
 	}()
 	// Warm-up with the acquirers' concurrency, so that connection pools,
 	// scripts and tables exist before the baseline; then let pooled idle
-	// goroutines exit (redisscript.Background keeps them for 1s).
+	// goroutines exit (internal/async's Group keeps them for 1s).
 	const workers = 32
 	var wg sync.WaitGroup
 	var firstErr atomic.Pointer[error]
@@ -298,7 +298,10 @@ func redisTarget(addr string, ttl time.Duration) scaleTarget {
 			client := goredis.NewClient(&goredis.Options{Addr: addr})
 			hook := &pipeHook{}
 			client.AddHook(hook)
-			l := dlredis.New(client, dlredis.WithPrefix(prefix), dlredis.WithCloseClient())
+			l, err := dlredis.New(client, dlredis.WithPrefix(prefix), dlredis.WithCloseClient())
+			if err != nil {
+				return nil, nil, err
+			}
 			return l, func() (traffic, error) {
 				e, err := commandCalls(addr, "evalsha")
 				return traffic{hook.trips(), e}, err

@@ -1,4 +1,4 @@
-package redisscript
+package redislua
 
 import (
 	"context"
@@ -87,10 +87,29 @@ func TestPerNodeOperations(t *testing.T) {
 		t.Errorf("refresh with 1s shortened the expiry to %v", pttl)
 	}
 	// Subscribe to the wake-up channel, then release both holds.
-	sub := NewSubscriber(c, SubscriberOptions{})
-	defer sub.Close()
-	wake, stop := sub.Watch(t.Context(), k.Channel)
-	defer stop()
+	ps := c.Subscribe(ctx, k.Channel)
+	defer ps.Close()
+	if _, err := ps.Receive(ctx); err != nil { // the subscription's confirmation
+		t.Fatal(err)
+	}
+	// nextMessage returns the payload of the next message on the channel,
+	// or "" if none came before a PING sent now: the server delivers in
+	// order on one connection, so a message published before the PING
+	// arrives before its PONG.
+	nextMessage := func() string {
+		t.Helper()
+		if err := ps.Ping(ctx, "barrier"); err != nil {
+			t.Fatal(err)
+		}
+		m, err := ps.ReceiveTimeout(ctx, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if msg, ok := m.(*goredis.Message); ok {
+			return msg.Payload
+		}
+		return ""
+	}
 	if rr, err := Release(ctx, c, k, "B", 1, h1); err != nil || rr != NotHeld {
 		t.Errorf("release by another owner = %v, %v", rr, err)
 	}
@@ -100,19 +119,15 @@ func TestPerNodeOperations(t *testing.T) {
 	if rr, err := Release(ctx, c, k, "A", 1, h1); err != nil || rr != NotHeld {
 		t.Errorf("second release of the same hold = %v, %v; want NotHeld", rr, err)
 	}
-	select {
-	case <-wake:
-		t.Fatal("wake-up while a hold remains")
-	case <-time.After(100 * time.Millisecond):
+	if m := nextMessage(); m != "" {
+		t.Fatalf("wake-up %q while a hold remains", m)
 	}
 	// Token 0: undo by owner and hold alone.
 	if rr, err := Release(ctx, c, k, "A", 0, h2); err != nil || rr != Freed {
 		t.Errorf("release of the last hold with token 0 = %v, %v; want Freed", rr, err)
 	}
-	select {
-	case <-wake:
-	case <-time.After(5 * time.Second):
-		t.Fatal("no wake-up after the lock was freed")
+	if m := nextMessage(); m != "1" {
+		t.Fatalf("message %q after the lock was freed, want the wake-up with token 1", m)
 	}
 	if c.Exists(ctx, k.Lock).Val() != 0 || c.Get(ctx, k.Fence).Val() != "1" {
 		t.Errorf("after the last release: lock exists=%d fence=%q", c.Exists(ctx, k.Lock).Val(), c.Get(ctx, k.Fence).Val())
@@ -181,6 +196,9 @@ func TestRefreshBatchAndErrors(t *testing.T) {
 	if err == nil || Ambiguous(err) || !errors.Is(Classify(ctx, err), backend.ErrUnavailable) {
 		t.Errorf("dead server: %v (ambiguous %v, classified %v)", err, Ambiguous(err), Classify(ctx, err))
 	}
+	if c := ErrorCode(err); c != backend.CodeTransient {
+		t.Errorf("dead server: ErrorCode(%v) = %v, want CodeTransient", err, c)
+	}
 	// A server that takes the command and never answers: ambiguous.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -202,41 +220,12 @@ func TestRefreshBatchAndErrors(t *testing.T) {
 	if !Ambiguous(err) || !errors.Is(Classify(ctx, err), backend.ErrUnavailable) {
 		t.Errorf("mute server: %v (ambiguous %v, classified %v)", err, Ambiguous(err), Classify(ctx, err))
 	}
+	if c := ErrorCode(err); c != backend.CodeTransient {
+		t.Errorf("mute server: ErrorCode(%v) = %v, want CodeTransient", err, c)
+	}
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
 	if err := Classify(cctx, context.Canceled); !errors.Is(err, context.Canceled) {
 		t.Errorf("Classify(canceled) = %v", err)
-	}
-}
-
-func TestSubscriberUnavailable(t *testing.T) {
-	// No server: Watch gives up after its confirm timeout with a channel
-	// that never fires, and Close stops everything.
-	c := goredis.NewClient(&goredis.Options{Addr: "127.0.0.1:1", DialerRetries: 1})
-	defer c.Close()
-	sub := NewSubscriber(c, SubscriberOptions{ConfirmTimeout: 300 * time.Millisecond})
-	start := time.Now()
-	ch, cancel := sub.Watch(t.Context(), "chan")
-	cancel()
-	if took := time.Since(start); took > 3*time.Second {
-		t.Errorf("Watch took %v with a 300ms confirm timeout", took)
-	}
-	if ch == nil {
-		t.Fatal("nil channel")
-	}
-	select {
-	case <-ch:
-		t.Error("the fallback channel fired")
-	case <-time.After(100 * time.Millisecond):
-	}
-	done := make(chan struct{})
-	go func() { _ = sub.Close(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		t.Fatal("Close hung")
-	}
-	if ch, _ := sub.Watch(t.Context(), "chan"); ch == nil {
-		t.Error("Watch after Close returned nil")
 	}
 }

@@ -1,7 +1,8 @@
-package redisscript
+package redislua
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -115,7 +116,7 @@ func TestFairQueue(t *testing.T) {
 	hF, hG := holds.Next(), holds.Next()
 	attempt("F", hF, 1, true, 50*time.Millisecond)
 	attempt("G", hG, 1, true, time.Minute)
-	time.Sleep(100 * time.Millisecond)
+	entryDead(t, c, k, hF)
 	if r, _ := Release(ctx, c, k, "H", 0, hH); r != Freed {
 		t.Fatalf("H release: %v", r)
 	}
@@ -152,7 +153,7 @@ func TestFairQueue(t *testing.T) {
 		t.Fatalf("K: %+v %v", r, err)
 	}
 	attempt("L", hL, 1, true, time.Minute)
-	time.Sleep(60 * time.Millisecond)
+	expired(t, c, k)
 	if r := attempt("M", holds.Next(), 1, false, time.Minute); r.Outcome != Busy || r.Holder != "L" {
 		t.Fatalf("M after K expired: %+v, want Busy held by L (served)", r)
 	}
@@ -170,7 +171,7 @@ func TestFairQueue(t *testing.T) {
 		t.Fatalf("Q: %+v %v", r, err)
 	}
 	attempt("P", hP1, 1, true, time.Minute)
-	time.Sleep(60 * time.Millisecond)
+	expired(t, c, k)
 	if r := attempt("P", holds.Next(), 1, false, time.Minute); r.Outcome != Reentered {
 		t.Fatalf("P's second attempt when the lock was served to P's first: %+v, want Reentered", r)
 	}
@@ -184,6 +185,39 @@ func TestFairQueue(t *testing.T) {
 		if ttl := c.PTTL(ctx, name).Val(); ttl <= 0 || ttl > 2*time.Second {
 			t.Errorf("%s: PTTL %v, want (0, 2s]", name, ttl)
 		}
+	}
+}
+
+// expired waits until the lock key of k has expired (EXISTS expires it).
+func expired(t *testing.T, c *goredis.Client, k Keys) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for c.Exists(t.Context(), k.Lock).Val() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("lock key did not expire")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// entryDead waits until the server's clock has passed the deadline of
+// hold's queue entry.
+func entryDead(t *testing.T, c *goredis.Client, k Keys, hold string) {
+	t.Helper()
+	e, err := c.HGet(t.Context(), k.Waiters, hold).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dl int64
+	if _, err := fmt.Sscan(e, &dl); err != nil {
+		t.Fatalf("entry %q: %v", e, err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for c.Time(t.Context()).Val().UnixMicro() <= dl {
+		if time.Now().After(deadline) {
+			t.Fatal("the server's clock did not pass the entry's deadline")
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 

@@ -1,19 +1,45 @@
-package redisscript
+package redissub
 
 import (
 	"context"
 	"strconv"
 	"testing"
 	"time"
+
+	goredis "github.com/redis/go-redis/v9"
 )
 
+// fired reports whether ch fires within d (0: whether it has fired).
 func fired(ch <-chan struct{}, d time.Duration) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		if d == 0 {
+			return false
+		}
+	}
 	select {
 	case <-ch:
 		return true
 	case <-time.After(d):
 		return false
 	}
+}
+
+// dispatched waits until sub has received n messages and dispatched the
+// last one: dispatch counts a message and wakes its waiters under the
+// Subscriber's lock, which Active takes.
+func dispatched(t *testing.T, sub *Subscriber, n int64) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for sub.Stats().Messages < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d messages received, want %d", sub.Stats().Messages, n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	sub.Active()
 }
 
 // TestSubscriberWakesHeadAndHandsOn: a release message wakes only the
@@ -57,7 +83,7 @@ func TestSubscriberWakesHeadAndHandsOn(t *testing.T) {
 	if !fired(chs[0], 5*time.Second) {
 		t.Fatal("head not woken by a release")
 	}
-	time.Sleep(100 * time.Millisecond)
+	dispatched(t, sub, 1)
 	quiet("one release")
 
 	// The head retried and lost: the next release wakes it again.
@@ -65,12 +91,11 @@ func TestSubscriberWakesHeadAndHandsOn(t *testing.T) {
 	if !fired(chs[0], 5*time.Second) {
 		t.Fatal("head not woken by the second release")
 	}
-	time.Sleep(100 * time.Millisecond)
+	dispatched(t, sub, 2)
 	quiet("second release")
 
 	// Watcher 2 leaves without having been woken: nothing is handed on.
-	cancels[2]()
-	time.Sleep(100 * time.Millisecond)
+	cancels[2]() // a hand-on happens within cancel, under the Subscriber's lock
 	quiet("an unwoken waiter left")
 
 	// The woken head leaves: watcher 1 gets the wake-up.
@@ -120,23 +145,18 @@ func TestSubscriberRanks(t *testing.T) {
 			defer cancel()
 		}
 	}
-	if err := c2.Publish(ctx, channel, "0").Err(); err != nil {
-		t.Fatal(err)
-	}
-	if !fired(a, 5*time.Second) {
-		t.Fatal("lowest rank not woken")
-	}
-	if fired(b, 100*time.Millisecond) {
-		t.Error("a higher rank was woken too")
-	}
-	if err := c1.Publish(ctx, channel, "0").Err(); err != nil {
-		t.Fatal(err)
-	}
-	if !fired(a, 5*time.Second) {
-		t.Fatal("the other Subscriber did not wake the shared channel")
-	}
-	if fired(b, 100*time.Millisecond) {
-		t.Error("a higher rank was woken by the other Subscriber")
+	// A release published through each Subscriber's server in turn.
+	for i, c := range []*goredis.Client{c2, c1} {
+		if err := c.Publish(ctx, channel, "0").Err(); err != nil {
+			t.Fatal(err)
+		}
+		if !fired(a, 5*time.Second) {
+			t.Fatalf("release %d: lowest rank not woken", i)
+		}
+		dispatched(t, subs[1-i], 1)
+		if fired(b, 0) {
+			t.Errorf("release %d: a higher rank was woken too", i)
+		}
 	}
 }
 
@@ -162,5 +182,35 @@ func TestSubscriberWaiterLeavesBeforeSubscribe(t *testing.T) {
 		if ch == never {
 			t.Fatalf("channel %d: the waiter after one that left got no subscription", i)
 		}
+	}
+}
+
+func TestSubscriberUnavailable(t *testing.T) {
+	// No server: Watch gives up after its confirm timeout with a channel
+	// that never fires, and Close stops everything.
+	c := goredis.NewClient(&goredis.Options{Addr: "127.0.0.1:1", DialerRetries: 1})
+	defer c.Close()
+	sub := NewSubscriber(c, SubscriberOptions{ConfirmTimeout: 300 * time.Millisecond})
+	start := time.Now()
+	ch, cancel := sub.Watch(t.Context(), "chan")
+	cancel()
+	if took := time.Since(start); took > 3*time.Second {
+		t.Errorf("Watch took %v with a 300ms confirm timeout", took)
+	}
+	if ch == nil {
+		t.Fatal("nil channel")
+	}
+	if ch != never {
+		t.Error("Watch without a subscription returned a channel that may fire")
+	}
+	done := make(chan struct{})
+	go func() { _ = sub.Close(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close hung")
+	}
+	if ch, _ := sub.Watch(t.Context(), "chan"); ch == nil {
+		t.Error("Watch after Close returned nil")
 	}
 }
