@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/internal/sqllock"
 )
 
 // rowBatchMax is the most locks one batched refresh statement names. Each
@@ -130,8 +131,8 @@ func (d *rowDriver) refreshGroup(ctx context.Context, items []backend.RefreshIte
 		errs[g[0].i] = g[0].l.Refresh(ctx, items[g[0].i].TTL)
 		return args
 	}
-	if err := ctx.Err(); err != nil {
-		err = d.wrap(ctx, err)
+	if ctx.Err() != nil {
+		err := sqllock.NoAnswer(ctx, nil)
 		for _, e := range g {
 			errs[e.i] = err
 		}
@@ -165,7 +166,7 @@ func (d *rowDriver) refreshGroup(ctx context.Context, items []backend.RefreshIte
 		}
 	}
 	if err != nil && ctx.Err() != nil {
-		err = d.wrap(ctx, err)
+		err = sqllock.NoAnswer(ctx, err)
 		for _, e := range g {
 			errs[e.i] = err
 		}

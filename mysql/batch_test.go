@@ -411,7 +411,7 @@ func TestRowAutoRefreshBatched(t *testing.T) {
 	srv := server(t)
 	w := &wire{}
 	table := uniqueTable("bauto")
-	l := mysql.New(wiredDB(t, srv, w), mysql.WithTable(table))
+	l := mustNew(t, wiredDB(t, srv, w), mysql.WithTable(table))
 	defer l.Close()
 	ctx := ctxT(t, time.Minute)
 	const n, ttl = 200, 600 * time.Millisecond

@@ -19,7 +19,7 @@ func BenchmarkUncontended(b *testing.B) {
 		b.Run(string(mode), func(b *testing.B) {
 			srv := server(b)
 			w := &wire{}
-			l := mysql.New(wiredDB(b, srv, w), mysql.WithMode(mode), mysql.WithTable(uniqueTable("bench")))
+			l := mustNew(b, wiredDB(b, srv, w), mysql.WithMode(mode), mysql.WithTable(uniqueTable("bench")))
 			defer l.Close()
 			ctx := context.Background()
 			cycle := func() {
@@ -57,7 +57,7 @@ func BenchmarkHandoff(b *testing.B) {
 			const lockers, perLocker = 4, 2
 			ls := make([]*mysql.Locker, lockers)
 			for i := range ls {
-				ls[i] = mysql.New(openDB(b, config(b, srv)), mysql.WithMode(mode), mysql.WithTable(table))
+				ls[i] = mustNew(b, openDB(b, config(b, srv)), mysql.WithMode(mode), mysql.WithTable(table))
 				defer ls[i].Close()
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)

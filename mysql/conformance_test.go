@@ -112,7 +112,7 @@ func (h *harness) newLocker(ctx context.Context) (distlock.Locker, error) {
 		return distlock.Open(ctx, mysqlURL(h.srv, h.query))
 	}
 	db := openDB(h.t, config(h.t, h.srv))
-	l := mysql.New(db, mysql.WithMode(mysql.ModeForUpdate), mysql.WithTable(h.table), mysql.WithKeepalive(time.Minute))
+	l := mustNew(h.t, db, mysql.WithMode(mysql.ModeForUpdate), mysql.WithTable(h.table), mysql.WithKeepalive(time.Minute))
 	h.mu.Lock()
 	h.locks = append(h.locks, l)
 	h.mu.Unlock()

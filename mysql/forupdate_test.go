@@ -18,7 +18,7 @@ import (
 
 func fuLocker(t testing.TB, db *sql.DB, table string, opts ...mysql.Option) *mysql.Locker {
 	t.Helper()
-	l := mysql.New(db, append([]mysql.Option{mysql.WithMode(mysql.ModeForUpdate), mysql.WithTable(table)}, opts...)...)
+	l := mustNew(t, db, append([]mysql.Option{mysql.WithMode(mysql.ModeForUpdate), mysql.WithTable(table)}, opts...)...)
 	t.Cleanup(func() { _ = l.Close() })
 	return l
 }

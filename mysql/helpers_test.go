@@ -17,6 +17,7 @@ import (
 
 	"github.com/distlock/distlock/conformance"
 	"github.com/distlock/distlock/internal/testserver"
+	"github.com/distlock/distlock/mysql"
 )
 
 // shared is the MariaDB server most tests use; tests that kill or restart
@@ -232,3 +233,13 @@ func wiredDB(t testing.TB, srv *testserver.MariaDB, w *wire) *sql.DB {
 }
 
 func mysqlKeyHash(key string) [32]byte { return sha256.Sum256([]byte(key)) }
+
+// mustNew is mysql.New for a test: an error fails it.
+func mustNew(t testing.TB, db *sql.DB, opts ...mysql.Option) *mysql.Locker {
+	t.Helper()
+	l, err := mysql.New(db, opts...)
+	if err != nil {
+		t.Fatalf("mysql.New: %v", err)
+	}
+	return l
+}

@@ -11,9 +11,9 @@ import (
 	"time"
 
 	gomysql "github.com/go-sql-driver/mysql"
-	"github.com/jmoiron/sqlx"
 
 	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/internal/sqllock"
 )
 
 func init() { backend.Register("mysql", open) }
@@ -82,22 +82,15 @@ func open(ctx context.Context, u *url.URL) (backend.Driver, error) {
 	p.Rename("createTable", "create_table")
 	p.Rename("sessionTimeout", "session_timeout")
 	p.Rename("maxConns", "max_conns")
-	opts := []Option{}
-	if p.Has("mode") {
-		opts = append(opts, WithMode(Mode(p.String("mode", ""))))
-	} else {
-		p.String("mode", "")
+	opts := []Option{
+		WithCreateTable(backend.Parse(p, "create_table", true, strconv.ParseBool)),
+		WithKeepalive(backend.Parse(p, "keepalive", DefaultKeepalive, backend.DurationIn(time.Millisecond, time.Hour))),
 	}
-	if p.Has("table") {
-		opts = append(opts, WithTable(p.String("table", "")))
-	} else {
-		p.String("table", "")
+	if m, ok := sqllock.Param(p, "mode"); ok {
+		opts = append(opts, WithMode(Mode(m)))
 	}
-	opts = append(opts, WithCreateTable(backend.Parse(p, "create_table", true, strconv.ParseBool)))
-	if p.Has("keepalive") {
-		opts = append(opts, WithKeepalive(backend.Parse(p, "keepalive", DefaultKeepalive, backend.DurationIn(time.Millisecond, time.Hour))))
-	} else {
-		p.String("keepalive", "")
+	if t, ok := sqllock.Param(p, "table"); ok {
+		opts = append(opts, WithTable(t))
 	}
 	maxConns := backend.Parse(p, "max_conns", DefaultMaxConns, backend.IntIn(1, 10_000))
 	timeout := backend.Parse(p, "timeout", 5*time.Second, backend.DurationIn(time.Millisecond, time.Hour))
@@ -117,9 +110,9 @@ func open(ctx context.Context, u *url.URL) (backend.Driver, error) {
 	if err := p.Done(); err != nil {
 		return nil, err
 	}
-	c := newConfig(opts)
-	if c.err != nil {
-		return nil, c.err
+	c, err := newConfig(opts)
+	if err != nil {
+		return nil, err
 	}
 
 	cfg := gomysql.NewConfig()
@@ -133,7 +126,7 @@ func open(ctx context.Context, u *url.URL) (backend.Driver, error) {
 	cfg.InterpolateParams = true
 	cfg.Timeout = timeout
 	cfg.TLSConfig = tls
-	if c.mode == ModeForUpdate {
+	if c.Mode == string(ModeForUpdate) {
 		cfg.Params = map[string]string{"wait_timeout": strconv.Itoa(int(sessionTimeout / time.Second))}
 	}
 	connector, err := gomysql.NewConnector(cfg)
@@ -143,24 +136,13 @@ func open(ctx context.Context, u *url.URL) (backend.Driver, error) {
 	db := sql.OpenDB(connector)
 	db.SetMaxOpenConns(maxConns)
 	db.SetMaxIdleConns(maxConns)
-	if c.mode == ModeForUpdate {
+	if c.Mode == string(ModeForUpdate) {
 		// Close idle connections before the server's wait_timeout does.
 		db.SetConnMaxIdleTime(sessionTimeout / 2)
 	}
 	if err := db.PingContext(ctx); err != nil {
 		_ = db.Close()
-		b := &base{}
-		return nil, fmt.Errorf("connect to %s: %w", hosts[0], b.wrapOpen(ctx, err))
+		return nil, fmt.Errorf("connect to %s: %w", hosts[0], sqllock.OpenError(ctx, err, errorCode))
 	}
-	return newDriver(sqlx.NewDb(db, "mysql"), true, c), nil
-}
-
-// wrapOpen classifies an error of the login check: anything that keeps the
-// server from accepting us is ErrUnavailable.
-func (b *base) wrapOpen(ctx context.Context, err error) error {
-	werr := b.wrap(ctx, err)
-	if werr == err {
-		return fmt.Errorf("%w: %w", backend.ErrUnavailable, err)
-	}
-	return werr
+	return newDriver(db, db.Close, c), nil
 }

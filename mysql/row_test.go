@@ -22,9 +22,9 @@ func TestRowRoundTrips(t *testing.T) {
 	srv := server(t)
 	w := &wire{}
 	db := wiredDB(t, srv, w)
-	l := mysql.New(db, mysql.WithTable(uniqueTable("rt")))
+	l := mustNew(t, db, mysql.WithTable(uniqueTable("rt")))
 	defer l.Close()
-	other := mysql.New(db, mysql.WithTable(uniqueTable("unused")))
+	other := mustNew(t, db, mysql.WithTable(uniqueTable("unused")))
 	defer other.Close()
 	ctx := ctxT(t, time.Minute)
 	key := "round-trips"
@@ -68,7 +68,7 @@ func TestRowRoundTrips(t *testing.T) {
 	cfg := config(t, srv)
 	cfg.InterpolateParams = false
 	cfg.DialFunc = w2.dial
-	l2 := mysql.New(openDB(t, cfg), mysql.WithTable(uniqueTable("rtprep")))
+	l2 := mustNew(t, openDB(t, cfg), mysql.WithTable(uniqueTable("rtprep")))
 	defer l2.Close()
 	lease, err = l2.TryAcquire(ctx, key)
 	if err != nil {
@@ -101,7 +101,7 @@ func TestRowSQLSendsNoClientTime(t *testing.T) {
 	w := &wire{}
 	db := wiredDB(t, srv, w)
 	table := uniqueTable("clock")
-	a := mysql.New(db, mysql.WithTable(table))
+	a := mustNew(t, db, mysql.WithTable(table))
 	defer a.Close()
 	ctx := ctxT(t, time.Minute)
 	owner := distlock.WithOwner("clock-owner")
@@ -169,7 +169,7 @@ func TestRowSessionClockSkew(t *testing.T) {
 		if err := db.QueryRow("SELECT NOW(6)").Scan(&now); err != nil {
 			t.Fatal(err)
 		}
-		l := mysql.New(db, mysql.WithTable(table))
+		l := mustNew(t, db, mysql.WithTable(table))
 		t.Cleanup(func() { _ = l.Close() })
 		return l, now
 	}
@@ -230,7 +230,7 @@ func TestRowConcurrentTakeover(t *testing.T) {
 	const clients = 16
 	ls := make([]*mysql.Locker, clients)
 	for i := range ls {
-		ls[i] = mysql.New(openDB(t, config(t, srv)), mysql.WithTable(table))
+		ls[i] = mustNew(t, openDB(t, config(t, srv)), mysql.WithTable(table))
 		defer ls[i].Close()
 	}
 	ctx := ctxT(t, 2*time.Minute)
@@ -357,9 +357,9 @@ func TestRowAmbiguousAcquire(t *testing.T) {
 	srv := server(t)
 	w := &wire{}
 	table := uniqueTable("ambig")
-	l := mysql.New(wiredDB(t, srv, w), mysql.WithTable(table))
+	l := mustNew(t, wiredDB(t, srv, w), mysql.WithTable(table))
 	defer l.Close()
-	other := mysql.New(openDB(t, config(t, srv)), mysql.WithTable(table))
+	other := mustNew(t, openDB(t, config(t, srv)), mysql.WithTable(table))
 	defer other.Close()
 	ctx := ctxT(t, time.Minute)
 
@@ -434,9 +434,9 @@ func TestRowKeys(t *testing.T) {
 	srv := server(t)
 	admin := adminDB(t, srv)
 	table := uniqueTable("keys")
-	a := mysql.New(openDB(t, config(t, srv)), mysql.WithTable(table))
+	a := mustNew(t, openDB(t, config(t, srv)), mysql.WithTable(table))
 	defer a.Close()
-	b := mysql.New(openDB(t, config(t, srv)), mysql.WithTable(table))
+	b := mustNew(t, openDB(t, config(t, srv)), mysql.WithTable(table))
 	defer b.Close()
 	ctx := ctxT(t, time.Minute)
 	long := strings.Repeat("ä", 512) // 1,024 bytes
@@ -481,9 +481,9 @@ func TestRowKeys(t *testing.T) {
 func TestRowReentrantAcrossLockers(t *testing.T) {
 	srv := server(t)
 	table := uniqueTable("reent")
-	a := mysql.New(openDB(t, config(t, srv)), mysql.WithTable(table))
+	a := mustNew(t, openDB(t, config(t, srv)), mysql.WithTable(table))
 	defer a.Close()
-	b := mysql.New(openDB(t, config(t, srv)), mysql.WithTable(table))
+	b := mustNew(t, openDB(t, config(t, srv)), mysql.WithTable(table))
 	defer b.Close()
 	ctx := ctxT(t, time.Minute)
 	owner := distlock.WithOwner("shared-owner")
@@ -527,7 +527,7 @@ func TestTTLMicros(t *testing.T) {
 // MaxTTL (a year) fits DATETIME(6) arithmetic.
 func TestRowMaxTTL(t *testing.T) {
 	srv := server(t)
-	l := mysql.New(openDB(t, config(t, srv)), mysql.WithTable(uniqueTable("maxttl")))
+	l := mustNew(t, openDB(t, config(t, srv)), mysql.WithTable(uniqueTable("maxttl")))
 	defer l.Close()
 	ctx := ctxT(t, time.Minute)
 	lease, err := l.TryAcquire(ctx, "max", distlock.WithTTL(distlock.MaxTTL), distlock.WithAutoRefresh(false))
