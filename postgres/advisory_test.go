@@ -61,7 +61,7 @@ func TestTerminateHolder(t *testing.T) {
 	srv := server(t)
 	admin := openPool(t, srv, nil)
 	table := uniqueTable("term")
-	a := postgres.New(openPool(t, srv, nil), postgres.WithMode(postgres.ModeAdvisory), postgres.WithTable(table),
+	a := mustNew(t, openPool(t, srv, nil), postgres.WithMode(postgres.ModeAdvisory), postgres.WithTable(table),
 		postgres.WithCreateTable(true), postgres.WithKeepalive(100*time.Millisecond))
 	defer a.Close()
 	b := advisoryLocker(t, pgURL(srv, "mode=advisory&table="+table))
@@ -204,9 +204,9 @@ func TestPooledConnectionsHoldNoLock(t *testing.T) {
 	admin := openPool(t, srv, nil)
 	pool := openPool(t, srv, nil)
 	table := uniqueTable("pooled")
-	l := postgres.New(pool, postgres.WithMode(postgres.ModeAdvisory), postgres.WithTable(table), postgres.WithCreateTable(true))
+	l := mustNew(t, pool, postgres.WithMode(postgres.ModeAdvisory), postgres.WithTable(table), postgres.WithCreateTable(true))
 	defer l.Close()
-	other := postgres.New(openPool(t, srv, nil), postgres.WithMode(postgres.ModeAdvisory), postgres.WithTable(table), postgres.WithCreateTable(true))
+	other := mustNew(t, openPool(t, srv, nil), postgres.WithMode(postgres.ModeAdvisory), postgres.WithTable(table), postgres.WithCreateTable(true))
 	defer other.Close()
 	ctx := ctxT(t, time.Minute)
 	blocker, err := other.TryAcquire(ctx, "pooled/busy")
@@ -258,7 +258,7 @@ func TestPooledConnectionsHoldNoLock(t *testing.T) {
 // that went back to the pool or use one connection at once.
 func TestRefreshDuringRelease(t *testing.T) {
 	srv := server(t)
-	l := postgres.New(openPool(t, srv, nil), postgres.WithMode(postgres.ModeAdvisory), postgres.WithTable(uniqueTable("refrel")), postgres.WithCreateTable(true))
+	l := mustNew(t, openPool(t, srv, nil), postgres.WithMode(postgres.ModeAdvisory), postgres.WithTable(uniqueTable("refrel")), postgres.WithCreateTable(true))
 	defer l.Close()
 	ctx := ctxT(t, time.Minute)
 	for i := 0; i < 50; i++ {
@@ -306,7 +306,7 @@ func TestSessionBound(t *testing.T) {
 		"tcp_keepalives":       {"tcp_keepalives_idle": "1", "tcp_keepalives_interval": "1", "tcp_keepalives_count": "1"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			l := postgres.New(openPool(t, srv, params), postgres.WithMode(postgres.ModeAdvisory), postgres.WithTable(table),
+			l := mustNew(t, openPool(t, srv, params), postgres.WithMode(postgres.ModeAdvisory), postgres.WithTable(table),
 				postgres.WithCreateTable(true), postgres.WithKeepalive(time.Minute))
 			defer l.Close()
 			ctx := ctxT(t, time.Minute)

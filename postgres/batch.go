@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/internal/sqllock"
 )
 
 // rowRefreshBatchSQL is rowRefreshSQL for many holds in one statement: the
@@ -87,8 +88,8 @@ func (d *rowDriver) RefreshBatch(ctx context.Context, items []backend.RefreshIte
 		if answered[i] {
 			continue
 		}
-		if err := ctx.Err(); err != nil {
-			errs[i] = d.wrap(ctx, err)
+		if ctx.Err() != nil {
+			errs[i] = sqllock.NoAnswer(ctx, nil)
 			continue
 		}
 		errs[i] = items[i].Lock.Refresh(ctx, items[i].TTL)

@@ -32,7 +32,7 @@ func TestRefreshBatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	l := postgres.New(pool, postgres.WithTable(table), postgres.WithCreateTable(true))
+	l := mustNew(t, pool, postgres.WithTable(table), postgres.WithCreateTable(true))
 	defer l.Close()
 	d := postgres.Driver(l)
 	br, ok := d.(backend.BatchRefresher)

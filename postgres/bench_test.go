@@ -41,7 +41,7 @@ func BenchmarkUncontended(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer pool.Close()
-			l := postgres.New(pool, append(mode.opts, postgres.WithTable(uniqueTable("bench")), postgres.WithCreateTable(true))...)
+			l := mustNew(b, pool, append(mode.opts, postgres.WithTable(uniqueTable("bench")), postgres.WithCreateTable(true))...)
 			defer l.Close()
 			ctx := context.Background()
 			cycle := func() {
@@ -79,7 +79,7 @@ func BenchmarkHandoff(b *testing.B) {
 			const lockers, perLocker = 4, 2
 			all := make([]distlock.Locker, lockers)
 			for i := range all {
-				l := postgres.New(openPool(b, srv, nil), append(mode.opts, postgres.WithTable(table), postgres.WithCreateTable(true))...)
+				l := mustNew(b, openPool(b, srv, nil), append(mode.opts, postgres.WithTable(table), postgres.WithCreateTable(true))...)
 				defer l.Close()
 				all[i] = l
 			}

@@ -117,7 +117,7 @@ func (h *harness) newLocker(ctx context.Context) (distlock.Locker, error) {
 		return distlock.Open(ctx, pgURL(h.srv, h.query))
 	}
 	pool := openPool(h.t, h.srv, nil)
-	l := postgres.New(pool, postgres.WithMode(postgres.ModeAdvisory), postgres.WithTable(h.table),
+	l := mustNew(h.t, pool, postgres.WithMode(postgres.ModeAdvisory), postgres.WithTable(h.table),
 		postgres.WithCreateTable(true), postgres.WithKeepalive(time.Minute))
 	h.mu.Lock()
 	h.locks = append(h.locks, l)

@@ -16,13 +16,9 @@ func PinnedPIDs(l *Locker) []uint32 {
 	if l.adv == nil {
 		return nil
 	}
-	l.adv.mu.Lock()
-	defer l.adv.mu.Unlock()
 	var pids []uint32
-	for _, e := range l.adv.entries {
-		if e.state == held {
-			pids = append(pids, e.pid)
-		}
+	for _, id := range l.adv.t.IDs("") {
+		pids = append(pids, uint32(id))
 	}
 	return pids
 }
@@ -33,12 +29,8 @@ func PinnedPID(l *Locker, key string) (uint32, bool) {
 	if l.adv == nil {
 		return 0, false
 	}
-	l.adv.mu.Lock()
-	defer l.adv.mu.Unlock()
-	for k, e := range l.adv.entries {
-		if k.key == key && e.state == held {
-			return e.pid, true
-		}
+	if ids := l.adv.t.IDs(key); len(ids) > 0 {
+		return uint32(ids[0]), true
 	}
 	return 0, false
 }

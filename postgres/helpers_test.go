@@ -13,6 +13,7 @@ import (
 
 	"github.com/distlock/distlock/conformance"
 	"github.com/distlock/distlock/internal/testserver"
+	"github.com/distlock/distlock/postgres"
 )
 
 // shared is the PostgreSQL server most tests use; tests that kill or
@@ -153,4 +154,14 @@ func terminate(ctx context.Context, pool *pgxpool.Pool, pids ...uint32) error {
 		}
 	}
 	return nil
+}
+
+// mustNew is postgres.New for a test: an error fails it.
+func mustNew(t testing.TB, pool *pgxpool.Pool, opts ...postgres.Option) *postgres.Locker {
+	t.Helper()
+	l, err := postgres.New(pool, opts...)
+	if err != nil {
+		t.Fatalf("postgres.New: %v", err)
+	}
+	return l
 }
