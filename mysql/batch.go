@@ -84,7 +84,7 @@ func (d *rowDriver) RefreshBatch(ctx context.Context, items []backend.RefreshIte
 		case !ok || l == nil || l.d != d:
 			errs[i] = fmt.Errorf("mysql: RefreshBatch item %d: %T is not a row-mode lock of this Locker", i, it.Lock)
 		case it.TTL <= 0:
-			errs[i] = fmt.Errorf("%w: %v", backend.ErrInvalidTTL, it.TTL)
+			errs[i] = sqllock.CheckTTL(it.TTL)
 		default:
 			entries = append(entries, batchEntry{i: i, us: ttlMicros(it.TTL), l: l})
 		}

@@ -245,13 +245,8 @@ func WithDefaults(opts ...distlock.Option) Option {
 // option's.
 func newConfig(opts []Option) (config, error) {
 	c := config{sqllock.Config{Backend: "mysql", Mode: string(ModeRow), CreateTable: true, Keepalive: DefaultKeepalive}}
-	for _, o := range opts {
-		if o != nil {
-			o(&c)
-		}
-	}
-	c.DefaultTable(schemas)
-	return c, c.Err
+	err := sqllock.Apply(&c, &c.Config, schemas, opts)
+	return c, err
 }
 
 // Locker is a distlock.Locker on a MySQL or MariaDB database, in one Mode,
@@ -299,7 +294,7 @@ type modeDriver interface {
 // newDriver is the one path from a checked configuration to a driver, for
 // New and the URL opener. closeDB, if not nil, closes a db the driver owns.
 func newDriver(db *sql.DB, closeDB func() error, c config) modeDriver {
-	b := &base{Base: sqllock.NewBase(dialect, &c.Config, closeDB), db: db}
+	b := &base{Base: sqllock.NewBase(dialect, schemas, &c.Config, closeDB), db: db}
 	if c.Mode == string(ModeForUpdate) {
 		return newFUDriver(b, c.Keepalive)
 	}
@@ -315,18 +310,18 @@ type base struct {
 
 func (b *base) common() *base { return b }
 
+// Close stops background work and closes a URL-opened pool.
+func (b *base) Close() error { return b.Shutdown() }
+
 // ErrorCode implements backend.ErrorClassifier; see errorCode.
 func (b *base) ErrorCode(err error) backend.Code { return errorCode(err) }
 
-// ready creates the table and checks its shape, once.
+// ready creates the table and checks its shape, once (and fails once ctx
+// has ended).
 func (b *base) ready(ctx context.Context) error {
 	return b.Ready(ctx, func(ctx context.Context) error {
 		if b.Create {
-			ddl := rowDDL(b.Table)
-			if b.Mode == string(ModeForUpdate) {
-				ddl = forUpdateDDL(b.Table)
-			}
-			if _, err := b.db.ExecContext(ctx, ddl); err != nil {
+			if _, err := b.db.ExecContext(ctx, b.CreateSQL); err != nil {
 				return fmt.Errorf("create lock table: %w", sqllock.Failed(ctx, err))
 			}
 		}

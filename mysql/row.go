@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/backend"
-	"github.com/distlock/distlock/internal/async"
 	"github.com/distlock/distlock/internal/sqllock"
 )
 
@@ -109,8 +108,6 @@ func (d *rowDriver) Capabilities() backend.Capabilities {
 	return backend.Capabilities{Fencing: true, Reentrant: true, Expiring: true, Durable: true}
 }
 
-func (d *rowDriver) Close() error { return d.Shutdown() }
-
 // TryAcquire is one INSERT … ON DUPLICATE KEY UPDATE. When its reply is lost
 // (ctx ended or the connection broke after the statement may have run), the
 // hold it may have taken is given back in the background, identified by its
@@ -119,9 +116,6 @@ func (d *rowDriver) Close() error { return d.Shutdown() }
 func (d *rowDriver) TryAcquire(ctx context.Context, req backend.Request) (backend.Lock, error) {
 	if err := d.ready(ctx); err != nil {
 		return nil, err
-	}
-	if ctx.Err() != nil {
-		return nil, async.CtxError(ctx)
 	}
 	h := keyHash(req.Key)
 	owner := []byte(req.Owner)
@@ -183,8 +177,8 @@ var errRowNotHeld = fmt.Errorf("%w: the lease row has expired or belongs to anot
 // Refresh extends the row to at least ttl from now by the database clock,
 // if this owner still holds it in this tenure (owner and fence match).
 func (l *rowLock) Refresh(ctx context.Context, ttl time.Duration) error {
-	if ttl <= 0 {
-		return fmt.Errorf("%w: %v", backend.ErrInvalidTTL, ttl)
+	if err := sqllock.CheckTTL(ttl); err != nil {
+		return err
 	}
 	return l.exec(ctx, l.d.qRefresh, ttlMicros(ttl), l.hash[:], l.owner, l.token)
 }

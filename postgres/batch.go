@@ -50,7 +50,7 @@ func (d *rowDriver) RefreshBatch(ctx context.Context, items []backend.RefreshIte
 			errs[i], answered[i] = fmt.Errorf("postgres: RefreshBatch item %d: %T is not a row-mode lock of this Locker", i, it.Lock), true
 			continue
 		case it.TTL <= 0:
-			errs[i], answered[i] = fmt.Errorf("%w: %v", backend.ErrInvalidTTL, it.TTL), true
+			errs[i], answered[i] = sqllock.CheckTTL(it.TTL), true
 			continue
 		}
 		anyValid = true

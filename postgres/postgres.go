@@ -273,13 +273,8 @@ func WithDefaults(opts ...distlock.Option) Option {
 // option's.
 func newConfig(opts []Option) (config, error) {
 	c := config{Config: sqllock.Config{Backend: "postgres", Mode: string(ModeRow), Keepalive: DefaultKeepalive}}
-	for _, o := range opts {
-		if o != nil {
-			o(&c)
-		}
-	}
-	c.DefaultTable(schemas)
-	return c, c.Err
+	err := sqllock.Apply(&c, &c.Config, schemas, opts)
+	return c, err
 }
 
 // Locker is a distlock.Locker on a PostgreSQL database, in one Mode, with
@@ -326,7 +321,7 @@ type modeDriver interface {
 // New and the URL opener. closePool, if not nil, closes a pool the driver
 // owns.
 func newDriver(pool *pgxpool.Pool, closePool func() error, c config) modeDriver {
-	b := &base{Base: sqllock.NewBase(dialect, &c.Config, closePool), pool: pool}
+	b := &base{Base: sqllock.NewBase(dialect, schemas, &c.Config, closePool), pool: pool}
 	if c.Mode == string(ModeAdvisory) {
 		return newAdvDriver(b, c.Keepalive)
 	}
@@ -344,20 +339,20 @@ type base struct {
 
 func (b *base) common() *base { return b }
 
+// Close stops background work and closes a URL-opened pool.
+func (b *base) Close() error { return b.Shutdown() }
+
 // ErrorCode implements backend.ErrorClassifier; see errorCode.
 func (b *base) ErrorCode(err error) backend.Code { return errorCode(err) }
 
-// ready creates the table once, if asked to.
+// ready creates the table once, if asked to (and fails once ctx has
+// ended).
 func (b *base) ready(ctx context.Context) error {
-	if !b.Create {
-		return nil
-	}
 	return b.Ready(ctx, func(ctx context.Context) error {
-		ddl := rowDDL(b.Table)
-		if b.Mode == string(ModeAdvisory) {
-			ddl = advisoryDDL(b.Table)
+		if !b.Create {
+			return nil
 		}
-		if _, err := b.pool.Exec(ctx, ddl); err != nil {
+		if _, err := b.pool.Exec(ctx, b.CreateSQL); err != nil {
 			// Two sessions creating the table at once collide on a
 			// catalog's unique index (the loser waits for the winner's
 			// commit): the table exists then.

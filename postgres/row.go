@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/distlock/distlock/backend"
-	"github.com/distlock/distlock/internal/async"
+	"github.com/distlock/distlock/internal/sqllock"
 )
 
 // The row-mode statements. $ttl is a TTL in whole microseconds. In the
@@ -103,17 +103,12 @@ func (d *rowDriver) Capabilities() backend.Capabilities {
 	return backend.Capabilities{Fencing: true, Reentrant: true, Expiring: true, Durable: true, Notify: d.notify}
 }
 
-func (d *rowDriver) Close() error { return d.Shutdown() }
-
 // TryAcquire is one upsert. When its reply is lost (ctx ended or the
 // connection broke after the statement may have run), the hold it may have
 // taken is given back in the background by its request id.
 func (d *rowDriver) TryAcquire(ctx context.Context, req backend.Request) (backend.Lock, error) {
 	if err := d.ready(ctx); err != nil {
 		return nil, err
-	}
-	if ctx.Err() != nil {
-		return nil, async.CtxError(ctx)
 	}
 	key, owner := []byte(req.Key), []byte(req.Owner)
 	id := make([]byte, 16)
@@ -172,8 +167,8 @@ var errRowNotHeld = fmt.Errorf("%w: the lease row has expired, was released, or 
 // broke is sent once more on another connection (it is idempotent): a
 // pooled connection may have died with a server restart unnoticed.
 func (l *rowLock) Refresh(ctx context.Context, ttl time.Duration) error {
-	if ttl <= 0 {
-		return fmt.Errorf("%w: %v", backend.ErrInvalidTTL, ttl)
+	if err := sqllock.CheckTTL(ttl); err != nil {
+		return err
 	}
 	var err error
 	for try := 0; try < 2; try++ {

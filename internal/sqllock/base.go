@@ -16,6 +16,9 @@ type Base struct {
 	Name   string // unquoted
 	Create bool   // the driver creates the table on first use
 	Mode   string
+	// CreateSQL is the CREATE TABLE IF NOT EXISTS statement of the
+	// mode's table.
+	CreateSQL string
 
 	closeDB func() error // closes a database the driver owns; nil if not
 
@@ -27,18 +30,25 @@ type Base struct {
 	stop  context.CancelFunc
 }
 
-// NewBase returns the Base of a driver configured by c, on table d quotes.
-// closeDB, if not nil, closes a database the driver owns (URL-opened); Close
-// calls it last.
-func NewBase(d Dialect, c *Config, closeDB func() error) *Base {
+// NewBase returns the Base of a driver configured by c (checked by Apply),
+// on table d quotes, with the mode's schema. closeDB, if not nil, closes a
+// database the driver owns (URL-opened); Close calls it last.
+func NewBase(d Dialect, schemas []Schema, c *Config, closeDB func() error) *Base {
 	b := &Base{Table: d.QuoteTable(c.Table), Name: c.Table, Create: c.CreateTable, Mode: c.Mode, closeDB: closeDB, group: async.NewGroup()}
+	if s, ok := schemaOf(schemas, c.Mode); ok {
+		b.CreateSQL = s.DDL(b.Table)
+	}
 	b.life, b.stop = context.WithCancel(context.Background())
 	return b
 }
 
-// Ready runs setup (create the table, check its shape) until it succeeds
-// once; concurrent callers wait for the one running it.
+// Ready returns async.CtxError once ctx has ended; else it runs setup
+// (create the table, check its shape) until that succeeds once, concurrent
+// callers waiting for the one running it.
 func (b *Base) Ready(ctx context.Context, setup func(ctx context.Context) error) error {
+	if ctx.Err() != nil {
+		return async.CtxError(ctx)
+	}
 	if b.schemaOK.Load() {
 		return nil
 	}

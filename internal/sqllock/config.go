@@ -139,16 +139,30 @@ func (d Dialect) DDL(schemas []Schema, mode, table string) (string, error) {
 	return "", fmt.Errorf("%w: mode %q (want %s)", backend.ErrInvalidOption, mode, quoteList(modes))
 }
 
-// DefaultTable returns the default table of c.Mode when none was set.
-func (c *Config) DefaultTable(schemas []Schema) {
-	if c.Table != "" {
-		return
-	}
-	for _, s := range schemas {
-		if s.Mode == c.Mode {
-			c.Table = s.DefaultTable
+// Apply applies a driver's options to its config c, whose Config is base
+// (with the driver's defaults set), skipping nil options; then the table
+// defaults to the mode's. The error is the first invalid option's.
+func Apply[C any, O ~func(*C)](c *C, base *Config, schemas []Schema, opts []O) error {
+	for _, o := range opts {
+		if o != nil {
+			o(c)
 		}
 	}
+	if base.Table == "" {
+		if s, ok := schemaOf(schemas, base.Mode); ok {
+			base.Table = s.DefaultTable
+		}
+	}
+	return base.Err
+}
+
+func schemaOf(schemas []Schema, mode string) (Schema, bool) {
+	for _, s := range schemas {
+		if s.Mode == mode {
+			return s, true
+		}
+	}
+	return Schema{}, false
 }
 
 // TTLMicros converts a TTL to whole microseconds (the resolution of
@@ -167,4 +181,13 @@ func TTLMicros(ttl time.Duration) int64 {
 func Param(p *backend.Params, name string) (string, bool) {
 	has := p.Has(name)
 	return p.String(name, ""), has
+}
+
+// CheckTTL refuses a TTL that is not positive with ErrInvalidTTL (a
+// Refresh's: distlock has checked the acquisition's).
+func CheckTTL(ttl time.Duration) error {
+	if ttl <= 0 {
+		return fmt.Errorf("%w: %v", backend.ErrInvalidTTL, ttl)
+	}
+	return nil
 }
