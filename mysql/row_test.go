@@ -12,6 +12,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/internal/sqltest"
 	"github.com/distlock/distlock/mysql"
 )
 
@@ -125,7 +126,11 @@ func TestRowSQLSendsNoClientTime(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(300 * time.Millisecond)
+	watcher := mustNew(t, openDB(t, config(t, srv)), mysql.WithTable(table)) // off the wire
+	defer watcher.Close()
+	if !sqltest.Until(10*time.Second, func() bool { info, err := watcher.Inspect(ctx, "k"); return err == nil && !info.Held }) {
+		t.Fatal("a 200ms lease still held after 10s")
+	}
 	l4, err := a.TryAcquire(ctx, "k") // takeover of the expired row
 	if err != nil {
 		t.Fatal(err)
@@ -326,16 +331,23 @@ func TestRowFenceAcrossRestart(t *testing.T) {
 	_ = n2.Release(ctx)
 	_ = n1.Release(ctx)
 	for crash := 0; crash < 2; crash++ {
-		held := take(a, distlock.WithTTL(2*time.Second), distlock.WithAutoRefresh(false))
+		// A TTL far beyond a restart's duration (seconds under load),
+		// ended by expireRow once the row was seen to survive.
+		held := take(a, distlock.WithTTL(time.Minute), distlock.WithAutoRefresh(false))
 		if err := srv.Kill(); err != nil {
 			t.Fatal(err)
 		}
+		killed := time.Now()
 		if err := srv.Restart(ctx); err != nil {
 			t.Fatal(err)
 		}
+		t.Logf("restarted in %v", time.Since(killed).Round(time.Millisecond))
 		// The row survived the crash: the lock is still held until its TTL.
 		if _, err := b.TryAcquire(ctx, key); !errors.Is(err, distlock.ErrNotAcquired) {
 			t.Errorf("after kill -9 the held lock answered %v, want busy", err)
+		}
+		if err := expireRow(ctx, admin, table, key); err != nil {
+			t.Fatal(err)
 		}
 		_ = take(b).Release(ctx)
 		_ = held

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/sqltest"
 	"github.com/distlock/distlock/postgres"
 )
 
@@ -24,15 +25,8 @@ func advisoryLocker(t *testing.T, url string) distlock.Locker {
 	return l
 }
 
-// waitFor polls cond every 20ms for up to d.
-func waitFor(d time.Duration, cond func() bool) bool {
-	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if cond() {
-			return true
-		}
-	}
-	return cond()
-}
+// waitFor polls cond until it holds or d has passed.
+var waitFor = sqltest.Until
 
 // advisoryPIDs lists the backend pids holding (granted) or awaiting (not
 // granted) an advisory lock.

@@ -58,3 +58,16 @@ func RowAbandon(l *Locker, key, owner string, id []byte, ttl time.Duration) {
 
 // Driver returns l's backend driver.
 func Driver(l *Locker) backend.Driver { return l.drv }
+
+// Watching reports how many waiters of key l's release listener (WithNotify)
+// would wake now, and whether it is listening (so a release is heard).
+func Watching(l *Locker, key string) (int, bool) {
+	nd, ok := l.drv.(notifyRowDriver)
+	if !ok {
+		return 0, false
+	}
+	ln := nd.listen
+	ln.mu.Lock()
+	defer ln.mu.Unlock()
+	return len(ln.watchers[keyTag(key)]), ln.listening
+}
