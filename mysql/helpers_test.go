@@ -34,7 +34,7 @@ func TestMain(m *testing.M) { shared.Main(m) }
 func server(t testing.TB) *testserver.MariaDB { return shared.Get(t) }
 
 // ownServer starts a server for a test that kills or restarts it.
-func ownServer(t testing.TB) *testserver.MariaDB { return sqltest.Own(t, testserver.MariaDBServer(t)) }
+func ownServer(t testing.TB) *testserver.MariaDB { return sqltest.Own(t, testserver.MariaDBServer) }
 
 // mysqlURL is the distlock URL of srv with extra query parameters.
 func mysqlURL(srv *testserver.MariaDB, query string) string {

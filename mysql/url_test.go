@@ -90,13 +90,7 @@ func unusedDB(t testing.TB) *sql.DB {
 	t.Helper()
 	cfg := gomysql.NewConfig()
 	cfg.Net, cfg.Addr, cfg.DBName = "tcp", "127.0.0.1:1", "db"
-	c, err := gomysql.NewConnector(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	db := sql.OpenDB(c)
-	t.Cleanup(func() { _ = db.Close() })
-	return db
+	return openDB(t, cfg)
 }
 
 // Invalid options of the typed constructor fail New with ErrInvalidOption,

@@ -33,7 +33,7 @@ func server(t testing.TB) *testserver.Postgres { return shared.Get(t) }
 
 // ownServer starts a server for a test that kills or restarts it.
 func ownServer(t testing.TB) *testserver.Postgres {
-	return sqltest.Own(t, testserver.PostgresServer(t))
+	return sqltest.Own(t, testserver.PostgresServer)
 }
 
 // pgURL is the distlock URL of srv with extra query parameters (and

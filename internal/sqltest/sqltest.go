@@ -82,10 +82,15 @@ type Controllable interface {
 	Controllable() bool
 }
 
-// Own returns srv (a server started for the test) or skips the test when
-// it cannot be killed or restarted (an external server).
-func Own[S Controllable](t testing.TB, srv S) S {
+// Own returns a server started for the test by start (or skips the test
+// under -short, or when the server cannot be killed or restarted: an
+// external one).
+func Own[S Controllable](t testing.TB, start func(testing.TB) S) S {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("needs a database server of its own (skipped under -short)")
+	}
+	srv := start(t)
 	if !srv.Controllable() {
 		t.Skip("the database server is external: cannot kill or restart it")
 	}
