@@ -157,18 +157,24 @@ func parseURL(u *url.URL) (*pgxpool.Config, config, error) {
 	}
 	cfg.MaxConns = int32(maxConns)
 	if c.Mode == string(ModeAdvisory) {
-		st := sessionTimeout
-		rp := cfg.ConnConfig.RuntimeParams
-		rp["idle_session_timeout"] = strconv.FormatInt(st.Milliseconds(), 10)
-		idle, interval := max(1, int(st/time.Second)/2), max(1, int(st/time.Second)/8)
-		rp["tcp_keepalives_idle"] = strconv.Itoa(idle)
-		rp["tcp_keepalives_interval"] = strconv.Itoa(interval)
-		rp["tcp_keepalives_count"] = "3"
-		// Close idle pooled connections before the server does (a
-		// connection the server closed anyway fails pgxpool's ping on
-		// Acquire and is replaced).
-		cfg.MaxConnIdleTime = st / 2
-		cfg.HealthCheckPeriod = min(cfg.HealthCheckPeriod, st/4)
+		limitSessions(cfg, sessionTimeout)
 	}
 	return cfg, c, nil
+}
+
+// limitSessions makes the server end a session silent for st (advisory
+// mode's sessions hold its locks): idle_session_timeout, and TCP keepalives
+// that give up within it.
+func limitSessions(cfg *pgxpool.Config, st time.Duration) {
+	rp := cfg.ConnConfig.RuntimeParams
+	rp["idle_session_timeout"] = strconv.FormatInt(st.Milliseconds(), 10)
+	idle, interval := max(1, int(st/time.Second)/2), max(1, int(st/time.Second)/8)
+	rp["tcp_keepalives_idle"] = strconv.Itoa(idle)
+	rp["tcp_keepalives_interval"] = strconv.Itoa(interval)
+	rp["tcp_keepalives_count"] = "3"
+	// Close idle pooled connections before the server does (a
+	// connection the server closed anyway fails pgxpool's ping on
+	// Acquire and is replaced).
+	cfg.MaxConnIdleTime = st / 2
+	cfg.HealthCheckPeriod = min(cfg.HealthCheckPeriod, st/4)
 }
