@@ -31,11 +31,12 @@ func killConn(t testing.TB, admin *sql.DB, id int64) {
 	}
 }
 
-// lockWaits counts the transactions waiting for an InnoDB lock.
+// lockWaits counts the locking reads running (waiting for a row lock) on
+// connections other than the caller's.
 func lockWaits(t testing.TB, admin *sql.DB) int {
 	t.Helper()
 	var n int
-	if err := admin.QueryRow("SELECT COUNT(*) FROM information_schema.INNODB_TRX WHERE trx_state = 'LOCK WAIT'").Scan(&n); err != nil {
+	if err := admin.QueryRow("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO LIKE '%FOR UPDATE%' AND ID <> CONNECTION_ID()").Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	return n
