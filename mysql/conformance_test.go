@@ -81,12 +81,12 @@ func (h *harness) kill(ctx context.Context, id int64) error {
 	return err
 }
 
-// newLocker: row mode opens by URL (a new pool each time); forupdate uses
+// NewLocker: row mode opens by URL (a new pool each time); forupdate uses
 // the typed constructor over a new *sql.DB, with a keepalive long enough
 // that a lock whose connection Expire killed still looks held to its lease,
 // so that the stale-holder check reaches the backend's own check (COMMIT on
 // a dead session) instead of finding the lease already ended.
-func (h *harness) newLocker(ctx context.Context) (distlock.Locker, error) {
+func (h *harness) NewLocker(ctx context.Context) (distlock.Locker, error) {
 	if h.mode == mysql.ModeRow {
 		return distlock.Open(ctx, mysqlURL(h.srv, h.query))
 	}
@@ -94,9 +94,9 @@ func (h *harness) newLocker(ctx context.Context) (distlock.Locker, error) {
 	return h.lockers.Add(mustNew(h.t, db, mysql.WithMode(mysql.ModeForUpdate), mysql.WithTable(h.table), mysql.WithKeepalive(time.Minute))), nil
 }
 
-// newLinkedLocker opens a client whose connections pass through a fault
+// NewLinkedLocker opens a client whose connections pass through a fault
 // proxy.
-func (h *harness) newLinkedLocker(ctx context.Context) (distlock.Locker, conformance.Link, error) {
+func (h *harness) NewLinkedLocker(ctx context.Context) (distlock.Locker, conformance.Link, error) {
 	p, err := netfault.Listen(h.srv.Addr())
 	if err != nil {
 		return nil, nil, err
@@ -111,8 +111,8 @@ func (h *harness) newLinkedLocker(ctx context.Context) (distlock.Locker, conform
 	return l, p, nil
 }
 
-// held lists the locks held now, read from the server.
-func (h *harness) held(ctx context.Context) ([]string, error) {
+// Held lists the locks held now, read from the server.
+func (h *harness) Held(ctx context.Context) ([]string, error) {
 	if h.mode == mysql.ModeRow {
 		return queryStrings(ctx, h.admin, "SELECT lock_key FROM `"+h.table+"` WHERE holds > 0 AND expires_at > UTC_TIMESTAMP(6)")
 	}
@@ -169,8 +169,8 @@ func scanStrings(rows *sql.Rows) ([]string, error) {
 	return out, rows.Err()
 }
 
-// killAll is a server fault: KILL CONNECTION of every client session.
-func (h *harness) killAll(ctx context.Context) error {
+// KillAll is a server fault: KILL CONNECTION of every client session.
+func (h *harness) KillAll(ctx context.Context) error {
 	conn, err := h.admin.Conn(ctx)
 	if err != nil {
 		return err
@@ -198,17 +198,14 @@ func (h *harness) killAll(ctx context.Context) error {
 
 func (h *harness) harness() conformance.Harness {
 	sh := sqltest.Harness{
-		Name:            "mysql-" + string(h.mode),
-		Srv:             h.srv,
-		URL:             mysqlURL(h.srv, h.query),
-		BadURLs:         badURLs,
-		UnreachableURL:  closedPortURL(h.t),
-		FencedRedis:     h.fenced,
-		NewLocker:       h.newLocker,
-		NewLinkedLocker: h.newLinkedLocker,
-		Held:            h.held,
-		KillAllName:     "KILL every client connection",
-		KillAll:         h.killAll,
+		Name:           "mysql-" + string(h.mode),
+		Srv:            h.srv,
+		URL:            mysqlURL(h.srv, h.query),
+		BadURLs:        badURLs,
+		UnreachableURL: closedPortURL(h.t),
+		FencedRedis:    h.fenced,
+		Client:         h,
+		KillAllName:    "KILL every client connection",
 	}
 	if h.mode == mysql.ModeRow {
 		sh.ExpireRow = func(ctx context.Context, key string) error { return expireRow(ctx, h.admin, h.table, key) }

@@ -88,12 +88,12 @@ func newHarness(t *testing.T, mode postgres.Mode) *harness {
 	return h
 }
 
-// newLocker: row mode opens by URL (a new pool each time); advisory uses
+// NewLocker: row mode opens by URL (a new pool each time); advisory uses
 // the typed constructor over a new pool, with a keepalive long enough that
 // a lock whose session Expire terminated still looks held to its lease, so
 // that the stale-holder check reaches the backend's own check (the unlock
 // on a dead session) instead of finding the lease already ended.
-func (h *harness) newLocker(ctx context.Context) (distlock.Locker, error) {
+func (h *harness) NewLocker(ctx context.Context) (distlock.Locker, error) {
 	if h.mode == postgres.ModeRow {
 		return distlock.Open(ctx, pgURL(h.srv, h.query))
 	}
@@ -102,9 +102,9 @@ func (h *harness) newLocker(ctx context.Context) (distlock.Locker, error) {
 		postgres.WithCreateTable(true), postgres.WithKeepalive(time.Minute))), nil
 }
 
-// newLinkedLocker opens a client whose connections pass through a fault
+// NewLinkedLocker opens a client whose connections pass through a fault
 // proxy.
-func (h *harness) newLinkedLocker(ctx context.Context) (distlock.Locker, conformance.Link, error) {
+func (h *harness) NewLinkedLocker(ctx context.Context) (distlock.Locker, conformance.Link, error) {
 	p, err := netfault.Listen(h.srv.Addr())
 	if err != nil {
 		return nil, nil, err
@@ -122,17 +122,17 @@ func (h *harness) newLinkedLocker(ctx context.Context) (distlock.Locker, conform
 	return l, p, nil
 }
 
-// held lists the locks held now, read from the server.
-func (h *harness) held(ctx context.Context) ([]string, error) {
+// Held lists the locks held now, read from the server.
+func (h *harness) Held(ctx context.Context) ([]string, error) {
 	if h.mode == postgres.ModeRow {
 		return heldRows(ctx, h.admin, h.table)
 	}
 	return heldAdvisory(ctx, h.admin, h.table)
 }
 
-// killAll is a server fault: pg_terminate_backend of every other client
+// KillAll is a server fault: pg_terminate_backend of every other client
 // session.
-func (h *harness) killAll(ctx context.Context) error {
+func (h *harness) KillAll(ctx context.Context) error {
 	_, err := h.admin.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
 WHERE pid <> pg_backend_pid() AND backend_type = 'client backend' AND usename = current_user`)
 	return err
@@ -140,17 +140,14 @@ WHERE pid <> pg_backend_pid() AND backend_type = 'client backend' AND usename = 
 
 func (h *harness) harness() conformance.Harness {
 	sh := sqltest.Harness{
-		Name:            "postgres-" + string(h.mode),
-		Srv:             h.srv,
-		URL:             pgURL(h.srv, h.query),
-		BadURLs:         badURLs,
-		UnreachableURL:  closedPortURL(h.t),
-		FencedRedis:     h.fenced,
-		NewLocker:       h.newLocker,
-		NewLinkedLocker: h.newLinkedLocker,
-		Held:            h.held,
-		KillAllName:     "pg_terminate_backend every client session",
-		KillAll:         h.killAll,
+		Name:           "postgres-" + string(h.mode),
+		Srv:            h.srv,
+		URL:            pgURL(h.srv, h.query),
+		BadURLs:        badURLs,
+		UnreachableURL: closedPortURL(h.t),
+		FencedRedis:    h.fenced,
+		Client:         h,
+		KillAllName:    "pg_terminate_backend every client session",
 	}
 	if h.mode == postgres.ModeRow {
 		sh.ExpireRow = func(ctx context.Context, key string) error { return expireRow(ctx, h.admin, h.table, key) }

@@ -22,18 +22,15 @@ type Server interface {
 
 // Harness describes one SQL backend in one mode for the conformance suite.
 type Harness struct {
-	Name            string
-	Srv             Server
-	URL             string
-	BadURLs         []string
-	UnreachableURL  string
-	FencedRedis     string
-	NewLocker       func(ctx context.Context) (distlock.Locker, error)
-	NewLinkedLocker func(ctx context.Context) (distlock.Locker, conformance.Link, error)
-	Held            func(ctx context.Context) ([]string, error)
-	// KillAll ends every client session (named KillAllName).
+	Name           string
+	Srv            Server
+	URL            string
+	BadURLs        []string
+	UnreachableURL string
+	FencedRedis    string
+	Client         Client
+	// KillAllName names Client.KillAll in reports.
 	KillAllName string
-	KillAll     func(ctx context.Context) error
 
 	// Row mode: ExpireRow moves a held row's expiry into the past,
 	// bypassing the owner check; the holder is not told.
@@ -49,6 +46,19 @@ type Harness struct {
 	KillSessions func(ctx context.Context, ids []int64) error
 	// Lockers are the Lockers NewLocker made, for Expire.
 	Lockers *Lockers
+}
+
+// Client is a test's client of the backend in one mode.
+type Client interface {
+	// NewLocker returns a new, independent Locker.
+	NewLocker(ctx context.Context) (distlock.Locker, error)
+	// NewLinkedLocker returns a Locker whose connections pass through a
+	// fault proxy.
+	NewLinkedLocker(ctx context.Context) (distlock.Locker, conformance.Link, error)
+	// Held lists the locks held now, read from the server.
+	Held(ctx context.Context) ([]string, error)
+	// KillAll ends every client session.
+	KillAll(ctx context.Context) error
 }
 
 // Lockers records the Lockers a harness made.
@@ -87,17 +97,17 @@ func (h Harness) Conformance() conformance.Harness {
 	srv := h.Srv
 	ch := conformance.Harness{
 		Name:           h.Name,
-		NewLocker:      h.NewLocker,
+		NewLocker:      h.Client.NewLocker,
 		URL:            h.URL,
 		FencedRedis:    h.FencedRedis,
 		UnreachableURL: h.UnreachableURL,
 		BadURLs:        h.BadURLs,
 		Faults: conformance.Faults{
-			NewLinkedLocker: h.NewLinkedLocker,
+			NewLinkedLocker: h.Client.NewLinkedLocker,
 			StopBackend:     func(context.Context) error { return srv.Kill() },
 			StartBackend:    srv.Restart,
 			RestartBackend:  Restart(srv),
-			Held:            h.Held,
+			Held:            h.Client.Held,
 			ServerFaults: []conformance.ServerFault{
 				{Name: "kill -9 and restart", Inject: func(context.Context) (func(context.Context) error, error) {
 					return srv.Restart, srv.Kill()
@@ -106,7 +116,7 @@ func (h Harness) Conformance() conformance.Harness {
 					return func(context.Context) error { return srv.Resume() }, srv.Pause()
 				}},
 				{Name: h.KillAllName, Inject: func(ctx context.Context) (func(context.Context) error, error) {
-					return func(context.Context) error { return nil }, h.KillAll(ctx)
+					return func(context.Context) error { return nil }, h.Client.KillAll(ctx)
 				}},
 			},
 		},
