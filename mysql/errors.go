@@ -59,13 +59,13 @@ var refusedNumbers = map[uint16]bool{
 
 // errorCode is the ErrorCode (backend.ErrorClassifier) of both modes, for
 // the errors of go-sql-driver/mysql and database/sql: the server's error
-// numbers above,
-// the driver's broken-connection errors (ErrInvalidConn, ErrBadConn, a
-// packet out of sync or malformed, a busy buffer) and network errors
-// (refused, reset, timed out, closed: "connection refused", "i/o timeout")
-// are CodeTransient; refused credentials and the driver's authentication
-// and TLS refusals are CodeUnavailable; anything else (a missing table, a
-// syntax or privilege error on a statement) is CodeUnknown.
+// numbers in transientNumbers, the driver's broken-connection errors
+// (ErrInvalidConn, ErrBadConn, a packet out of sync or malformed, a busy
+// buffer) and network errors (refused, reset, timed out, closed:
+// "connection refused", "i/o timeout") are CodeTransient; refused
+// credentials ("Access denied") and the driver's authentication and TLS
+// refusals are CodeUnavailable; anything else (a missing table, a syntax or
+// privilege error on a statement) is CodeUnknown.
 func errorCode(err error) backend.Code {
 	var me *gomysql.MySQLError
 	if errors.As(err, &me) {
