@@ -2,6 +2,7 @@ package distlock
 
 import (
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"time"
 	"unicode/utf8"
@@ -28,6 +29,9 @@ type settings struct {
 	err         error
 
 	retryUnavailable bool // WithRetryUnavailable
+
+	observer Observer     // WithObserver
+	logger   *slog.Logger // WithLogger
 }
 
 func defaultSettings() settings {

@@ -14,31 +14,32 @@ import (
 	"github.com/distlock/distlock/backend"
 )
 
-// rideOutOutages runs attempt until it succeeds or fails for another
-// reason than a transient outage, when the acquisition's options ask for it
-// (WithRetryUnavailable); otherwise it runs attempt once.
-func (l *locker) rideOutOutages(ctx context.Context, opts []Option, attempt func() (*Lease, error)) (*Lease, error) {
-	s := defaultSettings()
-	for _, o := range l.defaults {
-		o(&s)
-	}
-	for _, o := range opts {
-		o(&s)
-	}
+// rideOutOutages runs the acquisition until it succeeds or fails for
+// another reason than a transient outage, when its options ask for it
+// (WithRetryUnavailable, Acquire only); otherwise it runs it once. It
+// returns the attempts made in all. Each run after the first gets a fresh
+// owner id unless the caller chose one: an earlier run's request may still
+// land, and must stay a stranger to this one (it is undone by its driver).
+func (l *locker) rideOutOutages(ctx context.Context, op string, r *request, wait bool) (*Lease, int, error) {
+	total := 0
 	for n := 1; ; n++ {
-		lease, err := attempt()
-		if err == nil || !s.retryUnavailable || s.err != nil || ctx.Err() != nil || !transient(err) {
-			return lease, err
+		lease, attempts, err := l.attempt(ctx, op, r, wait)
+		total += attempts
+		if err == nil || !wait || !r.retryUnavailable || ctx.Err() != nil || !transient(err) {
+			return lease, total, err
 		}
-		t := time.NewTimer(s.retry.Delay(n))
+		t := time.NewTimer(r.retry.Delay(n))
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return nil, err
+			return nil, total, err
 		case <-l.closeCtx.Done():
 			t.Stop()
-			return nil, err
+			return nil, total, err
 		case <-t.C:
+		}
+		if !r.sharedOwner {
+			r.owner = newOwnerID()
 		}
 	}
 }
