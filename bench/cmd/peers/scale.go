@@ -486,7 +486,11 @@ func postgresTarget(s *testserver.Postgres, ttl time.Duration, mode postgres.Mod
 				return nil, nil, err
 			}
 			table := "scale_" + strings.NewReplacer("/", "", "-", "_").Replace(prefix)
-			l := postgres.New(pool, postgres.WithMode(mode), postgres.WithTable(table), postgres.WithCreateTable(true))
+			l, err := postgres.New(pool, postgres.WithMode(mode), postgres.WithTable(table), postgres.WithCreateTable(true))
+			if err != nil {
+				pool.Close()
+				return nil, nil, err
+			}
 			return closeAlso{l, func() error { pool.Close(); return nil }}, func() (traffic, error) {
 				return traffic{counter.statements.Load(), counter.updated.Load()}, nil
 			}, nil
