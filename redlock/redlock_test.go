@@ -540,14 +540,14 @@ func nodeErrors(err error) []*NodeError {
 
 // restartSetup: nodes 3 and 4 are down while A acquires, so A holds
 // exactly nodes 0, 1, 2 (a bare quorum); then 3 and 4 come back, empty.
-func restartSetup(t *testing.T, opts ...distlock.Option) (*cluster, *testLocker, *testLocker, *distlock.Lease) {
+func restartSetup(t *testing.T, key string, opts ...distlock.Option) (*cluster, *testLocker, *testLocker, *distlock.Lease) {
 	c := startCluster(t, 5)
 	c.controllable(t)
 	a := newTestLocker(t, c.addrs(), WithNodeTimeout(200*time.Millisecond))
 	b := newTestLocker(t, c.addrs(), WithNodeTimeout(200*time.Millisecond))
 	dead := trackRoundTrips(a, 3, 4)
 	c.kill(t, 3, 4)
-	lease, err := a.TryAcquire(tctx(t, time.Minute), "restart", opts...)
+	lease, err := a.TryAcquire(tctx(t, time.Minute), key, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -555,7 +555,7 @@ func restartSetup(t *testing.T, opts ...distlock.Option) (*cluster, *testLocker,
 	// per-node deadline: if they came back before, it would land there.
 	roundTripsOver(t, "A's acquire on the dead nodes over", dead)
 	c.restart(t, 3, 4)
-	if got := c.holders(t, prefix, "restart"); !slices.Equal(got, []int{0, 1, 2}) {
+	if got := c.holders(t, prefix, key); !slices.Equal(got, []int{0, 1, 2}) {
 		t.Fatalf("A holds nodes %v, want [0 1 2]", got)
 	}
 	return c, a, b, lease
@@ -567,7 +567,7 @@ func restartSetup(t *testing.T, opts ...distlock.Option) (*cluster, *testLocker,
 // owners hold the lock. This is why the package documents the delayed
 // restart.
 func TestRestartHazard(t *testing.T) {
-	c, _, b, a := restartSetup(t, distlock.WithTTL(30*time.Second), distlock.WithAutoRefresh(false))
+	c, _, b, a := restartSetup(t, "restart", distlock.WithTTL(30*time.Second), distlock.WithAutoRefresh(false))
 	c.kill(t, 2)
 	c.restart(t, 2) // at once: no delay
 	ctx := tctx(t, time.Minute)
@@ -602,7 +602,7 @@ func TestRestartHazard(t *testing.T) {
 // B, trying all along, gets the lock only after that.
 func TestDelayedRestartRemedy(t *testing.T) {
 	const ttl = 2 * time.Second // the max TTL in use
-	c, _, b, a := restartSetup(t, distlock.WithTTL(ttl))
+	c, _, b, a := restartSetup(t, "restart", distlock.WithTTL(ttl))
 	ctx := tctx(t, time.Minute)
 	c.kill(t, 2)
 	killed := time.Now()
@@ -712,24 +712,13 @@ func TestClockJump(t *testing.T) {
 		}
 	})
 	t.Run("documented: holder on a bare quorum, the other nodes free", func(t *testing.T) {
-		c := startCluster(t, 5)
-		c.controllable(t)
-		a := newTestLocker(t, c.addrs(), WithNodeTimeout(200*time.Millisecond))
-		b := newTestLocker(t, c.addrs(), WithNodeTimeout(200*time.Millisecond))
+		c, _, b, lease := restartSetup(t, "jump", distlock.WithTTL(30*time.Second), distlock.WithAutoRefresh(false))
 		ctx := tctx(t, time.Minute)
-		dead := trackRoundTrips(a, 3, 4)
-		c.kill(t, 3, 4)
-		lease, err := a.TryAcquire(ctx, "jump", distlock.WithTTL(30*time.Second), distlock.WithAutoRefresh(false))
-		if err != nil {
-			t.Fatal(err)
-		}
-		roundTripsOver(t, "A's attempt on the dead nodes over", dead)
-		c.restart(t, 3, 4)
-		if got := c.holders(t, prefix, "jump"); !slices.Equal(got, []int{0, 1, 2}) {
-			t.Fatalf("A holds nodes %v, want [0 1 2]", got)
-		}
 		jump(t, c, "jump", 0)
-		var other *distlock.Lease
+		var (
+			other *distlock.Lease
+			err   error
+		)
 		for range 50 {
 			if other, err = b.TryAcquire(ctx, "jump"); err == nil {
 				break
