@@ -44,17 +44,8 @@ func (d *driver) TryAcquire(ctx context.Context, req backend.Request) (backend.L
 	// still arrive). Written before the lock sees it: at the decision, or
 	// by the late handler before the node's pending channel closes.
 	a.unsure = make([]bool, len(d.nodes))
-	n, q := len(d.nodes), d.quorum
-	r := d.run(ctx, quorumOp{
-		wait: min(d.nodeTimeout, validity),
-		node: a.node,
-		decided: func(rs []nodeResult) bool {
-			t := count(rs)
-			return t.yes >= q || t.no+t.failed > n-q
-		},
-		late: a.late,
-	})
-	success := !r.ctxDone && r.tally().yes >= q && r.elapsed < validity
+	r := d.run(ctx, quorumOp{wait: min(d.nodeTimeout, validity), node: a.node, decided: acquireDecided, late: a.late})
+	success := !r.ctxDone && r.tally().yes >= d.quorum && r.elapsed < validity
 	if success {
 		for _, x := range r.rs {
 			a.unsure[x.i] = redisscript.Ambiguous(x.err)
@@ -64,7 +55,14 @@ func (d *driver) TryAcquire(ctx context.Context, req backend.Request) (backend.L
 	if success {
 		return &lock{d: d, holdRef: a.h, pending: r.f.pending, unsure: a.unsure}, nil
 	}
-	return nil, a.failed(ctx, r)
+	return nil, a.failed(ctx, &r)
+}
+
+// acquireDecided: a quorum granted, or too many nodes refused or failed
+// for one.
+func acquireDecided(d *driver, rs []nodeResult) bool {
+	t := count(rs)
+	return t.yes >= d.quorum || t.no+t.failed > len(d.nodes)-d.quorum
 }
 
 // attempt is one TryAcquire.

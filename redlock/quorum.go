@@ -18,8 +18,9 @@ type quorumOp struct {
 	// deadline; its result's out says yes, no or failed.
 	node func(ctx context.Context, i int, n *node) nodeResult
 	// decided reports whether the answers so far decide the operation;
-	// the wait stops as soon as they do.
-	decided func(rs []nodeResult) bool
+	// the wait stops as soon as they do. (A function of d, not a closure:
+	// the common ones need no allocation.)
+	decided func(d *driver, rs []nodeResult) bool
 	// late, if not nil, receives each answer that came after the decision,
 	// with the decision (see round.finish), on the node's goroutine: it
 	// undoes what the node did when the operation failed.
@@ -41,12 +42,12 @@ type round struct {
 // op.decided says they decide it, every node has answered, op.wait has
 // passed or ctx has ended. The caller decides on the round and then calls
 // finish, which hands the later answers to op.late.
-func (d *driver) run(ctx context.Context, op quorumOp) *round {
+func (d *driver) run(ctx context.Context, op quorumOp) round {
 	started := time.Now()
 	deadline := started.Add(op.wait)
 	f := d.start(ctx, deadline, op.node, op.late)
-	rs, ctxDone := f.wait(ctx, len(d.nodes), op.decided)
-	return &round{d: d, f: f, rs: rs, ctxDone: ctxDone, started: started, deadline: deadline, elapsed: time.Since(started)}
+	rs, ctxDone := f.wait(ctx, len(d.nodes), func(rs []nodeResult) bool { return op.decided(d, rs) })
+	return round{d: d, f: f, rs: rs, ctxDone: ctxDone, started: started, deadline: deadline, elapsed: time.Since(started)}
 }
 
 // finish records the decision (success matters to late handlers only) and
@@ -68,7 +69,7 @@ func (r *round) with(rs []nodeResult) *round {
 
 // settled reports whether a quorum said yes or a majority said no: how
 // release and refresh are decided.
-func (d *driver) settled(rs []nodeResult) bool {
+func settled(d *driver, rs []nodeResult) bool {
 	t := count(rs)
 	return t.yes >= d.quorum || t.no > len(d.nodes)-d.quorum
 }

@@ -835,7 +835,10 @@ func TestWakeOne(t *testing.T) {
 // that a majority no longer has gets ErrNotHeld, the others are extended.
 func TestRefreshBatch(t *testing.T) {
 	c := startCluster(t, 5)
-	a := newTestLocker(t, c.addrs())
+	// A generous node timeout: this test is about batches, and the first
+	// acquisitions dial and load the scripts, which under a loaded -race
+	// run can take more than 50ms on every node.
+	a := newTestLocker(t, c.addrs(), WithNodeTimeout(time.Second))
 	ctx := tctx(t, time.Minute)
 	var items []backend.RefreshItem
 	keys := []string{"batch/a", "batch/b", "batch/c"}

@@ -36,10 +36,10 @@ func (l *lock) Refresh(ctx context.Context, ttl time.Duration) error {
 			}
 			return nodeResult{out: yes}
 		},
-		decided: d.settled,
+		decided: settled,
 	})
 	r.finish(true)
-	return l.refreshResult(ctx, r, validity)
+	return l.refreshResult(ctx, &r, validity)
 }
 
 // refreshResult decides a refresh from the nodes' answers.
@@ -86,9 +86,9 @@ func (d *driver) RefreshBatch(ctx context.Context, items []backend.RefreshItem) 
 			}
 			return out
 		},
-		decided: func(rs []nodeResult) bool {
+		decided: func(d *driver, rs []nodeResult) bool {
 			for j := range b.locks {
-				if !d.settled(itemResults(rs, j)) {
+				if !settled(d, itemResults(rs, j)) {
 					return false
 				}
 			}

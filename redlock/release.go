@@ -17,7 +17,7 @@ func (l *lock) Release(ctx context.Context) error {
 	r := d.run(ctx, quorumOp{
 		wait:    max(d.nodeTimeout, MinReleaseWait),
 		node:    l.releaseNode,
-		decided: d.settled,
+		decided: settled,
 		late: func(x nodeResult, _ bool) {
 			if !x.queued && redisscript.Ambiguous(x.err) {
 				l.undo(x.i, true)
