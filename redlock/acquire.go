@@ -22,8 +22,8 @@ func (d *driver) TryAcquire(ctx context.Context, req backend.Request) (backend.L
 	if d.closed.Load() {
 		return nil, backend.ErrClosed
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
+	if ctx.Err() != nil {
+		return nil, async.CtxError(ctx)
 	}
 	validity, err := d.Validity(req.TTL)
 	if err != nil {
