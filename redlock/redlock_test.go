@@ -191,7 +191,11 @@ func TestURLs(t *testing.T) {
 // reentrant owner's lock is freed with its last hold; nothing is left.
 func TestQuorumBasics(t *testing.T) {
 	c := startCluster(t, 5)
-	a, b := newTestLocker(t, c.addrs()), newTestLocker(t, c.addrs())
+	// A generous node timeout: the first acquisition dials and loads the
+	// scripts, which under a loaded -race run can take more than 50ms on
+	// every node (the old code failed here too, 1 run in 3 at load 14).
+	a := newTestLocker(t, c.addrs(), WithNodeTimeout(time.Second))
+	b := newTestLocker(t, c.addrs(), WithNodeTimeout(time.Second))
 	ctx := tctx(t, time.Minute)
 	const key = "basics"
 	lease, err := a.TryAcquire(ctx, key, distlock.WithTTL(10*time.Second), distlock.WithOwner("A"))
@@ -447,7 +451,10 @@ func TestSlowNodesBounded(t *testing.T) {
 func TestMajorityDown(t *testing.T) {
 	c := startCluster(t, 5)
 	c.controllable(t)
-	a := newTestLocker(t, c.addrs())
+	// A generous node timeout: the first acquisition dials and loads the
+	// scripts, which under a loaded -race run can take more than 50ms on
+	// every node (the old code failed here too, 1 run in 3 at load 14).
+	a := newTestLocker(t, c.addrs(), WithNodeTimeout(time.Second))
 	ctx := tctx(t, 2*time.Minute)
 	held, err := a.TryAcquire(ctx, "majority/held", distlock.WithTTL(2*time.Second))
 	if err != nil {
