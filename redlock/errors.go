@@ -29,6 +29,7 @@ type NodeError struct {
 	Err error
 }
 
+// Error says which node failed and why: "node host:port: cause".
 func (e *NodeError) Error() string { return "node " + e.Addr + ": " + e.Err.Error() }
 
 // Unwrap returns Err.
