@@ -87,7 +87,14 @@ func open(_ context.Context, u *url.URL) (backend.Driver, error) {
 		}
 		nodes[i] = &node{addr: o.Addr, client: goredis.NewClient(o)}
 	}
-	return newDriver(nodes, c), nil
+	d, err := newDriver(nodes, c) // New's checks
+	if err != nil {
+		for _, n := range nodes {
+			_ = n.client.Close()
+		}
+		return nil, err
+	}
+	return d, nil
 }
 
 // parseURL splits a redlock URL into one go-redis Options per node and

@@ -21,7 +21,10 @@ import (
 func TestAcquireSilentSubscription(t *testing.T) {
 	c := startCluster(t, 5)
 	ctx := tctx(t, time.Minute)
-	holder := newTestLocker(t, c.addrs())
+	// The holder with a generous node timeout: its cold first acquisition
+	// dials and loads the scripts, which under a loaded -race run can take
+	// more than 50ms on every node.
+	holder := newTestLocker(t, c.addrs(), WithNodeTimeout(time.Second))
 	keys := []string{"silent/a", "silent/b"}
 	for _, key := range keys {
 		if _, err := holder.TryAcquire(ctx, key, distlock.WithTTL(time.Minute)); err != nil {

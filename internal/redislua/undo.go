@@ -37,6 +37,16 @@ func NewUndoer(maxUndo int) *Undoer {
 	return &Undoer{g: async.NewGroup(), slots: async.NewSlots(maxUndo)}
 }
 
+// NewUndoerOn is NewUndoer whose work runs on g, a group its owner closes
+// (Close then need not be called): for a driver that already runs its own
+// fan-out on g, so that one Close waits for both.
+func NewUndoerOn(g *async.Group, maxUndo int) *Undoer {
+	if maxUndo <= 0 {
+		maxUndo = DefaultMaxUndo
+	}
+	return &Undoer{g: g, slots: async.NewSlots(maxUndo)}
+}
+
 // Group returns the group the Undoer's work runs on, for async.Call.
 func (u *Undoer) Group() *async.Group { return u.g }
 

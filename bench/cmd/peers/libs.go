@@ -149,7 +149,11 @@ var redlockLib = lib{name: "distlock redlock (5 nodes)", make: func(a []string) 
 		cs[i] = goredis.NewClient(&goredis.Options{Addr: addr, ContextTimeoutEnabled: true})
 		us[i] = cs[i]
 	}
-	return &dlInst{redlock.New(us, redlock.WithPrefix("bench:"), redlock.WithDefaults(distlock.WithTTL(benchTTL))), cs}
+	l, err := redlock.New(us, redlock.WithPrefix("bench:"), redlock.WithDefaults(distlock.WithTTL(benchTTL)))
+	if err != nil {
+		panic(err) // the options are constants: a programming error
+	}
+	return &dlInst{l, cs}
 }}
 
 // ---- bsm/redislock.

@@ -322,7 +322,10 @@ func redlockTarget(addrs []string, ttl time.Duration) scaleTarget {
 				c.AddHook(hook)
 				clients[i] = c
 			}
-			l := redlock.New(clients, redlock.WithPrefix(prefix), redlock.WithCloseClients())
+			l, err := redlock.New(clients, redlock.WithPrefix(prefix), redlock.WithCloseClients())
+			if err != nil {
+				return nil, nil, err
+			}
 			return l, func() (traffic, error) {
 				var total int64
 				for _, a := range addrs {

@@ -8,6 +8,72 @@ import (
 	"time"
 )
 
+// quorumOp is one operation that a quorum of the nodes decides: acquire,
+// release, refresh and batch refresh are each one.
+type quorumOp struct {
+	// wait bounds the wait for the nodes, from the start: the per-node
+	// timeout (capped at the validity) or the release wait.
+	wait time.Duration
+	// node runs the operation on node i, under ctx with the per-node
+	// deadline; its result's out says yes, no or failed.
+	node func(ctx context.Context, i int, n *node) nodeResult
+	// decided reports whether the answers so far decide the operation;
+	// the wait stops as soon as they do. (A function of d, not a closure:
+	// the common ones need no allocation.)
+	decided func(d *driver, rs []nodeResult) bool
+	// late, if not nil, receives each answer that came after the decision,
+	// with the decision (see round.finish), on the node's goroutine: it
+	// undoes what the node did when the operation failed.
+	late func(r nodeResult, success bool)
+}
+
+// round is one quorumOp, decided: the answers collected by the decision.
+type round struct {
+	d        *driver
+	f        *fanout
+	rs       []nodeResult
+	ctxDone  bool      // the caller's ctx ended before the decision
+	started  time.Time // when the requests were sent
+	deadline time.Time // started + wait
+	elapsed  time.Duration
+}
+
+// run sends op to every node in parallel and collects their answers until
+// op.decided says they decide it, every node has answered, op.wait has
+// passed or ctx has ended. The caller decides on the round and then calls
+// finish, which hands the later answers to op.late.
+func (d *driver) run(ctx context.Context, op quorumOp) round {
+	started := time.Now()
+	deadline := started.Add(op.wait)
+	f := d.start(ctx, deadline, op.node, op.late)
+	rs, ctxDone := f.wait(ctx, len(d.nodes), func(rs []nodeResult) bool { return op.decided(d, rs) })
+	return round{d: d, f: f, rs: rs, ctxDone: ctxDone, started: started, deadline: deadline, elapsed: time.Since(started)}
+}
+
+// finish records the decision (success matters to late handlers only) and
+// releases the late answers to op.late.
+func (r *round) finish(success bool) { r.f.finish(success) }
+
+// tally counts the answers collected by the decision.
+func (r *round) tally() tally { return count(r.rs) }
+
+// failed counts the nodes that failed or timed out by the decision.
+func (r *round) failed() int { return r.tally().failed + len(r.f.timedOut()) }
+
+// with is r with the answers rs instead (one lock's part of a batch).
+func (r *round) with(rs []nodeResult) *round {
+	v := *r
+	v.rs = rs
+	return &v
+}
+
+// settled reports whether a quorum said yes or a majority said no: how
+// release and refresh are decided.
+func settled(d *driver, rs []nodeResult) bool {
+	t := count(rs)
+	return t.yes >= d.quorum || t.no > len(d.nodes)-d.quorum
+}
+
 // outcome is what one node answered.
 type outcome uint8
 
@@ -38,8 +104,8 @@ type nodeBatchResult struct {
 }
 
 // fanout is one operation sent to every node in parallel. Each node's call
-// runs on its own goroutine (tracked by the driver's Background, so Close
-// waits for it) under one context with the operation's deadline. The caller
+// runs on its own goroutine (of the driver's async.Group, so Close waits
+// for it) under one context with the operation's deadline. The caller
 // collects answers until it can decide, the deadline passes or its ctx
 // ends; answers that arrive later go to the operation's late handler, which
 // learns the final decision first.
@@ -92,7 +158,7 @@ func (d *driver) start(ctx context.Context, deadline time.Time, op func(ctx cont
 			}
 			p.done(i)
 		}
-		if !d.bg.Go(run, false) {
+		if !d.g.Go(run) {
 			// The driver is closing: answer at once.
 			f.results <- nodeResult{i: i, out: failed, err: errDriverClosed, nerr: &NodeError{Addr: nd.addr, Err: errDriverClosed}}
 			f.nodeDone()
