@@ -99,44 +99,22 @@ func tlsDialer(cfg *tls.Config, timeout time.Duration) func(ctx context.Context,
 // parseURL splits the URL into go-redis options and distlock's, as the
 // Options New takes (and checks).
 func parseURL(u *url.URL) (*goredis.Options, []Option, error) {
-	bad := func(format string, args ...any) (*goredis.Options, []Option, error) {
-		return nil, nil, fmt.Errorf("%w: %s", backend.ErrInvalidOption, fmt.Sprintf(format, args...))
-	}
-	if u.Opaque != "" {
-		return bad("%s URL must look like %s://[user:password@]host:port[/db], got %q", u.Scheme, u.Scheme, u.Redacted())
-	}
-	if u.Fragment != "" {
-		return bad("%s URL must not have a fragment (#%s)", u.Scheme, u.Fragment)
+	p, rest, err := redisurl.Query(u, u.Scheme+"://[user:password@]host:port[/db]", ownParams)
+	if err != nil {
+		return nil, nil, err
 	}
 	if strings.Contains(u.Host, ",") {
-		return bad("%s URL names several hosts (%s): it connects to one Redis; for Redis Cluster or Sentinel build a go-redis client and call redis.New, for independent masters use redlock://", u.Scheme, u.Host)
+		return nil, nil, fmt.Errorf("%w: %s URL names several hosts (%s): it connects to one Redis; for Redis Cluster or Sentinel build a go-redis client and call redis.New, for independent masters use redlock://", backend.ErrInvalidOption, u.Scheme, u.Host)
 	}
 	if _, err := backend.Hosts(u, "6379"); err != nil {
 		return nil, nil, err
 	}
-	q, err := url.ParseQuery(u.RawQuery)
-	if err != nil {
-		return bad("%s URL query: %v", u.Scheme, err)
-	}
-	own, rest := url.Values{}, url.Values{}
-	for k, vs := range q {
-		if isOwnParam(k) {
-			own[k] = vs
-		} else {
-			rest[k] = vs
-		}
-	}
-	opts, err := ownOptions(backend.NewParams(&url.URL{RawQuery: own.Encode()}))
+	opts, err := ownOptions(p)
 	if err != nil {
 		return nil, nil, err
 	}
-	gu := *u
-	gu.RawQuery = rest.Encode()
-	opt, err := goredis.ParseURL(gu.String())
+	opt, err := redisurl.Node(u, u.Host, rest, ownParams)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: %w (distlock's own parameters: %s)", backend.ErrInvalidOption, err, strings.Join(ownParams, ", "))
-	}
-	if err := redisurl.Check(opt); err != nil {
 		return nil, nil, err
 	}
 	return opt, opts, nil
@@ -160,13 +138,4 @@ func ownOptions(p *backend.Params) ([]Option, error) {
 		opts = append(opts, WithFair())
 	}
 	return opts, p.Done()
-}
-
-func isOwnParam(k string) bool {
-	for _, p := range ownParams {
-		if k == p {
-			return true
-		}
-	}
-	return false
 }
