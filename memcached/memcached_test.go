@@ -997,7 +997,20 @@ func TestNoLeaks(t *testing.T) {
 	if err := srv.Resume(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(1200 * time.Millisecond) // the held lease refreshes meanwhile
+	// The held lease refreshes meanwhile (every second): its record's
+	// expiry moves on.
+	heldKey := ItemKey(DefaultPrefix, "leak/held")
+	first, _ := readRecord(t, admin, heldKey)
+	if !waitFor(5*time.Second, func() bool {
+		it, err := admin.Get(heldKey)
+		if err != nil {
+			return false
+		}
+		rec, ok := decodeRecord(it.Value)
+		return ok && rec.expMs > first.expMs
+	}) {
+		t.Errorf("the held lease was not refreshed within 5s")
+	}
 	if err := l.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
@@ -1025,7 +1038,10 @@ func TestNew(t *testing.T) {
 
 	plain := memcache.New(srv.Addr())
 	defer plain.Close()
-	l := New(plain, WithDefaults(distlock.WithTTL(3*time.Second)), WithPrefix("typed:"))
+	l, err := New(plain, WithDefaults(distlock.WithTTL(3*time.Second)), WithPrefix("typed:"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer l.Close()
 	tomb := statTombstones.Load()
 	start := time.Now()
@@ -1060,7 +1076,10 @@ func TestNew(t *testing.T) {
 		t.Fatal(err)
 	}
 	sc := memcache.NewFromSelector(ss)
-	ml := New(sc, WithSelector(ss), WithCloseClient())
+	ml, err := New(sc, WithSelector(ss), WithCloseClient())
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer ml.Close()
 	meta := statMetaDeletes.Load()
 	lease, err = ml.TryAcquire(ctx, "typed")
@@ -1077,16 +1096,48 @@ func TestNew(t *testing.T) {
 		t.Errorf("no server-list record with the selector: %v", err)
 	}
 
-	for name, bad := range map[string]*Locker{
-		"nil client":  New(nil),
-		"space":       New(plain, WithPrefix("a b")),
-		"long prefix": New(plain, WithPrefix(strings.Repeat("p", 201))),
+}
+
+// New checks every option value (and the client) itself: a bad one is an
+// error wrapping ErrInvalidOption, on one line, naming the option — not a
+// Locker whose acquisitions fail later. Before, New returned such a Locker
+// (its TryAcquire answered ErrInvalidOption) and took out-of-range modes as
+// the defaults. Needs no server.
+func TestNewChecksOptions(t *testing.T) {
+	plain := memcache.New("127.0.0.1:1")
+	for _, c := range []struct {
+		name string
+		c    *memcache.Client
+		opts []Option
+		want string // in the message
+	}{
+		{"nil client", nil, nil, "New(nil)"},
+		{"space", plain, []Option{WithPrefix("a b")}, `WithPrefix("a b")`},
+		{"long prefix", plain, []Option{WithPrefix(strings.Repeat("p", 201))}, "WithPrefix("},
+		{"nil option", plain, []Option{WithPrefix("p:"), nil}, "option 1 is nil"},
+		{"nil selector", plain, []Option{WithSelector(nil)}, "WithSelector(nil)"},
+		{"nil server list", plain, []Option{WithSelector((*memcache.ServerList)(nil))}, "WithSelector(nil)"},
+		{"release", plain, []Option{WithRelease(ReleaseMode(7))}, "WithRelease(7)"},
+		{"release negative", plain, []Option{WithRelease(-1)}, "WithRelease(-1)"},
+		{"pin", plain, []Option{WithPin(PinMode(3))}, "WithPin(3)"},
 	} {
-		if _, err := bad.TryAcquire(ctx, "k"); !errors.Is(err, distlock.ErrInvalidOption) {
-			t.Errorf("%s: TryAcquire = %v, want ErrInvalidOption", name, err)
+		l, err := New(c.c, c.opts...)
+		if l != nil || !errors.Is(err, distlock.ErrInvalidOption) {
+			t.Errorf("%s: New = %v, %v; want no Locker and ErrInvalidOption", c.name, l, err)
+			continue
 		}
-		if err := bad.Close(); err != nil {
-			t.Errorf("%s: Close = %v", name, err)
+		if msg := err.Error(); !strings.Contains(msg, c.want) || strings.Contains(msg, "\n") {
+			t.Errorf("%s: error %q: want one line naming %s", c.name, msg, c.want)
+		}
+	}
+	for _, m := range []ReleaseMode{ReleaseAuto, ReleaseCAS} {
+		for _, p := range []PinMode{PinCheck, PinReset, PinOff} {
+			l, err := New(plain, WithRelease(m), WithPin(p), WithPrefix(""))
+			if err != nil {
+				t.Errorf("New(%v, %v): %v", m, p, err)
+				continue
+			}
+			_ = l.Close()
 		}
 	}
 }
