@@ -42,9 +42,10 @@ func send(rw *bufio.ReadWriter, p []byte) error {
 	return rw.Flush()
 }
 
-// request sends p and reads the one-line reply.
-func request(rw *bufio.ReadWriter, p []byte) ([]byte, error) {
-	if err := send(rw, p); err != nil {
+// reply flushes the request written to rw (a write error stays in rw until
+// then) and reads the one-line reply.
+func reply(rw *bufio.ReadWriter) ([]byte, error) {
+	if err := rw.Flush(); err != nil {
 		return nil, err
 	}
 	return readLine(rw.Reader)
@@ -155,7 +156,8 @@ func parseMDReply(line []byte) (mdResult, error) {
 func (p *rawPool) metaDelete(ctx context.Context, addr net.Addr, key string, cas uint64) (mdResult, error) {
 	var res mdResult
 	err := p.do(ctx, addr, func(rw *bufio.ReadWriter) error {
-		line, err := request(rw, fmt.Appendf(nil, "md %s C%d\r\n", key, cas))
+		_, _ = fmt.Fprintf(rw, "md %s C%d\r\n", key, cas)
+		line, err := reply(rw)
 		if err != nil {
 			return err
 		}
@@ -177,8 +179,10 @@ const (
 func (p *rawPool) store(ctx context.Context, addr net.Addr, verb, key string, exptime int32, data []byte) (storeResult, error) {
 	var res storeResult
 	err := p.do(ctx, addr, func(rw *bufio.ReadWriter) error {
-		cmd := fmt.Appendf(nil, "%s %s 0 %d %d\r\n", verb, key, exptime, len(data))
-		line, err := request(rw, append(append(cmd, data...), "\r\n"...))
+		_, _ = fmt.Fprintf(rw, "%s %s 0 %d %d\r\n", verb, key, exptime, len(data))
+		_, _ = rw.Write(data)
+		_, _ = rw.WriteString("\r\n")
+		line, err := reply(rw)
 		if err != nil {
 			return err
 		}
@@ -199,7 +203,8 @@ func (p *rawPool) store(ctx context.Context, addr net.Addr, verb, key string, ex
 // miss.
 func (p *rawPool) fetch(ctx context.Context, addr net.Addr, key string) (data []byte, ok bool, err error) {
 	err = p.do(ctx, addr, func(rw *bufio.ReadWriter) error {
-		if err := send(rw, fmt.Appendf(nil, "get %s\r\n", key)); err != nil {
+		_, _ = fmt.Fprintf(rw, "get %s\r\n", key)
+		if err := rw.Flush(); err != nil {
 			return err
 		}
 		return readValues(rw.Reader, func(v value) error {
