@@ -1,14 +1,12 @@
 package memcached
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"os"
-	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -80,8 +78,10 @@ type timeoutDialer struct{ left atomic.Int32 }
 
 type dialTimeout struct{}
 
-func (dialTimeout) Error() string   { return "dial timeout (test)" }
-func (dialTimeout) Timeout() bool   { return true }
+func (dialTimeout) Error() string { return "dial timeout (test)" }
+
+func (dialTimeout) Timeout() bool { return true }
+
 func (dialTimeout) Temporary() bool { return true }
 
 func (td *timeoutDialer) dial(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -120,54 +120,5 @@ func TestConnectTimeoutIsTransient(t *testing.T) {
 	var cte *memcache.ConnectTimeoutError
 	if !errors.Is(err, distlock.ErrUnavailable) || !backend.IsTransient(err) || !errors.As(err, &cte) {
 		t.Errorf("TryAcquire over a connect timeout = %v, want a transient ErrUnavailable carrying the client's error", err)
-	}
-}
-
-// chunks is a reader that returns one chunk per Read, as packets arrive.
-type chunks []string
-
-func (c *chunks) Read(p []byte) (int, error) {
-	if len(*c) == 0 {
-		return 0, io.EOF
-	}
-	n := copy(p, (*c)[0])
-	if (*c)[0] = (*c)[0][n:]; (*c)[0] == "" {
-		*c = (*c)[1:]
-	}
-	return n, nil
-}
-
-// readValues parses get and gets replies. Read as the network delivers it
-// (a VALUE line, then its data in the next packet), a value's read refills
-// the buffer that holds its VALUE line, so the key must be copied first
-// (the batch fell back to one-by-one refreshes when it was not:
-// TestRefreshBatchLocker). Needs no server.
-func TestReadValues(t *testing.T) {
-	big := strings.Repeat("v", 10)
-	reply := chunks{"VALUE key-one 3 10 7\r\n", big + "\r\n", "VALUE k2 0 1\r\n", "x\r\nEND\r\n"}
-	var got []value
-	err := readValues(bufio.NewReader(&reply), func(v value) error {
-		got = append(got, v)
-		return nil
-	})
-	if err != nil || len(got) != 2 {
-		t.Fatalf("readValues = %v, %d values", err, len(got))
-	}
-	if v := got[0]; v.key != "key-one" || v.flags != 3 || v.cas != 7 || string(v.data) != big {
-		t.Errorf("first value %q flags %d cas %d (%d bytes)", v.key, v.flags, v.cas, len(v.data))
-	}
-	if v := got[1]; v.key != "k2" || v.cas != 0 || string(v.data) != "x" {
-		t.Errorf("second value %+v", v)
-	}
-	for _, bad := range []string{
-		"VALUE k 0\r\nEND\r\n", "VALUE k 0 1 2 3\r\nx\r\nEND\r\n", "VALUE k x 1\r\nx\r\nEND\r\n",
-		"VALUE k 0 -1\r\nEND\r\n", "VALUE k 0 2000000\r\nEND\r\n", "VALUE k 0 1 c\r\nx\r\nEND\r\n",
-		"VALUE k 0 1\r\nxy\r\nEND\r\n", "SERVER_ERROR out of memory\r\n",
-	} {
-		var desync *desyncError
-		err := readValues(bufio.NewReader(strings.NewReader(bad)), func(value) error { return nil })
-		if !errors.As(err, &desync) {
-			t.Errorf("readValues(%q) = %v, want a desyncError", bad, err)
-		}
 	}
 }
