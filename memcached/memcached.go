@@ -112,12 +112,12 @@ func (d *driver) Capabilities() backend.Capabilities {
 // WithCloseClient.
 func (d *driver) Close() error {
 	d.mu.Lock()
-	if d.closed {
-		d.mu.Unlock()
-		return nil
-	}
+	again := d.closed
 	d.closed = true
 	d.mu.Unlock()
+	if again {
+		return nil
+	}
 	d.stopBG()
 	d.ops.Wait()
 	d.g.Close()
