@@ -370,7 +370,10 @@ func memcachedTarget(addr string, ttl time.Duration) scaleTarget {
 				}
 				return countingConn{c, &writes}, nil
 			}
-			l := memcached.New(mc, memcached.WithSelector(ss), memcached.WithPrefix(strings.ReplaceAll(prefix, "/", ":")), memcached.WithCloseClient())
+			l, err := memcached.New(mc, memcached.WithSelector(ss), memcached.WithPrefix(strings.ReplaceAll(prefix, "/", ":")), memcached.WithCloseClient())
+			if err != nil {
+				return nil, nil, err
+			}
 			return l, func() (traffic, error) {
 				st, err := textStats(addr, "stats\r\n", "END\r\n")
 				return traffic{writes.Load(), st["cas_hits"]}, err
