@@ -87,6 +87,9 @@ func (c *config) check() error {
 	bad := func(option string, value any, why string) error {
 		return fmt.Errorf("%w: memcached: %s(%v): %s", backend.ErrInvalidOption, option, value, why)
 	}
+	if err := distlock.CheckOptions(c.defaults...); err != nil {
+		return fmt.Errorf("memcached: WithDefaults: %w", err)
+	}
 	if err := checkPrefix(c.prefix); err != nil {
 		return bad("WithPrefix", fmt.Sprintf("%q", c.prefix), err.Error())
 	}

@@ -103,7 +103,12 @@ func New(ns *Namespace, opts ...Option) (*Locker, error) {
 	}
 	var c config
 	for _, o := range opts {
-		o(&c)
+		if o != nil {
+			o(&c)
+		}
+	}
+	if err := distlock.CheckOptions(c.defaults...); err != nil {
+		return nil, fmt.Errorf("memory: WithDefaults: %w", err)
 	}
 	d := &driver{ns: ns}
 	return &Locker{Locker: distlock.New(d, "mem", c.defaults...), d: d}, nil

@@ -35,6 +35,9 @@ func newConfig(opts []Option) (config, error) {
 	if len(c.errs) > 0 {
 		return c, c.errs[0]
 	}
+	if err := distlock.CheckOptions(c.defaults...); err != nil {
+		return c, fmt.Errorf("redis: WithDefaults: %w", err)
+	}
 	return c, nil
 }
 

@@ -117,6 +117,9 @@ func (c *config) check() error {
 	bad := func(option, rule string) error {
 		return fmt.Errorf("%w: redlock: %s: %s", backend.ErrInvalidOption, option, rule)
 	}
+	if err := distlock.CheckOptions(c.defaults...); err != nil {
+		return fmt.Errorf("redlock: WithDefaults: %w", err)
+	}
 	switch {
 	case c.nodeTimeout <= 0:
 		return bad(fmt.Sprintf("WithNodeTimeout(%v)", c.nodeTimeout), "must be positive")

@@ -153,6 +153,11 @@ func Apply[C any, O ~func(*C)](c *C, base *Config, schemas []Schema, opts []O) e
 			base.Table = s.DefaultTable
 		}
 	}
+	if base.Err == nil {
+		if err := distlock.CheckOptions(base.Defaults...); err != nil {
+			base.Err = fmt.Errorf("%s: WithDefaults: %w", base.Backend, err)
+		}
+	}
 	return base.Err
 }
 
