@@ -23,7 +23,11 @@ func (d *driver) ErrorCode(err error) backend.Code {
 	return redislua.ErrorCode(err)
 }
 
-// tlsError is a failed TLS handshake of the URL opener's dialer.
+// tlsError is a failed TLS handshake of the URL opener's dialer. It wraps
+// ErrUnavailable itself: the handshake's own error may be the dial
+// timeout's context.DeadlineExceeded, which distlock leaves unclassified
+// (it reads as the caller's ctx), and the run command then saw no
+// unavailability (TestRunTLSAgainstPlainServer).
 type tlsError struct {
 	addr string
 	err  error
@@ -33,4 +37,4 @@ func (e *tlsError) Error() string {
 	return fmt.Sprintf("TLS handshake with %s failed (does the server speak TLS on that port?): %v", e.addr, e.err)
 }
 
-func (e *tlsError) Unwrap() error { return e.err }
+func (e *tlsError) Unwrap() []error { return []error{backend.ErrUnavailable, e.err} }
