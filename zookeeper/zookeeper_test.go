@@ -795,7 +795,10 @@ func TestNewOverConn(t *testing.T) {
 
 	// LoseOnDisconnect with a short cut: the lease ends, the session
 	// lives on, and the node is deleted in the background.
-	l := New(conn, WithBasePath(base), WithLossPolicy(LoseOnDisconnect))
+	l, err := New(conn, WithBasePath(base), WithLossPolicy(LoseOnDisconnect))
+	if err != nil {
+		t.Fatal(err)
+	}
 	lease, err := l.TryAcquire(ctxT(t, 10*time.Second), "conn")
 	if err != nil {
 		t.Fatal(err)
@@ -826,7 +829,10 @@ func TestNewOverConn(t *testing.T) {
 	}
 
 	// Partition past the session timeout: lost, then a new session.
-	l = New(conn, WithBasePath(base))
+	l, err = New(conn, WithBasePath(base))
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer l.Close()
 	lease, err = l.TryAcquire(ctxT(t, 10*time.Second), "conn")
 	if err != nil {
@@ -851,7 +857,10 @@ func TestNewOverConn(t *testing.T) {
 
 	// A plain *zk.Conn works with WithSessionTimeout.
 	plain := adminConn(t, addrs...)
-	pl := New(plain, WithBasePath(base), WithSessionTimeout(10*time.Second))
+	pl, err := New(plain, WithBasePath(base), WithSessionTimeout(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer pl.Close()
 	pls, err := pl.TryAcquire(ctxT(t, 10*time.Second), "plain")
 	if err != nil {
@@ -987,4 +996,34 @@ func TestNoLeak(t *testing.T) {
 		children, _, err := admin.Children(base)
 		return err == nil && len(children) == 0
 	})
+}
+
+// TestRetryUnavailableNoSession: with WithRetryUnavailable, an Acquire that
+// finds no session within the connect timeout (the ensemble refuses
+// connections for a while) waits the outage out instead of failing: "no
+// session in time" is a transient unavailability. (Before, it was a plain
+// ErrUnavailable and Acquire failed after the connect timeout.)
+func TestRetryUnavailableNoSession(t *testing.T) {
+	needControl(t)
+	s := standalone(t)
+	fa := &faults{}
+	const outage = 2 * time.Second
+	fa.cutNow(outage) // refuse every dial for a while
+	start := time.Now()
+	a := dialT(t, []string{s.Addr()}, WithDialer(fa.dial), WithConnectTimeout(300*time.Millisecond), WithBasePath(uniqueBase(t)))
+	lease, err := a.Acquire(ctxT(t, 30*time.Second), "outage", distlock.WithRetryUnavailable(true))
+	if err != nil {
+		t.Fatalf("Acquire with WithRetryUnavailable across %v of refused connections: %v (after %v)", outage, err, time.Since(start))
+	}
+	t.Logf("acquired %v after the start of the outage", time.Since(start).Round(time.Millisecond))
+	if err := lease.Release(ctxT(t, 10*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	// Without the option the same outage fails at the connect timeout.
+	fb := &faults{}
+	fb.cutNow(outage)
+	b := dialT(t, []string{s.Addr()}, WithDialer(fb.dial), WithConnectTimeout(300*time.Millisecond), WithBasePath(uniqueBase(t)))
+	if _, err := b.Acquire(ctxT(t, 30*time.Second), "outage"); !errors.Is(err, distlock.ErrUnavailable) {
+		t.Fatalf("Acquire during the outage without the option: %v, want ErrUnavailable", err)
+	}
 }
