@@ -22,6 +22,9 @@ func (d *driver) do(ctx context.Context, s *session, proves bool, fn func(*zk.Co
 	if ctx.Err() != nil {
 		return ctxError(ctx, s.conn)
 	}
+	if d.g.Closing() {
+		return backend.ErrClosed
+	}
 	var onLate func(struct{}, error)
 	if late != nil {
 		onLate = func(_ struct{}, err error) { late(err) }
@@ -42,7 +45,7 @@ func (d *driver) do(ctx context.Context, s *session, proves bool, fn func(*zk.Co
 // sent alongside others; the wait, like do, ends when ctx ends.
 func (d *driver) start(ctx context.Context, s *session, fn func(*zk.Conn) error) (wait func() error) {
 	res := make(chan error, 1)
-	if !d.spawn(func() { res <- d.do(ctx, s, false, fn, nil) }) {
+	if !d.g.Go(func() { res <- d.do(ctx, s, false, fn, nil) }) {
 		res <- backend.ErrClosed
 	}
 	return func() error { return <-res }

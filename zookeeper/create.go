@@ -80,7 +80,10 @@ func (d *driver) create(ctx context.Context, s *session, prefix, parent, guid st
 			d.cleanupGUIDBG(s, parent, guid)
 		}
 	})
-	return created, err
+	if err != nil {
+		return "", err // created is the late handler's: the request may still run
+	}
+	return created, nil
 }
 
 // pauseUnavailable waits a little before retrying a request that could not

@@ -28,7 +28,8 @@ type driver struct {
 	ctx    context.Context // cancelled by Close
 	cancel context.CancelFunc
 	kick   chan struct{} // wakes the monitor
-	g      *async.Group  // every goroutine the driver starts
+	g      *async.Group  // requests to the server (call.go)
+	bg     *async.Group  // background work: monitor, heartbeat, deletions
 
 	mu     sync.Mutex
 	closed bool
@@ -54,7 +55,7 @@ type stats struct {
 // which it dials (without waiting for it).
 func newDriver(cfg *config, conn *zk.Conn, servers []string) (*driver, error) {
 	d := &driver{cfg: cfg, servers: servers, owned: conn == nil, kick: make(chan struct{}, 1),
-		g: async.NewGroup(), keys: map[string]*keyState{}}
+		g: async.NewGroup(), bg: async.NewGroup(), keys: map[string]*keyState{}}
 	if d.owned {
 		c, _, info, err := connect(servers, cfg)
 		if err != nil {
@@ -68,15 +69,15 @@ func newDriver(cfg *config, conn *zk.Conn, servers []string) (*driver, error) {
 		}
 	}
 	d.ctx, d.cancel = context.WithCancel(context.Background())
-	d.g.Go(d.monitor)
+	d.bg.Go(d.monitor)
 	return d, nil
 }
 
-// spawn runs f on the driver's group. As for work the group already runs,
-// f may still start while Close waits for the group (a deletion decided
+// spawn runs f in the background. As for background work already running,
+// f may still start while Close waits for that work (a deletion decided
 // then still runs, within Close's bound); it is refused once Close has
-// finished waiting.
-func (d *driver) spawn(f func()) bool { return d.g.GoChild(f) }
+// finished waiting for it.
+func (d *driver) spawn(f func()) bool { return d.bg.GoChild(f) }
 
 // Capabilities implements backend.Driver.
 func (d *driver) Capabilities() backend.Capabilities {
@@ -84,12 +85,13 @@ func (d *driver) Capabilities() backend.Capabilities {
 }
 
 // closeGrace bounds how long Close waits for background deletions on a
-// caller's connection, and then again for calls still pending on it.
+// caller's connection, and then again for requests still pending on it.
 const closeGrace = 5 * time.Second
 
 // Close stops the driver. An owned connection is closed, which ends its
 // session and so deletes its nodes; on a caller's connection, background
-// deletions get up to closeGrace to finish.
+// deletions get up to closeGrace to finish (their requests still run), then
+// requests still pending get up to closeGrace.
 func (d *driver) Close() error {
 	d.mu.Lock()
 	if d.closed {
@@ -107,28 +109,26 @@ func (d *driver) Close() error {
 		if conn != nil {
 			conn.Close()
 		}
-		d.g.Close() // every call ends: the connection is closed
+		d.bg.Close()
+		d.g.Close() // every request ends: the connection is closed
 		return nil
 	}
-	drained := make(chan struct{})
-	go func() { d.g.Close(); close(drained) }()
-	if !waitClosed(drained, closeGrace) {
-		d.cancel() // ends deletions and waits for calls
-		waitClosed(drained, closeGrace)
-	}
-	d.cancel()
+	closeWithin(d.bg, closeGrace)
+	d.cancel() // ends deletions still trying, and waits for requests
+	closeWithin(d.g, closeGrace)
 	return nil
 }
 
-// waitClosed waits until ch is closed or d passes; false if d passed.
-func waitClosed(ch <-chan struct{}, d time.Duration) bool {
+// closeWithin closes g, waiting at most d for its work to end (the rest
+// ends on its own).
+func closeWithin(g *async.Group, d time.Duration) {
+	done := make(chan struct{})
+	go func() { g.Close(); close(done) }()
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
-	case <-ch:
-		return true
+	case <-done:
 	case <-t.C:
-		return false
 	}
 }
 

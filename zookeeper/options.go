@@ -91,13 +91,7 @@ func WithBasePath(path string) Option {
 // through go-zookeeper's API: pass the value the server granted (or a lower
 // bound of it), or New fails with ErrInvalidOption. It must be positive.
 func WithSessionTimeout(d time.Duration) Option {
-	return func(c *config) {
-		if d <= 0 {
-			c.bad("WithSessionTimeout", d, "must be positive")
-			return
-		}
-		c.sessionTimeout = d
-	}
+	return durationOption("WithSessionTimeout", d, d > 0, "must be positive", func(c *config) *time.Duration { return &c.sessionTimeout })
 }
 
 // WithSessionMargin sets how long before the session could expire on the
@@ -109,13 +103,7 @@ func WithSessionTimeout(d time.Duration) Option {
 // margin of half the negotiated timeout or more is cut to half (the URL
 // parameter session_margin is refused then). It must not be negative.
 func WithSessionMargin(d time.Duration) Option {
-	return func(c *config) {
-		if d < 0 {
-			c.bad("WithSessionMargin", d, "must not be negative")
-			return
-		}
-		c.margin = d
-	}
+	return durationOption("WithSessionMargin", d, d >= 0, "must not be negative", func(c *config) *time.Duration { return &c.margin })
 }
 
 // WithLossPolicy sets when leases are declared lost during a disconnect
@@ -164,12 +152,18 @@ func WithLogger(l zk.Logger) Option {
 // ErrUnavailable. The default is the negotiated session timeout. It must
 // be positive.
 func WithConnectTimeout(d time.Duration) Option {
+	return durationOption("WithConnectTimeout", d, d > 0, "must be positive", func(c *config) *time.Duration { return &c.connectWait })
+}
+
+// durationOption is an Option that sets the field of a config to d if ok,
+// and records the bad value (why) otherwise.
+func durationOption(name string, d time.Duration, ok bool, why string, field func(*config) *time.Duration) Option {
 	return func(c *config) {
-		if d <= 0 {
-			c.bad("WithConnectTimeout", d, "must be positive")
+		if !ok {
+			c.bad(name, d, why)
 			return
 		}
-		c.connectWait = d
+		*field(c) = d
 	}
 }
 

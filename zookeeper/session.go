@@ -255,7 +255,7 @@ func (d *driver) monitor() {
 		select {
 		case <-d.ctx.Done():
 			return
-		case <-d.g.Quit():
+		case <-d.bg.Quit():
 			return
 		case <-timer.C:
 		case <-d.kick:
