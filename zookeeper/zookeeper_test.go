@@ -37,6 +37,18 @@ const (
 	cutOutage  = 2 * time.Second
 )
 
+// cutLockers dials, on a base path of its own, A with fault injection (its
+// session established) and others more Lockers.
+func cutLockers(t *testing.T, addrs []string, others int) (base string, fa *faults, a *Locker, rest []*Locker) {
+	base, fa = uniqueBase(t), &faults{}
+	a = dialT(t, addrs, WithSessionTimeout(cutSession), WithDialer(fa.dial), WithBasePath(base))
+	for range others {
+		rest = append(rest, dialT(t, addrs, WithSessionTimeout(cutSession), WithBasePath(base)))
+	}
+	warm(t, a)
+	return base, fa, a, rest
+}
+
 func cutZkLockOrphan(t *testing.T, addrs []string, admin *zk.Conn) {
 	const session, outage = cutSession, cutOutage
 	path := uniqueBase(t)
@@ -97,12 +109,9 @@ func cutZkLockOrphan(t *testing.T, addrs []string, admin *zk.Conn) {
 }
 
 func cutAdopts(t *testing.T, addrs []string, admin *zk.Conn) {
-	const session, outage = cutSession, cutOutage
-	base := uniqueBase(t)
-	fa := &faults{}
-	a := dialT(t, addrs, WithSessionTimeout(session), WithDialer(fa.dial), WithBasePath(base))
-	b := dialT(t, addrs, WithSessionTimeout(session), WithBasePath(base))
-	warm(t, a)
+	const outage = cutOutage
+	base, fa, a, others := cutLockers(t, addrs, 1)
+	b := others[0]
 	sidA := a.SessionID()
 	const key = "cut/adopt"
 	held, err := b.TryAcquire(ctxT(t, 10*time.Second), key)
@@ -150,12 +159,8 @@ func cutAdopts(t *testing.T, addrs []string, admin *zk.Conn) {
 
 func cutGivesUp(t *testing.T, addrs []string, admin *zk.Conn) {
 	const session, outage = cutSession, cutOutage
-	base := uniqueBase(t)
-	fa := &faults{}
-	a := dialT(t, addrs, WithSessionTimeout(session), WithDialer(fa.dial), WithBasePath(base))
-	b := dialT(t, addrs, WithSessionTimeout(session), WithBasePath(base))
-	c := dialT(t, addrs, WithSessionTimeout(session), WithBasePath(base))
-	warm(t, a)
+	base, fa, a, others := cutLockers(t, addrs, 2)
+	b, c := others[0], others[1]
 	sidA := a.SessionID()
 	const key = "cut/give-up"
 	held, err := b.TryAcquire(ctxT(t, 10*time.Second), key)
@@ -191,12 +196,9 @@ func cutGivesUp(t *testing.T, addrs []string, admin *zk.Conn) {
 }
 
 func cutTryAcquire(t *testing.T, addrs []string, admin *zk.Conn) {
-	const session, outage = cutSession, cutOutage
-	base := uniqueBase(t)
-	fa := &faults{}
-	a := dialT(t, addrs, WithSessionTimeout(session), WithDialer(fa.dial), WithBasePath(base))
-	b := dialT(t, addrs, WithSessionTimeout(session), WithBasePath(base))
-	warm(t, a)
+	const outage = cutOutage
+	base, fa, a, others := cutLockers(t, addrs, 1)
+	b := others[0]
 	// The parent exists: the cut create succeeds on the server.
 	other, err := b.TryAcquire(ctxT(t, 10*time.Second), "cut/try/other")
 	if err != nil {
