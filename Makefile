@@ -11,17 +11,20 @@ ci: deps test
 deps:
 	bash scripts/install-deps.sh
 
-# Formatting and vet (the library, and the peer benchmark module in bench/).
+# Formatting and vet (the library, the peer benchmark module in bench/ and
+# the OpenTelemetry module in otel/).
 check:
 	@unformatted=$$(gofmt -l .); if [ -n "$$unformatted" ]; then echo "gofmt -l:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
 	cd bench && $(GO) vet ./...
+	cd otel && $(GO) vet ./...
 
-# The whole test suite with the race detector, then a short fuzz run of
-# distlock.Open over every registered scheme (FuzzOpen: no panic, no hang,
-# no password in an error).
+# The whole test suite with the race detector, the OpenTelemetry module's
+# tests (its own go.mod), then a short fuzz run of distlock.Open over every
+# registered scheme (FuzzOpen: no panic, no hang, no password in an error).
 test: check
 	$(GO) test -race -count=1 -timeout 25m ./...
+	cd otel && $(GO) test -race -count=1 ./...
 	$(GO) test -run '^$$' -fuzz FuzzOpen -fuzztime 20s ./internal/openfuzz
 
 # The benchmarks quoted in the README.

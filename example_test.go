@@ -40,7 +40,10 @@ func Example() {
 
 func ExampleWithOwner() {
 	ctx := context.Background()
-	locker := memory.New(memory.NewNamespace())
+	locker, err := memory.New(memory.NewNamespace(), memory.WithDefaults(distlock.WithTTL(10*time.Second)))
+	if err != nil {
+		panic(err)
+	}
 	defer locker.Close()
 
 	outer, _ := locker.Acquire(ctx, "job", distlock.WithOwner("worker-7"))
@@ -48,7 +51,7 @@ func ExampleWithOwner() {
 	fmt.Println(outer.Token() == inner.Token())
 
 	_ = inner.Release(ctx)
-	_, err := locker.TryAcquire(ctx, "job") // still held by the outer hold
+	_, err = locker.TryAcquire(ctx, "job") // still held by the outer hold
 	fmt.Println(errors.Is(err, distlock.ErrNotAcquired))
 	_ = outer.Release(ctx)
 	// Output:

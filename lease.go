@@ -36,14 +36,8 @@ type Lease struct {
 	ctx    context.Context         // made on demand
 	cancel context.CancelCauseFunc // with ctx
 
-	// Guarded by l.sched.mu.
-	ttl       time.Duration
-	validity  time.Duration
-	deadline  time.Time // local validity deadline; zero: no expiry
-	refreshAt time.Time
-	next      time.Time // min(refreshAt, deadline): the scheduler's key
-	idx       int       // heap index, -1 when not scheduled
-	inflight  bool      // an automatic refresh is running
+	slot slot   // the lease's place in its Locker's scheduler
+	w    *watch // its Observer and logger; nil when it has none
 }
 
 type leaseState uint8
@@ -62,8 +56,9 @@ var (
 	closedLease       = fmt.Errorf("%w: %w", ErrNotHeld, ErrClosed)
 )
 
-func newLease(l *locker, r request) *Lease {
-	return &Lease{l: l, key: r.key, owner: r.owner, auto: r.autoRefresh, ttl: r.ttl, validity: r.validity, idx: -1}
+func newLease(l *locker, r *request) *Lease {
+	return &Lease{l: l, key: r.key, owner: r.owner, auto: r.autoRefresh, slot: slot{ttl: r.ttl, validity: r.validity, idx: -1},
+		w: newWatch(r, l.name)}
 }
 
 // Key returns the lock's name.
@@ -98,7 +93,7 @@ func (ls *Lease) Deadline() time.Time {
 	}
 	ls.l.sched.mu.Lock()
 	defer ls.l.sched.mu.Unlock()
-	return ls.deadline
+	return ls.slot.deadline
 }
 
 // checkDeadline ends the lease at once if its validity deadline has
@@ -114,7 +109,7 @@ func (ls *Lease) checkDeadline() {
 	s.mu.Lock()
 	// Whether or not the scheduler has it on its heap: a lease it has taken
 	// off to end (its deadline passed) must not look held until its turn.
-	expired := !ls.deadline.IsZero() && !time.Now().Before(ls.deadline)
+	expired := !ls.slot.deadline.IsZero() && !time.Now().Before(ls.slot.deadline)
 	s.mu.Unlock()
 	if expired {
 		ls.lose(errExpired)
@@ -191,12 +186,15 @@ func (ls *Lease) start(lock backend.Lock, sent time.Time) bool {
 		return false
 	}
 	ls.lock, ls.token, ls.state = lock, lock.Token(), held
+	if ls.w != nil {
+		ls.w.ev.Token, ls.w.sentAt = ls.token, sent
+	}
 	ls.mu.Unlock()
 	if !ls.l.track(ls) {
 		ls.end(closedLease)
 		return false
 	}
-	if ls.validity > 0 {
+	if ls.slot.validity > 0 {
 		if !ls.l.sched.add(ls, sent) {
 			ls.finish(errLate)
 			return false
@@ -233,8 +231,17 @@ func (ls *Lease) finish(err error) bool {
 	return true
 }
 
-// lose ends a held lease that was lost without Release.
-func (ls *Lease) lose(err error) { ls.finish(err) }
+// lose ends a held lease without Release (lost, or its Locker closed),
+// tells its Observer and logger, and says whether it ended it.
+func (ls *Lease) lose(err error) bool {
+	if !ls.finish(err) {
+		return false
+	}
+	if ls.w != nil {
+		ls.w.ended(err)
+	}
+	return true
+}
 
 // backendLost is the Request.Lost callback given to drivers.
 func (ls *Lease) backendLost(cause error) {
@@ -242,11 +249,10 @@ func (ls *Lease) backendLost(cause error) {
 		cause = errors.New("backend reported the lock lost")
 	}
 	cause = ls.l.classify(cause)
-	if errors.Is(cause, ErrLockLost) {
-		ls.lose(cause)
-		return
+	if !errors.Is(cause, ErrLockLost) {
+		cause = fmt.Errorf("%w: %w", ErrLockLost, cause)
 	}
-	ls.lose(fmt.Errorf("%w: %w", ErrLockLost, cause))
+	ls.lose(&marked{"session", cause})
 }
 
 func (ls *Lease) endedError(op string) error {
@@ -279,15 +285,37 @@ func (ls *Lease) Release(ctx context.Context) error {
 	if !ls.finish(errReleased) {
 		return ls.endedError("release")
 	}
+	if ls.w != nil && ls.w.obs != nil {
+		return ls.observedRelease(ctx)
+	}
+	return ls.release(ctx)
+}
+
+func (ls *Lease) release(ctx context.Context) error {
 	if err := ls.lock.Release(ctx); err != nil {
 		return ls.l.err("release", ls.key, ls.l.classify(err))
 	}
 	return nil
 }
 
+func (ls *Lease) observedRelease(ctx context.Context) error {
+	e := ls.w.event()
+	ctx = ls.w.obs.ReleaseStart(ctx, e)
+	err := ls.release(ctx)
+	ls.w.obs.ReleaseEnd(ctx, e, err)
+	return err
+}
+
+// refreshed tells the lease's Observer and logger how a refresh ended.
+func (ls *Lease) refreshed(ttl time.Duration, auto bool, err error) {
+	if ls.w != nil {
+		ls.w.refreshed(ttl, auto, err)
+	}
+}
+
 // closeByLocker ends the lease because its Locker is closing, and
 // reports whether it was held until then (its lock is then to be released).
-func (ls *Lease) closeByLocker() bool { return ls.finish(closedLease) }
+func (ls *Lease) closeByLocker() bool { return ls.lose(closedLease) }
 
 // Refresh extends the lease to at least ttl from now, owner-checked: it
 // returns an error wrapping ErrNotHeld (and ErrLockLost, ending the lease, if
@@ -307,8 +335,9 @@ func (ls *Lease) Refresh(ctx context.Context, ttl time.Duration) error {
 	}
 	sent := time.Now()
 	if err := ls.l.classify(ls.lock.Refresh(ctx, ttl)); err != nil {
+		ls.refreshed(ttl, false, err)
 		if errors.Is(err, ErrNotHeld) {
-			if ls.finish(fmt.Errorf("%w: refresh refused: %w", ErrLockLost, err)) {
+			if ls.lose(refused(err)) {
 				return ls.l.err("refresh", ls.key, ls.Err())
 			}
 			return ls.endedError("refresh")
@@ -326,5 +355,6 @@ func (ls *Lease) Refresh(ctx context.Context, ttl time.Duration) error {
 	if st != held {
 		return ls.endedError("refresh")
 	}
+	ls.refreshed(ttl, false, nil)
 	return nil
 }

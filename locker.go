@@ -31,7 +31,6 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -109,7 +108,7 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (Locker, error) {
 }
 
 func open(ctx context.Context, rawURL string, opts ...Option) (Locker, error) {
-	u, err := parseURL(rawURL)
+	u, err := backend.ParseURL(rawURL)
 	if err != nil {
 		return nil, &Error{Op: "open", Backend: "distlock", Err: fmt.Errorf("%w: malformed URL %q: %s", ErrInvalidOption, redact(rawURL), urlReason(err))}
 	}
@@ -137,34 +136,6 @@ func urlReason(err error) string {
 		return ue.Err.Error()
 	}
 	return err.Error()
-}
-
-// parseURL is url.Parse made safe for several comma-separated hosts
-// ("redlock://h1:6379,h2,h3:6380"), which url.Parse rejects or misreads
-// depending on where ports appear. The host list is kept verbatim in u.Host
-// for backend.Hosts to split.
-func parseURL(raw string) (*url.URL, error) {
-	i := strings.Index(raw, "://")
-	if i < 0 {
-		return url.Parse(raw)
-	}
-	rest := raw[i+3:]
-	end := strings.IndexAny(rest, "/?#")
-	if end < 0 {
-		end = len(rest)
-	}
-	authority := rest[:end]
-	hostStart := strings.LastIndex(authority, "@") + 1
-	hosts := authority[hostStart:]
-	if !strings.Contains(hosts, ",") {
-		return url.Parse(raw)
-	}
-	u, err := url.Parse(raw[:i+3] + authority[:hostStart] + "multi.invalid" + rest[end:])
-	if err != nil {
-		return nil, err
-	}
-	u.Host = hosts
-	return u, nil
 }
 
 // Do acquires key, runs fn with the lease's context (cancelled if the lock is
@@ -358,7 +329,7 @@ func (l *locker) TryAcquire(ctx context.Context, key string, opts ...Option) (*L
 }
 
 func (l *locker) Acquire(ctx context.Context, key string, opts ...Option) (*Lease, error) {
-	return l.rideOutOutages(ctx, opts, func() (*Lease, error) { return l.acquire(ctx, "acquire", key, opts, true) })
+	return l.acquire(ctx, "acquire", key, opts, true)
 }
 
 func (l *locker) acquire(ctx context.Context, op, key string, opts []Option, wait bool) (*Lease, error) {
@@ -366,15 +337,47 @@ func (l *locker) acquire(ctx context.Context, op, key string, opts []Option, wai
 	if err != nil {
 		return nil, l.err(op, key, err)
 	}
+	if r.observer != nil {
+		return l.observedAcquire(ctx, op, &r, wait)
+	}
+	lease, _, err := l.rideOutOutages(ctx, op, &r, wait)
+	return lease, err
+}
+
+// observedAcquire is acquire with an Observer: AcquireStart, the
+// acquisition on the ctx it returns, AcquireEnd, and only then a loss of
+// the lease that raced with its grant.
+func (l *locker) observedAcquire(ctx context.Context, op string, r *request, wait bool) (*Lease, error) {
+	ev := AcquireEvent{Backend: l.name, Key: r.key, Op: op}
+	start := time.Now()
+	ctx = r.observer.AcquireStart(ctx, ev)
+	lease, attempts, err := l.rideOutOutages(ctx, op, r, wait)
+	res := AcquireResult{AcquireEvent: ev, Owner: r.owner, Attempts: attempts, Waited: time.Since(start), Err: err}
+	if lease != nil {
+		res.Owner, res.Token = lease.owner, lease.token
+	}
+	r.observer.AcquireEnd(ctx, res)
+	if lease != nil {
+		lease.w.announced()
+	}
+	return lease, err
+}
+
+// attempt runs one acquisition: one try, or a wait until acquired. It
+// returns the attempts made.
+func (l *locker) attempt(ctx context.Context, op string, r *request, wait bool) (*Lease, int, error) {
+	key := r.key
 	if err := l.begin(); err != nil {
-		return nil, l.err(op, key, err)
+		return nil, 0, l.err(op, key, err)
 	}
 	defer l.inflight.Done()
 	lease := newLease(l, r)
 	req := backend.Request{Key: key, Owner: r.owner, TTL: r.ttl, Lost: lease.backendLost}
 	var (
-		lock backend.Lock
-		sent time.Time
+		lock     backend.Lock
+		sent     time.Time
+		err      error
+		attempts = 1
 	)
 	if wait && l.blocker != nil {
 		cctx, stop := l.closeAware(ctx)
@@ -382,7 +385,7 @@ func (l *locker) acquire(ctx context.Context, op, key string, opts []Option, wai
 		lock, err = l.blocker.Acquire(cctx, req)
 		stop()
 	} else if wait {
-		lock, sent, err = l.waitLoop(ctx, req, r.retry, r.sharedOwner)
+		lock, sent, attempts, err = l.waitLoop(ctx, req, r.retry, r.sharedOwner)
 	} else {
 		sent = time.Now()
 		lock, err = l.drv.TryAcquire(ctx, req)
@@ -392,7 +395,7 @@ func (l *locker) acquire(ctx context.Context, op, key string, opts []Option, wai
 		if l.blocker == nil || !wait {
 			err = noAnswer(ctx, err)
 		}
-		return nil, l.err(op, key, l.ctxError(ctx, err))
+		return nil, attempts, l.err(op, key, l.ctxError(ctx, err))
 	}
 	if is, ok := lock.(backend.Issued); ok {
 		sent = is.IssuedAt()
@@ -407,10 +410,10 @@ func (l *locker) acquire(ctx context.Context, op, key string, opts []Option, wai
 			defer l.inflight.Done()
 			l.releaseQuietly(lock)
 		}()
-		return nil, l.err(op, key, lease.Err())
+		return nil, attempts, l.err(op, key, lease.Err())
 	}
 	l.owned.granted(key, r.owner)
-	return lease, nil
+	return lease, attempts, nil
 }
 
 // noAnswer marks an attempt that the caller's context cut off before the
@@ -447,7 +450,7 @@ func (l *locker) ctxError(ctx context.Context, err error) error {
 // first failed attempt and before the next, so no release is missed, and
 // waits for the notification, for the holder's remaining time, or for the
 // retry policy's delay as a fallback, whichever comes first.
-func (l *locker) waitLoop(ctx context.Context, req backend.Request, policy RetryPolicy, sharedOwner bool) (backend.Lock, time.Time, error) {
+func (l *locker) waitLoop(ctx context.Context, req backend.Request, policy RetryPolicy, sharedOwner bool) (lock backend.Lock, sent time.Time, attempts int, err error) {
 	var (
 		wake      <-chan struct{} // the backend's release notifications
 		ownerWake <-chan struct{} // req.Owner granted req.Key in this Locker
@@ -463,17 +466,17 @@ func (l *locker) waitLoop(ctx context.Context, req backend.Request, policy Retry
 	}
 	first := true
 	for attempt := 0; ; attempt++ {
-		sent := time.Now()
-		lock, err := l.drv.TryAcquire(ctx, req)
+		sent = time.Now()
+		lock, err = l.drv.TryAcquire(ctx, req)
 		err = l.classify(err)
 		if err == nil {
 			if timer != nil {
 				timer.Stop()
 			}
-			return lock, sent, nil
+			return lock, sent, attempt + 1, nil
 		}
 		if !errors.Is(err, ErrNotAcquired) || ctx.Err() != nil {
-			return nil, sent, err
+			return nil, sent, attempt + 1, err
 		}
 		if first {
 			// About to wait: let Close interrupt the wait. (Not before:
@@ -512,7 +515,7 @@ func (l *locker) waitLoop(ctx context.Context, req backend.Request, policy Retry
 		select {
 		case <-ctx.Done():
 			timer.Stop()
-			return nil, sent, fmt.Errorf("%w: %w", err, context.Cause(ctx))
+			return nil, sent, attempt + 1, fmt.Errorf("%w: %w", err, context.Cause(ctx))
 		case <-timer.C:
 		case <-wake:
 			timer.Stop()

@@ -3,6 +3,7 @@ package distlock_test
 import (
 	"context"
 	"errors"
+	"net/url"
 	"runtime"
 	"strconv"
 	"strings"
@@ -48,11 +49,11 @@ func TestOpenErrors(t *testing.T) {
 func TestRegisterPanics(t *testing.T) {
 	for name, f := range map[string]func(){
 		"duplicate": func() {
-			backend.Register("mem", func(context.Context, *urlURL) (backend.Driver, error) { return nil, nil })
+			backend.Register("mem", func(context.Context, *url.URL) (backend.Driver, error) { return nil, nil })
 		},
 		"nil": func() { backend.Register("nilscheme", nil) },
 		"upper": func() {
-			backend.Register("UPPER", func(context.Context, *urlURL) (backend.Driver, error) { return nil, nil })
+			backend.Register("UPPER", func(context.Context, *url.URL) (backend.Driver, error) { return nil, nil })
 		},
 	} {
 		func() {
@@ -66,43 +67,8 @@ func TestRegisterPanics(t *testing.T) {
 	}
 }
 
-func TestHosts(t *testing.T) {
-	for _, tc := range []struct {
-		in   string
-		want string
-		bad  bool
-	}{
-		{"redlock://h1:1,h2,h3:3", "h1:1 h2:6379 h3:3", false},
-		{"redlock://u:p@h1:6379,h2/0?x=1", "h1:6379 h2:6379", false},
-		{"redis://[::1]:3", "[::1]:3", false},
-		{"redis://[::1]", "[::1]:6379", false},
-		{"redlock://h1:1,,h2", "", true},
-		{"redlock://:1", "", true},
-		{"redlock://h1:x1", "", true},
-		{"redlock://h1:1,h2:x", "", true},
-	} {
-		u, err := parseURL(tc.in)
-		if err != nil {
-			if !tc.bad {
-				t.Errorf("parse %q: %v", tc.in, err)
-			}
-			continue
-		}
-		hosts, err := backend.Hosts(u, "6379")
-		if tc.bad {
-			if !errors.Is(err, backend.ErrInvalidOption) {
-				t.Errorf("Hosts(%q) = %v, %v; want ErrInvalidOption", tc.in, hosts, err)
-			}
-			continue
-		}
-		if err != nil || strings.Join(hosts, " ") != tc.want {
-			t.Errorf("Hosts(%q) = %v, %v; want %s", tc.in, hosts, err, tc.want)
-		}
-	}
-}
-
 func TestParams(t *testing.T) {
-	u, _ := parseURL("x://h/?a=1&b=2s&b=3s&c=zz&d=1")
+	u, _ := backend.ParseURL("x://h/?a=1&b=2s&b=3s&c=zz&d=1")
 	p := backend.NewParams(u)
 	if v := backend.Parse(p, "a", 0, atoi); v != 1 {
 		t.Errorf("a = %d", v)
@@ -144,7 +110,7 @@ func TestBackoffStateless(t *testing.T) {
 }
 
 func TestInvalidOptions(t *testing.T) {
-	l := memory.New(memory.NewNamespace())
+	l := memory.MustNew(memory.NewNamespace())
 	defer l.Close()
 	ctx := context.Background()
 	for name, opt := range map[string]distlock.Option{
@@ -163,7 +129,7 @@ func TestInvalidOptions(t *testing.T) {
 }
 
 func TestErrorFormat(t *testing.T) {
-	l := memory.New(memory.NewNamespace())
+	l := memory.MustNew(memory.NewNamespace())
 	defer l.Close()
 	lease, err := l.TryAcquire(context.Background(), strings.Repeat("ж", 100))
 	if err != nil {
@@ -188,7 +154,8 @@ func TestErrorFormat(t *testing.T) {
 // remains, however many leases were held with auto-refresh.
 func TestNoLeaks(t *testing.T) {
 	before := runtime.NumGoroutine()
-	l := memory.New(memory.NewNamespace())
+	refreshes := &refreshCounter{}
+	l := memory.MustNew(memory.NewNamespace(), memory.WithDefaults(distlock.WithObserver(refreshes)))
 	ctx := context.Background()
 	var leases []*distlock.Lease
 	for i := 0; i < 2000; i++ {
@@ -199,7 +166,7 @@ func TestNoLeaks(t *testing.T) {
 		_ = lease.Context() // materialise the context
 		leases = append(leases, lease)
 	}
-	time.Sleep(1200 * time.Millisecond) // two refresh rounds
+	refreshes.waitFor(t, 2*2000) // two refresh rounds
 	if n := runtime.NumGoroutine() - before; n > 2+8 {
 		t.Errorf("%d goroutines for 2000 leases, want at most 10 (a timer callback, 8 refresh workers, slack)", n)
 	}
@@ -234,13 +201,14 @@ func waitGoroutines(t *testing.T, want int) {
 
 func TestLeakAfterReleaseWithoutClose(t *testing.T) {
 	before := runtime.NumGoroutine()
-	l := memory.New(memory.NewNamespace())
+	refreshes := &refreshCounter{}
+	l := memory.MustNew(memory.NewNamespace())
 	defer l.Close()
-	lease, err := l.Acquire(context.Background(), "k", distlock.WithTTL(600*time.Millisecond))
+	lease, err := l.Acquire(context.Background(), "k", distlock.WithTTL(600*time.Millisecond), distlock.WithObserver(refreshes))
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(300 * time.Millisecond) // at least one automatic refresh
+	refreshes.waitFor(t, 1) // at least one automatic refresh
 	if err := lease.Release(context.Background()); err != nil {
 		t.Fatal(err)
 	}

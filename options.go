@@ -2,6 +2,7 @@ package distlock
 
 import (
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"time"
 	"unicode/utf8"
@@ -28,6 +29,9 @@ type settings struct {
 	err         error
 
 	retryUnavailable bool // WithRetryUnavailable
+
+	observer Observer     // WithObserver
+	logger   *slog.Logger // WithLogger
 }
 
 func defaultSettings() settings {
@@ -131,4 +135,26 @@ func (b Backoff) Delay(attempt int) time.Duration {
 // fails Acquire with ErrUnavailable at once. TryAcquire is never retried.
 func WithRetryUnavailable(on bool) Option {
 	return func(s *settings) { s.retryUnavailable = on }
+}
+
+// CheckOptions reports the first unusable value among opts (an owner id
+// that is not valid UTF-8, a nil RetryPolicy, a TTL that is not positive or
+// above MaxTTL) as the error an acquisition with them would return, so that
+// a backend's New refuses bad default options at construction. A TTL below
+// a backend's own minimum is that backend's to check.
+func CheckOptions(opts ...Option) error {
+	s := defaultSettings()
+	for _, o := range opts {
+		if o == nil {
+			return fmt.Errorf("%w: nil Option", ErrInvalidOption)
+		}
+		o(&s)
+	}
+	if s.err != nil {
+		return s.err
+	}
+	if s.ttl <= 0 || s.ttl > MaxTTL {
+		return fmt.Errorf("%w: WithTTL(%v): want a positive TTL of at most MaxTTL (%v)", ErrInvalidTTL, s.ttl, MaxTTL)
+	}
+	return nil
 }

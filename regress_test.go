@@ -197,7 +197,7 @@ func TestNoHeldPastDeadline(t *testing.T) {
 // answering. Leases acquired back to back make the scheduler run at many
 // moments, some in that window.
 func TestTinyTTLNoHang(t *testing.T) {
-	l := memory.New(memory.NewNamespace()) // closed only if not stuck: Close would hang too
+	l := memory.MustNew(memory.NewNamespace()) // closed only if not stuck: Close would hang too
 	ctx := context.Background()
 	progress := make(chan struct{}, 1)
 	stop := make(chan struct{})

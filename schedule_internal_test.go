@@ -106,7 +106,7 @@ func TestRefreshScheduleEveryTTL(t *testing.T) {
 // each round ending with a successful automatic refresh sent at its
 // refresh time.
 func checkSchedule(s *scheduler, l *locker, ttl, v time.Duration, base time.Time) string {
-	ls := newLease(l, request{settings: settings{ttl: ttl, autoRefresh: true}, validity: v})
+	ls := newLease(l, &request{settings: settings{ttl: ttl, autoRefresh: true}, validity: v})
 	if !s.add(ls, base) {
 		return "add refused"
 	}
@@ -114,7 +114,7 @@ func checkSchedule(s *scheduler, l *locker, ttl, v time.Duration, base time.Time
 	sent := base
 	for round := range 3 {
 		s.mu.Lock()
-		refreshAt, deadline := ls.refreshAt, ls.deadline
+		refreshAt, deadline := ls.slot.refreshAt, ls.slot.deadline
 		s.mu.Unlock()
 		switch {
 		case !deadline.Equal(sent.Add(v)):
@@ -131,7 +131,7 @@ func checkSchedule(s *scheduler, l *locker, ttl, v time.Duration, base time.Time
 				return fmt.Sprintf("round %d, scheduler at %v: %s", round, now.Sub(sent), msg)
 			}
 			s.mu.Lock()
-			ls.inflight = false // as if the refresh failed and was not retried yet
+			ls.slot.inflight = false // as if the refresh failed and was not retried yet
 			ls.setNext()
 			s.mu.Unlock()
 		}
@@ -153,7 +153,7 @@ func collectOnce(s *scheduler, ls *Lease, now time.Time) string {
 	defer s.mu.Unlock()
 	s.queue = nil
 	expired, due := s.collect(now)
-	if len(expired) > 0 || due != 1 || len(s.queue) != 1 || !ls.inflight {
+	if len(expired) > 0 || due != 1 || len(s.queue) != 1 || !ls.slot.inflight {
 		return fmt.Sprintf("%d expired, %d due, %d queued; want the lease queued once", len(expired), due, len(s.queue))
 	}
 	if expired, due = s.collect(now); len(expired) > 0 || due != 0 {

@@ -45,11 +45,11 @@ const (
 func (s *scheduler) add(ls *Lease, sent time.Time) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ls.deadline = sent.Add(ls.validity)
-	if !ls.deadline.After(time.Now()) {
+	ls.slot.deadline = sent.Add(ls.slot.validity)
+	if !ls.slot.deadline.After(time.Now()) {
 		return false
 	}
-	ls.refreshAt = refreshTime(sent, ls.ttl, ls.validity, ls.auto)
+	ls.slot.refreshAt = refreshTime(sent, ls.slot.ttl, ls.slot.validity, ls.auto)
 	ls.setNext()
 	heap.Push(&s.h, ls)
 	s.arm()
@@ -78,22 +78,22 @@ func refreshTime(sent time.Time, ttl, validity time.Duration, auto bool) time.Ti
 // refreshNext reports whether the lease's next event is its refresh (not its
 // deadline). Callers hold s.mu.
 func (ls *Lease) refreshNext() bool {
-	return !ls.inflight && !ls.refreshAt.IsZero() && ls.refreshAt.Before(ls.deadline)
+	return !ls.slot.inflight && !ls.slot.refreshAt.IsZero() && ls.slot.refreshAt.Before(ls.slot.deadline)
 }
 
 // setNext recomputes the heap key. Callers hold s.mu.
 func (ls *Lease) setNext() {
-	ls.next = ls.deadline
+	ls.slot.next = ls.slot.deadline
 	if ls.refreshNext() {
-		ls.next = ls.refreshAt
+		ls.slot.next = ls.slot.refreshAt
 	}
 }
 
 func (s *scheduler) remove(ls *Lease) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if ls.idx >= 0 {
-		heap.Remove(&s.h, ls.idx)
+	if ls.slot.idx >= 0 {
+		heap.Remove(&s.h, ls.slot.idx)
 		if len(s.h) == 0 {
 			s.arm() // stops the timer
 		}
@@ -113,20 +113,20 @@ func (s *scheduler) refreshed(ls *Lease, sent time.Time, ttl, validity time.Dura
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if auto {
-		ls.inflight = false
+		ls.slot.inflight = false
 	}
-	if ls.idx < 0 {
+	if ls.slot.idx < 0 {
 		return false
 	}
 	if !auto {
-		ls.ttl, ls.validity = ttl, validity
+		ls.slot.ttl, ls.slot.validity = ttl, validity
 	}
-	if d := sent.Add(validity); d.After(ls.deadline) {
-		ls.deadline = d
+	if d := sent.Add(validity); d.After(ls.slot.deadline) {
+		ls.slot.deadline = d
 	}
-	ls.refreshAt = refreshTime(sent, ttl, validity, ls.auto)
+	ls.slot.refreshAt = refreshTime(sent, ttl, validity, ls.auto)
 	ls.setNext()
-	heap.Fix(&s.h, ls.idx)
+	heap.Fix(&s.h, ls.slot.idx)
 	s.arm()
 	return true
 }
@@ -136,14 +136,14 @@ func (s *scheduler) refreshed(ls *Lease, sent time.Time, ttl, validity time.Dura
 func (s *scheduler) retryLater(ls *Lease, now time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ls.inflight = false
-	if ls.idx < 0 {
+	ls.slot.inflight = false
+	if ls.slot.idx < 0 {
 		return
 	}
-	pause := max(min(ls.validity/10, ls.deadline.Sub(now)/3), 5*time.Millisecond)
-	ls.refreshAt = now.Add(pause)
+	pause := max(min(ls.slot.validity/10, ls.slot.deadline.Sub(now)/3), 5*time.Millisecond)
+	ls.slot.refreshAt = now.Add(pause)
 	ls.setNext()
-	heap.Fix(&s.h, ls.idx)
+	heap.Fix(&s.h, ls.slot.idx)
 	s.arm()
 }
 
@@ -158,7 +158,7 @@ func (s *scheduler) arm() {
 		}
 		return
 	}
-	next := s.h[0].next
+	next := s.h[0].slot.next
 	if s.armed && !next.Before(s.armedAt) {
 		return
 	}
@@ -194,15 +194,15 @@ func (s *scheduler) fire() {
 func (s *scheduler) collect(now time.Time) (expired []*Lease, due int) {
 	for len(s.h) > 0 {
 		ls := s.h[0]
-		if !ls.deadline.After(now) {
+		if !ls.slot.deadline.After(now) {
 			heap.Pop(&s.h)
 			expired = append(expired, ls)
 			continue
 		}
-		if !ls.refreshNext() || ls.refreshAt.After(now.Add(coalesce(ls.ttl))) {
+		if !ls.refreshNext() || ls.slot.refreshAt.After(now.Add(coalesce(ls.slot.ttl))) {
 			break // not due: a deadline ahead, or a refresh beyond the slack
 		}
-		ls.inflight = true
+		ls.slot.inflight = true
 		ls.setNext()
 		heap.Fix(&s.h, 0)
 		s.queue = append(s.queue, ls)
@@ -238,12 +238,12 @@ func (s *scheduler) refresh(batch []*Lease) {
 	s.mu.Lock()
 	items := make([]backend.RefreshItem, len(batch))
 	validity := make([]time.Duration, len(batch)) // what each refresh asks for, whatever a manual Refresh changes meanwhile
-	earliest := batch[0].deadline
+	earliest := batch[0].slot.deadline
 	for i, ls := range batch {
-		items[i] = backend.RefreshItem{Lock: ls.lock, TTL: ls.ttl}
-		validity[i] = ls.validity
-		if ls.deadline.Before(earliest) {
-			earliest = ls.deadline
+		items[i] = backend.RefreshItem{Lock: ls.lock, TTL: ls.slot.ttl}
+		validity[i] = ls.slot.validity
+		if ls.slot.deadline.Before(earliest) {
+			earliest = ls.slot.deadline
 		}
 	}
 	s.mu.Unlock()
@@ -268,11 +268,12 @@ func (s *scheduler) refresh(batch []*Lease) {
 		} else {
 			err = fmt.Errorf("%w: driver returned %d results for %d refreshes", ErrUnavailable, len(errs), len(items))
 		}
+		ls.refreshed(items[i].TTL, true, err)
 		switch {
 		case err == nil:
 			s.refreshed(ls, sent, items[i].TTL, validity[i], true)
 		case errors.Is(err, ErrNotHeld):
-			ls.lose(fmt.Errorf("%w: refresh refused: %w", ErrLockLost, err))
+			ls.lose(refused(err))
 		default:
 			s.retryLater(ls, time.Now())
 		}
@@ -291,25 +292,38 @@ func (s *scheduler) stop() {
 	s.mu.Unlock()
 }
 
+// slot is a lease's place in its Locker's scheduler: what the scheduler
+// needs to refresh it in time and to end it at its deadline. Every field is
+// guarded by scheduler.mu.
+type slot struct {
+	ttl       time.Duration // of the last acquire or refresh
+	validity  time.Duration // of ttl (backend.TTLPolicy)
+	deadline  time.Time     // local validity deadline; zero: no expiry
+	refreshAt time.Time
+	next      time.Time // min(refreshAt, deadline): the heap's key
+	idx       int       // heap index, -1 when not scheduled
+	inflight  bool      // an automatic refresh is running
+}
+
 // leaseHeap orders leases by their next event.
 type leaseHeap []*Lease
 
 func (h leaseHeap) Len() int           { return len(h) }
-func (h leaseHeap) Less(i, j int) bool { return h[i].next.Before(h[j].next) }
+func (h leaseHeap) Less(i, j int) bool { return h[i].slot.next.Before(h[j].slot.next) }
 func (h leaseHeap) Swap(i, j int) {
 	h[i], h[j] = h[j], h[i]
-	h[i].idx, h[j].idx = i, j
+	h[i].slot.idx, h[j].slot.idx = i, j
 }
 func (h *leaseHeap) Push(x any) {
 	ls := x.(*Lease)
-	ls.idx = len(*h)
+	ls.slot.idx = len(*h)
 	*h = append(*h, ls)
 }
 func (h *leaseHeap) Pop() any {
 	old := *h
 	ls := old[len(old)-1]
 	old[len(old)-1] = nil
-	ls.idx = -1
+	ls.slot.idx = -1
 	*h = old[:len(old)-1]
 	return ls
 }

@@ -1,15 +1,6 @@
 package distlock_test
 
-import (
-	"net/url"
-
-	"github.com/distlock/distlock"
-	"strconv"
-)
-
-type urlURL = url.URL
-
-func parseURL(s string) (*url.URL, error) { return distlock.ParseURL(s) }
+import "strconv"
 
 func atoi(s string) (int, error) { return strconv.Atoi(s) }
 

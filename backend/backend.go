@@ -1,16 +1,3 @@
-// Package backend is the driver interface that every distlock backend
-// implements, and the registry that maps URL schemes to backends.
-//
-// A backend implements only its mechanism: one owner-checked attempt to take
-// a lock, owner-checked release and refresh, and whatever optional
-// interfaces its server makes possible (a native blocking wait, release
-// notifications, batched refresh). Everything shared — key and TTL
-// validation, owner identities, waiting and backoff, auto-refresh, local
-// validity deadlines, the lease state machine and error wrapping — lives once
-// in package distlock, which wraps a Driver into a distlock.Locker.
-//
-// The split follows database/sql and database/sql/driver: users program
-// against distlock; backend authors program against this package.
 package backend
 
 import (
@@ -103,6 +90,17 @@ type Driver interface {
 	// TryAcquire makes one attempt. It returns ErrNotAcquired (wrapped,
 	// for instance by Busy) when another owner holds the lock, and leaves
 	// nothing behind in the backend in that case.
+	//
+	// It returns when ctx ends, even in the middle of a round trip. An
+	// attempt whose outcome is then unknown (ctx ended, or the connection
+	// failed, after the request may have reached the server — its bytes
+	// may still be on the way) must not leave an orphan lock: the driver
+	// undoes it itself, owner-checked, in the background, on a schedule
+	// that outlasts a delayed request (an undo that finds nothing tries
+	// again), and bounded in time, by an id of its own that it records with
+	// every acquisition (a hold id, a request id, a protected-create GUID):
+	// only the driver can tell its own record from a nested hold of the
+	// same owner, and only a per-hold id survives the same owner's retry.
 	TryAcquire(ctx context.Context, req Request) (Lock, error)
 	// Capabilities reports what the backend guarantees.
 	Capabilities() Capabilities
@@ -178,13 +176,6 @@ type TTLPolicy interface {
 type Issued interface {
 	IssuedAt() time.Time
 }
-
-// An attempt whose outcome is unknown (its context ended, or the connection
-// failed, after the request may have reached the server) must not leave an
-// orphan lock. Each driver undoes such an attempt itself, owner-checked and
-// bounded in time, by an id of its own that it records with every
-// acquisition (a hold id, a request id, a protected-create GUID): only the
-// driver can tell its own record from a nested hold of the same owner.
 
 // Deadliner is implemented by locks of session-bound backends that keep a
 // local deadline of their own (last contact with the server plus the session

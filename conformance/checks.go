@@ -37,6 +37,7 @@ func Checks() []Check {
 		{"notify", "capability Notify: waiters are woken by the backend, not by polling", false, checkNotify},
 		{"fair", "capability Fair: waiters acquire in arrival order", false, checkFair},
 		{"session-bound", "capability SessionBound: the backend frees the lock when the holder's session dies", false, checkSessionBound},
+		{"observer", "an Observer sees every acquisition start and end, refresh, release, loss and close, in order, with its outcome", false, checkObserver},
 		{"durable", "capability Durable: a held lock survives a backend restart", true, checkDurable},
 	}, faultChecks()...)
 }

@@ -178,7 +178,7 @@ func TestMemoryViaRunChecks(t *testing.T) {
 	ns := memory.NewNamespace()
 	h := conformance.Harness{
 		Name:      "memory",
-		NewLocker: func(context.Context) (distlock.Locker, error) { return memory.New(ns), nil },
+		NewLocker: func(context.Context) (distlock.Locker, error) { return memory.MustNew(ns), nil },
 		TTL:       200 * time.Millisecond,
 	}
 	var progress int

@@ -1,14 +1,10 @@
 package memcached
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,6 +12,7 @@ import (
 	"github.com/bradfitz/gomemcache/memcache"
 
 	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/internal/async"
 )
 
 var _ backend.BatchRefresher = (*driver)(nil)
@@ -23,11 +20,6 @@ var _ backend.BatchRefresher = (*driver)(nil)
 // statBatchFallbacks counts the batch items refreshed one by one (Refresh's
 // own path) because the batch could not settle them, for tests.
 var statBatchFallbacks atomic.Int64
-
-// maxBatchValue bounds a value read by the batch's gets: a lock record is a
-// few kilobytes at most (maxHolds holds). A larger value is not a lock
-// record; the batch leaves its items to Refresh.
-const maxBatchValue = 1 << 20
 
 // RefreshBatch implements backend.BatchRefresher. Where the Locker knows
 // the server of each key (the URL opener, or WithSelector), a batch costs
@@ -44,22 +36,22 @@ const maxBatchValue = 1 << 20
 // background undo of its release, grows as with Refresh); ErrNotHeld when
 // the item is gone or records another owner, tenure or hold set, without
 // writing anything; ErrInvalidTTL for a TTL Refresh refuses; ErrClosed after
-// Close; ctx's error as soon as ctx ends; ErrUnavailable when the server
-// cannot be reached or answers an error. Nested holds of one owner on the
-// same key are extended together by one cas, so they do not conflict with
-// each other. Where the batch cannot settle an item itself — its cas found
-// the item changed since the gets (a concurrent nested acquire or release),
-// or a reply the pipeline cannot place — that item is refreshed with
-// Refresh's own read-modify-write, while ctx lasts. After an I/O error on a
-// server's connection (a pooled connection to a restarted server) the
-// idle connections are dropped and that server's unsettled items are tried
-// once more in one exchange, as Refresh retries once on a fresh connection.
-// An item whose Lock is not a lock of this Locker is refreshed with its own
-// Refresh.
+// Close; ctx's error as soon as ctx ends; the client's or the server's
+// error (ErrUnavailable once distlock classifies it, see ErrorCode) when
+// the server cannot be reached or answers an error. Nested holds of one
+// owner on the same key are extended together by one cas, so they do not
+// conflict with each other. Where the batch cannot settle an item itself —
+// its cas found the item changed since the gets (a concurrent nested
+// acquire or release), or a reply the pipeline cannot place — that item is
+// refreshed with Refresh's own read-modify-write, while ctx lasts. After an
+// I/O error on a server's connection (a pooled connection to a restarted
+// server) the idle connections are dropped and that server's unsettled
+// items are tried once more in one exchange, as Refresh retries once on a
+// fresh connection. An item whose Lock is not a lock of this Locker is
+// refreshed with its own Refresh.
 func (d *driver) RefreshBatch(ctx context.Context, items []backend.RefreshItem) []error {
 	errs := make([]error, len(items))
-	var b refreshBatch
-	b.d = d
+	b := refreshBatch{d: d}
 	for i, it := range items {
 		l, ok := it.Lock.(*lock)
 		switch {
@@ -78,7 +70,7 @@ func (d *driver) RefreshBatch(ctx context.Context, items []backend.RefreshItem) 
 	if len(b.items) == 0 {
 		return errs
 	}
-	res, err := run(d, ctx, func(ctx context.Context) ([]error, error) {
+	res, err := call(d, ctx, func(ctx context.Context) ([]error, error) {
 		b.errs = make([]error, len(b.items))
 		b.refresh(ctx)
 		return b.errs, nil
@@ -122,60 +114,26 @@ const (
 	keyFallback                 // entries go to Refresh's own path
 )
 
-// refreshBatch is one RefreshBatch call's work within run.
+// refreshBatch is one RefreshBatch call's work within call.
 type refreshBatch struct {
 	d     *driver
 	items []batchItem
-	errs  []error // per item, set within run
+	errs  []error // per item, set within call
 }
 
-// desyncError is a reply that the pipeline cannot place: the connection is
-// closed (it is not a *errReply) and the unanswered items go to Refresh.
-type desyncError struct{ reply string }
-
-func (e *desyncError) Error() string {
-	return fmt.Sprintf("unexpected memcached reply %q in a pipelined refresh", e.reply)
+// serverKeys are the keys of a batch that live on one server.
+type serverKeys struct {
+	addr net.Addr
+	keys []*batchKey
 }
 
 func (b *refreshBatch) refresh(ctx context.Context) {
-	// Group by key, in order of first appearance.
-	byKey := make(map[string]*batchKey, len(b.items))
-	var keys []*batchKey
-	for j, it := range b.items {
-		k := byKey[it.l.key]
-		if k == nil {
-			k = &batchKey{key: it.l.key}
-			byKey[it.l.key] = k
-			keys = append(keys, k)
-		}
-		k.entries = append(k.entries, j)
-	}
+	keys := b.byKey()
 	if b.d.raw == nil {
 		b.viaClient(ctx, keys)
 		return
 	}
-	type server struct {
-		addr net.Addr
-		keys []*batchKey
-	}
-	var servers []*server
-	byAddr := map[string]*server{}
-	var unpicked []*batchKey
-	for _, k := range keys {
-		addr, err := b.d.sel.PickServer(k.key)
-		if err != nil {
-			k.state = keyFallback // Refresh meets the same error
-			unpicked = append(unpicked, k)
-			continue
-		}
-		s := byAddr[addr.String()]
-		if s == nil {
-			s = &server{addr: addr}
-			byAddr[addr.String()] = s
-			servers = append(servers, s)
-		}
-		s.keys = append(s.keys, k)
-	}
+	servers, unpicked := b.byServer(keys)
 	var wg sync.WaitGroup
 	for i, s := range servers {
 		if i == len(servers)-1 {
@@ -188,31 +146,43 @@ func (b *refreshBatch) refresh(ctx context.Context) {
 	b.fallback(ctx, unpicked)
 }
 
-// server refreshes the keys that live on addr: one exchange, repeated once
-// on fresh connections after an I/O error, then Refresh for whatever it
-// could not settle.
-func (b *refreshBatch) server(ctx context.Context, addr net.Addr, keys []*batchKey) {
-	err := b.exchange(ctx, addr, keys)
-	var desync *desyncError
-	if err != nil && !errors.As(err, &desync) && ioError(err) && ctx.Err() == nil {
-		b.d.flushIdle()
-		err = b.exchange(ctx, addr, openKeys(keys))
-	}
-	if err != nil {
-		desynced := errors.As(err, &desync) && ctx.Err() == nil
-		cerr := classify(err)
-		for _, k := range openKeys(keys) {
-			if desynced {
-				k.state = keyFallback
-				continue
-			}
-			for _, e := range k.entries {
-				b.errs[e] = cerr
-			}
-			k.state = keyDone
+// byKey groups the items by key, in order of first appearance.
+func (b *refreshBatch) byKey() []*batchKey {
+	byKey := make(map[string]*batchKey, len(b.items))
+	var keys []*batchKey
+	for j, it := range b.items {
+		k := byKey[it.l.key]
+		if k == nil {
+			k = &batchKey{key: it.l.key}
+			byKey[it.l.key] = k
+			keys = append(keys, k)
 		}
+		k.entries = append(k.entries, j)
 	}
-	b.fallback(ctx, keys)
+	return keys
+}
+
+// byServer groups keys by server, in order of first appearance. The keys
+// whose server the selector cannot pick are marked keyFallback and returned
+// apart: Refresh meets the same error.
+func (b *refreshBatch) byServer(keys []*batchKey) (servers []*serverKeys, unpicked []*batchKey) {
+	byAddr := map[string]*serverKeys{}
+	for _, k := range keys {
+		addr, err := b.d.sel.PickServer(k.key)
+		if err != nil {
+			k.state = keyFallback
+			unpicked = append(unpicked, k)
+			continue
+		}
+		s := byAddr[addr.String()]
+		if s == nil {
+			s = &serverKeys{addr: addr}
+			byAddr[addr.String()] = s
+			servers = append(servers, s)
+		}
+		s.keys = append(s.keys, k)
+	}
+	return servers, unpicked
 }
 
 // openKeys returns the keys still without an outcome.
@@ -234,8 +204,8 @@ func (b *refreshBatch) fallback(ctx context.Context, keys []*batchKey) {
 			continue
 		}
 		for _, e := range k.entries {
-			if err := ctx.Err(); err != nil {
-				b.errs[e] = err
+			if ctx.Err() != nil {
+				b.errs[e] = async.CtxError(ctx)
 				continue
 			}
 			statBatchFallbacks.Add(1)
@@ -261,8 +231,7 @@ func (b *refreshBatch) prepare(k *batchKey, nowMs int64) (value []byte, exp int3
 	var ttl time.Duration
 	keep := k.entries[:0]
 	for _, e := range k.entries {
-		l := b.items[e].l
-		if !valid || rec.owner != l.owner || rec.tenure != l.tenure || !rec.has(l.hold) {
+		if !valid || !rec.records(b.items[e].l.holdRef) {
 			b.errs[e] = errNotOurs
 			continue
 		}
@@ -291,123 +260,6 @@ func (b *refreshBatch) settle(k *batchKey, err error) {
 	k.state = keyDone
 }
 
-// exchange is one attempt on one connection to addr: a gets naming every
-// key, then every cas in one write, then their replies in order. It
-// settles the keys it can; on an error the keys still open are those whose
-// outcome it does not know.
-func (b *refreshBatch) exchange(ctx context.Context, addr net.Addr, keys []*batchKey) error {
-	if len(keys) == 0 {
-		return nil
-	}
-	byKey := make(map[string]*batchKey, len(keys))
-	n := len("gets\r\n")
-	for _, k := range keys {
-		byKey[k.key] = k
-		k.found, k.value = false, nil
-		n += 1 + len(k.key)
-	}
-	return b.d.raw.do(ctx, addr, func(rw *bufio.ReadWriter) error {
-		buf := make([]byte, 0, n)
-		buf = append(buf, "gets"...)
-		for _, k := range keys {
-			buf = append(buf, ' ')
-			buf = append(buf, k.key...)
-		}
-		buf = append(buf, "\r\n"...)
-		if err := write(rw, buf); err != nil {
-			return err
-		}
-		if err := readGets(rw.Reader, byKey); err != nil {
-			return err
-		}
-		if b.d.batchHook != nil {
-			b.d.batchHook(addr)
-		}
-		now := time.Now().UnixMilli()
-		buf = buf[:0]
-		var sent []*batchKey
-		for _, k := range keys {
-			value, exp, ok := b.prepare(k, now)
-			if !ok {
-				continue
-			}
-			buf = fmt.Appendf(buf, "cas %s %d %d %d %d\r\n", k.key, k.flags, exp, len(value), k.cas)
-			buf = append(buf, value...)
-			buf = append(buf, "\r\n"...)
-			sent = append(sent, k)
-		}
-		if len(sent) == 0 {
-			return nil
-		}
-		if err := write(rw, buf); err != nil {
-			return err
-		}
-		for _, k := range sent {
-			line, err := readLine(rw.Reader)
-			if err != nil {
-				return err
-			}
-			switch string(line) {
-			case "STORED":
-				b.settle(k, nil)
-			case "EXISTS": // changed since the gets: Refresh reads it again
-				k.state = keyFallback
-			case "NOT_FOUND", "NOT_STORED": // as extendHold
-				b.settle(k, errGone)
-			default:
-				if !bytes.HasPrefix(line, []byte("SERVER_ERROR")) {
-					return &desyncError{reply: string(line)}
-				}
-				// memcached swallows the data after a SERVER_ERROR (out
-				// of memory with -M): the pipeline is still in sync.
-				b.settle(k, classify(&errReply{line: string(line)}))
-			}
-		}
-		return nil
-	})
-}
-
-// write sends p in one write (bufio writes a large p straight through).
-func write(rw *bufio.ReadWriter, p []byte) error {
-	if _, err := rw.Write(p); err != nil {
-		return err
-	}
-	return rw.Flush()
-}
-
-// readGets reads a gets reply up to END into the keys of byKey.
-func readGets(r *bufio.Reader, byKey map[string]*batchKey) error {
-	for {
-		line, err := readLine(r)
-		if err != nil {
-			return err
-		}
-		if string(line) == "END" {
-			return nil
-		}
-		// VALUE <key> <flags> <bytes> <cas unique>
-		f := bytes.Fields(line)
-		if len(f) != 5 || string(f[0]) != "VALUE" {
-			return &desyncError{reply: string(line)}
-		}
-		k := byKey[string(f[1])]
-		flags, err1 := strconv.ParseUint(string(f[2]), 10, 32)
-		size, err2 := strconv.Atoi(string(f[3]))
-		cas, err3 := strconv.ParseUint(string(f[4]), 10, 64)
-		if k == nil || err1 != nil || err2 != nil || err3 != nil || size < 0 || size > maxBatchValue {
-			return &desyncError{reply: string(line)}
-		}
-		value := make([]byte, size+2)
-		if _, err := io.ReadFull(r, value); err != nil {
-			return err
-		}
-		if !bytes.HasSuffix(value, []byte("\r\n")) {
-			return &desyncError{reply: "a value without its CRLF"}
-		}
-		k.found, k.flags, k.cas, k.value = true, uint32(flags), cas, value[:size]
-	}
-}
-
 // viaClient is the batch without a selector, through gomemcache: one
 // GetMulti (a request per server), then a cas per key.
 func (b *refreshBatch) viaClient(ctx context.Context, keys []*batchKey) {
@@ -419,9 +271,7 @@ func (b *refreshBatch) viaClient(ctx context.Context, keys []*batchKey) {
 	if err != nil {
 		// Which server failed is unknown: every item goes to Refresh,
 		// on fresh connections after an I/O error.
-		if ioError(err) && ctx.Err() == nil {
-			b.d.flushIdle()
-		}
+		b.d.freshRetry(ctx, err)
 		for _, k := range keys {
 			k.state = keyFallback
 		}
@@ -442,20 +292,17 @@ func (b *refreshBatch) viaClient(ctx context.Context, keys []*batchKey) {
 		if !ok {
 			continue
 		}
-		if err := ctx.Err(); err != nil {
-			b.settle(k, err)
+		if ctx.Err() != nil {
+			b.settle(k, async.CtxError(ctx))
 			continue
 		}
 		err := b.d.c.CompareAndSwap(&memcache.Item{Key: k.key, Flags: k.flags, Value: value, Expiration: exp, CasID: k.cas})
 		switch {
-		case err == nil:
-			b.settle(k, nil)
 		case errors.Is(err, memcache.ErrCASConflict), ioError(err):
 			k.state = keyFallback // Refresh reads again (on fresh connections)
-		case errors.Is(err, memcache.ErrNotStored), errors.Is(err, memcache.ErrCacheMiss):
-			b.settle(k, errGone)
 		default:
-			b.settle(k, classify(err))
+			_, err = casOutcome(err)
+			b.settle(k, shape(err))
 		}
 	}
 	b.fallback(ctx, keys)

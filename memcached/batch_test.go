@@ -81,7 +81,10 @@ func countedClient(t testing.TB, addrs ...string) (*memcache.Client, *memcache.S
 func countedDriver(t testing.TB, addrs ...string) (*driver, *writeCounter) {
 	t.Helper()
 	c, ss, w := countedClient(t, addrs...)
-	d := newDriver(c, config{prefix: DefaultPrefix, selector: ss, closeClient: true})
+	d, err := newDriver(c, []Option{WithSelector(ss), WithCloseClient()})
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { _ = d.Close() })
 	return d, w
 }
@@ -558,7 +561,10 @@ func TestRefreshBatchNoSelector(t *testing.T) {
 	srv := testserver.Memcached(t, testserver.MemcachedConfig{})
 	c := memcache.New(srv.Addr())
 	c.Timeout = 2 * time.Second
-	l := New(c, WithCloseClient())
+	l, err := New(c, WithCloseClient())
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { _ = l.Close() })
 	d := l.d
 	if d.raw != nil {
@@ -614,7 +620,10 @@ func TestRefreshBatchNoSelector(t *testing.T) {
 func TestRefreshBatchLocker(t *testing.T) {
 	s1, s2 := twoServers(t)
 	c, ss, w := countedClient(t, s1.Addr(), s2.Addr())
-	lk := New(c, WithSelector(ss), WithCloseClient(), WithDefaults(distlock.WithTTL(3*time.Second)))
+	lk, err := New(c, WithSelector(ss), WithCloseClient(), WithDefaults(distlock.WithTTL(3*time.Second)))
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { _ = lk.Close() })
 	const n = 2000
 	ctx := ctxT(t, 2*time.Minute)
@@ -695,6 +704,7 @@ func TestRefreshBatchNoEvict(t *testing.T) {
 	ctx := ctxT(t, 30*time.Second)
 	for round := range 2 {
 		for i, err := range d.RefreshBatch(ctx, itemsOf(locks, time.Minute)) {
+			err = classified(d, err) // as distlock returns it
 			if !errors.Is(err, backend.ErrUnavailable) || !errors.Is(err, errOutOfMemory) || errors.Is(err, backend.ErrNotHeld) {
 				t.Errorf("round %d item %d: %v, want ErrUnavailable (out of memory)", round, i, err)
 			}

@@ -4,28 +4,15 @@ import (
 	"context"
 	"errors"
 	"net"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/bradfitz/gomemcache/memcache"
 
 	"github.com/distlock/distlock"
-	"github.com/distlock/distlock/backend"
 	"github.com/distlock/distlock/internal/benchkit"
 	"github.com/distlock/distlock/internal/testserver"
 )
-
-// countingDriver counts acquisition attempts.
-type countingDriver struct {
-	*driver
-	attempts atomic.Int64
-}
-
-func (c *countingDriver) TryAcquire(ctx context.Context, r backend.Request) (backend.Lock, error) {
-	c.attempts.Add(1)
-	return c.driver.TryAcquire(ctx, r)
-}
 
 // BenchmarkMemcached runs every memcached benchmark against one local
 // memcached (-M), in one process, so the figures compare:

@@ -3,6 +3,7 @@ package memcached
 import (
 	"context"
 	"net"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -129,29 +130,30 @@ func harness(t *testing.T, srv *testserver.Server, query string) conformance.Har
 }
 
 // TestConformance runs the suite with the default release: the meta
-// protocol's compare-and-delete.
+// protocol's compare-and-delete; no release falls back to the tombstone
+// against memcached 1.6.
 func TestConformance(t *testing.T) {
-	srv := testserver.Memcached(t, testserver.MemcachedConfig{NoEvict: true})
-	metaBefore, tombBefore := statMetaDeletes.Load(), statTombstones.Load()
-	conformance.Run(t, harness(t, srv, ""))
-	if statMetaDeletes.Load() == metaBefore {
-		t.Errorf("no release used the meta protocol")
-	}
-	if n := statTombstones.Load() - tombBefore; n != 0 {
-		t.Errorf("%d releases fell back to the tombstone against memcached 1.6", n)
-	}
+	runConformance(t, "", "the meta protocol", &statMetaDeletes, "the tombstone", &statTombstones)
 }
 
 // TestConformanceCASRelease runs the suite with the fallback release forced:
-// gets + cas to a tombstone that expires at once.
+// gets + cas to a tombstone that expires at once; no release uses the meta
+// protocol.
 func TestConformanceCASRelease(t *testing.T) {
+	runConformance(t, "release=cas", "the tombstone", &statTombstones, "the meta protocol", &statMetaDeletes)
+}
+
+// runConformance runs the suite on a Locker opened with query, whose
+// releases must use the path counted by used, and never the one counted by
+// unused.
+func runConformance(t *testing.T, query, usedName string, used *atomic.Int64, unusedName string, unused *atomic.Int64) {
 	srv := testserver.Memcached(t, testserver.MemcachedConfig{NoEvict: true})
-	metaBefore, tombBefore := statMetaDeletes.Load(), statTombstones.Load()
-	conformance.Run(t, harness(t, srv, "release=cas"))
-	if statTombstones.Load() == tombBefore {
-		t.Errorf("no release used the tombstone")
+	usedBefore, unusedBefore := used.Load(), unused.Load()
+	conformance.Run(t, harness(t, srv, query))
+	if used.Load() == usedBefore {
+		t.Errorf("no release used %s", usedName)
 	}
-	if n := statMetaDeletes.Load() - metaBefore; n != 0 {
-		t.Errorf("%d releases used the meta protocol with release=cas", n)
+	if n := unused.Load() - unusedBefore; n != 0 {
+		t.Errorf("%d releases used %s (query %q)", n, unusedName, query)
 	}
 }

@@ -151,7 +151,12 @@
 // as soon as the server answers, for at most the TTL. A release that cannot
 // reach the server is retried the same way. An unreachable server, an I/O
 // error or a SERVER_ERROR reply yields an error wrapping ErrUnavailable
-// with gomemcache's error reachable through errors.As and errors.Is.
+// with gomemcache's error reachable through errors.As and errors.Is. The
+// driver returns gomemcache's errors as they are and distlock wraps them
+// once, by the driver's ErrorCode: a refused, reset or timed-out
+// connection (connect timeouts included) and "Too many open connections"
+// are transient outages, which distlock.WithRetryUnavailable waits out;
+// "SERVER_ERROR out of memory" and other server errors are not.
 //
 // gomemcache opens one connection per concurrent request and keeps up to
 // MaxIdleConns (the URL's max_idle=, default 16) of them idle per server;

@@ -3,12 +3,14 @@ package memcached
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	neturl "net/url"
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -186,4 +188,32 @@ func pause(t testing.TB, srv *testserver.Server) {
 	if !stopped {
 		t.Fatalf("memcached %s not stopped 5s after SIGSTOP", pid)
 	}
+}
+
+// classified is err as distlock returns it from the driver (its classify):
+// wrapped once in the sentinel of the driver's ErrorCode, unless it already
+// wraps a sentinel or a ctx error.
+func classified(d *driver, err error) error {
+	if err == nil {
+		return nil
+	}
+	for _, s := range []error{backend.ErrNotAcquired, backend.ErrNotHeld, backend.ErrUnavailable, backend.ErrClosed,
+		backend.ErrInvalidTTL, backend.ErrInvalidOption, backend.ErrInvalidKey, context.Canceled, context.DeadlineExceeded} {
+		if errors.Is(err, s) {
+			return err
+		}
+	}
+	return backend.Wrap(d.ErrorCode(err), err)
+}
+
+// countingDriver counts acquisition attempts, as they return.
+type countingDriver struct {
+	*driver
+	attempts atomic.Int64
+}
+
+func (c *countingDriver) TryAcquire(ctx context.Context, r backend.Request) (backend.Lock, error) {
+	l, err := c.driver.TryAcquire(ctx, r)
+	c.attempts.Add(1)
+	return l, err
 }

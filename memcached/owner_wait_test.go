@@ -16,7 +16,9 @@ import (
 // would at that moment. Before the fix the second one waited for its poll.
 func TestQueuedSameOwnerNestsAtOnce(t *testing.T) {
 	srv := testserver.Memcached(t, testserver.MemcachedConfig{})
-	l := openURL(t, "memcached://"+srv.Addr())
+	cd := &countingDriver{driver: openDriver(t, "memcached://"+srv.Addr())}
+	l := distlock.New(cd, "memcached")
+	t.Cleanup(func() { _ = l.Close() })
 	ctx := ctxT(t, 30*time.Second)
 	const key = "owner-wait"
 	other, err := l.TryAcquire(ctx, key, distlock.WithTTL(10*time.Second))
@@ -38,7 +40,11 @@ func TestQueuedSameOwnerNestsAtOnce(t *testing.T) {
 			got <- grant{ls, err, time.Now()}
 		}()
 	}
-	time.Sleep(1300 * time.Millisecond) // both have failed once and sleep in their poll
+	// Both have failed once and sleep in their poll (the first attempt was
+	// other's).
+	if !waitFor(5*time.Second, func() bool { return cd.attempts.Load() >= 3 }) {
+		t.Fatalf("%d attempts after 5s, want 3", cd.attempts.Load())
+	}
 	if err := other.Release(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -2,15 +2,14 @@ package memcached
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
-	"strconv"
 	"sync"
 	"time"
+
+	"github.com/distlock/distlock/internal/async"
 )
 
 // rawPool is a small pool of plain connections to memcached servers, used
@@ -62,7 +61,7 @@ func (p *rawPool) get(ctx context.Context, addr net.Addr) (*rawConn, error) {
 	nc, err := p.dial(dctx, addr.Network(), key)
 	if err != nil {
 		if ctx.Err() != nil {
-			return nil, fmt.Errorf("%w (%v)", ctx.Err(), err)
+			return nil, fmt.Errorf("%w (%v)", async.CtxError(ctx), err)
 		}
 		return nil, err
 	}
@@ -100,19 +99,13 @@ func (p *rawPool) close() {
 	p.flush()
 }
 
-// errReply marks a well-formed but unexpected reply: the connection is still
-// in sync.
-type errReply struct{ line string }
-
-func (e *errReply) Error() string { return fmt.Sprintf("unexpected memcached reply %q", e.line) }
-
 // do runs one exchange on a connection to addr. The connection's deadline is
 // the earlier of ctx's deadline and now + the I/O timeout, and cancelling
 // ctx interrupts the exchange. A connection is reused only after an
 // exchange that left it in sync.
 func (p *rawPool) do(ctx context.Context, addr net.Addr, fn func(rw *bufio.ReadWriter) error) error {
-	if err := ctx.Err(); err != nil {
-		return err
+	if ctx.Err() != nil {
+		return async.CtxError(ctx)
 	}
 	c, err := p.get(ctx, addr)
 	if err != nil {
@@ -132,14 +125,14 @@ func (p *rawPool) do(ctx context.Context, addr net.Addr, fn func(rw *bufio.ReadW
 	case interrupted:
 		c.nc.Close()
 		if err != nil {
-			return fmt.Errorf("%w (%v)", ctx.Err(), err)
+			return fmt.Errorf("%w (%v)", async.CtxError(ctx), err)
 		}
 	case err == nil || errors.As(err, &reply):
 		p.put(addr, c)
 	default:
 		c.nc.Close()
 		if ctx.Err() != nil {
-			return fmt.Errorf("%w (%v)", ctx.Err(), err)
+			return fmt.Errorf("%w (%v)", async.CtxError(ctx), err)
 		}
 		// ctx's deadline hit the connection a moment before ctx's own
 		// timer fired.
@@ -149,155 +142,4 @@ func (p *rawPool) do(ctx context.Context, addr net.Addr, fn func(rw *bufio.ReadW
 		}
 	}
 	return err
-}
-
-func readLine(r *bufio.Reader) ([]byte, error) {
-	line, err := r.ReadSlice('\n')
-	if err != nil {
-		if errors.Is(err, bufio.ErrBufferFull) {
-			return nil, fmt.Errorf("memcached reply line too long")
-		}
-		return nil, err
-	}
-	return bytes.TrimSuffix(line, []byte("\r\n")), nil
-}
-
-// mdResult is the answer to a meta compare-and-delete.
-type mdResult int
-
-const (
-	mdDeleted     mdResult = iota // HD: deleted
-	mdExists                      // EX: the CAS value did not match
-	mdNotFound                    // NF: no such item
-	mdUnsupported                 // the server does not speak the meta protocol
-)
-
-func (r mdResult) String() string {
-	switch r {
-	case mdDeleted:
-		return "HD"
-	case mdExists:
-		return "EX"
-	case mdNotFound:
-		return "NF"
-	}
-	return "unsupported"
-}
-
-// parseMDReply interprets the reply line of "md <key> C<cas>". memcached
-// 1.6 answers HD, EX or NF (early 1.6 meta versions said OK for HD); a server
-// without the meta protocol answers ERROR, and one with a meta protocol that
-// lacks the C flag CLIENT_ERROR. Anything else (SERVER_ERROR ...) is an
-// error.
-func parseMDReply(line []byte) (mdResult, error) {
-	switch {
-	case bytes.Equal(line, []byte("HD")), bytes.Equal(line, []byte("OK")):
-		return mdDeleted, nil
-	case bytes.Equal(line, []byte("EX")):
-		return mdExists, nil
-	case bytes.Equal(line, []byte("NF")):
-		return mdNotFound, nil
-	case bytes.Equal(line, []byte("ERROR")), bytes.HasPrefix(line, []byte("CLIENT_ERROR")):
-		return mdUnsupported, nil
-	}
-	return 0, &errReply{line: string(line)}
-}
-
-// metaDelete sends "md <key> C<cas>" to addr: memcached deletes the item only
-// if its CAS value is still cas.
-func (p *rawPool) metaDelete(ctx context.Context, addr net.Addr, key string, cas uint64) (mdResult, error) {
-	var res mdResult
-	err := p.do(ctx, addr, func(rw *bufio.ReadWriter) error {
-		if _, err := fmt.Fprintf(rw, "md %s C%d\r\n", key, cas); err != nil {
-			return err
-		}
-		if err := rw.Flush(); err != nil {
-			return err
-		}
-		line, err := readLine(rw.Reader)
-		if err != nil {
-			return err
-		}
-		res, err = parseMDReply(line)
-		return err
-	})
-	return res, err
-}
-
-// storeResult is the answer to a text-protocol storage command.
-type storeResult int
-
-const (
-	stored storeResult = iota
-	notStored
-)
-
-// store sends "<verb> <key> 0 <exptime> <len>" with value to addr.
-func (p *rawPool) store(ctx context.Context, addr net.Addr, verb, key string, exptime int32, value []byte) (storeResult, error) {
-	var res storeResult
-	err := p.do(ctx, addr, func(rw *bufio.ReadWriter) error {
-		if _, err := fmt.Fprintf(rw, "%s %s 0 %d %d\r\n", verb, key, exptime, len(value)); err != nil {
-			return err
-		}
-		if _, err := rw.Write(value); err != nil {
-			return err
-		}
-		if _, err := rw.WriteString("\r\n"); err != nil {
-			return err
-		}
-		if err := rw.Flush(); err != nil {
-			return err
-		}
-		line, err := readLine(rw.Reader)
-		if err != nil {
-			return err
-		}
-		switch string(line) {
-		case "STORED":
-			res = stored
-		case "NOT_STORED", "EXISTS", "NOT_FOUND":
-			res = notStored
-		default:
-			return &errReply{line: string(line)}
-		}
-		return nil
-	})
-	return res, err
-}
-
-// fetch sends "get <key>" to addr and returns the value, or ok false on a
-// miss.
-func (p *rawPool) fetch(ctx context.Context, addr net.Addr, key string) (value []byte, ok bool, err error) {
-	err = p.do(ctx, addr, func(rw *bufio.ReadWriter) error {
-		if _, err := fmt.Fprintf(rw, "get %s\r\n", key); err != nil {
-			return err
-		}
-		if err := rw.Flush(); err != nil {
-			return err
-		}
-		for {
-			line, err := readLine(rw.Reader)
-			if err != nil {
-				return err
-			}
-			if string(line) == "END" {
-				return nil
-			}
-			// VALUE <key> <flags> <bytes>
-			f := bytes.Fields(line)
-			if len(f) < 4 || string(f[0]) != "VALUE" {
-				return fmt.Errorf("malformed memcached get reply %q", line)
-			}
-			n, err := strconv.Atoi(string(f[3]))
-			if err != nil || n < 0 || n > 1<<20 {
-				return fmt.Errorf("malformed memcached get reply %q", line)
-			}
-			buf := make([]byte, n+2)
-			if _, err := io.ReadFull(rw.Reader, buf); err != nil {
-				return err
-			}
-			value, ok = buf[:n], true
-		}
-	})
-	return value, ok, err
 }

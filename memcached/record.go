@@ -43,11 +43,11 @@ func pinKey(prefix string) string { return prefix + "servers" }
 // checkPrefix reports whether prefix can start a memcached key.
 func checkPrefix(prefix string) error {
 	if len(prefix) > maxPrefixLen {
-		return fmt.Errorf("prefix is %d bytes, at most %d", len(prefix), maxPrefixLen)
+		return fmt.Errorf("%d bytes, at most %d", len(prefix), maxPrefixLen)
 	}
 	for i := 0; i < len(prefix); i++ {
 		if c := prefix[i]; c <= ' ' || c == 0x7f {
-			return fmt.Errorf("prefix %q contains whitespace or a control byte (0x%02x), which memcached keys cannot", prefix, c)
+			return fmt.Errorf("contains whitespace or a control byte (0x%02x), which memcached keys cannot", c)
 		}
 	}
 	return nil
@@ -128,6 +128,12 @@ func decodeRecord(v []byte) (record, bool) {
 
 // has reports whether hold is one of the record's live holds.
 func (r *record) has(hold string) bool { return slices.Contains(r.holds, hold) }
+
+// records reports whether the record still holds h: the same owner and
+// tenure, and h's hold among the live ones.
+func (r *record) records(h holdRef) bool {
+	return r.owner == h.owner && r.tenure == h.tenure && r.has(h.hold)
+}
 
 // without returns the holds less hold.
 func (r *record) without(hold string) []string {

@@ -62,16 +62,19 @@ func open(ctx context.Context, u *url.URL) (backend.Driver, error) {
 		return nil, err
 	}
 	p := backend.NewParams(u)
-	cfg := config{prefix: p.String("prefix", DefaultPrefix), closeClient: true}
+	opts := []Option{
+		WithPrefix(p.String("prefix", DefaultPrefix)),
+		WithRelease(backend.Parse(p, "release", ReleaseAuto, parseMode[ReleaseMode](releaseNames))),
+		WithPin(backend.Parse(p, "pin", PinCheck, parseMode[PinMode](pinNames))),
+		WithCloseClient(),
+	}
 	timeout := backend.Parse(p, "timeout", defaultURLTimeout, backend.DurationIn(time.Millisecond, time.Hour))
 	maxIdle := backend.Parse(p, "max_idle", defaultURLMaxIdle, backend.IntIn(1, 10_000))
-	cfg.release = backend.Parse(p, "release", ReleaseAuto, parseRelease)
-	cfg.pin = backend.Parse(p, "pin", PinCheck, parsePin)
 	if err := p.Done(); err != nil {
 		return nil, err
 	}
-	if err := checkPrefix(cfg.prefix); err != nil {
-		return bad("%v", err)
+	if _, err := newConfig(opts); err != nil { // before any name is resolved
+		return nil, err
 	}
 	addrs := make([]string, len(hosts))
 	for i, h := range hosts {
@@ -86,8 +89,11 @@ func open(ctx context.Context, u *url.URL) (backend.Driver, error) {
 	client := memcache.NewFromSelector(ss)
 	client.Timeout = timeout
 	client.MaxIdleConns = maxIdle
-	cfg.selector = ss
-	return newDriver(client, cfg), nil
+	d, err := newDriver(client, append(opts, WithSelector(ss)))
+	if err != nil {
+		return nil, err
+	}
+	return d, nil
 }
 
 // resolve turns host:port into ip:port, resolving a name within ctx.

@@ -83,11 +83,45 @@ type Locker struct {
 	d *driver
 }
 
-// New returns a Locker, one new session, on ns. opts become the defaults of
-// every acquisition.
-func New(ns *Namespace, opts ...distlock.Option) *Locker {
+// Option configures New.
+type Option func(*config)
+
+type config struct{ defaults []distlock.Option }
+
+// WithDefaults sets options applied to every acquisition of the Locker,
+// such as distlock.WithTTL.
+func WithDefaults(opts ...distlock.Option) Option {
+	return func(c *config) { c.defaults = append(c.defaults, opts...) }
+}
+
+// New returns a Locker, one new session, on ns. Its only error is a nil ns
+// (ErrInvalidOption): the signature is every backend's, func New(client,
+// ...Option) (*Locker, error).
+func New(ns *Namespace, opts ...Option) (*Locker, error) {
+	if ns == nil {
+		return nil, fmt.Errorf("%w: memory.New: nil Namespace (use NewNamespace or Shared)", backend.ErrInvalidOption)
+	}
+	var c config
+	for _, o := range opts {
+		if o != nil {
+			o(&c)
+		}
+	}
+	if err := distlock.CheckOptions(c.defaults...); err != nil {
+		return nil, fmt.Errorf("memory: WithDefaults: %w", err)
+	}
 	d := &driver{ns: ns}
-	return &Locker{Locker: distlock.New(d, "mem", opts...), d: d}
+	return &Locker{Locker: distlock.New(d, "mem", c.defaults...), d: d}, nil
+}
+
+// MustNew is New for a Namespace known to be non-nil, as in tests and
+// examples; it panics on New's error.
+func MustNew(ns *Namespace, opts ...Option) *Locker {
+	l, err := New(ns, opts...)
+	if err != nil {
+		panic(err)
+	}
+	return l
 }
 
 // Crash ends the session as a client crash would: every lock it holds is

@@ -2,6 +2,7 @@ package memory_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -14,7 +15,7 @@ import (
 func harness(ns *memory.Namespace) conformance.Harness {
 	return conformance.Harness{
 		Name:      "memory",
-		NewLocker: func(context.Context) (distlock.Locker, error) { return memory.New(ns), nil },
+		NewLocker: func(context.Context) (distlock.Locker, error) { return memory.MustNew(ns), nil },
 		TTL:       300 * time.Millisecond,
 		Faults: conformance.Faults{
 			Expire: func(_ context.Context, key string) error {
@@ -40,7 +41,7 @@ func TestConformance(t *testing.T) {
 // nests at once, as an acquisition by O arriving then would.
 func TestQueuedSameOwnerNests(t *testing.T) {
 	ns := memory.NewNamespace()
-	x, a, b := memory.New(ns), memory.New(ns), memory.New(ns)
+	x, a, b := memory.MustNew(ns), memory.MustNew(ns), memory.MustNew(ns)
 	defer x.Close()
 	defer a.Close()
 	defer b.Close()
@@ -106,4 +107,13 @@ func waitQueued(t *testing.T, ns *memory.Namespace, key string, n int) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	t.Fatalf("fewer than %d waiters queued on %q after 5s", n, key)
+}
+
+// TestNewNilNamespace: New's one error, a nil Namespace, is an
+// ErrInvalidOption at construction, not a panic at the first acquisition.
+func TestNewNilNamespace(t *testing.T) {
+	l, err := memory.New(nil)
+	if !errors.Is(err, distlock.ErrInvalidOption) || l != nil {
+		t.Fatalf("New(nil) = %v, %v; want ErrInvalidOption", l, err)
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/internal/sqllock"
 )
 
 // rowBatchMax is the most locks one batched refresh statement names. Each
@@ -83,7 +84,7 @@ func (d *rowDriver) RefreshBatch(ctx context.Context, items []backend.RefreshIte
 		case !ok || l == nil || l.d != d:
 			errs[i] = fmt.Errorf("mysql: RefreshBatch item %d: %T is not a row-mode lock of this Locker", i, it.Lock)
 		case it.TTL <= 0:
-			errs[i] = fmt.Errorf("%w: %v", backend.ErrInvalidTTL, it.TTL)
+			errs[i] = sqllock.CheckTTL(it.TTL)
 		default:
 			entries = append(entries, batchEntry{i: i, us: ttlMicros(it.TTL), l: l})
 		}
@@ -130,8 +131,8 @@ func (d *rowDriver) refreshGroup(ctx context.Context, items []backend.RefreshIte
 		errs[g[0].i] = g[0].l.Refresh(ctx, items[g[0].i].TTL)
 		return args
 	}
-	if err := ctx.Err(); err != nil {
-		err = d.wrap(ctx, err)
+	if ctx.Err() != nil {
+		err := sqllock.NoAnswer(ctx, nil)
 		for _, e := range g {
 			errs[e.i] = err
 		}
@@ -165,7 +166,7 @@ func (d *rowDriver) refreshGroup(ctx context.Context, items []backend.RefreshIte
 		}
 	}
 	if err != nil && ctx.Err() != nil {
-		err = d.wrap(ctx, err)
+		err = sqllock.NoAnswer(ctx, err)
 		for _, e := range g {
 			errs[e.i] = err
 		}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/internal/sqltest"
 	"github.com/distlock/distlock/mysql"
 )
 
@@ -192,10 +193,11 @@ func TestRowRefreshBatchMixed(t *testing.T) {
 	)
 	const short, long = 200 * time.Millisecond, 5 * time.Second
 	var (
-		items   []backend.RefreshItem
-		wants   []outcome
-		keys    []string // the row each item names ("" for none)
-		thieves []string // keys to take over once expired
+		items    []backend.RefreshItem
+		wants    []outcome
+		keys     []string // the row each item names ("" for none)
+		thieves  []string // keys to take over once expired
+		expiring []string // keys granted for short
 	)
 	add := func(l backend.Lock, ttl time.Duration, want outcome, key string) {
 		items = append(items, backend.RefreshItem{Lock: l, TTL: ttl})
@@ -216,9 +218,11 @@ func TestRowRefreshBatchMixed(t *testing.T) {
 			add(l, time.Minute, notHeld, key)
 		case 2:
 			add(grant(t, ctx, a, key, owner, short), time.Minute, notHeld, key)
+			expiring = append(expiring, key)
 		case 3:
 			add(grant(t, ctx, a, key, owner, short), time.Minute, notHeld, key)
 			thieves = append(thieves, key)
+			expiring = append(expiring, key)
 		case 4: // the same owner's earlier tenure, then its current one
 			old := grant(t, ctx, a, key, "same-owner", long)
 			if err := old.Release(ctx); err != nil {
@@ -235,7 +239,18 @@ func TestRowRefreshBatchMixed(t *testing.T) {
 	add(grant(t, ctx, a, "mixed/badttl", "bad", long), 0, invalidTTL, "")
 	add(grant(t, ctx, b, "mixed/foreign", "f", long), time.Minute, foreign, "")
 	add(nil, time.Minute, foreign, "")
-	time.Sleep(short + 200*time.Millisecond)
+	// Wait until the short leases have expired by the database clock.
+	if !sqltest.Until(10*time.Second, func() bool {
+		states := rowStates(t, ctx, admin, table)
+		for _, key := range expiring {
+			if states[key].held {
+				return false
+			}
+		}
+		return true
+	}) {
+		t.Fatal("short leases not expired after 10s")
+	}
 	for _, key := range thieves {
 		grant(t, ctx, b, key, "thief", long)
 	}
@@ -411,7 +426,7 @@ func TestRowAutoRefreshBatched(t *testing.T) {
 	srv := server(t)
 	w := &wire{}
 	table := uniqueTable("bauto")
-	l := mysql.New(wiredDB(t, srv, w), mysql.WithTable(table))
+	l := mustNew(t, wiredDB(t, srv, w), mysql.WithTable(table))
 	defer l.Close()
 	ctx := ctxT(t, time.Minute)
 	const n, ttl = 200, 600 * time.Millisecond

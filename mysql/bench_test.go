@@ -1,12 +1,10 @@
 package mysql_test
 
 import (
-	"context"
-	"github.com/distlock/distlock"
-	"github.com/distlock/distlock/internal/benchkit"
 	"testing"
-	"time"
 
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/sqltest"
 	"github.com/distlock/distlock/mysql"
 )
 
@@ -17,29 +15,10 @@ var benchModes = []mysql.Mode{mysql.ModeRow, mysql.ModeForUpdate}
 func BenchmarkUncontended(b *testing.B) {
 	for _, mode := range benchModes {
 		b.Run(string(mode), func(b *testing.B) {
-			srv := server(b)
 			w := &wire{}
-			l := mysql.New(wiredDB(b, srv, w), mysql.WithMode(mode), mysql.WithTable(uniqueTable("bench")))
+			l := mustNew(b, wiredDB(b, server(b), w), mysql.WithMode(mode), mysql.WithTable(uniqueTable("bench")))
 			defer l.Close()
-			ctx := context.Background()
-			cycle := func() {
-				lease, err := l.TryAcquire(ctx, "bench/uncontended")
-				if err != nil {
-					b.Fatal(err)
-				}
-				if err := lease.Release(ctx); err != nil {
-					b.Fatal(err)
-				}
-			}
-			cycle() // table, row, connections
-			w.reset()
-			b.ReportAllocs()
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				cycle()
-			}
-			b.StopTimer()
-			b.ReportMetric(float64(w.roundTrips())/float64(b.N), "roundtrips/op")
+			sqltest.Uncontended(b, l, "roundtrips/op", w.reset, w.roundTrips)
 		})
 	}
 }
@@ -54,24 +33,13 @@ func BenchmarkHandoff(b *testing.B) {
 		b.Run(string(mode), func(b *testing.B) {
 			srv := server(b)
 			table := uniqueTable("handoff")
-			const lockers, perLocker = 4, 2
-			ls := make([]*mysql.Locker, lockers)
+			ls := make([]distlock.Locker, 4)
 			for i := range ls {
-				ls[i] = mysql.New(openDB(b, config(b, srv)), mysql.WithMode(mode), mysql.WithTable(table))
-				defer ls[i].Close()
+				l := mustNew(b, openDB(b, config(b, srv)), mysql.WithMode(mode), mysql.WithTable(table))
+				defer l.Close()
+				ls[i] = l
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-			defer cancel()
-			lease, err := ls[0].TryAcquire(ctx, "bench/hot")
-			if err != nil {
-				b.Fatal(err)
-			}
-			_ = lease.Release(ctx)
-			all := make([]distlock.Locker, len(ls))
-			for i, l := range ls {
-				all[i] = l
-			}
-			benchkit.Handoff(b, ctx, all, "bench/hot", lockers*perLocker)
+			sqltest.Handoff(b, ls)
 		})
 	}
 }

@@ -4,40 +4,20 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"net"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/conformance"
 	"github.com/distlock/distlock/internal/netfault"
+	"github.com/distlock/distlock/internal/sqltest"
 	"github.com/distlock/distlock/internal/testserver"
 	"github.com/distlock/distlock/mysql"
 )
 
-// restart is the RestartBackend fault: kill -9 and start again on the same
-// data directory.
-func restart(srv *testserver.MariaDB) func(ctx context.Context) error {
-	return func(ctx context.Context) error {
-		if err := srv.Kill(); err != nil {
-			return err
-		}
-		return srv.Restart(ctx)
-	}
-}
-
 // closedPortURL is a mysql URL on a loopback port nobody listens on.
-func closedPortURL(t testing.TB) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	_ = ln.Close()
-	return "mysql://u:p@" + addr + "/db"
-}
+func closedPortURL(t testing.TB) string { return "mysql://u:p@" + sqltest.ClosedPort(t) + "/db" }
 
 // badURLs are malformed mysql URLs: each must get ErrInvalidOption.
 var badURLs = []string{
@@ -73,8 +53,7 @@ type harness struct {
 	query string // URL query for this mode
 	// linkQuery is the URL query of the client behind a fault proxy.
 	linkQuery string
-	mu        sync.Mutex
-	locks     []*mysql.Locker
+	lockers   sqltest.Lockers
 	fenced    string
 }
 
@@ -102,26 +81,22 @@ func (h *harness) kill(ctx context.Context, id int64) error {
 	return err
 }
 
-// newLocker: row mode opens by URL (a new pool each time); forupdate uses
+// NewLocker: row mode opens by URL (a new pool each time); forupdate uses
 // the typed constructor over a new *sql.DB, with a keepalive long enough
 // that a lock whose connection Expire killed still looks held to its lease,
 // so that the stale-holder check reaches the backend's own check (COMMIT on
 // a dead session) instead of finding the lease already ended.
-func (h *harness) newLocker(ctx context.Context) (distlock.Locker, error) {
+func (h *harness) NewLocker(ctx context.Context) (distlock.Locker, error) {
 	if h.mode == mysql.ModeRow {
 		return distlock.Open(ctx, mysqlURL(h.srv, h.query))
 	}
 	db := openDB(h.t, config(h.t, h.srv))
-	l := mysql.New(db, mysql.WithMode(mysql.ModeForUpdate), mysql.WithTable(h.table), mysql.WithKeepalive(time.Minute))
-	h.mu.Lock()
-	h.locks = append(h.locks, l)
-	h.mu.Unlock()
-	return l, nil
+	return h.lockers.Add(mustNew(h.t, db, mysql.WithMode(mysql.ModeForUpdate), mysql.WithTable(h.table), mysql.WithKeepalive(time.Minute))), nil
 }
 
-// newLinkedLocker opens a client whose connections pass through a fault
+// NewLinkedLocker opens a client whose connections pass through a fault
 // proxy.
-func (h *harness) newLinkedLocker(ctx context.Context) (distlock.Locker, conformance.Link, error) {
+func (h *harness) NewLinkedLocker(ctx context.Context) (distlock.Locker, conformance.Link, error) {
 	p, err := netfault.Listen(h.srv.Addr())
 	if err != nil {
 		return nil, nil, err
@@ -136,8 +111,8 @@ func (h *harness) newLinkedLocker(ctx context.Context) (distlock.Locker, conform
 	return l, p, nil
 }
 
-// held lists the locks held now, read from the server.
-func (h *harness) held(ctx context.Context) ([]string, error) {
+// Held lists the locks held now, read from the server.
+func (h *harness) Held(ctx context.Context) ([]string, error) {
 	if h.mode == mysql.ModeRow {
 		return queryStrings(ctx, h.admin, "SELECT lock_key FROM `"+h.table+"` WHERE holds > 0 AND expires_at > UTC_TIMESTAMP(6)")
 	}
@@ -194,23 +169,23 @@ func scanStrings(rows *sql.Rows) ([]string, error) {
 	return out, rows.Err()
 }
 
-// killAll is a server fault: KILL CONNECTION of every client session.
-func (h *harness) killAll(ctx context.Context) (func(context.Context) error, error) {
+// KillAll is a server fault: KILL CONNECTION of every client session.
+func (h *harness) KillAll(ctx context.Context) error {
 	conn, err := h.admin.Conn(ctx)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer conn.Close()
 	rows, err := conn.QueryContext(ctx, "SELECT ID FROM information_schema.PROCESSLIST WHERE ID <> CONNECTION_ID() AND USER = ?", h.srv.User)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	var ids []int64
 	for rows.Next() {
 		var id int64
 		if err := rows.Scan(&id); err != nil {
 			rows.Close()
-			return nil, err
+			return err
 		}
 		ids = append(ids, id)
 	}
@@ -218,59 +193,37 @@ func (h *harness) killAll(ctx context.Context) (func(context.Context) error, err
 	for _, id := range ids {
 		_, _ = conn.ExecContext(ctx, fmt.Sprintf("KILL CONNECTION %d", id))
 	}
-	return func(context.Context) error { return nil }, nil
+	return nil
 }
 
 func (h *harness) harness() conformance.Harness {
-	srv := h.srv
-	ch := conformance.Harness{
+	sh := sqltest.Harness{
 		Name:           "mysql-" + string(h.mode),
-		NewLocker:      h.newLocker,
-		URL:            mysqlURL(srv, h.query),
-		FencedRedis:    h.fenced,
-		UnreachableURL: closedPortURL(h.t),
+		Srv:            h.srv,
+		URL:            mysqlURL(h.srv, h.query),
 		BadURLs:        badURLs,
-		Faults: conformance.Faults{
-			NewLinkedLocker: h.newLinkedLocker,
-			StopBackend:     func(context.Context) error { return srv.Kill() },
-			StartBackend:    srv.Restart,
-			RestartBackend:  restart(srv),
-			Held:            h.held,
-			ServerFaults: []conformance.ServerFault{
-				{Name: "kill -9 and restart", Inject: func(context.Context) (func(context.Context) error, error) {
-					return srv.Restart, srv.Kill()
-				}},
-				{Name: "SIGSTOP 3s", Inject: func(context.Context) (func(context.Context) error, error) {
-					return func(context.Context) error { return srv.Resume() }, srv.Pause()
-				}},
-				{Name: "KILL every client connection", Inject: h.killAll},
-			},
-		},
+		UnreachableURL: closedPortURL(h.t),
+		FencedRedis:    h.fenced,
+		Client:         h,
+		KillAllName:    "KILL every client connection",
 	}
 	if h.mode == mysql.ModeRow {
-		ch.TTL = 500 * time.Millisecond
-		ch.BadTTLs = []time.Duration{time.Nanosecond, 999 * time.Nanosecond, time.Microsecond, time.Millisecond}
-		// Expire moves the row's expiry into the past, bypassing the
-		// owner check; the holder is not told.
-		ch.Faults.Expire = func(ctx context.Context, key string) error { return expireRow(ctx, h.admin, h.table, key) }
-		return ch
+		sh.ExpireRow = func(ctx context.Context, key string) error { return expireRow(ctx, h.admin, h.table, key) }
+		return sh.Conformance()
 	}
-	// Forupdate: a dead client's connection closes with its process, and
-	// the server rolls back at once; a partitioned one (the linked client)
-	// loses its session after its wait_timeout of 3s.
-	ch.SessionTimeout = 3 * time.Second
-	killPinned := func(ctx context.Context, l *mysql.Locker, key string) error {
-		ids := mysql.PinnedConnIDs(l)
-		if key != "" {
-			id, ok := mysql.PinnedConnID(l, key)
-			if !ok {
-				return fmt.Errorf("key %q is not held", key)
-			}
-			ids = []int64{id}
+	// Forupdate: a partitioned client (the linked one) loses its session
+	// after its wait_timeout of 3s. Sessions end by KILL CONNECTION.
+	sh.SessionTimeout = 3 * time.Second
+	sh.PinnedIDs = func(l distlock.Locker, key string) []int64 {
+		if key == "" {
+			return mysql.PinnedConnIDs(l.(*mysql.Locker))
 		}
-		if len(ids) == 0 {
-			return fmt.Errorf("the locker holds no lock")
+		if id, ok := mysql.PinnedConnID(l.(*mysql.Locker), key); ok {
+			return []int64{id}
 		}
+		return nil
+	}
+	sh.KillSessions = func(ctx context.Context, ids []int64) error {
 		for _, id := range ids {
 			if err := h.kill(ctx, id); err != nil {
 				return err
@@ -278,29 +231,8 @@ func (h *harness) harness() conformance.Harness {
 		}
 		return nil
 	}
-	// KillClient: KILL CONNECTION of the victim's pinned connections, from
-	// an admin connection.
-	ch.Faults.KillClient = func(l distlock.Locker) error {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		return killPinned(ctx, l.(*mysql.Locker), "")
-	}
-	// Expire: the lock of a forupdate holder can only be dropped by ending
-	// its transaction, so KILL its connection; the long keepalive of the
-	// harness's lockers keeps the holder from noticing before the check
-	// calls Release and Refresh.
-	ch.Faults.Expire = func(ctx context.Context, key string) error {
-		h.mu.Lock()
-		locks := slices.Clone(h.locks)
-		h.mu.Unlock()
-		for _, l := range locks {
-			if _, ok := mysql.PinnedConnID(l, key); ok {
-				return killPinned(ctx, l, key)
-			}
-		}
-		return fmt.Errorf("key %q is not held", key)
-	}
-	return ch
+	sh.Lockers = &h.lockers
+	return sh.Conformance()
 }
 
 func TestConformanceRow(t *testing.T) {

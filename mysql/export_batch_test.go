@@ -3,9 +3,8 @@ package mysql
 import (
 	"database/sql"
 
-	"github.com/jmoiron/sqlx"
-
 	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/internal/sqllock"
 )
 
 // BatchDriver is a row-mode driver as distlock's scheduler sees it.
@@ -18,7 +17,11 @@ type BatchDriver interface {
 // batchMax locks in one batched refresh statement (0: the default). Close
 // leaves db open.
 func NewRowDriver(db *sql.DB, table string, batchMax int) BatchDriver {
-	d := newDriver(sqlx.NewDb(db, "mysql"), false, newConfig([]Option{WithTable(table)})).(*rowDriver)
+	c, err := newConfig([]Option{WithTable(table)})
+	if err != nil {
+		panic(err)
+	}
+	d := newDriver(db, nil, c).(*rowDriver)
 	if batchMax > 0 {
 		d.batchMax = batchMax
 	}
@@ -27,7 +30,7 @@ func NewRowDriver(db *sql.DB, table string, batchMax int) BatchDriver {
 
 // RefreshBatchSQL is the batched refresh statement of n locks on table.
 func RefreshBatchSQL(table string, n int) string {
-	return newRowDriver(&base{table: quoteTable(table)}).refreshBatchSQL(n)
+	return newRowDriver(&base{Base: &sqllock.Base{Table: dialect.QuoteTable(table)}}).refreshBatchSQL(n)
 }
 
 // RowBatchMax exposes rowBatchMax.

@@ -9,15 +9,7 @@ func PinnedConnIDs(l *Locker) []int64 {
 	if l.fu == nil {
 		return nil
 	}
-	l.fu.mu.Lock()
-	defer l.fu.mu.Unlock()
-	var ids []int64
-	for _, e := range l.fu.entries {
-		if e.state == held {
-			ids = append(ids, e.connID)
-		}
-	}
-	return ids
+	return l.fu.t.IDs("")
 }
 
 // PinnedConnID returns the connection id holding key in forupdate mode.
@@ -25,12 +17,8 @@ func PinnedConnID(l *Locker, key string) (int64, bool) {
 	if l.fu == nil {
 		return 0, false
 	}
-	l.fu.mu.Lock()
-	defer l.fu.mu.Unlock()
-	for k, e := range l.fu.entries {
-		if k.key == key && e.state == held {
-			return e.connID, true
-		}
+	if ids := l.fu.t.IDs(key); len(ids) > 0 {
+		return ids[0], true
 	}
 	return 0, false
 }
@@ -41,9 +29,7 @@ func PinnedCount(l *Locker) int {
 	if l.fu == nil {
 		return 0
 	}
-	l.fu.mu.Lock()
-	defer l.fu.mu.Unlock()
-	return l.fu.pinned
+	return l.fu.t.Pinned()
 }
 
 // TTLMicros exposes ttlMicros.

@@ -13,12 +13,13 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/internal/netfault"
+	"github.com/distlock/distlock/internal/sqltest"
 	"github.com/distlock/distlock/mysql"
 )
 
 func fuLocker(t testing.TB, db *sql.DB, table string, opts ...mysql.Option) *mysql.Locker {
 	t.Helper()
-	l := mysql.New(db, append([]mysql.Option{mysql.WithMode(mysql.ModeForUpdate), mysql.WithTable(table)}, opts...)...)
+	l := mustNew(t, db, append([]mysql.Option{mysql.WithMode(mysql.ModeForUpdate), mysql.WithTable(table)}, opts...)...)
 	t.Cleanup(func() { _ = l.Close() })
 	return l
 }
@@ -28,6 +29,17 @@ func killConn(t testing.TB, admin *sql.DB, id int64) {
 	if _, err := admin.Exec(fmt.Sprintf("KILL CONNECTION %d", id)); err != nil {
 		t.Fatalf("KILL CONNECTION %d: %v", id, err)
 	}
+}
+
+// lockWaits counts the locking reads running (waiting for a row lock) on
+// connections other than the caller's.
+func lockWaits(t testing.TB, admin *sql.DB) int {
+	t.Helper()
+	var n int
+	if err := admin.QueryRow("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO LIKE '%FOR UPDATE%' AND ID <> CONNECTION_ID()").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 // openTrx counts the open InnoDB transactions of connections other than
@@ -102,7 +114,9 @@ func TestForUpdateKillHolder(t *testing.T) {
 			}
 			got <- lease
 		}()
-		time.Sleep(200 * time.Millisecond)
+		if !sqltest.Until(10*time.Second, func() bool { return lockWaits(t, admin) > 0 }) {
+			t.Fatal("the waiter is not waiting for the row lock after 10s")
+		}
 		id, ok := mysql.PinnedConnID(a, key)
 		if !ok {
 			t.Fatal("no pinned connection")
@@ -137,9 +151,7 @@ func TestForUpdateKillHolder(t *testing.T) {
 		if err := lease.Release(ctx); err != nil {
 			t.Fatal(err)
 		}
-		for deadline := time.Now().Add(2 * time.Second); mysql.PinnedCount(a) != 0 && time.Now().Before(deadline); {
-			time.Sleep(10 * time.Millisecond)
-		}
+		sqltest.Until(2*time.Second, func() bool { return mysql.PinnedCount(a) == 0 })
 		if n := mysql.PinnedCount(a); n != 0 {
 			t.Errorf("%d connections still pinned by the killed holder's Locker", n)
 		}
@@ -273,9 +285,7 @@ func TestForUpdatePoolNeverLeaksLockedConn(t *testing.T) {
 		t.Fatal("holder not told of the KILL")
 	}
 	// The holds are told first, then the connection is discarded.
-	for deadline := time.Now().Add(2 * time.Second); mysql.PinnedCount(l) != 0 && time.Now().Before(deadline); {
-		time.Sleep(10 * time.Millisecond)
-	}
+	sqltest.Until(2*time.Second, func() bool { return mysql.PinnedCount(l) == 0 })
 	if n := mysql.PinnedCount(l); n != 0 {
 		t.Errorf("%d connections pinned 2s after the loss", n)
 	}

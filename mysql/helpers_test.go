@@ -4,63 +4,37 @@ import (
 	"context"
 	"crypto/sha256"
 	"database/sql"
-	"fmt"
 	"net"
 	"net/url"
 	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	gomysql "github.com/go-sql-driver/mysql"
 
-	"github.com/distlock/distlock/conformance"
+	"github.com/distlock/distlock/internal/sqltest"
 	"github.com/distlock/distlock/internal/testserver"
+	"github.com/distlock/distlock/mysql"
 )
 
-// shared is the MariaDB server most tests use; tests that kill or restart
-// a server start their own.
-var shared *testserver.MariaDB
-
-func TestMain(m *testing.M) {
-	conformance.ServeWorker()
-	code := func() int {
-		if dsn := os.Getenv(testserver.EnvMySQLDSN); dsn == "" {
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-			srv, err := testserver.StartMariaDB(ctx, "")
-			cancel()
-			if err != nil {
-				fmt.Fprintln(os.Stderr, "start mariadb:", err)
-				return 1
-			}
-			defer srv.Stop()
-			shared = srv
-		}
-		return m.Run()
-	}()
-	os.Exit(code)
+// shared is the MariaDB server most tests use (with DISTLOCK_MYSQL_DSN,
+// the external one), started by the first test that needs it; tests that
+// kill or restart a server start their own.
+var shared = sqltest.Shared[*testserver.MariaDB]{
+	External: func() bool { return os.Getenv(testserver.EnvMySQLDSN) != "" },
+	Start:    func(ctx context.Context) (*testserver.MariaDB, error) { return testserver.StartMariaDB(ctx, "") },
+	Stop:     func(s *testserver.MariaDB) error { return s.Stop() },
+	PerTest:  testserver.MariaDBServer,
 }
 
-// server returns the shared server (or, with DISTLOCK_MYSQL_DSN, the
-// external one).
-func server(t testing.TB) *testserver.MariaDB {
-	t.Helper()
-	if shared != nil {
-		return shared
-	}
-	return testserver.MariaDBServer(t)
-}
+func TestMain(m *testing.M) { shared.Main(m) }
+
+// server returns the shared server.
+func server(t testing.TB) *testserver.MariaDB { return shared.Get(t) }
 
 // ownServer starts a server for a test that kills or restarts it.
-func ownServer(t testing.TB) *testserver.MariaDB {
-	t.Helper()
-	srv := testserver.MariaDBServer(t)
-	if !srv.Controllable() {
-		t.Skip("the MariaDB server is external: cannot kill or restart it")
-	}
-	return srv
-}
+func ownServer(t testing.TB) *testserver.MariaDB { return sqltest.Own(t, testserver.MariaDBServer) }
 
 // mysqlURL is the distlock URL of srv with extra query parameters.
 func mysqlURL(srv *testserver.MariaDB, query string) string {
@@ -98,19 +72,10 @@ func adminDB(t testing.TB, srv *testserver.MariaDB) *sql.DB {
 	return openDB(t, config(t, srv))
 }
 
-var tableSeq atomic.Int64
-
-// uniqueTable names a fresh table so tests on the shared server do not see
-// each other's rows.
-func uniqueTable(prefix string) string {
-	return fmt.Sprintf("%s_%d_%d", prefix, time.Now().UnixNano()%1e9, tableSeq.Add(1))
-}
-
-func ctxT(t testing.TB, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
-}
+var (
+	uniqueTable = sqltest.UniqueTable
+	ctxT        = sqltest.Ctx
+)
 
 // wire is a dialer that watches the client side of the MySQL protocol: it
 // records every command the client sends (COM_QUERY text included, which
@@ -232,3 +197,13 @@ func wiredDB(t testing.TB, srv *testserver.MariaDB, w *wire) *sql.DB {
 }
 
 func mysqlKeyHash(key string) [32]byte { return sha256.Sum256([]byte(key)) }
+
+// mustNew is mysql.New for a test: an error fails it.
+func mustNew(t testing.TB, db *sql.DB, opts ...mysql.Option) *mysql.Locker {
+	t.Helper()
+	l, err := mysql.New(db, opts...)
+	if err != nil {
+		t.Fatalf("mysql.New: %v", err)
+	}
+	return l
+}

@@ -20,6 +20,11 @@ const (
 	idleLimitsMySQL   = "SELECT CONNECTION_ID(), @@SESSION.wait_timeout"
 
 	erUnknownSystemVariable = 1193
+
+	// maxIdleSeconds caps the idle limit (the documented maximum of
+	// wait_timeout and of MariaDB's idle_*transaction_timeout: 31536000
+	// s, a year).
+	maxIdleSeconds = 365 * 24 * 3600
 )
 
 // sessionInfo returns the connection's id and its idle limit: the smallest

@@ -150,22 +150,14 @@ import (
 	"context"
 	"crypto/sha256"
 	"database/sql"
-	"database/sql/driver"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"regexp"
-	"strings"
-	"sync"
-	"syscall"
 	"time"
-
-	gomysql "github.com/go-sql-driver/mysql"
-	"github.com/jmoiron/sqlx"
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/internal/sqllock"
 )
 
 // Mode selects the locking mechanism of a Locker.
@@ -192,171 +184,153 @@ const (
 // interval.
 const DefaultKeepalive = time.Second
 
-// DB is the handle New accepts: a *sql.DB or a *sqlx.DB opened with the
-// go-sql-driver/mysql driver.
-type DB interface {
-	*sql.DB | *sqlx.DB
+// dialect is how MySQL names tables: backquoted identifiers, db.table.
+var dialect = sqllock.Dialect{
+	Ident:     regexp.MustCompile(`^[A-Za-z0-9_$]{1,64}$`),
+	IdentDesc: "1-64 letters, digits, '_' or '$'",
+	Qualifier: "db",
+	Quote:     "`",
 }
 
-// Option configures New.
+// schemas are the tables of the modes.
+var schemas = []sqllock.Schema{
+	{Mode: string(ModeRow), DefaultTable: DefaultRowTable, DDL: rowDDL},
+	{Mode: string(ModeForUpdate), DefaultTable: DefaultForUpdateTable, DDL: forUpdateDDL},
+}
+
+// Option configures New. Every option checks its value: New (and
+// distlock.Open with a mysql:// URL) returns an error wrapping
+// distlock.ErrInvalidOption that names the first invalid one.
 type Option func(*config)
 
-type config struct {
-	mode        Mode
-	table       string
-	createTable bool
-	keepalive   time.Duration
-	defaults    []distlock.Option
-	err         error
-}
+type config struct{ sqllock.Config }
 
-// WithMode selects the mechanism (default ModeRow).
+// WithMode selects the mechanism (default ModeRow); anything but ModeRow
+// and ModeForUpdate is invalid.
 func WithMode(m Mode) Option {
-	return func(c *config) {
-		if m != ModeRow && m != ModeForUpdate {
-			c.fail(fmt.Errorf("%w: mode %q (want %q or %q)", backend.ErrInvalidOption, m, ModeRow, ModeForUpdate))
-			return
-		}
-		c.mode = m
-	}
+	return func(c *config) { c.SetMode(string(m), string(ModeRow), string(ModeForUpdate)) }
 }
 
 // WithTable names the lock table: an identifier of letters, digits, '_' and
 // '$' (at most 64), optionally qualified by a database name ("db.table").
-// Anything else is rejected with ErrInvalidOption; a valid name is
-// backquoted into the statements, no SQL is built from anything else.
+// Anything else is invalid; a valid name is backquoted into the statements,
+// no SQL is built from anything else.
 func WithTable(name string) Option {
-	return func(c *config) {
-		if err := validTable(name); err != nil {
-			c.fail(err)
-			return
-		}
-		c.table = name
-	}
+	return func(c *config) { c.SetTable(dialect, name) }
 }
 
 // WithCreateTable controls whether the lock table is created with CREATE
 // TABLE IF NOT EXISTS on first use (default true). Turn it off to manage the
 // schema yourself with the statement DDL returns.
 func WithCreateTable(on bool) Option {
-	return func(c *config) { c.createTable = on }
+	return func(c *config) { c.CreateTable = on }
 }
 
 // WithKeepalive sets how often forupdate mode pings each pinned connection
 // (default DefaultKeepalive; a third of the session's idle limit — the
 // smallest of wait_timeout and MariaDB's idle transaction timeouts — if that
 // is shorter). Loss of the connection ends the lease within one interval.
-// Row mode ignores it.
+// It must be positive. Row mode ignores it.
 func WithKeepalive(d time.Duration) Option {
-	return func(c *config) {
-		if d <= 0 {
-			c.fail(fmt.Errorf("%w: keepalive %v must be positive", backend.ErrInvalidOption, d))
-			return
-		}
-		c.keepalive = d
-	}
+	return func(c *config) { c.SetKeepalive(d) }
 }
 
 // WithDefaults sets distlock options applied to every acquisition of the
 // Locker (for example distlock.WithTTL).
 func WithDefaults(opts ...distlock.Option) Option {
-	return func(c *config) { c.defaults = append(c.defaults, opts...) }
+	return func(c *config) { c.Defaults = append(c.Defaults, opts...) }
 }
 
-func (c *config) fail(err error) {
-	if c.err == nil {
-		c.err = err
-	}
+// newConfig applies opts to the defaults; its error is the first invalid
+// option's.
+func newConfig(opts []Option) (config, error) {
+	c := config{sqllock.Config{Backend: "mysql", Mode: string(ModeRow), CreateTable: true, Keepalive: DefaultKeepalive}}
+	err := sqllock.Apply(&c, &c.Config, schemas, opts)
+	return c, err
 }
 
-func newConfig(opts []Option) config {
-	c := config{mode: ModeRow, createTable: true, keepalive: DefaultKeepalive}
-	for _, o := range opts {
-		o(&c)
-	}
-	if c.table == "" {
-		c.table = DefaultRowTable
-		if c.mode == ModeForUpdate {
-			c.table = DefaultForUpdateTable
-		}
-	}
-	return c
-}
-
-// Locker is a distlock.Locker on a MySQL or MariaDB database, in one Mode.
+// Locker is a distlock.Locker on a MySQL or MariaDB database, in one Mode,
+// with the backend's own methods (Mode, Inspect).
 type Locker struct {
-	distlock.Locker
-	mode Mode
-	b    *base
-	fu   *fuDriver // nil in row mode
+	distlock.Locker // Acquire, TryAcquire, Capabilities, Close
+	mode            Mode
+	b               *base
+	fu              *fuDriver // nil in row mode
 }
 
 // New returns a Locker over db, which must use the go-sql-driver/mysql
-// driver; interpolateParams=true in its DSN saves a round trip per statement
-// (otherwise every statement with arguments is prepared on the server).
-// New does not take ownership of db: Close leaves it open. In forupdate mode
-// each held or waiting lock occupies one of db's connections until it is
-// released.
+// driver (a *sqlx.DB user passes its DB field); interpolateParams=true in
+// its DSN saves a round trip per statement (otherwise every statement with
+// arguments is prepared on the server). New does not take ownership of db:
+// Close leaves it open. In forupdate mode each held or waiting lock
+// occupies one of db's connections until it is released.
 //
-// An invalid option does not panic: every acquisition then fails with an
-// error wrapping ErrInvalidOption.
-func New[T DB](db T, opts ...Option) *Locker {
-	var x *sqlx.DB
-	switch v := any(db).(type) {
-	case *sql.DB:
-		if v != nil {
-			x = sqlx.NewDb(v, "mysql")
-		}
-	case *sqlx.DB:
-		if v != nil && v.DB != nil {
-			x = v
-		}
+// New checks every option (mode, table name, keepalive) and a nil db: it
+// returns an error wrapping distlock.ErrInvalidOption naming the first
+// invalid one, and never panics. It does not contact the server; the table
+// is created (or checked) on first use.
+func New(db *sql.DB, opts ...Option) (*Locker, error) {
+	c, err := newConfig(opts)
+	if err != nil {
+		return nil, err
 	}
-	c := newConfig(opts)
-	if x == nil {
-		// A placeholder that Close closes: every call fails with c.err.
-		c.fail(fmt.Errorf("%w: nil database handle", backend.ErrInvalidOption))
-		return newLocker(sqlx.NewDb(sql.OpenDB(nilConnector{}), "mysql"), true, c)
+	if db == nil {
+		return nil, fmt.Errorf("%w: mysql: New: nil *sql.DB", backend.ErrInvalidOption)
 	}
-	return newLocker(x, false, c)
-}
-
-// nilConnector stands in for a missing database; it is never dialled
-// because a Locker built on it fails every call before using it.
-type nilConnector struct{}
-
-func (nilConnector) Connect(context.Context) (driver.Conn, error) {
-	return nil, fmt.Errorf("%w: nil database handle", backend.ErrInvalidOption)
-}
-func (nilConnector) Driver() driver.Driver { return nil }
-
-func newLocker(x *sqlx.DB, owned bool, c config) *Locker {
-	d := newDriver(x, owned, c)
-	l := &Locker{mode: c.mode, b: d.common()}
+	d := newDriver(db, nil, c)
+	l := &Locker{mode: Mode(c.Mode), b: d.common()}
 	l.fu, _ = d.(*fuDriver)
-	l.Locker = distlock.New(d, "mysql", c.defaults...)
-	return l
+	l.Locker = distlock.New(d, "mysql", c.Defaults...)
+	return l, nil
 }
 
 // modeDriver is a backend.Driver of either mode.
 type modeDriver interface {
 	backend.Driver
+	backend.ErrorClassifier
 	common() *base
 }
 
-func newDriver(x *sqlx.DB, owned bool, c config) modeDriver {
-	b := &base{db: x.DB, x: x, owned: owned, create: c.createTable, mode: c.mode, cfgErr: c.err}
-	b.life, b.stop = context.WithCancel(context.Background())
-	if c.err == nil {
-		b.table = quoteTable(c.table)
-	}
-	if c.mode == ModeForUpdate {
-		return newFUDriver(b, c.keepalive)
+// newDriver is the one path from a checked configuration to a driver, for
+// New and the URL opener. closeDB, if not nil, closes a db the driver owns.
+func newDriver(db *sql.DB, closeDB func() error, c config) modeDriver {
+	b := &base{Base: sqllock.NewBase(dialect, schemas, &c.Config, closeDB), db: db}
+	if c.Mode == string(ModeForUpdate) {
+		return newFUDriver(b, c.Keepalive)
 	}
 	return newRowDriver(b)
 }
 
+// base is what both modes share: the database, the table, the schema setup
+// and background work.
+type base struct {
+	*sqllock.Base
+	db *sql.DB
+}
+
 func (b *base) common() *base { return b }
+
+// Close stops background work and closes a URL-opened pool.
+func (b *base) Close() error { return b.Shutdown() }
+
+// ErrorCode implements backend.ErrorClassifier; see errorCode.
+func (b *base) ErrorCode(err error) backend.Code { return errorCode(err) }
+
+// ready creates the table and checks its shape, once (and fails once ctx
+// has ended).
+func (b *base) ready(ctx context.Context) error {
+	return b.Ready(ctx, func(ctx context.Context) error {
+		if b.Create {
+			if _, err := b.db.ExecContext(ctx, b.CreateSQL); err != nil {
+				return fmt.Errorf("create lock table: %w", sqllock.Failed(ctx, err))
+			}
+		}
+		if b.Mode == string(ModeRow) {
+			return b.rowSchema(ctx)
+		}
+		return nil
+	})
+}
 
 // Mode reports the Locker's mechanism.
 func (l *Locker) Mode() Mode { return l.mode }
@@ -378,73 +352,52 @@ type Info struct {
 	Fence uint64
 }
 
-type infoRow struct {
-	Key       []byte        `db:"lock_key"`
-	Owner     []byte        `db:"owner"`
-	Holds     int           `db:"holds"`
-	Remaining sql.NullInt64 `db:"remaining_us"`
-	Fence     uint64        `db:"fence"`
-}
-
 // Inspect reads the lock named key without taking it, for monitoring and
 // tests. In row mode it returns the lease row; in forupdate mode only Fence
 // is known (the row lock itself is invisible without trying to take it). A
-// key never locked gives a zero Info (with Key set) and no error.
+// key never locked gives a zero Info (with Key set) and no error. Errors
+// are classified as the Locker's are (ErrInvalidKey, ErrUnavailable).
 func (l *Locker) Inspect(ctx context.Context, key string) (Info, error) {
 	if err := distlock.ValidateKey(key); err != nil {
 		return Info{}, err
 	}
-	if l.b.cfgErr != nil {
-		return Info{}, l.b.cfgErr
-	}
 	h := keyHash(key)
 	info := Info{Key: key}
-	var r infoRow
 	var q string
 	if l.mode == ModeRow {
 		q = `SELECT lock_key, owner, holds, fence,
 			IF(holds > 0 AND expires_at > UTC_TIMESTAMP(6), TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at), NULL) AS remaining_us
-			FROM ` + l.b.table + ` WHERE key_hash = ?`
+			FROM ` + l.b.Table + ` WHERE key_hash = ?`
 	} else {
-		q = `SELECT lock_key, '' AS owner, 0 AS holds, fence, NULL AS remaining_us FROM ` + l.b.table + ` WHERE key_hash = ? AND kind = 1`
+		q = `SELECT lock_key, '' AS owner, 0 AS holds, fence, NULL AS remaining_us FROM ` + l.b.Table + ` WHERE key_hash = ? AND kind = 1`
 	}
-	err := l.b.x.GetContext(ctx, &r, q, h[:])
+	var (
+		k, owner  []byte
+		remaining sql.NullInt64
+	)
+	err := l.b.db.QueryRowContext(ctx, q, h[:]).Scan(&k, &owner, &info.Holds, &info.Fence, &remaining)
 	if errors.Is(err, sql.ErrNoRows) {
-		return info, nil
+		return Info{Key: key}, nil
 	}
 	if err != nil {
-		return Info{}, l.b.wrap(ctx, err)
+		return Info{}, sqllock.Classify(ctx, err, errorCode)
 	}
-	info.Fence = r.Fence
-	if r.Remaining.Valid {
-		info.Held = true
-		info.Owner = string(r.Owner)
-		info.Holds = r.Holds
-		info.Remaining = time.Duration(r.Remaining.Int64) * time.Microsecond
+	if !remaining.Valid {
+		info.Holds = 0
+		return info, nil
 	}
+	info.Held = true
+	info.Owner = string(owner)
+	info.Remaining = time.Duration(remaining.Int64) * time.Microsecond
 	return info, nil
 }
 
 // DDL returns the CREATE TABLE statement of the lock table for mode, for
 // users who manage the schema themselves (WithCreateTable(false)). table ""
-// means the mode's default table.
+// means the mode's default table. An invalid mode or table name gives an
+// error wrapping ErrInvalidOption.
 func DDL(mode Mode, table string) (string, error) {
-	if table == "" {
-		table = DefaultRowTable
-		if mode == ModeForUpdate {
-			table = DefaultForUpdateTable
-		}
-	}
-	if err := validTable(table); err != nil {
-		return "", err
-	}
-	switch mode {
-	case ModeRow:
-		return rowDDL(quoteTable(table)), nil
-	case ModeForUpdate:
-		return forUpdateDDL(quoteTable(table)), nil
-	}
-	return "", fmt.Errorf("%w: mode %q (want %q or %q)", backend.ErrInvalidOption, mode, ModeRow, ModeForUpdate)
+	return dialect.DDL(schemas, string(mode), table)
 }
 
 func rowDDL(table string) string {
@@ -470,208 +423,11 @@ func forUpdateDDL(table string) string {
 ) ENGINE=InnoDB COMMENT='distlock forupdate-mode lock rows'`
 }
 
-var identRE = regexp.MustCompile(`^[A-Za-z0-9_$]{1,64}$`)
-
-func validTable(name string) error {
-	parts := strings.Split(name, ".")
-	if len(parts) > 2 {
-		return fmt.Errorf("%w: table name %q: at most one '.' (db.table)", backend.ErrInvalidOption, name)
-	}
-	for _, p := range parts {
-		if !identRE.MatchString(p) {
-			return fmt.Errorf("%w: table name %q: want 1-64 letters, digits, '_' or '$' (optionally db.table)", backend.ErrInvalidOption, name)
-		}
-	}
-	return nil
-}
-
-// quoteTable quotes a validated table name. Validation has excluded the
-// backtick, so quoting cannot be escaped from.
-func quoteTable(name string) string {
-	parts := strings.Split(name, ".")
-	for i, p := range parts {
-		parts[i] = "`" + p + "`"
-	}
-	return strings.Join(parts, ".")
-}
-
 // keyHash is the primary key of a lock: fixed length, binary, so keys that
 // differ only in case, trailing spaces or after any byte are distinct rows
 // whatever the server's collations.
 func keyHash(key string) [32]byte { return sha256.Sum256([]byte(key)) }
 
-// base is what both modes share: the database, the table, the schema setup
-// and background work.
-type base struct {
-	db     *sql.DB
-	x      *sqlx.DB
-	owned  bool // Close closes db (URL-opened)
-	table  string
-	create bool
-	mode   Mode
-	cfgErr error
-
-	schemaMu sync.Mutex
-	schemaOK bool
-
-	life context.Context // cancelled by Close; bounds background work
-	stop context.CancelFunc
-
-	goMu   sync.Mutex
-	closed bool
-	wg     sync.WaitGroup
-}
-
-// ready checks the configuration, creates the table and checks its shape,
-// once.
-func (b *base) ready(ctx context.Context) error {
-	if b.cfgErr != nil {
-		return b.cfgErr
-	}
-	b.schemaMu.Lock()
-	defer b.schemaMu.Unlock()
-	if b.schemaOK {
-		return nil
-	}
-	if b.create {
-		ddl := rowDDL(b.table)
-		if b.mode == ModeForUpdate {
-			ddl = forUpdateDDL(b.table)
-		}
-		if _, err := b.db.ExecContext(ctx, ddl); err != nil {
-			return fmt.Errorf("create lock table: %w", b.wrap(ctx, err))
-		}
-	}
-	if b.mode == ModeRow {
-		if err := b.rowSchema(ctx); err != nil {
-			return err
-		}
-	}
-	b.schemaOK = true
-	return nil
-}
-
-// goBackground runs f on a goroutine that Close waits for. It reports false
-// (and does not run f) after Close.
-func (b *base) goBackground(f func(ctx context.Context)) bool {
-	b.goMu.Lock()
-	defer b.goMu.Unlock()
-	if b.closed {
-		return false
-	}
-	b.wg.Add(1)
-	go func() {
-		defer b.wg.Done()
-		f(b.life)
-	}()
-	return true
-}
-
-// shutdown stops background work and closes an owned database.
-func (b *base) shutdown() error {
-	b.goMu.Lock()
-	b.closed = true
-	b.goMu.Unlock()
-	b.stop()
-	b.wg.Wait()
-	if b.owned {
-		return b.db.Close()
-	}
-	return nil
-}
-
-// MySQL and MariaDB error numbers the backend acts on.
-const (
-	erLockWaitTimeout   = 1205 // also MariaDB's NOWAIT failure
-	erLockDeadlock      = 1213
-	erQueryInterrupted  = 1317
-	erDupEntry          = 1062
-	erLockNowait        = 3572 // MySQL 8's NOWAIT failure
-	erConnectionKilled  = 1927 // MariaDB
-	erServerShutdown    = 1053
-	erTooManyConns      = 1040
-	erUserTooManyConns  = 1203
-	erReadOnly          = 1290 // --read-only, e.g. a replica after failover
-	erReadOnlyTrx       = 1792
-	erInnoReadOnly      = 1836
-	erNetReadInterrupt  = 1159
-	erNetWriteInterrupt = 1161
-	erNetErrorOnWrite   = 1160
-	erNetReadError      = 1158
-	erClientDisconnect  = 4031 // MySQL 8: disconnected by the server (idle)
-	erMaxStatementTime  = 1969 // MariaDB max_statement_time
-	erMaxExecutionTime  = 3024 // MySQL max_execution_time
-)
-
-func mysqlCode(err error) uint16 {
-	var me *gomysql.MySQLError
-	if errors.As(err, &me) {
-		return me.Number
-	}
-	return 0
-}
-
-func isLockBusy(err error) bool {
-	c := mysqlCode(err)
-	return c == erLockWaitTimeout || c == erLockNowait
-}
-
-// serverRejected reports whether the server answered the statement with an
-// error, so it certainly had no effect.
-func serverRejected(err error) bool {
-	var me *gomysql.MySQLError
-	return errors.As(err, &me) || errors.Is(err, driver.ErrBadConn)
-}
-
-// unavailable reports whether err means the server cannot be reached or
-// cannot serve now, as opposed to a statement or schema error.
-func unavailable(err error) bool {
-	switch mysqlCode(err) {
-	case 0:
-	case erLockWaitTimeout, erLockDeadlock, erQueryInterrupted, erLockNowait,
-		erConnectionKilled, erServerShutdown, erTooManyConns, erUserTooManyConns,
-		erReadOnly, erReadOnlyTrx, erInnoReadOnly, erNetReadInterrupt, erNetWriteInterrupt,
-		erNetErrorOnWrite, erNetReadError, erClientDisconnect, erMaxStatementTime, erMaxExecutionTime:
-		return true
-	default:
-		return false
-	}
-	var ne net.Error
-	return errors.Is(err, driver.ErrBadConn) || errors.Is(err, gomysql.ErrInvalidConn) ||
-		errors.Is(err, sql.ErrConnDone) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
-		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
-		errors.Is(err, net.ErrClosed) || errors.As(err, &ne) || errors.Is(err, gomysql.ErrPktSync) ||
-		errors.Is(err, gomysql.ErrBusyBuffer) || errors.Is(err, gomysql.ErrMalformPkt)
-}
-
-// wrap puts a database error into the driver convention: a network call cut
-// by the end of ctx keeps ctx's error reachable and is ErrUnavailable (the
-// server did not answer in time); an unreachable server or I/O failure is
-// ErrUnavailable; other errors (schema, privileges) are returned as they
-// are. The client's error stays reachable with errors.As.
-func (b *base) wrap(ctx context.Context, err error) error {
-	if err == nil {
-		return nil
-	}
-	if cerr := ctx.Err(); cerr != nil {
-		if !errors.Is(err, cerr) {
-			err = fmt.Errorf("%w: %w", cerr, err)
-		}
-		return fmt.Errorf("%w: %w", backend.ErrUnavailable, err)
-	}
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || unavailable(err) {
-		return fmt.Errorf("%w: %w", backend.ErrUnavailable, err)
-	}
-	return err
-}
-
-// ttlMicros converts a TTL to whole microseconds, the resolution of
-// DATETIME(6), rounding up: the server never holds a lock for less than its
-// TTL.
-func ttlMicros(ttl time.Duration) int64 {
-	us := int64(ttl / time.Microsecond)
-	if ttl%time.Microsecond != 0 {
-		us++
-	}
-	return us
-}
+// ttlMicros is sqllock.TTLMicros: whole microseconds (DATETIME(6)),
+// rounded up.
+var ttlMicros = sqllock.TTLMicros

@@ -11,9 +11,9 @@ import (
 	"time"
 
 	gomysql "github.com/go-sql-driver/mysql"
-	"github.com/jmoiron/sqlx"
 
 	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/internal/sqllock"
 )
 
 func init() { backend.Register("mysql", open) }
@@ -54,50 +54,84 @@ const DefaultMaxConns = 32
 // statement is one round trip) and verifies, within ctx, that the server
 // accepts the login.
 func open(ctx context.Context, u *url.URL) (backend.Driver, error) {
-	if u.Opaque != "" {
-		return nil, fmt.Errorf("%w: want mysql://user:pass@host:3306/db, got %q", backend.ErrInvalidOption, u.Redacted())
-	}
-	hosts, err := backend.Hosts(u, "3306")
+	cfg, c, err := parseURL(u)
 	if err != nil {
 		return nil, err
 	}
+	connector, err := gomysql.NewConnector(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", backend.ErrInvalidOption, err)
+	}
+	db := sql.OpenDB(connector)
+	db.SetMaxOpenConns(c.maxConns)
+	db.SetMaxIdleConns(c.maxConns)
+	if c.Mode == string(ModeForUpdate) {
+		// Close idle connections before the server's wait_timeout does.
+		db.SetConnMaxIdleTime(c.sessionTimeout / 2)
+	}
+	if err := db.PingContext(ctx); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("connect to %s: %w", cfg.Addr, sqllock.OpenError(ctx, err, errorCode))
+	}
+	return newDriver(db, db.Close, c.config), nil
+}
+
+// urlConfig is what a URL configures: the Locker and its pool.
+type urlConfig struct {
+	config
+	maxConns       int
+	sessionTimeout time.Duration
+}
+
+// hostAndDB checks the URL's form and returns its host:port and database.
+func hostAndDB(u *url.URL) (string, string, error) {
+	if u.Opaque != "" {
+		return "", "", fmt.Errorf("%w: want mysql://user:pass@host:3306/db, got %q", backend.ErrInvalidOption, u.Redacted())
+	}
+	hosts, err := backend.Hosts(u, "3306")
+	if err != nil {
+		return "", "", err
+	}
 	if len(hosts) != 1 {
-		return nil, fmt.Errorf("%w: mysql URL takes one host, got %d", backend.ErrInvalidOption, len(hosts))
+		return "", "", fmt.Errorf("%w: mysql URL takes one host, got %d", backend.ErrInvalidOption, len(hosts))
 	}
 	if _, port, err := net.SplitHostPort(hosts[0]); err != nil {
-		return nil, fmt.Errorf("%w: host %q: %v", backend.ErrInvalidOption, hosts[0], err)
+		return "", "", fmt.Errorf("%w: host %q: %v", backend.ErrInvalidOption, hosts[0], err)
 	} else if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-		return nil, fmt.Errorf("%w: port %q out of range 1-65535", backend.ErrInvalidOption, port)
+		return "", "", fmt.Errorf("%w: port %q out of range 1-65535", backend.ErrInvalidOption, port)
 	}
 	dbName := strings.TrimPrefix(u.Path, "/")
 	if dbName == "" || strings.Contains(dbName, "/") {
-		return nil, fmt.Errorf("%w: mysql URL needs a database name as its path (mysql://host:3306/db), got %q", backend.ErrInvalidOption, u.Path)
+		return "", "", fmt.Errorf("%w: mysql URL needs a database name as its path (mysql://host:3306/db), got %q", backend.ErrInvalidOption, u.Path)
 	}
 	if _, err := url.ParseQuery(u.RawQuery); err != nil {
 		// url.URL.Query drops what it cannot parse (such as a ';'): refuse
 		// instead of silently ignoring a parameter.
-		return nil, fmt.Errorf("%w: query %q: %v", backend.ErrInvalidOption, u.RawQuery, err)
+		return "", "", fmt.Errorf("%w: query %q: %v", backend.ErrInvalidOption, u.RawQuery, err)
+	}
+	return hosts[0], dbName, nil
+}
+
+// parseURL checks u and builds the driver's configuration (the same
+// options New takes, through the same checks) and the pool's.
+func parseURL(u *url.URL) (*gomysql.Config, urlConfig, error) {
+	host, dbName, err := hostAndDB(u)
+	if err != nil {
+		return nil, urlConfig{}, err
 	}
 	p := backend.NewParams(u)
 	p.Rename("createTable", "create_table")
 	p.Rename("sessionTimeout", "session_timeout")
 	p.Rename("maxConns", "max_conns")
-	opts := []Option{}
-	if p.Has("mode") {
-		opts = append(opts, WithMode(Mode(p.String("mode", ""))))
-	} else {
-		p.String("mode", "")
+	opts := []Option{
+		WithCreateTable(backend.Parse(p, "create_table", true, strconv.ParseBool)),
+		WithKeepalive(backend.Parse(p, "keepalive", DefaultKeepalive, backend.DurationIn(time.Millisecond, time.Hour))),
 	}
-	if p.Has("table") {
-		opts = append(opts, WithTable(p.String("table", "")))
-	} else {
-		p.String("table", "")
+	if m, ok := sqllock.Param(p, "mode"); ok {
+		opts = append(opts, WithMode(Mode(m)))
 	}
-	opts = append(opts, WithCreateTable(backend.Parse(p, "create_table", true, strconv.ParseBool)))
-	if p.Has("keepalive") {
-		opts = append(opts, WithKeepalive(backend.Parse(p, "keepalive", DefaultKeepalive, backend.DurationIn(time.Millisecond, time.Hour))))
-	} else {
-		p.String("keepalive", "")
+	if t, ok := sqllock.Param(p, "table"); ok {
+		opts = append(opts, WithTable(t))
 	}
 	maxConns := backend.Parse(p, "max_conns", DefaultMaxConns, backend.IntIn(1, 10_000))
 	timeout := backend.Parse(p, "timeout", 5*time.Second, backend.DurationIn(time.Millisecond, time.Hour))
@@ -112,19 +146,19 @@ func open(ctx context.Context, u *url.URL) (backend.Driver, error) {
 	switch tls {
 	case "", "true", "false", "skip-verify", "preferred":
 	default:
-		return nil, fmt.Errorf("%w: tls=%q (want true, false, skip-verify or preferred)", backend.ErrInvalidOption, tls)
+		return nil, urlConfig{}, fmt.Errorf("%w: tls=%q (want true, false, skip-verify or preferred)", backend.ErrInvalidOption, tls)
 	}
 	if err := p.Done(); err != nil {
-		return nil, err
+		return nil, urlConfig{}, err
 	}
-	c := newConfig(opts)
-	if c.err != nil {
-		return nil, c.err
+	c, err := newConfig(opts)
+	if err != nil {
+		return nil, urlConfig{}, err
 	}
 
 	cfg := gomysql.NewConfig()
 	cfg.Net = "tcp"
-	cfg.Addr = hosts[0]
+	cfg.Addr = host
 	cfg.DBName = dbName
 	if u.User != nil {
 		cfg.User = u.User.Username()
@@ -133,34 +167,8 @@ func open(ctx context.Context, u *url.URL) (backend.Driver, error) {
 	cfg.InterpolateParams = true
 	cfg.Timeout = timeout
 	cfg.TLSConfig = tls
-	if c.mode == ModeForUpdate {
+	if c.Mode == string(ModeForUpdate) {
 		cfg.Params = map[string]string{"wait_timeout": strconv.Itoa(int(sessionTimeout / time.Second))}
 	}
-	connector, err := gomysql.NewConnector(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", backend.ErrInvalidOption, err)
-	}
-	db := sql.OpenDB(connector)
-	db.SetMaxOpenConns(maxConns)
-	db.SetMaxIdleConns(maxConns)
-	if c.mode == ModeForUpdate {
-		// Close idle connections before the server's wait_timeout does.
-		db.SetConnMaxIdleTime(sessionTimeout / 2)
-	}
-	if err := db.PingContext(ctx); err != nil {
-		_ = db.Close()
-		b := &base{}
-		return nil, fmt.Errorf("connect to %s: %w", hosts[0], b.wrapOpen(ctx, err))
-	}
-	return newDriver(sqlx.NewDb(db, "mysql"), true, c), nil
-}
-
-// wrapOpen classifies an error of the login check: anything that keeps the
-// server from accepting us is ErrUnavailable.
-func (b *base) wrapOpen(ctx context.Context, err error) error {
-	werr := b.wrap(ctx, err)
-	if werr == err {
-		return fmt.Errorf("%w: %w", backend.ErrUnavailable, err)
-	}
-	return werr
+	return cfg, urlConfig{config: c, maxConns: maxConns, sessionTimeout: sessionTimeout}, nil
 }

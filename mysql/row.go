@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/internal/sqllock"
 )
 
 // busyBit marks an acquire reply that carries the holder's remaining
@@ -94,11 +95,11 @@ type rowDriver struct {
 func newRowDriver(b *base) *rowDriver {
 	return &rowDriver{
 		base:       b,
-		qAcquire:   fmt.Sprintf(rowAcquireSQL, b.table),
-		qRefresh:   fmt.Sprintf(rowRefreshSQL, b.table),
-		qRelease:   fmt.Sprintf(rowReleaseSQL, b.table),
-		qAbandon:   fmt.Sprintf(rowAbandonSQL, b.table),
-		qBatchHead: fmt.Sprintf(rowRefreshBatchHead, b.table),
+		qAcquire:   fmt.Sprintf(rowAcquireSQL, b.Table),
+		qRefresh:   fmt.Sprintf(rowRefreshSQL, b.Table),
+		qRelease:   fmt.Sprintf(rowReleaseSQL, b.Table),
+		qAbandon:   fmt.Sprintf(rowAbandonSQL, b.Table),
+		qBatchHead: fmt.Sprintf(rowRefreshBatchHead, b.Table),
 		batchMax:   rowBatchMax,
 	}
 }
@@ -107,8 +108,6 @@ func (d *rowDriver) Capabilities() backend.Capabilities {
 	return backend.Capabilities{Fencing: true, Reentrant: true, Expiring: true, Durable: true}
 }
 
-func (d *rowDriver) Close() error { return d.shutdown() }
-
 // TryAcquire is one INSERT … ON DUPLICATE KEY UPDATE. When its reply is lost
 // (ctx ended or the connection broke after the statement may have run), the
 // hold it may have taken is given back in the background, identified by its
@@ -116,9 +115,6 @@ func (d *rowDriver) Close() error { return d.shutdown() }
 // the same owner acquires the lock again meanwhile and nests in that hold.
 func (d *rowDriver) TryAcquire(ctx context.Context, req backend.Request) (backend.Lock, error) {
 	if err := d.ready(ctx); err != nil {
-		return nil, err
-	}
-	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	h := keyHash(req.Key)
@@ -132,47 +128,36 @@ func (d *rowDriver) TryAcquire(ctx context.Context, req backend.Request) (backen
 		if !serverRejected(err) {
 			d.abandon(h, owner, hold, req.TTL)
 		}
-		return nil, d.wrap(ctx, err)
+		return nil, sqllock.Failed(ctx, err)
 	}
 	id, err := res.LastInsertId()
 	if err != nil {
-		return nil, d.wrap(ctx, err)
+		return nil, sqllock.Failed(ctx, err)
 	}
 	v := uint64(id)
 	switch {
 	case v == 0:
-		return nil, fmt.Errorf("%w: acquire statement returned no outcome (is %s the distlock row-mode table?)", backend.ErrUnavailable, d.table)
+		return nil, fmt.Errorf("%w: acquire statement returned no outcome (is %s the distlock row-mode table?)", backend.ErrUnavailable, d.Table)
 	case v&busyBit != 0:
 		return nil, backend.Busy(time.Duration(v&^busyBit) * time.Microsecond)
 	}
 	return &rowLock{d: d, hash: h, owner: owner, token: v, hold: hold}, nil
 }
 
-// abandonSchedule spaces the attempts to give back an orphan hold: the
-// lost request may still be on its way to the server, so one early attempt
-// is not enough.
-var abandonSchedule = []time.Duration{0, 250 * time.Millisecond, time.Second, 2 * time.Second, 4 * time.Second}
-
 // abandon gives back, in the background, the hold that an acquire with
-// hold id hold may have taken. The statement matches only a row that lists
-// that hold, and removes it from the list, so repeating it is harmless and
-// it never takes a hold that another acquisition (even of the same owner)
-// made. It stops after the schedule, once the TTL has passed (the row is
-// free by then anyway), or when the driver closes.
+// hold id hold may have taken (Base.Undo: on a schedule, until it is given
+// back, the TTL has passed or the driver closes). The statement matches
+// only a row that lists that hold, and removes it from the list, so
+// repeating it is harmless and it never takes a hold that another
+// acquisition (even of the same owner) made.
 func (d *rowDriver) abandon(h [32]byte, owner []byte, hold holdID, ttl time.Duration) {
-	d.goBackground(func(life context.Context) {
-		ctx, cancel := context.WithTimeout(life, ttl)
-		defer cancel()
-		for _, pause := range abandonSchedule {
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(pause):
-			}
-			actx, acancel := context.WithTimeout(ctx, 5*time.Second)
-			_, _ = d.db.ExecContext(actx, d.qAbandon, hold[:], h[:], owner, hold[:])
-			acancel()
+	d.Undo(ttl, func(ctx context.Context) bool {
+		res, err := d.db.ExecContext(ctx, d.qAbandon, hold[:], h[:], owner, hold[:])
+		if err != nil {
+			return false
 		}
+		n, err := res.RowsAffected()
+		return err == nil && n > 0
 	})
 }
 
@@ -192,8 +177,8 @@ var errRowNotHeld = fmt.Errorf("%w: the lease row has expired or belongs to anot
 // Refresh extends the row to at least ttl from now by the database clock,
 // if this owner still holds it in this tenure (owner and fence match).
 func (l *rowLock) Refresh(ctx context.Context, ttl time.Duration) error {
-	if ttl <= 0 {
-		return fmt.Errorf("%w: %v", backend.ErrInvalidTTL, ttl)
+	if err := sqllock.CheckTTL(ttl); err != nil {
+		return err
 	}
 	return l.exec(ctx, l.d.qRefresh, ttlMicros(ttl), l.hash[:], l.owner, l.token)
 }
@@ -206,11 +191,11 @@ func (l *rowLock) Release(ctx context.Context) error {
 func (l *rowLock) exec(ctx context.Context, q string, args ...any) error {
 	res, err := l.d.db.ExecContext(ctx, q, args...)
 	if err != nil {
-		return l.d.wrap(ctx, err)
+		return sqllock.Failed(ctx, err)
 	}
 	id, err := res.LastInsertId()
 	if err != nil {
-		return l.d.wrap(ctx, err)
+		return sqllock.Failed(ctx, err)
 	}
 	if uint64(id) != l.token {
 		if id == 0 {

@@ -28,9 +28,9 @@ func TestRowLostRequestOwnerRetry(t *testing.T) {
 	defer p.Close()
 	cfg := config(t, srv)
 	cfg.Addr = p.Addr()
-	l := mysql.New(openDB(t, cfg), mysql.WithTable(table))
+	l := mustNew(t, openDB(t, cfg), mysql.WithTable(table))
 	defer l.Close()
-	other := mysql.New(openDB(t, config(t, srv)), mysql.WithTable(table))
+	other := mustNew(t, openDB(t, config(t, srv)), mysql.WithTable(table))
 	defer other.Close()
 	ctx := ctxT(t, time.Minute)
 	const key = "lost-request"

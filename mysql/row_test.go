@@ -12,6 +12,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/internal/sqltest"
 	"github.com/distlock/distlock/mysql"
 )
 
@@ -22,9 +23,9 @@ func TestRowRoundTrips(t *testing.T) {
 	srv := server(t)
 	w := &wire{}
 	db := wiredDB(t, srv, w)
-	l := mysql.New(db, mysql.WithTable(uniqueTable("rt")))
+	l := mustNew(t, db, mysql.WithTable(uniqueTable("rt")))
 	defer l.Close()
-	other := mysql.New(db, mysql.WithTable(uniqueTable("unused")))
+	other := mustNew(t, db, mysql.WithTable(uniqueTable("unused")))
 	defer other.Close()
 	ctx := ctxT(t, time.Minute)
 	key := "round-trips"
@@ -68,7 +69,7 @@ func TestRowRoundTrips(t *testing.T) {
 	cfg := config(t, srv)
 	cfg.InterpolateParams = false
 	cfg.DialFunc = w2.dial
-	l2 := mysql.New(openDB(t, cfg), mysql.WithTable(uniqueTable("rtprep")))
+	l2 := mustNew(t, openDB(t, cfg), mysql.WithTable(uniqueTable("rtprep")))
 	defer l2.Close()
 	lease, err = l2.TryAcquire(ctx, key)
 	if err != nil {
@@ -101,7 +102,7 @@ func TestRowSQLSendsNoClientTime(t *testing.T) {
 	w := &wire{}
 	db := wiredDB(t, srv, w)
 	table := uniqueTable("clock")
-	a := mysql.New(db, mysql.WithTable(table))
+	a := mustNew(t, db, mysql.WithTable(table))
 	defer a.Close()
 	ctx := ctxT(t, time.Minute)
 	owner := distlock.WithOwner("clock-owner")
@@ -125,7 +126,11 @@ func TestRowSQLSendsNoClientTime(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(300 * time.Millisecond)
+	watcher := mustNew(t, openDB(t, config(t, srv)), mysql.WithTable(table)) // off the wire
+	defer watcher.Close()
+	if !sqltest.Until(10*time.Second, func() bool { info, err := watcher.Inspect(ctx, "k"); return err == nil && !info.Held }) {
+		t.Fatal("a 200ms lease still held after 10s")
+	}
 	l4, err := a.TryAcquire(ctx, "k") // takeover of the expired row
 	if err != nil {
 		t.Fatal(err)
@@ -169,7 +174,7 @@ func TestRowSessionClockSkew(t *testing.T) {
 		if err := db.QueryRow("SELECT NOW(6)").Scan(&now); err != nil {
 			t.Fatal(err)
 		}
-		l := mysql.New(db, mysql.WithTable(table))
+		l := mustNew(t, db, mysql.WithTable(table))
 		t.Cleanup(func() { _ = l.Close() })
 		return l, now
 	}
@@ -230,7 +235,7 @@ func TestRowConcurrentTakeover(t *testing.T) {
 	const clients = 16
 	ls := make([]*mysql.Locker, clients)
 	for i := range ls {
-		ls[i] = mysql.New(openDB(t, config(t, srv)), mysql.WithTable(table))
+		ls[i] = mustNew(t, openDB(t, config(t, srv)), mysql.WithTable(table))
 		defer ls[i].Close()
 	}
 	ctx := ctxT(t, 2*time.Minute)
@@ -326,16 +331,23 @@ func TestRowFenceAcrossRestart(t *testing.T) {
 	_ = n2.Release(ctx)
 	_ = n1.Release(ctx)
 	for crash := 0; crash < 2; crash++ {
-		held := take(a, distlock.WithTTL(2*time.Second), distlock.WithAutoRefresh(false))
+		// A TTL far beyond a restart's duration (seconds under load),
+		// ended by expireRow once the row was seen to survive.
+		held := take(a, distlock.WithTTL(time.Minute), distlock.WithAutoRefresh(false))
 		if err := srv.Kill(); err != nil {
 			t.Fatal(err)
 		}
+		killed := time.Now()
 		if err := srv.Restart(ctx); err != nil {
 			t.Fatal(err)
 		}
+		t.Logf("restarted in %v", time.Since(killed).Round(time.Millisecond))
 		// The row survived the crash: the lock is still held until its TTL.
 		if _, err := b.TryAcquire(ctx, key); !errors.Is(err, distlock.ErrNotAcquired) {
 			t.Errorf("after kill -9 the held lock answered %v, want busy", err)
+		}
+		if err := expireRow(ctx, admin, table, key); err != nil {
+			t.Fatal(err)
 		}
 		_ = take(b).Release(ctx)
 		_ = held
@@ -357,9 +369,9 @@ func TestRowAmbiguousAcquire(t *testing.T) {
 	srv := server(t)
 	w := &wire{}
 	table := uniqueTable("ambig")
-	l := mysql.New(wiredDB(t, srv, w), mysql.WithTable(table))
+	l := mustNew(t, wiredDB(t, srv, w), mysql.WithTable(table))
 	defer l.Close()
-	other := mysql.New(openDB(t, config(t, srv)), mysql.WithTable(table))
+	other := mustNew(t, openDB(t, config(t, srv)), mysql.WithTable(table))
 	defer other.Close()
 	ctx := ctxT(t, time.Minute)
 
@@ -434,9 +446,9 @@ func TestRowKeys(t *testing.T) {
 	srv := server(t)
 	admin := adminDB(t, srv)
 	table := uniqueTable("keys")
-	a := mysql.New(openDB(t, config(t, srv)), mysql.WithTable(table))
+	a := mustNew(t, openDB(t, config(t, srv)), mysql.WithTable(table))
 	defer a.Close()
-	b := mysql.New(openDB(t, config(t, srv)), mysql.WithTable(table))
+	b := mustNew(t, openDB(t, config(t, srv)), mysql.WithTable(table))
 	defer b.Close()
 	ctx := ctxT(t, time.Minute)
 	long := strings.Repeat("ä", 512) // 1,024 bytes
@@ -481,9 +493,9 @@ func TestRowKeys(t *testing.T) {
 func TestRowReentrantAcrossLockers(t *testing.T) {
 	srv := server(t)
 	table := uniqueTable("reent")
-	a := mysql.New(openDB(t, config(t, srv)), mysql.WithTable(table))
+	a := mustNew(t, openDB(t, config(t, srv)), mysql.WithTable(table))
 	defer a.Close()
-	b := mysql.New(openDB(t, config(t, srv)), mysql.WithTable(table))
+	b := mustNew(t, openDB(t, config(t, srv)), mysql.WithTable(table))
 	defer b.Close()
 	ctx := ctxT(t, time.Minute)
 	owner := distlock.WithOwner("shared-owner")
@@ -527,7 +539,7 @@ func TestTTLMicros(t *testing.T) {
 // MaxTTL (a year) fits DATETIME(6) arithmetic.
 func TestRowMaxTTL(t *testing.T) {
 	srv := server(t)
-	l := mysql.New(openDB(t, config(t, srv)), mysql.WithTable(uniqueTable("maxttl")))
+	l := mustNew(t, openDB(t, config(t, srv)), mysql.WithTable(uniqueTable("maxttl")))
 	defer l.Close()
 	ctx := ctxT(t, time.Minute)
 	lease, err := l.TryAcquire(ctx, "max", distlock.WithTTL(distlock.MaxTTL), distlock.WithAutoRefresh(false))

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/internal/sqllock"
 )
 
 // MySQL and MariaDB error numbers of the schema check.
@@ -27,18 +28,18 @@ func rowMigrateDDL(table string) string {
 // default). Without it, a table of an older release is refused with the
 // statement that upgrades it: its statements would fail on every call.
 func (b *base) rowSchema(ctx context.Context) error {
-	_, err := b.db.ExecContext(ctx, `SELECT hold_ids FROM `+b.table+` WHERE FALSE`)
+	_, err := b.db.ExecContext(ctx, `SELECT hold_ids FROM `+b.Table+` WHERE FALSE`)
 	if err == nil {
 		return nil
 	}
 	if mysqlCode(err) != erBadField {
-		return fmt.Errorf("check lock table: %w", b.wrap(ctx, err))
+		return fmt.Errorf("check lock table: %w", sqllock.Failed(ctx, err))
 	}
-	if !b.create {
-		return fmt.Errorf("%w: lock table %s predates per-hold ids (no hold_ids column); upgrade it with: %s", backend.ErrInvalidOption, b.table, rowMigrateDDL(b.table))
+	if !b.Create {
+		return fmt.Errorf("%w: lock table %s predates per-hold ids (no hold_ids column); upgrade it with: %s", backend.ErrInvalidOption, b.Table, rowMigrateDDL(b.Table))
 	}
-	if _, err := b.db.ExecContext(ctx, rowMigrateDDL(b.table)); err != nil && mysqlCode(err) != erDupFieldName {
-		return fmt.Errorf("upgrade lock table %s: %w", b.table, b.wrap(ctx, err))
+	if _, err := b.db.ExecContext(ctx, rowMigrateDDL(b.Table)); err != nil && mysqlCode(err) != erDupFieldName {
+		return fmt.Errorf("upgrade lock table %s: %w", b.Table, sqllock.Failed(ctx, err))
 	}
 	return nil
 }

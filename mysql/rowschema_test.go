@@ -39,14 +39,14 @@ func TestRowSchemaUpgrade(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	manual := mysql.New(openDB(t, config(t, srv)), mysql.WithTable(table), mysql.WithCreateTable(false))
+	manual := mustNew(t, openDB(t, config(t, srv)), mysql.WithTable(table), mysql.WithCreateTable(false))
 	defer manual.Close()
 	_, err := manual.TryAcquire(ctx, "old")
 	if !errors.Is(err, distlock.ErrInvalidOption) || !strings.Contains(err.Error(), "ALTER TABLE `"+table+"` ADD COLUMN hold_ids") {
 		t.Fatalf("old table without WithCreateTable: %v, want ErrInvalidOption naming the ALTER TABLE", err)
 	}
 
-	managed := mysql.New(openDB(t, config(t, srv)), mysql.WithTable(table))
+	managed := mustNew(t, openDB(t, config(t, srv)), mysql.WithTable(table))
 	defer managed.Close()
 	lease, err := managed.TryAcquire(ctx, "old")
 	if err != nil {

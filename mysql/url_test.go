@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jmoiron/sqlx"
+	gomysql "github.com/go-sql-driver/mysql"
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/mysql"
@@ -84,25 +84,50 @@ func TestTableNames(t *testing.T) {
 	}
 }
 
-// Invalid options of the typed constructor surface as ErrInvalidOption on
-// use.
+// unusedDB is a pool that is never dialled (port 1): for tests that need
+// no server.
+func unusedDB(t testing.TB) *sql.DB {
+	t.Helper()
+	cfg := gomysql.NewConfig()
+	cfg.Net, cfg.Addr, cfg.DBName = "tcp", "127.0.0.1:1", "db"
+	return openDB(t, cfg)
+}
+
+// Invalid options of the typed constructor fail New with ErrInvalidOption,
+// on one line naming the option and its value; nothing panics, no server
+// is needed.
 func TestNewInvalidOptions(t *testing.T) {
-	srv := server(t)
-	db := openDB(t, config(t, srv))
-	ctx := ctxT(t, time.Minute)
-	for name, opt := range map[string]mysql.Option{
-		"table":     mysql.WithTable("x`; DROP TABLE y; --"),
-		"mode":      mysql.WithMode("bogus"),
-		"keepalive": mysql.WithKeepalive(0),
+	db := unusedDB(t)
+	for _, c := range []struct {
+		opt  mysql.Option
+		want string
+	}{
+		{mysql.WithTable("x`; DROP TABLE y; --"), "WithTable(\"x`; DROP TABLE y; --\")"},
+		{mysql.WithTable(""), "WithTable(\"\")"},
+		{mysql.WithTable("a.b.c"), "WithTable(\"a.b.c\")"},
+		{mysql.WithMode("bogus"), "WithMode(\"bogus\")"},
+		{mysql.WithKeepalive(0), "WithKeepalive(0s)"},
+		{mysql.WithKeepalive(-time.Second), "WithKeepalive(-1s)"},
 	} {
-		l := mysql.New(db, opt)
-		if _, err := l.TryAcquire(ctx, "k"); !errors.Is(err, distlock.ErrInvalidOption) {
-			t.Errorf("%s: TryAcquire = %v, want ErrInvalidOption", name, err)
+		l, err := mysql.New(db, c.opt)
+		if !errors.Is(err, distlock.ErrInvalidOption) || l != nil {
+			t.Errorf("%s: New = %v, %v; want ErrInvalidOption", c.want, l, err)
+			continue
 		}
-		if _, err := l.Inspect(ctx, "k"); !errors.Is(err, distlock.ErrInvalidOption) {
-			t.Errorf("%s: Inspect = %v, want ErrInvalidOption", name, err)
+		if msg := err.Error(); !strings.Contains(msg, "mysql: "+c.want) || strings.Contains(msg, "\n") {
+			t.Errorf("error %q does not name mysql: %s on one line", msg, c.want)
 		}
-		_ = l.Close()
+	}
+	// Valid options need no server either.
+	l, err := mysql.New(db, nil, mysql.WithMode(mysql.ModeForUpdate), mysql.WithTable("db.t$1"), mysql.WithKeepalive(time.Millisecond), mysql.WithCreateTable(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Mode() != mysql.ModeForUpdate {
+		t.Errorf("Mode() = %q", l.Mode())
+	}
+	if err := l.Close(); err != nil {
+		t.Error(err)
 	}
 }
 
@@ -147,7 +172,7 @@ func TestUnreachable(t *testing.T) {
 	cfg := config(t, server(t))
 	cfg.Addr = closedPortURL(t)[len("mysql://u:p@"):strings.LastIndex(closedPortURL(t), "/")]
 	for _, mode := range []mysql.Mode{mysql.ModeRow, mysql.ModeForUpdate} {
-		l := mysql.New(openDB(t, cfg), mysql.WithMode(mode))
+		l := mustNew(t, openDB(t, cfg), mysql.WithMode(mode))
 		for _, op := range []string{"TryAcquire", "Acquire"} {
 			actx, cancel := context.WithTimeout(ctx, 2*time.Second)
 			start := time.Now()
@@ -174,7 +199,7 @@ func TestManagedSchema(t *testing.T) {
 	ctx := ctxT(t, time.Minute)
 	for _, mode := range []mysql.Mode{mysql.ModeRow, mysql.ModeForUpdate} {
 		table := uniqueTable("managed")
-		l := mysql.New(db, mysql.WithMode(mode), mysql.WithTable(table), mysql.WithCreateTable(false))
+		l := mustNew(t, db, mysql.WithMode(mode), mysql.WithTable(table), mysql.WithCreateTable(false))
 		_, err := l.TryAcquire(ctx, "k")
 		if err == nil || errors.Is(err, distlock.ErrUnavailable) || errors.Is(err, distlock.ErrNotAcquired) {
 			t.Errorf("%s without the table: %v, want a schema error", mode, err)
@@ -200,33 +225,27 @@ func TestManagedSchema(t *testing.T) {
 }
 
 func TestNewNilDB(t *testing.T) {
-	ctx := ctxT(t, time.Minute)
-	var db *sql.DB
-	var xdb *sqlx.DB
-	for _, l := range []*mysql.Locker{mysql.New(db), mysql.New(xdb)} {
-		if _, err := l.TryAcquire(ctx, "k"); !errors.Is(err, distlock.ErrInvalidOption) {
-			t.Errorf("nil db: %v, want ErrInvalidOption", err)
-		}
-		if err := l.Close(); err != nil {
-			t.Error(err)
-		}
+	l, err := mysql.New(nil)
+	if !errors.Is(err, distlock.ErrInvalidOption) || l != nil {
+		t.Errorf("nil db: %v, %v; want ErrInvalidOption", l, err)
 	}
 }
 
-// New accepts a *sqlx.DB as well.
-func TestNewSQLX(t *testing.T) {
+// Close of a Locker made with New leaves the caller's database open (a
+// *sqlx.DB user passes its DB field: the same *sql.DB).
+func TestNewLeavesDBOpen(t *testing.T) {
 	srv := server(t)
 	ctx := ctxT(t, time.Minute)
-	x := sqlx.NewDb(openDB(t, config(t, srv)), "mysql")
+	db := openDB(t, config(t, srv))
 	for _, mode := range []mysql.Mode{mysql.ModeRow, mysql.ModeForUpdate} {
-		l := mysql.New(x, mysql.WithMode(mode), mysql.WithTable(uniqueTable("sqlx")))
-		lease, err := l.TryAcquire(ctx, "sqlx")
+		l := mustNew(t, db, mysql.WithMode(mode), mysql.WithTable(uniqueTable("own")))
+		lease, err := l.TryAcquire(ctx, "own")
 		if err != nil {
 			t.Fatalf("%s: %v", mode, err)
 		}
 		_ = lease.Release(ctx)
 		_ = l.Close()
-		if err := x.PingContext(ctx); err != nil {
+		if err := db.PingContext(ctx); err != nil {
 			t.Errorf("%s: Close closed the caller's database: %v", mode, err)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/sqltest"
 	"github.com/distlock/distlock/postgres"
 )
 
@@ -24,15 +25,8 @@ func advisoryLocker(t *testing.T, url string) distlock.Locker {
 	return l
 }
 
-// waitFor polls cond every 20ms for up to d.
-func waitFor(d time.Duration, cond func() bool) bool {
-	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if cond() {
-			return true
-		}
-	}
-	return cond()
-}
+// waitFor polls cond until it holds or d has passed.
+var waitFor = sqltest.Until
 
 // advisoryPIDs lists the backend pids holding (granted) or awaiting (not
 // granted) an advisory lock.
@@ -61,7 +55,7 @@ func TestTerminateHolder(t *testing.T) {
 	srv := server(t)
 	admin := openPool(t, srv, nil)
 	table := uniqueTable("term")
-	a := postgres.New(openPool(t, srv, nil), postgres.WithMode(postgres.ModeAdvisory), postgres.WithTable(table),
+	a := mustNew(t, openPool(t, srv, nil), postgres.WithMode(postgres.ModeAdvisory), postgres.WithTable(table),
 		postgres.WithCreateTable(true), postgres.WithKeepalive(100*time.Millisecond))
 	defer a.Close()
 	b := advisoryLocker(t, pgURL(srv, "mode=advisory&table="+table))
@@ -204,9 +198,9 @@ func TestPooledConnectionsHoldNoLock(t *testing.T) {
 	admin := openPool(t, srv, nil)
 	pool := openPool(t, srv, nil)
 	table := uniqueTable("pooled")
-	l := postgres.New(pool, postgres.WithMode(postgres.ModeAdvisory), postgres.WithTable(table), postgres.WithCreateTable(true))
+	l := mustNew(t, pool, postgres.WithMode(postgres.ModeAdvisory), postgres.WithTable(table), postgres.WithCreateTable(true))
 	defer l.Close()
-	other := postgres.New(openPool(t, srv, nil), postgres.WithMode(postgres.ModeAdvisory), postgres.WithTable(table), postgres.WithCreateTable(true))
+	other := mustNew(t, openPool(t, srv, nil), postgres.WithMode(postgres.ModeAdvisory), postgres.WithTable(table), postgres.WithCreateTable(true))
 	defer other.Close()
 	ctx := ctxT(t, time.Minute)
 	blocker, err := other.TryAcquire(ctx, "pooled/busy")
@@ -258,7 +252,7 @@ func TestPooledConnectionsHoldNoLock(t *testing.T) {
 // that went back to the pool or use one connection at once.
 func TestRefreshDuringRelease(t *testing.T) {
 	srv := server(t)
-	l := postgres.New(openPool(t, srv, nil), postgres.WithMode(postgres.ModeAdvisory), postgres.WithTable(uniqueTable("refrel")), postgres.WithCreateTable(true))
+	l := mustNew(t, openPool(t, srv, nil), postgres.WithMode(postgres.ModeAdvisory), postgres.WithTable(uniqueTable("refrel")), postgres.WithCreateTable(true))
 	defer l.Close()
 	ctx := ctxT(t, time.Minute)
 	for i := 0; i < 50; i++ {
@@ -306,7 +300,7 @@ func TestSessionBound(t *testing.T) {
 		"tcp_keepalives":       {"tcp_keepalives_idle": "1", "tcp_keepalives_interval": "1", "tcp_keepalives_count": "1"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			l := postgres.New(openPool(t, srv, params), postgres.WithMode(postgres.ModeAdvisory), postgres.WithTable(table),
+			l := mustNew(t, openPool(t, srv, params), postgres.WithMode(postgres.ModeAdvisory), postgres.WithTable(table),
 				postgres.WithCreateTable(true), postgres.WithKeepalive(time.Minute))
 			defer l.Close()
 			ctx := ctxT(t, time.Minute)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/internal/sqllock"
 )
 
 // rowRefreshBatchSQL is rowRefreshSQL for many holds in one statement: the
@@ -49,7 +50,7 @@ func (d *rowDriver) RefreshBatch(ctx context.Context, items []backend.RefreshIte
 			errs[i], answered[i] = fmt.Errorf("postgres: RefreshBatch item %d: %T is not a row-mode lock of this Locker", i, it.Lock), true
 			continue
 		case it.TTL <= 0:
-			errs[i], answered[i] = fmt.Errorf("%w: %v", backend.ErrInvalidTTL, it.TTL), true
+			errs[i], answered[i] = sqllock.CheckTTL(it.TTL), true
 			continue
 		}
 		anyValid = true
@@ -87,8 +88,8 @@ func (d *rowDriver) RefreshBatch(ctx context.Context, items []backend.RefreshIte
 		if answered[i] {
 			continue
 		}
-		if err := ctx.Err(); err != nil {
-			errs[i] = d.wrap(ctx, err)
+		if ctx.Err() != nil {
+			errs[i] = sqllock.NoAnswer(ctx, nil)
 			continue
 		}
 		errs[i] = items[i].Lock.Refresh(ctx, items[i].TTL)

@@ -1,14 +1,9 @@
 package postgres_test
 
 import (
-	"context"
 	"errors"
-	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/distlock/distlock/backend"
 	"github.com/distlock/distlock/postgres"
@@ -21,18 +16,8 @@ func TestRefreshBatch(t *testing.T) {
 	srv := server(t)
 	admin := openPool(t, srv, nil)
 	table := uniqueTable("batch")
-	cfg, err := pgxpool.ParseConfig(srv.DSN())
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr := &countTracer{}
-	cfg.ConnConfig.Tracer = tr
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	l := postgres.New(pool, postgres.WithTable(table), postgres.WithCreateTable(true))
+	pool, tr := tracedPool(t, srv)
+	l := mustNew(t, pool, postgres.WithTable(table), postgres.WithCreateTable(true))
 	defer l.Close()
 	d := postgres.Driver(l)
 	br, ok := d.(backend.BatchRefresher)
@@ -88,13 +73,3 @@ func TestRefreshBatch(t *testing.T) {
 		t.Errorf("the expired batch/b was extended: %v left", r)
 	}
 }
-
-// countTracer counts the statements a pool sends.
-type countTracer struct{ n atomic.Int64 }
-
-func (c *countTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
-	c.n.Add(1)
-	return ctx
-}
-
-func (c *countTracer) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}

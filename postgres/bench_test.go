@@ -1,15 +1,10 @@
 package postgres_test
 
 import (
-	"context"
 	"testing"
-	"time"
 
 	"github.com/distlock/distlock"
-	"github.com/distlock/distlock/internal/benchkit"
-
-	"github.com/jackc/pgx/v5/pgxpool"
-
+	"github.com/distlock/distlock/internal/sqltest"
 	"github.com/distlock/distlock/postgres"
 )
 
@@ -29,39 +24,11 @@ var benchModes = []struct {
 func BenchmarkUncontended(b *testing.B) {
 	for _, mode := range benchModes {
 		b.Run(mode.name, func(b *testing.B) {
-			srv := server(b)
-			cfg, err := pgxpool.ParseConfig(srv.DSN())
-			if err != nil {
-				b.Fatal(err)
-			}
-			tr := &countTracer{}
-			cfg.ConnConfig.Tracer = tr
-			pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer pool.Close()
-			l := postgres.New(pool, append(mode.opts, postgres.WithTable(uniqueTable("bench")), postgres.WithCreateTable(true))...)
+			pool, tr := tracedPool(b, server(b))
+			l := mustNew(b, pool, append(mode.opts, postgres.WithTable(uniqueTable("bench")), postgres.WithCreateTable(true))...)
 			defer l.Close()
-			ctx := context.Background()
-			cycle := func() {
-				lease, err := l.TryAcquire(ctx, "bench/uncontended")
-				if err != nil {
-					b.Fatal(err)
-				}
-				if err := lease.Release(ctx); err != nil {
-					b.Fatal(err)
-				}
-			}
-			cycle() // table, row, connections, lock id
-			before := tr.n.Load()
-			b.ReportAllocs()
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				cycle()
-			}
-			b.StopTimer()
-			b.ReportMetric(float64(tr.n.Load()-before)/float64(b.N), "statements/op")
+			var before int64
+			sqltest.Uncontended(b, l, "statements/op", func() { before = tr.n.Load() }, func() int { return int(tr.n.Load() - before) })
 		})
 	}
 }
@@ -76,21 +43,13 @@ func BenchmarkHandoff(b *testing.B) {
 		b.Run(mode.name, func(b *testing.B) {
 			srv := server(b)
 			table := uniqueTable("handoff")
-			const lockers, perLocker = 4, 2
-			all := make([]distlock.Locker, lockers)
+			all := make([]distlock.Locker, 4)
 			for i := range all {
-				l := postgres.New(openPool(b, srv, nil), append(mode.opts, postgres.WithTable(table), postgres.WithCreateTable(true))...)
+				l := mustNew(b, openPool(b, srv, nil), append(mode.opts, postgres.WithTable(table), postgres.WithCreateTable(true))...)
 				defer l.Close()
 				all[i] = l
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-			defer cancel()
-			lease, err := all[0].TryAcquire(ctx, "bench/hot")
-			if err != nil {
-				b.Fatal(err)
-			}
-			_ = lease.Release(ctx)
-			benchkit.Handoff(b, ctx, all, "bench/hot", lockers*perLocker)
+			sqltest.Handoff(b, all)
 		})
 	}
 }

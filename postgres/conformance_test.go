@@ -3,10 +3,7 @@ package postgres_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/url"
-	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,30 +12,14 @@ import (
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/conformance"
 	"github.com/distlock/distlock/internal/netfault"
+	"github.com/distlock/distlock/internal/sqltest"
 	"github.com/distlock/distlock/internal/testserver"
 	"github.com/distlock/distlock/postgres"
 )
 
-// restart is the RestartBackend fault: kill -9 and start again on the same
-// data directory.
-func restart(srv *testserver.Postgres) func(ctx context.Context) error {
-	return func(ctx context.Context) error {
-		if err := srv.Kill(); err != nil {
-			return err
-		}
-		return srv.Restart(ctx)
-	}
-}
-
 // closedPortURL is a postgres URL on a loopback port nobody listens on.
 func closedPortURL(t testing.TB) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	_ = ln.Close()
-	return "postgres://u:p@" + addr + "/db?connect_timeout=2"
+	return "postgres://u:p@" + sqltest.ClosedPort(t) + "/db?connect_timeout=2"
 }
 
 // badURLs are malformed postgres URLs: each must get ErrInvalidOption.
@@ -84,8 +65,8 @@ type harness struct {
 	table string
 	mode  postgres.Mode
 	query string // URL query for this mode
-	mu    sync.Mutex
-	locks []*postgres.Locker
+	// lockers are the Lockers of the typed constructor (advisory mode).
+	lockers sqltest.Lockers
 	// fenced is a Redis address for the fenced-resource check.
 	fenced string
 }
@@ -107,27 +88,23 @@ func newHarness(t *testing.T, mode postgres.Mode) *harness {
 	return h
 }
 
-// newLocker: row mode opens by URL (a new pool each time); advisory uses
+// NewLocker: row mode opens by URL (a new pool each time); advisory uses
 // the typed constructor over a new pool, with a keepalive long enough that
 // a lock whose session Expire terminated still looks held to its lease, so
 // that the stale-holder check reaches the backend's own check (the unlock
 // on a dead session) instead of finding the lease already ended.
-func (h *harness) newLocker(ctx context.Context) (distlock.Locker, error) {
+func (h *harness) NewLocker(ctx context.Context) (distlock.Locker, error) {
 	if h.mode == postgres.ModeRow {
 		return distlock.Open(ctx, pgURL(h.srv, h.query))
 	}
 	pool := openPool(h.t, h.srv, nil)
-	l := postgres.New(pool, postgres.WithMode(postgres.ModeAdvisory), postgres.WithTable(h.table),
-		postgres.WithCreateTable(true), postgres.WithKeepalive(time.Minute))
-	h.mu.Lock()
-	h.locks = append(h.locks, l)
-	h.mu.Unlock()
-	return l, nil
+	return h.lockers.Add(mustNew(h.t, pool, postgres.WithMode(postgres.ModeAdvisory), postgres.WithTable(h.table),
+		postgres.WithCreateTable(true), postgres.WithKeepalive(time.Minute))), nil
 }
 
-// newLinkedLocker opens a client whose connections pass through a fault
+// NewLinkedLocker opens a client whose connections pass through a fault
 // proxy.
-func (h *harness) newLinkedLocker(ctx context.Context) (distlock.Locker, conformance.Link, error) {
+func (h *harness) NewLinkedLocker(ctx context.Context) (distlock.Locker, conformance.Link, error) {
 	p, err := netfault.Listen(h.srv.Addr())
 	if err != nil {
 		return nil, nil, err
@@ -145,94 +122,63 @@ func (h *harness) newLinkedLocker(ctx context.Context) (distlock.Locker, conform
 	return l, p, nil
 }
 
-// held lists the locks held now, read from the server.
-func (h *harness) held(ctx context.Context) ([]string, error) {
+// Held lists the locks held now, read from the server.
+func (h *harness) Held(ctx context.Context) ([]string, error) {
 	if h.mode == postgres.ModeRow {
 		return heldRows(ctx, h.admin, h.table)
 	}
 	return heldAdvisory(ctx, h.admin, h.table)
 }
 
-// killAll is a server fault: pg_terminate_backend of every other client
+// KillAll is a server fault: pg_terminate_backend of every other client
 // session.
-func (h *harness) killAll(ctx context.Context) (func(context.Context) error, error) {
+func (h *harness) KillAll(ctx context.Context) error {
 	_, err := h.admin.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
 WHERE pid <> pg_backend_pid() AND backend_type = 'client backend' AND usename = current_user`)
-	return func(context.Context) error { return nil }, err
+	return err
 }
 
 func (h *harness) harness() conformance.Harness {
-	srv := h.srv
-	ch := conformance.Harness{
+	sh := sqltest.Harness{
 		Name:           "postgres-" + string(h.mode),
-		NewLocker:      h.newLocker,
-		URL:            pgURL(srv, h.query),
-		FencedRedis:    h.fenced,
-		UnreachableURL: closedPortURL(h.t),
+		Srv:            h.srv,
+		URL:            pgURL(h.srv, h.query),
 		BadURLs:        badURLs,
-		Faults: conformance.Faults{
-			NewLinkedLocker: h.newLinkedLocker,
-			StopBackend:     func(context.Context) error { return srv.Kill() },
-			StartBackend:    srv.Restart,
-			RestartBackend:  restart(srv),
-			Held:            h.held,
-			ServerFaults: []conformance.ServerFault{
-				{Name: "kill -9 and restart", Inject: func(context.Context) (func(context.Context) error, error) {
-					return srv.Restart, srv.Kill()
-				}},
-				{Name: "SIGSTOP 3s", Inject: func(context.Context) (func(context.Context) error, error) {
-					return func(context.Context) error { return srv.Resume() }, srv.Pause()
-				}},
-				{Name: "pg_terminate_backend every client session", Inject: h.killAll},
-			},
-		},
+		UnreachableURL: closedPortURL(h.t),
+		FencedRedis:    h.fenced,
+		Client:         h,
+		KillAllName:    "pg_terminate_backend every client session",
 	}
 	if h.mode == postgres.ModeRow {
-		ch.TTL = 500 * time.Millisecond
-		ch.BadTTLs = []time.Duration{time.Nanosecond, 999 * time.Nanosecond, time.Microsecond, time.Millisecond}
-		// Expire moves the row's expiry into the past, bypassing the
-		// owner check; the holder is not told.
-		ch.Faults.Expire = func(ctx context.Context, key string) error { return expireRow(ctx, h.admin, h.table, key) }
-		return ch
+		sh.ExpireRow = func(ctx context.Context, key string) error { return expireRow(ctx, h.admin, h.table, key) }
+		return sh.Conformance()
 	}
-	// Advisory: a dead client's connection closes with its process, and
-	// the server ends the session at once; a partitioned one (the linked
-	// client) loses its session after its idle_session_timeout of 3s.
-	ch.SessionTimeout = 3 * time.Second
-	killPinned := func(ctx context.Context, l *postgres.Locker, key string) error {
-		pids := postgres.PinnedPIDs(l)
-		if key != "" {
-			pid, ok := postgres.PinnedPID(l, key)
-			if !ok {
-				return fmt.Errorf("key %q is not held", key)
-			}
+	// Advisory: a partitioned client (the linked one) loses its session
+	// after its idle_session_timeout of 3s. Sessions end by
+	// pg_terminate_backend.
+	sh.SessionTimeout = 3 * time.Second
+	sh.PinnedIDs = func(l distlock.Locker, key string) []int64 {
+		var pids []uint32
+		if key == "" {
+			pids = postgres.PinnedPIDs(l.(*postgres.Locker))
+		} else if pid, ok := postgres.PinnedPID(l.(*postgres.Locker), key); ok {
 			pids = []uint32{pid}
 		}
-		if len(pids) == 0 {
-			return fmt.Errorf("the locker holds no lock")
+		ids := make([]int64, len(pids))
+		for i, pid := range pids {
+			ids[i] = int64(pid)
+		}
+		return ids
+	}
+	sh.KillSessions = func(ctx context.Context, ids []int64) error {
+		pids := make([]uint32, len(ids))
+		for i, id := range ids {
+			pids[i] = uint32(id)
 		}
 		return terminate(ctx, h.admin, pids...)
 	}
-	ch.Faults.KillClient = func(l distlock.Locker) error {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		return killPinned(ctx, l.(*postgres.Locker), "")
-	}
-	// Expire: an advisory lock can only be dropped by ending its session,
-	// so terminate it; the long keepalive of the harness's lockers keeps
-	// the holder from noticing before the check calls Release and Refresh.
-	ch.Faults.Expire = func(ctx context.Context, key string) error {
-		h.mu.Lock()
-		locks := slices.Clone(h.locks)
-		h.mu.Unlock()
-		for _, l := range locks {
-			if _, ok := postgres.PinnedPID(l, key); ok {
-				return killPinned(ctx, l, key)
-			}
-		}
-		return fmt.Errorf("key %q is not held", key)
-	}
-	return ch
+	sh.Lockers = &h.lockers
+	return sh.Conformance()
 }
 
 func TestConformanceRow(t *testing.T) {

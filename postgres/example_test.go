@@ -25,7 +25,10 @@ func ExampleNew() {
 	if _, err := pool.Exec(ctx, ddl); err != nil { // or WithCreateTable(true)
 		log.Fatal(err)
 	}
-	locker := postgres.New(pool, postgres.WithDefaults(distlock.WithTTL(30*time.Second)))
+	locker, err := postgres.New(pool, postgres.WithDefaults(distlock.WithTTL(30*time.Second)))
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer locker.Close()
 	lease, err := locker.Acquire(ctx, "report:nightly")
 	if err != nil {

@@ -16,13 +16,9 @@ func PinnedPIDs(l *Locker) []uint32 {
 	if l.adv == nil {
 		return nil
 	}
-	l.adv.mu.Lock()
-	defer l.adv.mu.Unlock()
 	var pids []uint32
-	for _, e := range l.adv.entries {
-		if e.state == held {
-			pids = append(pids, e.pid)
-		}
+	for _, id := range l.adv.t.IDs("") {
+		pids = append(pids, uint32(id))
 	}
 	return pids
 }
@@ -33,12 +29,8 @@ func PinnedPID(l *Locker, key string) (uint32, bool) {
 	if l.adv == nil {
 		return 0, false
 	}
-	l.adv.mu.Lock()
-	defer l.adv.mu.Unlock()
-	for k, e := range l.adv.entries {
-		if k.key == key && e.state == held {
-			return e.pid, true
-		}
+	if ids := l.adv.t.IDs(key); len(ids) > 0 {
+		return uint32(ids[0]), true
 	}
 	return 0, false
 }
@@ -66,3 +58,16 @@ func RowAbandon(l *Locker, key, owner string, id []byte, ttl time.Duration) {
 
 // Driver returns l's backend driver.
 func Driver(l *Locker) backend.Driver { return l.drv }
+
+// Watching reports how many waiters of key l's release listener (WithNotify)
+// would wake now, and whether it is listening (so a release is heard).
+func Watching(l *Locker, key string) (int, bool) {
+	nd, ok := l.drv.(notifyRowDriver)
+	if !ok {
+		return 0, false
+	}
+	ln := nd.listen
+	ln.mu.Lock()
+	defer ln.mu.Unlock()
+	return len(ln.watchers[keyTag(key)]), ln.listening
+}

@@ -7,55 +7,33 @@ import (
 	"os"
 	"sync/atomic"
 	"testing"
-	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/distlock/distlock/conformance"
+	"github.com/distlock/distlock/internal/sqltest"
 	"github.com/distlock/distlock/internal/testserver"
+	"github.com/distlock/distlock/postgres"
 )
 
-// shared is the PostgreSQL server most tests use; tests that kill or
-// restart a server start their own.
-var shared *testserver.Postgres
-
-func TestMain(m *testing.M) {
-	conformance.ServeWorker()
-	code := func() int {
-		if os.Getenv(testserver.EnvPostgresDSN) == "" {
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-			srv, err := testserver.StartPostgres(ctx, "")
-			cancel()
-			if err != nil {
-				fmt.Fprintln(os.Stderr, "start postgres:", err)
-				return 1
-			}
-			defer srv.Stop()
-			shared = srv
-		}
-		return m.Run()
-	}()
-	os.Exit(code)
+// shared is the PostgreSQL server most tests use (with
+// DISTLOCK_POSTGRES_DSN, the external one), started by the first test that
+// needs it; tests that kill or restart a server start their own.
+var shared = sqltest.Shared[*testserver.Postgres]{
+	External: func() bool { return os.Getenv(testserver.EnvPostgresDSN) != "" },
+	Start:    func(ctx context.Context) (*testserver.Postgres, error) { return testserver.StartPostgres(ctx, "") },
+	Stop:     func(s *testserver.Postgres) error { return s.Stop() },
+	PerTest:  testserver.PostgresServer,
 }
 
-// server returns the shared server (or, with DISTLOCK_POSTGRES_DSN, the
-// external one).
-func server(t testing.TB) *testserver.Postgres {
-	t.Helper()
-	if shared != nil {
-		return shared
-	}
-	return testserver.PostgresServer(t)
-}
+func TestMain(m *testing.M) { shared.Main(m) }
+
+// server returns the shared server.
+func server(t testing.TB) *testserver.Postgres { return shared.Get(t) }
 
 // ownServer starts a server for a test that kills or restarts it.
 func ownServer(t testing.TB) *testserver.Postgres {
-	t.Helper()
-	srv := testserver.PostgresServer(t)
-	if !srv.Controllable() {
-		t.Skip("the PostgreSQL server is external: cannot kill or restart it")
-	}
-	return srv
+	return sqltest.Own(t, testserver.PostgresServer)
 }
 
 // pgURL is the distlock URL of srv with extra query parameters (and
@@ -97,19 +75,38 @@ func openPool(t testing.TB, srv *testserver.Postgres, params map[string]string) 
 	return p
 }
 
-var tableSeq atomic.Int64
+var (
+	uniqueTable = sqltest.UniqueTable
+	ctxT        = sqltest.Ctx
+)
 
-// uniqueTable names a fresh table so tests on the shared server do not see
-// each other's rows.
-func uniqueTable(prefix string) string {
-	return fmt.Sprintf("%s_%d_%d", prefix, time.Now().UnixNano()%1e9, tableSeq.Add(1))
+// tracedPool opens a pool for srv whose statements tr counts, closed at the
+// end of the test.
+func tracedPool(t testing.TB, srv *testserver.Postgres) (*pgxpool.Pool, *countTracer) {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(srv.DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := &countTracer{}
+	cfg.ConnConfig.Tracer = tr
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool, tr
 }
 
-func ctxT(t testing.TB, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
+// countTracer counts the statements a pool sends.
+type countTracer struct{ n atomic.Int64 }
+
+func (c *countTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	c.n.Add(1)
 	return ctx
 }
+
+func (c *countTracer) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 
 // queryStrings runs q and returns its single bytea/text column as strings.
 func queryStrings(ctx context.Context, pool *pgxpool.Pool, q string, args ...any) ([]string, error) {
@@ -153,4 +150,14 @@ func terminate(ctx context.Context, pool *pgxpool.Pool, pids ...uint32) error {
 		}
 	}
 	return nil
+}
+
+// mustNew is postgres.New for a test: an error fails it.
+func mustNew(t testing.TB, pool *pgxpool.Pool, opts ...postgres.Option) *postgres.Locker {
+	t.Helper()
+	l, err := postgres.New(pool, opts...)
+	if err != nil {
+		t.Fatalf("postgres.New: %v", err)
+	}
+	return l
 }

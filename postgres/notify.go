@@ -71,7 +71,7 @@ func (d notifyRowDriver) Watch(_ context.Context, key string) (<-chan struct{}, 
 	}
 	ln.watchers[tag][ch] = struct{}{}
 	if !ln.started {
-		ln.started = d.goBackground(ln.run)
+		ln.started = d.Go(ln.run)
 	}
 	var poll *time.Timer
 	if !ln.listening {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/postgres"
 )
 
 // With notify=true a row-mode waiter whose holder has a minute left, and
@@ -13,18 +14,21 @@ import (
 // at the holder's expiry; a give-back of the lock wakes it the same way.
 func TestNotifyWakesWaiter(t *testing.T) {
 	srv := server(t)
-	url := pgURL(srv, "mode=row&notify=true&table="+uniqueTable("notify"))
-	open := func() distlock.Locker {
-		l, err := distlock.Open(ctxT(t, 30*time.Second), url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = l.Close() })
-		return l
+	table := uniqueTable("notify")
+	a, err := distlock.Open(ctxT(t, 30*time.Second), pgURL(srv, "mode=row&notify=true&table="+table))
+	if err != nil {
+		t.Fatal(err)
 	}
-	a, b := open(), open()
-	if !b.Capabilities().Notify {
+	t.Cleanup(func() { _ = a.Close() })
+	if !a.Capabilities().Notify {
 		t.Fatal("notify=true does not claim Notify")
+	}
+	// The waiter's Locker is typed, so that the test can see when it
+	// watches the key.
+	b := mustNew(t, openPool(t, srv, nil), postgres.WithNotify(true), postgres.WithTable(table), postgres.WithCreateTable(true))
+	t.Cleanup(func() { _ = b.Close() })
+	if !b.Capabilities().Notify {
+		t.Fatal("WithNotify(true) does not claim Notify")
 	}
 	ctx := ctxT(t, 2*time.Minute)
 	slow := distlock.WithRetry(distlock.Backoff{Min: time.Minute, Max: time.Minute})
@@ -44,7 +48,9 @@ func TestNotifyWakesWaiter(t *testing.T) {
 			}
 			got <- at
 		}()
-		time.Sleep(300 * time.Millisecond) // the waiter is watching
+		if !waitFor(10*time.Second, func() bool { n, listening := postgres.Watching(b, "notify/key"); return n > 0 && listening }) {
+			t.Fatalf("round %d: the waiter is not watching after 10s", round)
+		}
 		released := time.Now()
 		if err := holder.Release(ctx); err != nil {
 			t.Fatal(err)

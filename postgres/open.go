@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/internal/sqllock"
 )
 
 func init() {
@@ -77,14 +79,9 @@ func open(ctx context.Context, u *url.URL) (backend.Driver, error) {
 	}
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
-		b := &base{}
-		werr := b.wrap(ctx, err)
-		if !errors.Is(werr, backend.ErrUnavailable) {
-			werr = fmt.Errorf("%w: %w", backend.ErrUnavailable, err)
-		}
-		return nil, backend.OneLine(fmt.Errorf("connect to %s: %w", u.Host, werr))
+		return nil, fmt.Errorf("connect to %s: %w", u.Host, sqllock.OpenError(ctx, err, errorCode))
 	}
-	return newDriver(pool, true, c), nil
+	return newDriver(pool, func() error { pool.Close(); return nil }, c), nil
 }
 
 // parseURL checks u and builds the pool configuration and the Locker's
@@ -112,33 +109,26 @@ func parseURL(u *url.URL) (*pgxpool.Config, config, error) {
 		return bad("query %q: %v", u.RawQuery, err)
 	}
 	p := backend.NewParams(u)
-	var opts []Option
-	if p.Has("mode") {
-		opts = append(opts, WithMode(Mode(p.String("mode", ""))))
-	} else {
-		p.String("mode", "")
+	opts := []Option{
+		WithCreateTable(backend.Parse(p, "create_table", false, strconv.ParseBool)),
+		WithNotify(backend.Parse(p, "notify", false, strconv.ParseBool)),
+		WithKeepalive(backend.Parse(p, "keepalive", DefaultKeepalive, backend.DurationIn(time.Millisecond, maxKeepalive))),
 	}
-	if p.Has("table") {
-		opts = append(opts, WithTable(p.String("table", "")))
-	} else {
-		p.String("table", "")
+	if m, ok := sqllock.Param(p, "mode"); ok {
+		opts = append(opts, WithMode(Mode(m)))
 	}
-	opts = append(opts, WithCreateTable(backend.Parse(p, "create_table", false, strconv.ParseBool)))
-	opts = append(opts, WithNotify(backend.Parse(p, "notify", false, strconv.ParseBool)))
-	if p.Has("keepalive") {
-		opts = append(opts, WithKeepalive(backend.Parse(p, "keepalive", DefaultKeepalive, durationIn(time.Millisecond, maxKeepalive))))
-	} else {
-		p.String("keepalive", "")
+	if t, ok := sqllock.Param(p, "table"); ok {
+		opts = append(opts, WithTable(t))
 	}
 	sessionTimeout := backend.Parse(p, "session_timeout", DefaultSessionTimeout, func(s string) (time.Duration, error) {
-		d, err := durationIn(minSessionTimeout, maxSessionTimeout)(s)
+		d, err := backend.DurationIn(minSessionTimeout, maxSessionTimeout)(s)
 		if err == nil && d%time.Millisecond != 0 {
 			err = errors.New("must be whole milliseconds (it becomes idle_session_timeout)")
 		}
 		return d, err
 	})
-	maxConns := backend.Parse(p, "pool_max_conns", DefaultMaxConns, intIn(1, maxPoolConns))
-	connectTimeout := backend.Parse(p, "connect_timeout", 5, intIn(1, int(maxConnectTimeout/time.Second)))
+	maxConns := backend.Parse(p, "pool_max_conns", DefaultMaxConns, backend.IntIn(1, maxPoolConns))
+	connectTimeout := backend.Parse(p, "connect_timeout", 5, backend.IntIn(1, int(maxConnectTimeout/time.Second)))
 	pass := url.Values{}
 	for _, name := range passThrough {
 		if p.Has(name) {
@@ -147,15 +137,15 @@ func parseURL(u *url.URL) (*pgxpool.Config, config, error) {
 			p.String(name, "")
 		}
 	}
-	if m := pass.Get("sslmode"); m != "" && !contains(sslModes, m) {
+	if m := pass.Get("sslmode"); m != "" && !slices.Contains(sslModes, m) {
 		return bad("sslmode=%q (want one of %s)", m, strings.Join(sslModes, ", "))
 	}
 	if err := p.Done(); err != nil {
 		return nil, config{}, err
 	}
-	c := newConfig(opts)
-	if c.err != nil {
-		return nil, config{}, c.err
+	c, err := newConfig(opts)
+	if err != nil {
+		return nil, config{}, err
 	}
 	pass.Set("connect_timeout", strconv.Itoa(connectTimeout))
 	cu := url.URL{Scheme: "postgres", User: u.User, Host: hosts[0], Path: "/" + dbName, RawQuery: pass.Encode()}
@@ -166,53 +156,25 @@ func parseURL(u *url.URL) (*pgxpool.Config, config, error) {
 		return bad("the URL's connection settings were refused by pgx")
 	}
 	cfg.MaxConns = int32(maxConns)
-	if c.mode == ModeAdvisory {
-		st := sessionTimeout
-		rp := cfg.ConnConfig.RuntimeParams
-		rp["idle_session_timeout"] = strconv.FormatInt(st.Milliseconds(), 10)
-		idle, interval := max(1, int(st/time.Second)/2), max(1, int(st/time.Second)/8)
-		rp["tcp_keepalives_idle"] = strconv.Itoa(idle)
-		rp["tcp_keepalives_interval"] = strconv.Itoa(interval)
-		rp["tcp_keepalives_count"] = "3"
-		// Close idle pooled connections before the server does (a
-		// connection the server closed anyway fails pgxpool's ping on
-		// Acquire and is replaced).
-		cfg.MaxConnIdleTime = st / 2
-		cfg.HealthCheckPeriod = min(cfg.HealthCheckPeriod, st/4)
+	if c.Mode == string(ModeAdvisory) {
+		limitSessions(cfg, sessionTimeout)
 	}
 	return cfg, c, nil
 }
 
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
-}
-
-// durationIn parses a Go duration within [lo, hi].
-func durationIn(lo, hi time.Duration) func(string) (time.Duration, error) {
-	return func(s string) (time.Duration, error) {
-		d, err := time.ParseDuration(s)
-		if err == nil && (d < lo || d > hi) {
-			err = fmt.Errorf("must be from %v to %v", lo, hi)
-		}
-		return d, err
-	}
-}
-
-// intIn parses a decimal integer within [lo, hi].
-func intIn(lo, hi int) func(string) (int, error) {
-	return func(s string) (int, error) {
-		n, err := strconv.Atoi(s)
-		if err != nil {
-			return 0, errors.New("not an integer")
-		}
-		if n < lo || n > hi {
-			return 0, fmt.Errorf("must be from %d to %d", lo, hi)
-		}
-		return n, nil
-	}
+// limitSessions makes the server end a session silent for st (advisory
+// mode's sessions hold its locks): idle_session_timeout, and TCP keepalives
+// that give up within it.
+func limitSessions(cfg *pgxpool.Config, st time.Duration) {
+	rp := cfg.ConnConfig.RuntimeParams
+	rp["idle_session_timeout"] = strconv.FormatInt(st.Milliseconds(), 10)
+	idle, interval := max(1, int(st/time.Second)/2), max(1, int(st/time.Second)/8)
+	rp["tcp_keepalives_idle"] = strconv.Itoa(idle)
+	rp["tcp_keepalives_interval"] = strconv.Itoa(interval)
+	rp["tcp_keepalives_count"] = "3"
+	// Close idle pooled connections before the server does (a
+	// connection the server closed anyway fails pgxpool's ping on
+	// Acquire and is replaced).
+	cfg.MaxConnIdleTime = st / 2
+	cfg.HealthCheckPeriod = min(cfg.HealthCheckPeriod, st/4)
 }

@@ -166,21 +166,16 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
-	"errors"
 	"fmt"
-	"io"
-	"net"
 	"regexp"
 	"strings"
-	"sync"
-	"syscall"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/internal/sqllock"
 )
 
 // Mode selects the locking mechanism.
@@ -205,49 +200,50 @@ const (
 // connection.
 const DefaultKeepalive = time.Second
 
-// Option configures New.
+// dialect is how PostgreSQL names tables: lower-case identifiers,
+// double-quoted, schema.table.
+var dialect = sqllock.Dialect{
+	Ident:     regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`),
+	IdentDesc: "1-63 lower-case letters, digits or '_', not starting with a digit",
+	Qualifier: "schema",
+	Quote:     `"`,
+}
+
+// schemas are the tables of the modes.
+var schemas = []sqllock.Schema{
+	{Mode: string(ModeRow), DefaultTable: DefaultRowTable, DDL: rowDDL},
+	{Mode: string(ModeAdvisory), DefaultTable: DefaultAdvisoryTable, DDL: advisoryDDL},
+}
+
+// Option configures New. Every option checks its value: New (and
+// distlock.Open with a postgres:// URL) returns an error wrapping
+// distlock.ErrInvalidOption that names the first invalid one.
 type Option func(*config)
 
 type config struct {
-	mode        Mode
-	table       string
-	createTable bool
-	notify      bool
-	keepalive   time.Duration
-	defaults    []distlock.Option
-	err         error
+	sqllock.Config
+	notify bool
 }
 
-// WithMode selects the mechanism (default ModeRow).
+// WithMode selects the mechanism (default ModeRow); anything but ModeRow
+// and ModeAdvisory is invalid.
 func WithMode(m Mode) Option {
-	return func(c *config) {
-		if m != ModeRow && m != ModeAdvisory {
-			c.fail(fmt.Errorf("%w: mode %q (want %q or %q)", backend.ErrInvalidOption, m, ModeRow, ModeAdvisory))
-			return
-		}
-		c.mode = m
-	}
+	return func(c *config) { c.SetMode(string(m), string(ModeRow), string(ModeAdvisory)) }
 }
 
 // WithTable names the lock table: an identifier of lower-case letters,
 // digits and '_' (at most 63 bytes, not starting with a digit), optionally
-// qualified by a schema ("schema.table"). Anything else is rejected with
-// ErrInvalidOption; a valid name is double-quoted into the statements. In
-// advisory mode it is also the namespace of the lock ids.
+// qualified by a schema ("schema.table"). Anything else is invalid; a valid
+// name is double-quoted into the statements. In advisory mode it is also
+// the namespace of the lock ids.
 func WithTable(name string) Option {
-	return func(c *config) {
-		if err := validTable(name); err != nil {
-			c.fail(err)
-			return
-		}
-		c.table = name
-	}
+	return func(c *config) { c.SetTable(dialect, name) }
 }
 
 // WithCreateTable controls whether the table is created with CREATE TABLE IF
 // NOT EXISTS on first use (default false: manage the schema with DDL).
 func WithCreateTable(on bool) Option {
-	return func(c *config) { c.createTable = on }
+	return func(c *config) { c.CreateTable = on }
 }
 
 // WithNotify makes row mode announce every release that frees a row with
@@ -262,90 +258,72 @@ func WithNotify(on bool) Option {
 
 // WithKeepalive sets how often advisory mode checks each pinned connection
 // (default DefaultKeepalive; at most a third of the session's silence
-// bound). Row mode ignores it.
+// bound). It must be positive. Row mode ignores it.
 func WithKeepalive(d time.Duration) Option {
-	return func(c *config) {
-		if d <= 0 {
-			c.fail(fmt.Errorf("%w: keepalive %v must be positive", backend.ErrInvalidOption, d))
-			return
-		}
-		c.keepalive = d
-	}
+	return func(c *config) { c.SetKeepalive(d) }
 }
 
 // WithDefaults sets distlock options applied to every acquisition of the
 // Locker (for example distlock.WithTTL).
 func WithDefaults(opts ...distlock.Option) Option {
-	return func(c *config) { c.defaults = append(c.defaults, opts...) }
+	return func(c *config) { c.Defaults = append(c.Defaults, opts...) }
 }
 
-func (c *config) fail(err error) {
-	if c.err == nil {
-		c.err = err
-	}
+// newConfig applies opts to the defaults; its error is the first invalid
+// option's.
+func newConfig(opts []Option) (config, error) {
+	c := config{Config: sqllock.Config{Backend: "postgres", Mode: string(ModeRow), Keepalive: DefaultKeepalive}}
+	err := sqllock.Apply(&c, &c.Config, schemas, opts)
+	return c, err
 }
 
-func newConfig(opts []Option) config {
-	c := config{mode: ModeRow, keepalive: DefaultKeepalive}
-	for _, o := range opts {
-		if o != nil {
-			o(&c)
-		}
-	}
-	if c.table == "" {
-		c.table = DefaultRowTable
-		if c.mode == ModeAdvisory {
-			c.table = DefaultAdvisoryTable
-		}
-	}
-	return c
-}
-
-// Locker is a distlock.Locker on a PostgreSQL database, in one Mode.
+// Locker is a distlock.Locker on a PostgreSQL database, in one Mode, with
+// the backend's own methods (Mode).
 type Locker struct {
-	distlock.Locker
-	mode Mode
-	b    *base
-	drv  modeDriver
-	adv  *advDriver // nil in row mode
+	distlock.Locker // Acquire, TryAcquire, Capabilities, Close
+	mode            Mode
+	b               *base
+	drv             modeDriver
+	adv             *advDriver // nil in row mode
 }
 
 // New returns a Locker over pool. New does not take ownership of pool:
 // Close leaves it open. In advisory mode each held or waited-for lock
 // occupies one of the pool's connections until it is released.
 //
-// An invalid option, or a nil pool, does not panic: every acquisition then
-// fails with an error wrapping ErrInvalidOption.
-func New(pool *pgxpool.Pool, opts ...Option) *Locker {
-	c := newConfig(opts)
-	if pool == nil {
-		c.fail(fmt.Errorf("%w: nil pool", backend.ErrInvalidOption))
+// New checks every option (mode, table name, keepalive) and a nil pool: it
+// returns an error wrapping distlock.ErrInvalidOption naming the first
+// invalid one, and never panics. It does not contact the server; the table
+// is created on first use if WithCreateTable(true).
+func New(pool *pgxpool.Pool, opts ...Option) (*Locker, error) {
+	c, err := newConfig(opts)
+	if err != nil {
+		return nil, err
 	}
-	return newLocker(pool, false, c)
-}
-
-func newLocker(pool *pgxpool.Pool, owned bool, c config) *Locker {
-	d := newDriver(pool, owned, c)
-	l := &Locker{mode: c.mode, b: d.common(), drv: d}
+	if pool == nil {
+		return nil, fmt.Errorf("%w: postgres: New: nil *pgxpool.Pool", backend.ErrInvalidOption)
+	}
+	d := newDriver(pool, nil, c)
+	l := &Locker{mode: Mode(c.Mode), b: d.common(), drv: d}
 	l.adv, _ = d.(*advDriver)
-	l.Locker = distlock.New(d, "postgres", c.defaults...)
-	return l
+	l.Locker = distlock.New(d, "postgres", c.Defaults...)
+	return l, nil
 }
 
 // modeDriver is a backend.Driver of either mode.
 type modeDriver interface {
 	backend.Driver
+	backend.ErrorClassifier
 	common() *base
 }
 
-func newDriver(pool *pgxpool.Pool, owned bool, c config) modeDriver {
-	b := &base{pool: pool, owned: owned, create: c.createTable, mode: c.mode, cfgErr: c.err, name: c.table}
-	b.life, b.stop = context.WithCancel(context.Background())
-	if c.err == nil {
-		b.table = quoteTable(c.table)
-	}
-	if c.mode == ModeAdvisory {
-		return newAdvDriver(b, c.keepalive)
+// newDriver is the one path from a checked configuration to a driver, for
+// New and the URL opener. closePool, if not nil, closes a pool the driver
+// owns.
+func newDriver(pool *pgxpool.Pool, closePool func() error, c config) modeDriver {
+	b := &base{Base: sqllock.NewBase(dialect, schemas, &c.Config, closePool), pool: pool}
+	if c.Mode == string(ModeAdvisory) {
+		return newAdvDriver(b, c.Keepalive)
 	}
 	if c.notify {
 		return notifyRowDriver{newRowDriver(b, true)}
@@ -353,30 +331,47 @@ func newDriver(pool *pgxpool.Pool, owned bool, c config) modeDriver {
 	return newRowDriver(b, false)
 }
 
+// base is what both modes share.
+type base struct {
+	*sqllock.Base
+	pool *pgxpool.Pool
+}
+
 func (b *base) common() *base { return b }
+
+// Close stops background work and closes a URL-opened pool.
+func (b *base) Close() error { return b.Shutdown() }
+
+// ErrorCode implements backend.ErrorClassifier; see errorCode.
+func (b *base) ErrorCode(err error) backend.Code { return errorCode(err) }
+
+// ready creates the table once, if asked to (and fails once ctx has
+// ended).
+func (b *base) ready(ctx context.Context) error {
+	return b.Ready(ctx, func(ctx context.Context) error {
+		if !b.Create {
+			return nil
+		}
+		if _, err := b.pool.Exec(ctx, b.CreateSQL); err != nil {
+			// Two sessions creating the table at once collide on a
+			// catalog's unique index (the loser waits for the winner's
+			// commit): the table exists then.
+			if c := pgCode(err); c != "23505" && c != "42P07" && c != "42710" {
+				return fmt.Errorf("create lock table: %w", failed(ctx, err))
+			}
+		}
+		return nil
+	})
+}
 
 // Mode reports the Locker's mechanism.
 func (l *Locker) Mode() Mode { return l.mode }
 
 // DDL returns the CREATE TABLE statement of mode's table, for users who
-// manage the schema themselves. table "" means the mode's default table.
+// manage the schema themselves. table "" means the mode's default table. An
+// invalid mode or table name gives an error wrapping ErrInvalidOption.
 func DDL(mode Mode, table string) (string, error) {
-	if table == "" {
-		table = DefaultRowTable
-		if mode == ModeAdvisory {
-			table = DefaultAdvisoryTable
-		}
-	}
-	if err := validTable(table); err != nil {
-		return "", err
-	}
-	switch mode {
-	case ModeRow:
-		return rowDDL(quoteTable(table)), nil
-	case ModeAdvisory:
-		return advisoryDDL(quoteTable(table)), nil
-	}
-	return "", fmt.Errorf("%w: mode %q (want %q or %q)", backend.ErrInvalidOption, mode, ModeRow, ModeAdvisory)
+	return dialect.DDL(schemas, string(mode), table)
 }
 
 func rowDDL(table string) string {
@@ -397,36 +392,12 @@ func advisoryDDL(table string) string {
 )`
 }
 
-var identRE = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
-
-func validTable(name string) error {
-	parts := strings.Split(name, ".")
-	if len(parts) > 2 {
-		return fmt.Errorf("%w: table name %q: at most one '.' (schema.table)", backend.ErrInvalidOption, name)
-	}
-	for _, p := range parts {
-		if !identRE.MatchString(p) {
-			return fmt.Errorf("%w: table name %q: want 1-63 lower-case letters, digits or '_', not starting with a digit (optionally schema.table)", backend.ErrInvalidOption, name)
-		}
-	}
-	return nil
-}
-
 // quoteIdent quotes a name as one identifier (a LISTEN channel), doubling
 // any '"'.
 func quoteIdent(name string) string { return `"` + strings.ReplaceAll(name, `"`, `""`) + `"` }
 
 // quoteLiteral quotes a name as a string literal, doubling any "'".
 func quoteLiteral(name string) string { return `'` + strings.ReplaceAll(name, `'`, `''`) + `'` }
-
-// quoteTable quotes a validated table name; validation has excluded '"'.
-func quoteTable(name string) string {
-	parts := strings.Split(name, ".")
-	for i, p := range parts {
-		parts[i] = `"` + p + `"`
-	}
-	return strings.Join(parts, ".")
-}
 
 // lockID is candidate i of key's advisory lock id in namespace ns.
 func lockID(ns, key string, i uint32) int64 {
@@ -439,173 +410,6 @@ func lockID(ns, key string, i uint32) int64 {
 	return int64(binary.BigEndian.Uint64(h.Sum(nil)))
 }
 
-// base is what both modes share.
-type base struct {
-	pool   *pgxpool.Pool
-	owned  bool // Close closes pool (URL-opened)
-	table  string
-	name   string // unquoted table name: the advisory namespace
-	create bool
-	mode   Mode
-	cfgErr error
-
-	schemaMu sync.Mutex
-	schemaOK bool
-
-	life context.Context // cancelled by Close; bounds background work
-	stop context.CancelFunc
-
-	goMu   sync.Mutex
-	closed bool
-	wg     sync.WaitGroup
-}
-
-// ready checks the configuration and creates the table once, if asked to.
-func (b *base) ready(ctx context.Context) error {
-	if b.cfgErr != nil {
-		return b.cfgErr
-	}
-	if !b.create {
-		return nil
-	}
-	b.schemaMu.Lock()
-	defer b.schemaMu.Unlock()
-	if b.schemaOK {
-		return nil
-	}
-	ddl := rowDDL(b.table)
-	if b.mode == ModeAdvisory {
-		ddl = advisoryDDL(b.table)
-	}
-	if _, err := b.pool.Exec(ctx, ddl); err != nil {
-		// Two sessions creating the table at once collide on a
-		// catalog's unique index (the loser waits for the winner's
-		// commit): the table exists then.
-		if c := pgCode(err); c != "23505" && c != "42P07" && c != "42710" {
-			return fmt.Errorf("create lock table: %w", b.wrap(ctx, err))
-		}
-	}
-	b.schemaOK = true
-	return nil
-}
-
-// goBackground runs f on a goroutine that Close waits for. It reports false
-// (and does not run f) after Close.
-func (b *base) goBackground(f func(ctx context.Context)) bool {
-	b.goMu.Lock()
-	defer b.goMu.Unlock()
-	if b.closed {
-		return false
-	}
-	b.wg.Add(1)
-	go func() {
-		defer b.wg.Done()
-		f(b.life)
-	}()
-	return true
-}
-
-// shutdown stops background work and closes an owned pool.
-func (b *base) shutdown() error {
-	b.goMu.Lock()
-	b.closed = true
-	b.goMu.Unlock()
-	b.stop()
-	b.wg.Wait()
-	if b.owned && b.pool != nil {
-		b.pool.Close()
-	}
-	return nil
-}
-
-func pgCode(err error) string {
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) {
-		return pe.Code
-	}
-	return ""
-}
-
-// unavailableCode reports whether a server error means the server cannot
-// serve now (connection, shutdown, resources, cancellation, lock and
-// serialization conflicts, read-only), as opposed to a statement or schema
-// error.
-func unavailableCode(code string) bool {
-	switch {
-	case strings.HasPrefix(code, "08"), // connection exception
-		strings.HasPrefix(code, "53"), // insufficient resources
-		strings.HasPrefix(code, "57"), // operator intervention (cancel, shutdown)
-		strings.HasPrefix(code, "40"), // serialization failure, deadlock
-		strings.HasPrefix(code, "58"), // system error
-		code == "55P03",               // lock not available
-		code == "25006":               // read-only transaction (a standby)
-		return true
-	}
-	return false
-}
-
-// serverRejected reports whether the server answered the statement with an
-// error (so an autocommit statement certainly had no effect), or the
-// request was certainly never sent.
-func serverRejected(err error) bool {
-	var pe *pgconn.PgError
-	return errors.As(err, &pe) || pgconn.SafeToRetry(err)
-}
-
-// wrap puts a database error into the driver convention: a call cut by the
-// end of ctx keeps ctx's error reachable and is ErrUnavailable; an
-// unreachable server or a transport failure is ErrUnavailable; other server
-// errors (schema, privileges) are returned as they are. pgx errors never
-// contain the password.
-func (b *base) wrap(ctx context.Context, err error) error {
-	return backend.OneLine(b.classify(ctx, err))
-}
-
-// classify is wrap before the message is put on one line.
-func (b *base) classify(ctx context.Context, err error) error {
-	if err == nil {
-		return nil
-	}
-	if cerr := ctx.Err(); cerr != nil {
-		if !errors.Is(err, cerr) {
-			err = fmt.Errorf("%w: %w", cerr, err)
-		}
-		return fmt.Errorf("%w: %w", backend.ErrUnavailable, err)
-	}
-	if code := pgCode(err); code != "" {
-		if code == "42P01" {
-			return fmt.Errorf("%w (the lock table is missing: create it with the statement postgres.DDL returns, or let the Locker create it with create_table=true / WithCreateTable(true))", err)
-		}
-		if unavailableCode(code) {
-			return fmt.Errorf("%w: %w", backend.ErrUnavailable, err)
-		}
-		return err
-	}
-	var ne net.Error
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) ||
-		errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
-		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, net.ErrClosed) {
-		return fmt.Errorf("%w: %w", backend.ErrUnavailable, err)
-	}
-	// Anything else that is not a server answer is the client's transport
-	// or pool failing (closed pool, broken connection, protocol error).
-	return fmt.Errorf("%w: %w", backend.ErrUnavailable, err)
-}
-
-// transportFailed reports whether err is a failure of the connection rather
-// than an answer of the server, while ctx is still live: the statement may
-// be sent again on another connection if it is idempotent.
-func (b *base) transportFailed(ctx context.Context, err error) bool {
-	return err != nil && ctx.Err() == nil && pgCode(err) == "" && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
-}
-
-// ttlMicros converts a TTL to whole microseconds (timestamptz's
-// resolution), rounding up: the server never holds a lock for less than its
-// TTL.
-func ttlMicros(ttl time.Duration) int64 {
-	us := int64(ttl / time.Microsecond)
-	if ttl%time.Microsecond != 0 {
-		us++
-	}
-	return us
-}
+// ttlMicros is sqllock.TTLMicros: whole microseconds (timestamptz),
+// rounded up.
+var ttlMicros = sqllock.TTLMicros

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/internal/sqllock"
 )
 
 // The row-mode statements. $ttl is a TTL in whole microseconds. In the
@@ -83,18 +84,18 @@ func newRowDriver(b *base, notify bool) *rowDriver {
 	d := &rowDriver{
 		base:     b,
 		notify:   notify,
-		channel:  quoteIdent(b.name),
-		qAcquire: fmt.Sprintf(rowAcquireSQL, b.table),
-		qRefresh: fmt.Sprintf(rowRefreshSQL, b.table),
-		qBatch:   fmt.Sprintf(rowRefreshBatchSQL, b.table),
+		channel:  quoteIdent(b.Name),
+		qAcquire: fmt.Sprintf(rowAcquireSQL, b.Table),
+		qRefresh: fmt.Sprintf(rowRefreshSQL, b.Table),
+		qBatch:   fmt.Sprintf(rowRefreshBatchSQL, b.Table),
 	}
 	extra := ""
 	if notify {
-		extra = fmt.Sprintf(notifyFreed, quoteLiteral(b.name))
+		extra = fmt.Sprintf(notifyFreed, quoteLiteral(b.Name))
 		d.listen = newListener(d)
 	}
-	d.qRelease = fmt.Sprintf(rowReleaseSQL, b.table, extra)
-	d.qAbandon = fmt.Sprintf(rowAbandonSQL, b.table, extra)
+	d.qRelease = fmt.Sprintf(rowReleaseSQL, b.Table, extra)
+	d.qAbandon = fmt.Sprintf(rowAbandonSQL, b.Table, extra)
 	return d
 }
 
@@ -102,16 +103,11 @@ func (d *rowDriver) Capabilities() backend.Capabilities {
 	return backend.Capabilities{Fencing: true, Reentrant: true, Expiring: true, Durable: true, Notify: d.notify}
 }
 
-func (d *rowDriver) Close() error { return d.shutdown() }
-
 // TryAcquire is one upsert. When its reply is lost (ctx ended or the
 // connection broke after the statement may have run), the hold it may have
 // taken is given back in the background by its request id.
 func (d *rowDriver) TryAcquire(ctx context.Context, req backend.Request) (backend.Lock, error) {
 	if err := d.ready(ctx); err != nil {
-		return nil, err
-	}
-	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	key, owner := []byte(req.Key), []byte(req.Owner)
@@ -127,40 +123,29 @@ func (d *rowDriver) TryAcquire(ctx context.Context, req backend.Request) (backen
 		if !serverRejected(err) {
 			d.abandon(key, owner, id, req.TTL)
 		}
-		return nil, d.wrap(ctx, err)
+		return nil, failed(ctx, err)
 	case fence == nil:
 		return nil, backend.Busy(time.Duration(remaining) * time.Microsecond)
 	case *fence <= 0:
-		return nil, fmt.Errorf("%w: acquire statement returned fence %d (is %s the distlock row-mode table?)", backend.ErrUnavailable, *fence, d.table)
+		return nil, fmt.Errorf("%w: acquire statement returned fence %d (is %s the distlock row-mode table?)", backend.ErrUnavailable, *fence, d.Table)
 	}
 	return &rowLock{d: d, key: key, owner: owner, id: id, token: uint64(*fence)}, nil
 }
 
-// abandonSchedule spaces the attempts to give back an orphan hold: the lost
-// request may still be on its way to the server.
-var abandonSchedule = []time.Duration{0, 250 * time.Millisecond, time.Second, 2 * time.Second, 4 * time.Second}
-
 // abandon gives back, in the background, the hold that the acquire with
-// request id may have taken. The statement matches only that hold, so
-// repeating it is harmless and it never gives back another hold (even of
-// the same owner). It stops after the schedule, once the TTL has passed
-// (the row is free by then anyway), or when the driver closes.
+// request id may have taken (Base.Undo: on a schedule, until it is given
+// back, the TTL has passed or the driver closes). The statement matches
+// only that hold, so repeating it is harmless and it never gives back
+// another hold (even of the same owner).
 func (d *rowDriver) abandon(key, owner, id []byte, ttl time.Duration) {
-	d.goBackground(func(life context.Context) {
-		ctx, cancel := context.WithTimeout(life, ttl)
-		defer cancel()
-		for _, pause := range abandonSchedule {
-			t := time.NewTimer(pause)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return
-			case <-t.C:
-			}
-			actx, acancel := context.WithTimeout(ctx, 5*time.Second)
-			_, _ = d.pool.Exec(actx, d.qAbandon, key, owner, id)
-			acancel()
+	d.Undo(ttl, func(ctx context.Context) bool {
+		var n int64
+		var notified int64
+		dest := []any{&n}
+		if d.notify {
+			dest = append(dest, &notified)
 		}
+		return d.pool.QueryRow(ctx, d.qAbandon, key, owner, id).Scan(dest...) == nil && n > 0
 	})
 }
 
@@ -182,8 +167,8 @@ var errRowNotHeld = fmt.Errorf("%w: the lease row has expired, was released, or 
 // broke is sent once more on another connection (it is idempotent): a
 // pooled connection may have died with a server restart unnoticed.
 func (l *rowLock) Refresh(ctx context.Context, ttl time.Duration) error {
-	if ttl <= 0 {
-		return fmt.Errorf("%w: %v", backend.ErrInvalidTTL, ttl)
+	if err := sqllock.CheckTTL(ttl); err != nil {
+		return err
 	}
 	var err error
 	for try := 0; try < 2; try++ {
@@ -192,11 +177,11 @@ func (l *rowLock) Refresh(ctx context.Context, ttl time.Duration) error {
 		if errors.Is(err, pgx.ErrNoRows) {
 			return errRowNotHeld
 		}
-		if !l.d.transportFailed(ctx, err) {
+		if !transportFailed(ctx, err) {
 			break
 		}
 	}
-	return l.d.wrap(ctx, err)
+	return failed(ctx, err)
 }
 
 // Release gives up this hold; the last one frees the row (its fence stays).
@@ -219,9 +204,9 @@ func (l *rowLock) Release(ctx context.Context) error {
 		case err == nil:
 			return errRowNotHeld
 		}
-		if !l.d.transportFailed(ctx, err) {
+		if !transportFailed(ctx, err) {
 			break
 		}
 	}
-	return l.d.wrap(ctx, err)
+	return failed(ctx, err)
 }

@@ -1,12 +1,15 @@
 package postgres_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/postgres"
@@ -20,7 +23,7 @@ func TestTakeoverRace(t *testing.T) {
 	table := uniqueTable("race")
 	ls := make([]*postgres.Locker, 4)
 	for i := range ls {
-		ls[i] = postgres.New(openPool(t, srv, nil), postgres.WithTable(table), postgres.WithCreateTable(true))
+		ls[i] = mustNew(t, openPool(t, srv, nil), postgres.WithTable(table), postgres.WithCreateTable(true))
 		defer ls[i].Close()
 	}
 	ctx := ctxT(t, 2*time.Minute)
@@ -101,9 +104,9 @@ func TestTrickyKeys(t *testing.T) {
 	for _, mode := range []postgres.Mode{postgres.ModeRow, postgres.ModeAdvisory} {
 		t.Run(string(mode), func(t *testing.T) {
 			table := uniqueTable("keys")
-			a := postgres.New(openPool(t, srv, nil), postgres.WithMode(mode), postgres.WithTable(table), postgres.WithCreateTable(true))
+			a := mustNew(t, openPool(t, srv, nil), postgres.WithMode(mode), postgres.WithTable(table), postgres.WithCreateTable(true))
 			defer a.Close()
-			b := postgres.New(openPool(t, srv, nil), postgres.WithMode(mode), postgres.WithTable(table), postgres.WithCreateTable(true))
+			b := mustNew(t, openPool(t, srv, nil), postgres.WithMode(mode), postgres.WithTable(table), postgres.WithCreateTable(true))
 			defer b.Close()
 			ctx := ctxT(t, time.Minute)
 			var leases []*distlock.Lease
@@ -179,20 +182,42 @@ func TestURLErrorsHideThePassword(t *testing.T) {
 	}
 }
 
-// The typed constructor refuses what it cannot use without panicking.
+// The typed constructor refuses what it cannot use without panicking:
+// ErrInvalidOption from New, on one line naming the option and its value.
+// No server is needed (the pool is never dialled).
 func TestNewBadInput(t *testing.T) {
-	ctx := ctxT(t, 10*time.Second)
-	for name, l := range map[string]*postgres.Locker{
-		"nil pool":  postgres.New(nil),
-		"bad mode":  postgres.New(nil, postgres.WithMode("bogus")),
-		"bad table": postgres.New(openPool(t, server(t), nil), postgres.WithTable("x; drop")),
-		"keepalive": postgres.New(openPool(t, server(t), nil), postgres.WithKeepalive(-time.Second)),
-		"nil opt":   postgres.New(nil, nil),
+	pool, err := pgxpool.New(context.Background(), "postgres://u@127.0.0.1:1/db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	for _, c := range []struct {
+		name, want string
+		pool       *pgxpool.Pool
+		opts       []postgres.Option
+	}{
+		{"nil pool", "New: nil *pgxpool.Pool", nil, nil},
+		{"nil opt", "New: nil *pgxpool.Pool", nil, []postgres.Option{nil}},
+		{"bad mode", `postgres: WithMode("bogus")`, nil, []postgres.Option{postgres.WithMode("bogus")}},
+		{"bad table", `postgres: WithTable("x; drop")`, pool, []postgres.Option{postgres.WithTable("x; drop")}},
+		{"keepalive", "postgres: WithKeepalive(-1s)", pool, []postgres.Option{postgres.WithKeepalive(-time.Second)}},
+		{"keepalive 0", "postgres: WithKeepalive(0s)", pool, []postgres.Option{postgres.WithKeepalive(0)}},
 	} {
-		if _, err := l.TryAcquire(ctx, "k"); !errors.Is(err, distlock.ErrInvalidOption) {
-			t.Errorf("%s: TryAcquire: %v", name, err)
+		l, err := postgres.New(c.pool, c.opts...)
+		if !errors.Is(err, distlock.ErrInvalidOption) || l != nil {
+			t.Errorf("%s: New = %v, %v; want ErrInvalidOption", c.name, l, err)
+			continue
 		}
-		_ = l.Close()
+		if msg := err.Error(); !strings.Contains(msg, c.want) || strings.Contains(msg, "\n") {
+			t.Errorf("%s: error %q does not say %q on one line", c.name, msg, c.want)
+		}
+	}
+	l, err := postgres.New(pool, nil, postgres.WithMode(postgres.ModeAdvisory), postgres.WithTable("s.t"), postgres.WithKeepalive(time.Millisecond))
+	if err != nil || l.Mode() != postgres.ModeAdvisory {
+		t.Fatalf("valid options: %v", err)
+	}
+	if err := l.Close(); err != nil {
+		t.Error(err)
 	}
 	for _, table := range []string{"", "a.b.c", "Upper", "1x", strings.Repeat("a", 64), `x"y`} {
 		if _, err := postgres.DDL(postgres.ModeRow, table); table != "" && !errors.Is(err, distlock.ErrInvalidOption) {
@@ -215,7 +240,7 @@ func TestAbandonIsPerHold(t *testing.T) {
 	srv := server(t)
 	admin := openPool(t, srv, nil)
 	table := uniqueTable("abandon")
-	l := postgres.New(openPool(t, srv, nil), postgres.WithTable(table), postgres.WithCreateTable(true))
+	l := mustNew(t, openPool(t, srv, nil), postgres.WithTable(table), postgres.WithCreateTable(true))
 	defer l.Close()
 	ctx := ctxT(t, time.Minute)
 	lost := []byte("0123456789abcdef")
@@ -259,7 +284,7 @@ func TestCreateTableRace(t *testing.T) {
 			if err := pool.Ping(ctx); err != nil { // connected before the start
 				t.Fatal(err)
 			}
-			ls[i] = postgres.New(pool, postgres.WithTable(table), postgres.WithCreateTable(true))
+			ls[i] = mustNew(t, pool, postgres.WithTable(table), postgres.WithCreateTable(true))
 		}
 		start := make(chan struct{})
 		var wg sync.WaitGroup
@@ -288,7 +313,7 @@ func TestMissingTable(t *testing.T) {
 	ctx := ctxT(t, time.Minute)
 	for _, mode := range []postgres.Mode{postgres.ModeRow, postgres.ModeAdvisory} {
 		table := uniqueTable("missing")
-		l := postgres.New(openPool(t, srv, nil), postgres.WithMode(mode), postgres.WithTable(table))
+		l := mustNew(t, openPool(t, srv, nil), postgres.WithMode(mode), postgres.WithTable(table))
 		_, err := l.TryAcquire(ctx, "missing/key")
 		if err == nil || !strings.Contains(err.Error(), "create_table=true") {
 			t.Errorf("%s: TryAcquire without the table: %v", mode, err)
@@ -317,7 +342,7 @@ func TestExpiryOnDatabaseClock(t *testing.T) {
 	srv := server(t)
 	admin := openPool(t, srv, map[string]string{"timezone": "America/Adak"})
 	table := uniqueTable("clock")
-	l := postgres.New(openPool(t, srv, map[string]string{"timezone": "Pacific/Kiritimati"}), postgres.WithTable(table), postgres.WithCreateTable(true))
+	l := mustNew(t, openPool(t, srv, map[string]string{"timezone": "Pacific/Kiritimati"}), postgres.WithTable(table), postgres.WithCreateTable(true))
 	defer l.Close()
 	ctx := ctxT(t, time.Minute)
 	lease, err := l.TryAcquire(ctx, "clock/key", distlock.WithTTL(time.Minute))

@@ -23,8 +23,8 @@ func TestParseURL(t *testing.T) {
 		if cc.Host != "db.example" || cc.Port != 6543 || cc.Database != "app" || cc.User != "u" || cc.Password != "p" {
 			t.Errorf("%s: host %s port %d db %s user %s", s, cc.Host, cc.Port, cc.Database, cc.User)
 		}
-		if cfg.MaxConns != DefaultMaxConns || c.mode != ModeRow || c.createTable || c.table != DefaultRowTable {
-			t.Errorf("%s: defaults: maxConns %d mode %s create %v table %s", s, cfg.MaxConns, c.mode, c.createTable, c.table)
+		if cfg.MaxConns != DefaultMaxConns || c.Mode != string(ModeRow) || c.CreateTable || c.Table != DefaultRowTable {
+			t.Errorf("%s: defaults: maxConns %d mode %s create %v table %s", s, cfg.MaxConns, c.Mode, c.CreateTable, c.Table)
 		}
 		if cc.RuntimeParams["application_name"] != "x" || cc.TLSConfig == nil || cc.ConnectTimeout != 5*time.Second {
 			t.Errorf("%s: pass-through: %v tls %v timeout %v", s, cc.RuntimeParams, cc.TLSConfig != nil, cc.ConnectTimeout)
@@ -39,8 +39,8 @@ func TestParseURL(t *testing.T) {
 		t.Fatal(err)
 	}
 	rp := cfg.ConnConfig.RuntimeParams
-	if cfg.ConnConfig.Port != 5432 || cfg.MaxConns != 7 || c.mode != ModeAdvisory || !c.createTable || c.table != "s.t" {
-		t.Errorf("advisory: port %d maxConns %d mode %s create %v table %s", cfg.ConnConfig.Port, cfg.MaxConns, c.mode, c.createTable, c.table)
+	if cfg.ConnConfig.Port != 5432 || cfg.MaxConns != 7 || c.Mode != string(ModeAdvisory) || !c.CreateTable || c.Table != "s.t" {
+		t.Errorf("advisory: port %d maxConns %d mode %s create %v table %s", cfg.ConnConfig.Port, cfg.MaxConns, c.Mode, c.CreateTable, c.Table)
 	}
 	if rp["idle_session_timeout"] != "8000" || rp["tcp_keepalives_idle"] != "4" || rp["tcp_keepalives_interval"] != "1" || rp["tcp_keepalives_count"] != "3" {
 		t.Errorf("advisory session limits: %v", rp)

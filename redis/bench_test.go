@@ -13,7 +13,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/internal/benchkit"
-	"github.com/distlock/distlock/internal/redisscript"
+	"github.com/distlock/distlock/internal/redissub"
 	"github.com/distlock/distlock/internal/testserver"
 )
 
@@ -199,8 +199,14 @@ func benchHandoff(b *testing.B, addr string, lockers, goroutines int) {
 		client := goredis.NewClient(&goredis.Options{Addr: addr})
 		counters[i] = newAcquireCounter()
 		client.AddHook(counters[i])
-		c := config{prefix: "bench:", closeClient: true}
-		d := newDriver(client, c)
+		c, err := newConfig([]Option{WithPrefix("bench:"), WithCloseClient()})
+		if err != nil {
+			b.Fatal(err)
+		}
+		d, err := newDriver(client, c)
+		if err != nil {
+			b.Fatal(err)
+		}
 		ls[i] = &testLocker{Locker: distlock.New(d, "redis"), d: d, client: client}
 	}
 	defer func() {
@@ -219,7 +225,7 @@ func benchHandoff(b *testing.B, addr string, lockers, goroutines int) {
 	}
 	rtt := medianRTT(ctx, ls[0].client, 500)
 	var before int64
-	var sBefore redisscript.SubscriberStats
+	var sBefore redissub.SubscriberStats
 	for i, c := range counters {
 		before += c.n.Load()
 		st := ls[i].d.sub.Stats()
@@ -232,7 +238,7 @@ func benchHandoff(b *testing.B, addr string, lockers, goroutines int) {
 	}
 	res := benchkit.Handoff(b, ctx, all, key, goroutines)
 	var after int64
-	var sAfter redisscript.SubscriberStats
+	var sAfter redissub.SubscriberStats
 	for i, c := range counters {
 		after += c.n.Load()
 		st := ls[i].d.sub.Stats()

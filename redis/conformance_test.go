@@ -12,7 +12,7 @@ import (
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/conformance"
 	"github.com/distlock/distlock/internal/netfault"
-	"github.com/distlock/distlock/internal/redisscript"
+	"github.com/distlock/distlock/internal/redislua"
 	"github.com/distlock/distlock/internal/testserver"
 )
 
@@ -24,7 +24,7 @@ const confTTL = 400 * time.Millisecond
 // an expiry while the holder is paused would.
 func expireFault(admin goredis.UniversalClient, prefix string) func(ctx context.Context, key string) error {
 	return func(ctx context.Context, key string) error {
-		n, err := admin.Del(ctx, redisscript.KeysFor(prefix, key).Lock).Result()
+		n, err := admin.Del(ctx, redislua.KeysFor(prefix, key).Lock).Result()
 		if err != nil {
 			return err
 		}
@@ -155,9 +155,13 @@ func TestConformanceCluster(t *testing.T) {
 				_ = c.Close()
 				return nil, err
 			}
-			return New(c, WithCloseClient()), nil
+			l, err := New(c, WithCloseClient())
+			if err != nil {
+				return nil, err
+			}
+			return l, nil
 		},
 		TTL:    confTTL,
-		Faults: conformance.Faults{Expire: expireFault(admin, redisscript.DefaultPrefix)},
+		Faults: conformance.Faults{Expire: expireFault(admin, redislua.DefaultPrefix)},
 	})
 }

@@ -17,8 +17,12 @@ import (
 func ExampleWithFair() {
 	ctx := context.Background()
 	client := goredis.NewClient(&goredis.Options{Addr: "127.0.0.1:6379"})
-	locker := redis.New(client, redis.WithFair(), redis.WithCloseClient(),
+	locker, err := redis.New(client, redis.WithFair(), redis.WithCloseClient(),
 		redis.WithDefaults(distlock.WithTTL(10*time.Second)))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	defer locker.Close()
 
 	lease, err := locker.Acquire(ctx, "report:nightly")

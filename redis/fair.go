@@ -6,7 +6,9 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/backend"
-	"github.com/distlock/distlock/internal/redisscript"
+	"github.com/distlock/distlock/internal/async"
+	"github.com/distlock/distlock/internal/redislua"
+	"github.com/distlock/distlock/internal/redissub"
 )
 
 // The fair queue's timing: a waiter's entry lives queueTTL after its last
@@ -18,13 +20,10 @@ const (
 )
 
 // fairDriver is the driver of a Locker made WithFair: its waiters queue in
-// Redis (redisscript.FairAcquire) and are handed the lock by the release.
+// Redis (redislua.FairAcquire) and are handed the lock by the release.
 type fairDriver struct{ *driver }
 
-var (
-	_ backend.Blocker = (*fairDriver)(nil)
-	_ backend.Issued  = (*lock)(nil)
-)
+var _ backend.Blocker = (*fairDriver)(nil)
 
 func (f *fairDriver) Capabilities() backend.Capabilities {
 	c := f.driver.Capabilities()
@@ -39,95 +38,142 @@ func (f *fairDriver) Capabilities() backend.Capabilities {
 // queue entry and reports a grant whose message was lost), or the end of
 // ctx (it leaves the queue, releasing the lock if it was granted meanwhile).
 func (f *fairDriver) Acquire(ctx context.Context, req backend.Request) (backend.Lock, error) {
-	d := f.driver
-	k := d.keys(req.Key)
-	hold := d.holds.Next()
-	var (
-		wake       = make(chan struct{}, 1)
-		grants     = make(chan redisscript.GrantMessage, 1)
-		subscribed bool
-		timer      *time.Timer
-		sent       [2]time.Time // the send times of the last two attempts, by parity
-	)
-	defer func() {
-		if timer != nil {
-			timer.Stop()
-		}
-	}()
-	granted := func(token uint64, at time.Time) backend.Lock {
-		return &lock{d: d, keys: k, owner: req.Owner, hold: hold, token: token, issued: at}
+	w := &fairWait{
+		d: f.driver, req: req, k: f.keys(req.Key), hold: f.holds.Next(),
+		wake: make(chan struct{}, 1), grants: make(chan redissub.GrantMessage, 1),
 	}
+	defer w.stop()
 	for n := uint64(1); ; n++ {
-		sent[n%2] = time.Now()
-		a := redisscript.FairAttempt{Hold: hold, N: n, Enqueue: true, QueueTTL: queueTTL}
-		r, err := d.attempt(ctx, k, req, func(ctx context.Context) (redisscript.AcquireResult, error) {
-			return redisscript.FairAcquire(ctx, d.client, k, req.Owner, req.TTL, a)
-		}, hold)
-		if err != nil {
-			if n > 1 {
-				// An earlier attempt queued it, and this one may still
-				// land: leave, on the in-flight schedule.
-				d.bg.Leave(d.client, k, req.Owner, hold, true, false)
-			}
-			return nil, err
+		r, l, err := w.attempt(ctx, n)
+		if l != nil || err != nil {
+			return l, err
 		}
-		switch r.Outcome {
-		case redisscript.Acquired, redisscript.Reentered:
-			return granted(r.Token, sent[n%2]), nil
-		case redisscript.Granted:
-			// Granted with TTL before this attempt reached the server, of
-			// which PTTL is left.
-			return granted(r.Token, sent[n%2].Add(r.PTTL-req.TTL)), nil
+		if !w.subscribed && w.subscribe(ctx) {
+			continue // attempt again: a grant published before the subscription is not missed
 		}
-		if !subscribed {
-			// At most queueRenew, so that with the pause below the queue
-			// entry is renewed within 2×queueRenew < queueTTL; a failed
-			// subscription is tried again on the next turn.
-			wctx, cancel := context.WithTimeout(ctx, queueRenew)
-			ok, unwatch := d.sub.WatchGrant(wctx, k.Channel, hold, wake, grants)
-			cancel()
-			if ok {
-				subscribed = true
-				defer unwatch()
-				continue // attempt again: a grant published before the subscription is not missed
-			}
-		}
-		pause := queueRenew
-		if !subscribed {
-			// Polling: notice a grant well within its TTL.
-			pause = min(pause, req.TTL/3)
-		}
-		if r.PTTL > 0 {
-			pause = min(pause, r.PTTL+time.Millisecond)
-		}
-		if timer == nil {
-			timer = time.NewTimer(pause)
-		} else {
-			timer.Reset(pause)
-		}
-		select {
-		case <-ctx.Done():
-			d.bg.Leave(d.client, k, req.Owner, hold, false, false)
-			return nil, fmt.Errorf("%w: %w", backend.Busy(r.PTTL), context.Cause(ctx))
-		case <-timer.C:
-		case <-wake:
-			timer.Stop()
-		case msg := <-grants:
-			timer.Stop()
-			g, ok := redisscript.ParseGrant(msg.Payload)
-			if ok && g.Hold == hold && g.Attempt <= n && g.Attempt+1 >= n {
-				// The server granted it Elapsed after it processed
-				// attempt g.Attempt, sent at sent[g.Attempt%2]: a lower
-				// bound of the grant time in this clock, less 1% for
-				// clock-rate drift, and never later than the message's
-				// arrival (which bounds a step of the server's clock).
-				at := sent[g.Attempt%2].Add(g.Elapsed - g.Elapsed/100)
-				if at.After(msg.Received) {
-					at = msg.Received
-				}
-				return granted(g.Token, at), nil
-			}
-			// Not usable: the next attempt reports the grant.
+		if l, err := w.wait(ctx, n, r); l != nil || err != nil {
+			return l, err
 		}
 	}
+}
+
+// fairWait is one waiter of fairDriver.Acquire.
+type fairWait struct {
+	d      *driver
+	req    backend.Request
+	k      redislua.Keys
+	hold   string
+	wake   chan struct{}
+	grants chan redissub.GrantMessage
+
+	subscribed bool
+	unwatch    func()
+	timer      *time.Timer
+	sent       [2]time.Time // the send times of the last two attempts, by parity
+}
+
+// stop ends the waiter's subscription and timer.
+func (w *fairWait) stop() {
+	if w.timer != nil {
+		w.timer.Stop()
+	}
+	if w.unwatch != nil {
+		w.unwatch()
+	}
+}
+
+// granted is the lock granted to the waiter's hold with token, valid from at.
+func (w *fairWait) granted(token uint64, at time.Time) backend.Lock {
+	return &lock{d: w.d, keys: w.k, owner: w.req.Owner, hold: w.hold, token: token, issued: at}
+}
+
+// attempt makes attempt n: the lock if it is this waiter's now, else the
+// busy outcome.
+func (w *fairWait) attempt(ctx context.Context, n uint64) (redislua.AcquireResult, backend.Lock, error) {
+	d := w.d
+	w.sent[n%2] = time.Now()
+	a := redislua.FairAttempt{Hold: w.hold, N: n, Enqueue: true, QueueTTL: queueTTL}
+	r, err := d.attempt(ctx, w.k, w.req, func(ctx context.Context) (redislua.AcquireResult, error) {
+		return redislua.FairAcquire(ctx, d.client, w.k, w.req.Owner, w.req.TTL, a)
+	}, w.hold)
+	if err != nil {
+		if n > 1 {
+			// An earlier attempt queued it, and this one may still
+			// land: leave, on the in-flight schedule.
+			d.bg.Leave(d.client, w.k, w.req.Owner, w.hold, true, false)
+		}
+		return r, nil, err
+	}
+	switch r.Outcome {
+	case redislua.Acquired, redislua.Reentered:
+		return r, w.granted(r.Token, w.sent[n%2]), nil
+	case redislua.Granted:
+		// Granted with TTL before this attempt reached the server, of
+		// which PTTL is left.
+		return r, w.granted(r.Token, w.sent[n%2].Add(r.PTTL-w.req.TTL)), nil
+	}
+	return r, nil, nil
+}
+
+// subscribe watches the key's channel for the waiter, for at most
+// queueRenew, so that with the pause of wait the queue entry is renewed
+// within 2×queueRenew < queueTTL; a failed subscription is tried again on
+// the next turn.
+func (w *fairWait) subscribe(ctx context.Context) bool {
+	wctx, cancel := context.WithTimeout(ctx, queueRenew)
+	ok, unwatch := w.d.sub.WatchGrant(wctx, w.k.Channel, w.hold, w.wake, w.grants)
+	cancel()
+	if ok {
+		w.subscribed, w.unwatch = true, unwatch
+	}
+	return ok
+}
+
+// wait waits after the busy attempt n (r) for a grant message, a wake-up,
+// the renewal timer or the end of ctx. It returns the lock of a usable
+// grant, the error of ctx's end, or neither: attempt again.
+func (w *fairWait) wait(ctx context.Context, n uint64, r redislua.AcquireResult) (backend.Lock, error) {
+	pause := queueRenew
+	if !w.subscribed {
+		// Polling: notice a grant well within its TTL.
+		pause = min(pause, w.req.TTL/3)
+	}
+	if r.PTTL > 0 {
+		pause = min(pause, r.PTTL+time.Millisecond)
+	}
+	if w.timer == nil {
+		w.timer = time.NewTimer(pause)
+	} else {
+		w.timer.Reset(pause)
+	}
+	select {
+	case <-ctx.Done():
+		w.d.bg.Leave(w.d.client, w.k, w.req.Owner, w.hold, false, false)
+		return nil, fmt.Errorf("%w: %w", backend.Busy(r.PTTL), async.CtxError(ctx))
+	case <-w.timer.C:
+	case <-w.wake:
+		w.timer.Stop()
+	case msg := <-w.grants:
+		w.timer.Stop()
+		return w.fromGrant(msg, n), nil
+	}
+	return nil, nil
+}
+
+// fromGrant is the lock a grant message gives, or nil if it is not usable
+// (the next attempt then reports the grant).
+func (w *fairWait) fromGrant(msg redissub.GrantMessage, n uint64) backend.Lock {
+	g, ok := redislua.ParseGrant(msg.Payload)
+	if !ok || g.Hold != w.hold || g.Attempt > n || g.Attempt+1 < n {
+		return nil
+	}
+	// The server granted it Elapsed after it processed attempt g.Attempt,
+	// sent at sent[g.Attempt%2]: a lower bound of the grant time in this
+	// clock, less 1% for clock-rate drift, and never later than the
+	// message's arrival (which bounds a step of the server's clock).
+	at := w.sent[g.Attempt%2].Add(g.Elapsed - g.Elapsed/100)
+	if at.After(msg.Received) {
+		at = msg.Received
+	}
+	return w.granted(g.Token, at)
 }

@@ -11,7 +11,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock"
-	"github.com/distlock/distlock/internal/redisscript"
+	"github.com/distlock/distlock/internal/redislua"
 	"github.com/distlock/distlock/internal/testserver"
 )
 
@@ -47,7 +47,7 @@ func TestFairOrderAcrossLockers(t *testing.T) {
 		t.Fatal(err)
 	}
 	admin := adminClient(t, srv.Addr())
-	k := redisscript.KeysFor(redisscript.DefaultPrefix, "fair/order").Fair()
+	k := redislua.KeysFor(redislua.DefaultPrefix, "fair/order").Fair()
 	type got struct {
 		i     int
 		lease *distlock.Lease
@@ -72,7 +72,13 @@ func TestFairOrderAcrossLockers(t *testing.T) {
 		}
 		return c == lockers
 	})
-	time.Sleep(50 * time.Millisecond) // let the second attempts (after subscribing) land
+	eventually(t, 10*time.Second, "every waiter's attempt after subscribing landed", func() bool {
+		var landed int64
+		for _, c := range counter {
+			landed += c.landed.Load()
+		}
+		return landed >= 2*n
+	})
 	before := scripts()
 	if err := first.Release(ctx); err != nil {
 		t.Fatal(err)
@@ -197,13 +203,13 @@ func TestFairCrashedWaiterSkipped(t *testing.T) {
 	ctx, admin, k, held := f.ctx, f.admin, f.k, f.held
 	b := f.locker(t, nil)
 	// The crashed waiter: one attempt, never renewed.
-	ghost := redisscript.FairAttempt{Hold: redisscript.NewHoldSource().Next(), N: 1, Enqueue: true, QueueTTL: queueTTL}
-	if r, err := redisscript.FairAcquire(ctx, admin, k, "ghost", time.Minute, ghost); err != nil || r.Outcome != redisscript.Busy {
+	ghost := redislua.FairAttempt{Hold: redislua.NewHoldSource().Next(), N: 1, Enqueue: true, QueueTTL: queueTTL}
+	if r, err := redislua.FairAcquire(ctx, admin, k, "ghost", time.Minute, ghost); err != nil || r.Outcome != redislua.Busy {
 		t.Fatalf("ghost: %+v %v", r, err)
 	}
 	got := acquireAsync(t, ctx, b, "fair/crash")
 	eventually(t, 10*time.Second, "waiter queued behind the ghost", func() bool { return admin.ZCard(ctx, k.Queue).Val() == 2 })
-	time.Sleep(queueTTL + 100*time.Millisecond)
+	time.Sleep(queueTTL + 100*time.Millisecond) // the scenario: the ghost's entry outlives its last renewal by queueTTL
 	if err := held.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -386,14 +392,14 @@ type fairFixture struct {
 	addr  string
 	ctx   context.Context
 	admin *goredis.Client
-	k     redisscript.Keys
+	k     redislua.Keys
 	held  *distlock.Lease
 }
 
 func fairHeld(t *testing.T, key string) *fairFixture {
 	t.Helper()
 	srv := testserver.Redis(t, testserver.RedisConfig{})
-	f := &fairFixture{addr: srv.Addr(), ctx: tctx(t, time.Minute), admin: adminClient(t, srv.Addr()), k: redisscript.KeysFor(redisscript.DefaultPrefix, key).Fair()}
+	f := &fairFixture{addr: srv.Addr(), ctx: tctx(t, time.Minute), admin: adminClient(t, srv.Addr()), k: redislua.KeysFor(redislua.DefaultPrefix, key).Fair()}
 	var err error
 	if f.held, err = f.locker(t, nil).TryAcquire(f.ctx, key, distlock.WithTTL(time.Minute)); err != nil {
 		t.Fatal(err)
@@ -443,9 +449,8 @@ func TestFairSameOwnerQueued(t *testing.T) {
 	gotB := acquireAsync(t, ctx, b, key, opts...)
 	eventually(t, 10*time.Second, "B's waiter queued, subscribed and attempted again", func() bool {
 		_, c := b.d.sub.Active()
-		return c == 1 && bScripts.n.Load() >= 2 && admin.ZCard(ctx, k.Queue).Val() == 2
-	})
-	time.Sleep(50 * time.Millisecond) // B's attempt after subscribing has landed; its renewal is about 1s away
+		return c == 1 && bScripts.landed.Load() >= 2 && admin.ZCard(ctx, k.Queue).Val() == 2
+	}) // B's renewal is about 1s away
 	released := time.Now()
 	if err := held.Release(ctx); err != nil {
 		t.Fatal(err)

@@ -10,7 +10,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/internal/netfault"
-	"github.com/distlock/distlock/internal/redisscript"
+	"github.com/distlock/distlock/internal/redislua"
 	"github.com/distlock/distlock/internal/testserver"
 )
 
@@ -48,7 +48,7 @@ func TestDelayedRequestUndone(t *testing.T) {
 	p.SetScope(netfault.OpenConns)
 	p.SetLatencyDir(netfault.Request, 600*time.Millisecond)
 	const key = "delayed/acquire"
-	k := redisscript.KeysFor(redisscript.DefaultPrefix, key)
+	k := redislua.KeysFor(redislua.DefaultPrefix, key)
 	actx, cancel := context.WithTimeout(ctx, 150*time.Millisecond)
 	_, err := l.TryAcquire(actx, key, distlock.WithTTL(10*time.Minute))
 	cancel()

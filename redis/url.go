@@ -13,7 +13,6 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock/backend"
-	"github.com/distlock/distlock/internal/redisscript"
 	"github.com/distlock/distlock/internal/redisurl"
 )
 
@@ -52,16 +51,23 @@ var ownParams = []string{paramPrefix, paramSubscribeTimeout, paramLinger, paramF
 // One URL names one server. For Redis Cluster or Sentinel, build the
 // go-redis client and call New.
 func open(_ context.Context, u *url.URL) (backend.Driver, error) {
-	opt, c, err := parseURL(u)
+	opt, opts, err := parseURL(u)
 	if err != nil {
 		return nil, err
 	}
-	c.closeClient = true
+	c, err := newConfig(append(opts, WithCloseClient()))
+	if err != nil {
+		return nil, err
+	}
 	opt.ContextTimeoutEnabled = true // ctx deadlines bound socket I/O
 	if opt.TLSConfig != nil {
 		opt.Dialer = tlsDialer(opt.TLSConfig, opt.DialTimeout)
 	}
-	return newDriver(goredis.NewClient(opt), c).backend(), nil
+	d, err := newDriver(goredis.NewClient(opt), c)
+	if err != nil {
+		return nil, err
+	}
+	return d.backend(), nil
 }
 
 // tlsDialer dials and completes the TLS handshake within timeout (the
@@ -84,70 +90,52 @@ func tlsDialer(cfg *tls.Config, timeout time.Duration) func(ctx context.Context,
 		tc := tls.Client(conn, cfg)
 		if err := tc.HandshakeContext(ctx); err != nil {
 			_ = conn.Close()
-			return nil, fmt.Errorf("TLS handshake with %s failed (does the server speak TLS on that port?): %w", addr, err)
+			return nil, &tlsError{addr: addr, err: err}
 		}
 		return tc, nil
 	}
 }
 
-// parseURL splits the URL into go-redis options and distlock's config.
-func parseURL(u *url.URL) (*goredis.Options, config, error) {
-	c := config{prefix: redisscript.DefaultPrefix}
-	bad := func(format string, args ...any) (*goredis.Options, config, error) {
-		return nil, c, fmt.Errorf("%w: %s", backend.ErrInvalidOption, fmt.Sprintf(format, args...))
-	}
-	if u.Opaque != "" {
-		return bad("%s URL must look like %s://[user:password@]host:port[/db], got %q", u.Scheme, u.Scheme, u.Redacted())
-	}
-	if u.Fragment != "" {
-		return bad("%s URL must not have a fragment (#%s)", u.Scheme, u.Fragment)
+// parseURL splits the URL into go-redis options and distlock's, as the
+// Options New takes (and checks).
+func parseURL(u *url.URL) (*goredis.Options, []Option, error) {
+	p, rest, err := redisurl.Query(u, u.Scheme+"://[user:password@]host:port[/db]", ownParams)
+	if err != nil {
+		return nil, nil, err
 	}
 	if strings.Contains(u.Host, ",") {
-		return bad("%s URL names several hosts (%s): it connects to one Redis; for Redis Cluster or Sentinel build a go-redis client and call redis.New, for independent masters use redlock://", u.Scheme, u.Host)
+		return nil, nil, fmt.Errorf("%w: %s URL names several hosts (%s): it connects to one Redis; for Redis Cluster or Sentinel build a go-redis client and call redis.New, for independent masters use redlock://", backend.ErrInvalidOption, u.Scheme, u.Host)
 	}
 	if _, err := backend.Hosts(u, "6379"); err != nil {
-		return nil, config{}, err
+		return nil, nil, err
 	}
-	q, err := url.ParseQuery(u.RawQuery)
+	opts, err := ownOptions(p)
 	if err != nil {
-		return bad("%s URL query: %v", u.Scheme, err)
+		return nil, nil, err
 	}
-	own, rest := url.Values{}, url.Values{}
-	for k, vs := range q {
-		if isOwnParam(k) {
-			own[k] = vs
-		} else {
-			rest[k] = vs
-		}
-	}
-	p := backend.NewParams(&url.URL{RawQuery: own.Encode()})
-	c.prefix = p.String(paramPrefix, c.prefix)
-	c.confirmTimeout = backend.Parse(p, paramSubscribeTimeout, 0, backend.DurationIn(time.Millisecond, time.Hour))
-	if p.Has(paramLinger) {
-		d := backend.Parse(p, paramLinger, 0, backend.DurationIn(0, time.Hour))
-		WithSubscriptionLinger(d)(&c)
-	}
-	c.fair = backend.Parse(p, paramFair, false, strconv.ParseBool)
-	if err := p.Done(); err != nil {
-		return nil, c, err
-	}
-	gu := *u
-	gu.RawQuery = rest.Encode()
-	opt, err := goredis.ParseURL(gu.String())
+	opt, err := redisurl.Node(u, u.Host, rest, ownParams)
 	if err != nil {
-		return nil, c, fmt.Errorf("%w: %w (distlock's own parameters: %s)", backend.ErrInvalidOption, err, strings.Join(ownParams, ", "))
+		return nil, nil, err
 	}
-	if err := redisurl.Check(opt); err != nil {
-		return nil, c, err
-	}
-	return opt, c, nil
+	return opt, opts, nil
 }
 
-func isOwnParam(k string) bool {
-	for _, p := range ownParams {
-		if k == p {
-			return true
-		}
+// ownOptions turns distlock's URL parameters into Options, range-checked
+// as URL parameters (subscribe_timeout in [1ms, 1h], subscription_linger
+// in [0, 1h]); New's checks then apply to them as to any Option.
+func ownOptions(p *backend.Params) ([]Option, error) {
+	var opts []Option
+	if p.Has(paramPrefix) {
+		opts = append(opts, WithPrefix(p.String(paramPrefix, "")))
 	}
-	return false
+	if p.Has(paramSubscribeTimeout) {
+		opts = append(opts, WithSubscribeTimeout(backend.Parse(p, paramSubscribeTimeout, time.Millisecond, backend.DurationIn(time.Millisecond, time.Hour))))
+	}
+	if p.Has(paramLinger) {
+		opts = append(opts, WithSubscriptionLinger(backend.Parse(p, paramLinger, 0, backend.DurationIn(0, time.Hour))))
+	}
+	if backend.Parse(p, paramFair, false, strconv.ParseBool) {
+		opts = append(opts, WithFair())
+	}
+	return opts, p.Done()
 }

@@ -9,7 +9,7 @@ import (
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/conformance"
 	"github.com/distlock/distlock/internal/netfault"
-	"github.com/distlock/distlock/internal/redisscript"
+	"github.com/distlock/distlock/internal/redislua"
 	"github.com/distlock/distlock/internal/testserver"
 )
 
@@ -56,7 +56,7 @@ func TestConformance(t *testing.T) {
 			// once a quorum granted it, so the grants of slower nodes may
 			// still be on their way: delete again after they landed.
 			Expire: func(ctx context.Context, key string) error {
-				name := redisscript.KeysFor(confPrefix, key).Lock
+				name := redislua.KeysFor(confPrefix, key).Lock
 				var deleted int64
 				for round := range 2 {
 					if round > 0 {

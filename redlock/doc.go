@@ -5,7 +5,7 @@
 // # Mechanism
 //
 // Each master runs the same per-node scripts as package redis (see
-// internal/redisscript): a lock is a hash with the owner and one field per
+// internal/redislua): a lock is a hash with the owner and one field per
 // hold, with a PX expiry; acquire has SET NX PX semantics plus reentrancy,
 // release is an owner-checked compare-and-delete that publishes a wake-up
 // when it frees the lock, refresh an owner-checked compare-and-PEXPIRE that
@@ -76,7 +76,11 @@
 // An attempt fails with ErrUnavailable when failed nodes make a quorum
 // impossible (more than N − quorum of them down, timed out or refusing),
 // joining one *NodeError per failed node (errors.As reaches them, and
-// through them go-redis's errors). When the nodes answered but other owners
+// through them go-redis's errors). That error is transient
+// (distlock.WithRetryUnavailable waits it out) unless the nodes that failed
+// for a reason waiting will not cure — refused credentials, TLS, error
+// replies other than those of a server starting or failing over — leave
+// too few for a quorum (see the driver's ErrorCode). When the nodes answered but other owners
 // hold the lock on too many of them it fails with ErrNotAcquired, as a
 // *backend.BusyError carrying the time until enough of them expire.
 //

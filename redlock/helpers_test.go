@@ -7,14 +7,14 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/conformance"
-	"github.com/distlock/distlock/internal/redisscript"
+	"github.com/distlock/distlock/internal/redislua"
 	"github.com/distlock/distlock/internal/testserver"
 )
 
@@ -78,7 +78,7 @@ func redlockURL(addrs []string, query string) string {
 // holders returns the nodes on which the lock named key exists.
 func (c *cluster) holders(t testing.TB, prefix, key string) []int {
 	t.Helper()
-	name := redisscript.KeysFor(prefix, key).Lock
+	name := redislua.KeysFor(prefix, key).Lock
 	var out []int
 	for i, a := range c.admins {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -95,7 +95,7 @@ func (c *cluster) holders(t testing.TB, prefix, key string) []int {
 // unreachable).
 func (c *cluster) owners(t testing.TB, prefix, key string) []string {
 	t.Helper()
-	name := redisscript.KeysFor(prefix, key).Lock
+	name := redislua.KeysFor(prefix, key).Lock
 	out := make([]string, len(c.admins))
 	for i, a := range c.admins {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -133,26 +133,20 @@ func (c *cluster) restart(t testing.TB, idx ...int) {
 }
 
 // testLocker is a Locker over its own clients, with the driver at hand.
-type testLocker struct {
-	distlock.Locker
-	d *driver
-}
+type testLocker = Locker
 
 // newTestLocker makes a Locker over new clients of addrs, configured as the
 // URL opener does (ContextTimeoutEnabled) plus opts.
 func newTestLocker(t testing.TB, addrs []string, opts ...Option) *testLocker {
 	t.Helper()
-	c := defaultConfig()
-	c.closeClients = true
-	for _, o := range opts {
-		o(&c)
-	}
-	nodes := make([]*node, len(addrs))
+	clients := make([]goredis.UniversalClient, len(addrs))
 	for i, a := range addrs {
-		nodes[i] = &node{addr: a, client: goredis.NewClient(&goredis.Options{Addr: a, ContextTimeoutEnabled: true, DialerRetries: 1, MaxRetries: 1})}
+		clients[i] = goredis.NewClient(&goredis.Options{Addr: a, ContextTimeoutEnabled: true, DialerRetries: 1, MaxRetries: 1})
 	}
-	d := newDriver(nodes, c)
-	l := &testLocker{Locker: distlock.New(d, "redlock", c.defaults...), d: d}
+	l, err := New(clients, append([]Option{WithCloseClients()}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { _ = l.Close() })
 	return l
 }
@@ -204,4 +198,62 @@ func (c *cluster) scanLocks(ctx context.Context, prefix string) ([]string, error
 		}
 	}
 	return out, nil
+}
+
+// roundTrips counts the commands (and pipelines) a client has started and
+// finished, retries included.
+type roundTrips struct{ started, finished atomic.Int64 }
+
+func (h *roundTrips) DialHook(next goredis.DialHook) goredis.DialHook { return next }
+func (h *roundTrips) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
+	return func(ctx context.Context, cmd goredis.Cmder) error {
+		h.started.Add(1)
+		defer h.finished.Add(1)
+		return next(ctx, cmd)
+	}
+}
+func (h *roundTrips) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []goredis.Cmder) error {
+		h.started.Add(1)
+		defer h.finished.Add(1)
+		return next(ctx, cmds)
+	}
+}
+
+// trackRoundTrips counts the round trips of l to the given nodes.
+func trackRoundTrips(l *testLocker, nodes ...int) []*roundTrips {
+	out := make([]*roundTrips, len(nodes))
+	for j, i := range nodes {
+		out[j] = &roundTrips{}
+		l.d.nodes[i].client.(*goredis.Client).AddHook(out[j])
+	}
+	return out
+}
+
+// roundTripsOver waits until each of hs has had a round trip and none is
+// under way: an operation sent to those nodes has had its answer.
+func roundTripsOver(t testing.TB, what string, hs []*roundTrips) {
+	t.Helper()
+	eventually(t, 10*time.Second, what, func() bool {
+		for _, h := range hs {
+			if s := h.started.Load(); s == 0 || h.finished.Load() != s {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// quiet waits until counter has counted something and then not changed
+// for window: the waiters it counts the attempts of are asleep.
+func quiet(t testing.TB, d time.Duration, what string, counter *acquireCounter, window time.Duration) {
+	t.Helper()
+	prev := int64(-1)
+	eventually(t, d, what, func() bool {
+		time.Sleep(window)
+		cur := counter.n.Load()
+		q := cur > 0 && cur == prev
+		prev = cur
+		return q
+	})
 }

@@ -3,6 +3,8 @@ package redlock
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math"
 	"net"
 	"net/url"
 	"runtime"
@@ -19,10 +21,11 @@ import (
 	"github.com/distlock/distlock/backend"
 	"github.com/distlock/distlock/conformance"
 	"github.com/distlock/distlock/internal/netfault"
-	"github.com/distlock/distlock/internal/redisscript"
+	"github.com/distlock/distlock/internal/redislua"
+	"github.com/distlock/distlock/internal/redissub"
 )
 
-const prefix = redisscript.DefaultPrefix
+const prefix = redislua.DefaultPrefix
 
 func isClosed(ch <-chan struct{}) bool {
 	select {
@@ -33,8 +36,30 @@ func isClosed(ch <-chan struct{}) bool {
 	}
 }
 
+// offlineDriver is the driver of a Locker over one client of a closed
+// port, for tests that need no server (New does not connect).
+func offlineDriver(t *testing.T, opts ...Option) *driver {
+	t.Helper()
+	return offlineNodes(t, 1, opts...)
+}
+
+// offlineNodes is offlineDriver over n clients of closed ports.
+func offlineNodes(t *testing.T, n int, opts ...Option) *driver {
+	t.Helper()
+	clients := make([]goredis.UniversalClient, n)
+	for i := range clients {
+		clients[i] = goredis.NewClient(&goredis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", i+1)})
+	}
+	l, err := New(clients, append(opts, WithCloseClients())...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	return l.d
+}
+
 func TestValidity(t *testing.T) {
-	d := newDriver(nil, defaultConfig())
+	d := offlineDriver(t)
 	for _, c := range []struct {
 		ttl, want time.Duration
 	}{
@@ -51,9 +76,7 @@ func TestValidity(t *testing.T) {
 			t.Errorf("Validity(%v) = %v, want ErrInvalidTTL", bad, err)
 		}
 	}
-	c := defaultConfig()
-	WithDrift(0.1, 50*time.Millisecond)(&c)
-	d = newDriver(nil, c)
+	d = offlineDriver(t, WithDrift(0.1, 50*time.Millisecond))
 	if v, err := d.Validity(time.Second); err != nil || v != 850*time.Millisecond {
 		t.Errorf("Validity(1s) with drift 10%%+50ms = %v, %v", v, err)
 	}
@@ -62,28 +85,57 @@ func TestValidity(t *testing.T) {
 	}
 }
 
-func TestNewPanics(t *testing.T) {
+// TestNewRejectsBadOptions: every bad argument of New is an error wrapping
+// ErrInvalidOption, on one line, naming what is wrong; New never panics
+// (it did, before: a panic for a programming error, and silently kept the
+// default for a node timeout of 0 or less).
+func TestNewRejectsBadOptions(t *testing.T) {
 	c := goredis.NewClient(&goredis.Options{Addr: "127.0.0.1:1"})
 	defer c.Close()
 	c2 := goredis.NewClient(&goredis.Options{Addr: "127.0.0.1:2"})
 	defer c2.Close()
-	for name, fn := range map[string]func(){
-		"no clients":   func() { New(nil) },
-		"nil client":   func() { New([]goredis.UniversalClient{c, nil}) },
-		"twice":        func() { New([]goredis.UniversalClient{c, c2, c}) },
-		"drift factor": func() { New([]goredis.UniversalClient{c}, WithDrift(1, 0)) },
-		"drift min":    func() { New([]goredis.UniversalClient{c}, WithDrift(0.01, -1)) },
+	one := []goredis.UniversalClient{c}
+	for _, tc := range []struct {
+		name    string
+		clients []goredis.UniversalClient
+		opts    []Option
+		says    string
+	}{
+		{"no clients", nil, nil, "no clients"},
+		{"nil client", []goredis.UniversalClient{c, nil}, nil, "client 1 is nil"},
+		{"twice", []goredis.UniversalClient{c, c2, c}, nil, "client 2 is given twice"},
+		{"drift factor", one, []Option{WithDrift(1, 0)}, "WithDrift(1, 0s)"},
+		{"drift factor NaN", one, []Option{WithDrift(math.NaN(), 0)}, "WithDrift(NaN, 0s)"},
+		{"drift min", one, []Option{WithDrift(0.01, -1)}, "WithDrift(0.01, -1ns)"},
+		{"node timeout 0", one, []Option{WithNodeTimeout(0)}, "WithNodeTimeout(0s)"},
+		{"node timeout negative", one, []Option{WithNodeTimeout(-time.Second)}, "WithNodeTimeout(-1s)"},
+		{"subscribe timeout 0", one, []Option{WithSubscribeTimeout(0)}, "WithSubscribeTimeout(0s)"},
+		{"linger negative", one, []Option{WithSubscriptionLinger(-time.Second)}, "WithSubscriptionLinger(-1s)"},
 	} {
+		var (
+			l   *Locker
+			err error
+		)
 		func() {
 			defer func() {
-				if recover() == nil {
-					t.Errorf("%s: New did not panic", name)
+				if p := recover(); p != nil {
+					t.Errorf("%s: New panicked: %v", tc.name, p)
 				}
 			}()
-			fn()
+			l, err = New(tc.clients, tc.opts...)
 		}()
+		if l != nil || !errors.Is(err, distlock.ErrInvalidOption) {
+			t.Errorf("%s: New = %v, %v; want no Locker and ErrInvalidOption", tc.name, l, err)
+			continue
+		}
+		if msg := err.Error(); !strings.Contains(msg, tc.says) || strings.ContainsAny(msg, "\n\r") {
+			t.Errorf("%s: error %q, want one line saying %q", tc.name, msg, tc.says)
+		}
 	}
-	l := New([]goredis.UniversalClient{c, c2}, WithNodeTimeout(time.Second), WithPrefix("x:"))
+	l, err := New([]goredis.UniversalClient{c, c2}, WithNodeTimeout(time.Second), WithPrefix("x:"), WithSubscriptionLinger(0))
+	if err != nil {
+		t.Fatal(err)
+	}
 	if caps := l.Capabilities(); caps.Fencing || !caps.Reentrant || !caps.Notify || !caps.Expiring || caps.Durable || caps.Fair || caps.SessionBound {
 		t.Errorf("Capabilities = %+v, want Reentrant, Notify, Expiring only", caps)
 	}
@@ -140,7 +192,11 @@ func TestURLs(t *testing.T) {
 // reentrant owner's lock is freed with its last hold; nothing is left.
 func TestQuorumBasics(t *testing.T) {
 	c := startCluster(t, 5)
-	a, b := newTestLocker(t, c.addrs()), newTestLocker(t, c.addrs())
+	// A generous node timeout: the first acquisition dials and loads the
+	// scripts, which under a loaded -race run can take more than 50ms on
+	// every node (the old code failed here too, 1 run in 3 at load 14).
+	a := newTestLocker(t, c.addrs(), WithNodeTimeout(time.Second))
+	b := newTestLocker(t, c.addrs(), WithNodeTimeout(time.Second))
 	ctx := tctx(t, time.Minute)
 	const key = "basics"
 	lease, err := a.TryAcquire(ctx, key, distlock.WithTTL(10*time.Second), distlock.WithOwner("A"))
@@ -175,7 +231,7 @@ func TestQuorumBasics(t *testing.T) {
 		t.Fatalf("reentrant acquire: %v", err)
 	}
 	for i, admin := range c.admins {
-		if p := admin.PTTL(ctx, redisscript.KeysFor(prefix, key).Lock).Val(); p < 8*time.Second {
+		if p := admin.PTTL(ctx, redislua.KeysFor(prefix, key).Lock).Val(); p < 8*time.Second {
 			t.Errorf("node %d: a nested acquire with a shorter TTL shortened the expiry to %v", i, p)
 		}
 	}
@@ -260,6 +316,8 @@ func TestMinorityFaults(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
+				counter := &acquireCounter{}
+				a.d.nodes[0].client.(*goredis.Client).AddHook(counter)
 				got := make(chan error, 1)
 				go func() {
 					l, err := a.Acquire(ctx, key, distlock.WithRetry(distlock.Backoff{Min: time.Minute, Max: time.Minute}))
@@ -268,7 +326,7 @@ func TestMinorityFaults(t *testing.T) {
 					}
 					got <- err
 				}()
-				time.Sleep(300 * time.Millisecond)
+				quiet(t, 10*time.Second, "waiter subscribed and asleep", counter, 100*time.Millisecond)
 				released := time.Now()
 				if err := holder.Release(ctx); err != nil {
 					t.Fatal(err)
@@ -316,7 +374,7 @@ func TestSlowNodesBounded(t *testing.T) {
 		latency     = 2 * time.Second // each way: 4s per round trip
 	)
 	a := newTestLocker(t, g.Addrs(), WithNodeTimeout(nodeTimeout))
-	b := newTestLocker(t, c.addrs())
+	b := newTestLocker(t, c.addrs(), WithNodeTimeout(time.Second))
 	ctx := tctx(t, 2*time.Minute)
 	// Connections (and scripts) ready before the fault.
 	if l, err := a.TryAcquire(ctx, "warm"); err != nil {
@@ -355,7 +413,11 @@ func TestSlowNodesBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer other.Release(context.Background())
-	name := redisscript.KeysFor(prefix, key).Lock
+	// B's acquisition returned with a quorum; its last grants may still be
+	// on their way, and one landing after the deletes below would leave B
+	// a quorum (the test failed so once under load).
+	eventually(t, 5*time.Second, "B on all 5 nodes", func() bool { return len(c.holders(t, prefix, key)) == 5 })
+	name := redislua.KeysFor(prefix, key).Lock
 	for _, i := range []int{2, 3, 4} {
 		c.admins[i].Del(ctx, name)
 	}
@@ -394,7 +456,10 @@ func TestSlowNodesBounded(t *testing.T) {
 func TestMajorityDown(t *testing.T) {
 	c := startCluster(t, 5)
 	c.controllable(t)
-	a := newTestLocker(t, c.addrs())
+	// A generous node timeout: the first acquisition dials and loads the
+	// scripts, which under a loaded -race run can take more than 50ms on
+	// every node (the old code failed here too, 1 run in 3 at load 14).
+	a := newTestLocker(t, c.addrs(), WithNodeTimeout(time.Second))
 	ctx := tctx(t, 2*time.Minute)
 	held, err := a.TryAcquire(ctx, "majority/held", distlock.WithTTL(2*time.Second))
 	if err != nil {
@@ -487,21 +552,22 @@ func nodeErrors(err error) []*NodeError {
 
 // restartSetup: nodes 3 and 4 are down while A acquires, so A holds
 // exactly nodes 0, 1, 2 (a bare quorum); then 3 and 4 come back, empty.
-func restartSetup(t *testing.T, opts ...distlock.Option) (*cluster, *testLocker, *testLocker, *distlock.Lease) {
+func restartSetup(t *testing.T, key string, opts ...distlock.Option) (*cluster, *testLocker, *testLocker, *distlock.Lease) {
 	c := startCluster(t, 5)
 	c.controllable(t)
 	a := newTestLocker(t, c.addrs(), WithNodeTimeout(200*time.Millisecond))
 	b := newTestLocker(t, c.addrs(), WithNodeTimeout(200*time.Millisecond))
+	dead := trackRoundTrips(a, 3, 4)
 	c.kill(t, 3, 4)
-	lease, err := a.TryAcquire(tctx(t, time.Minute), "restart", opts...)
+	lease, err := a.TryAcquire(tctx(t, time.Minute), key, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A's acquire on the dead nodes is still being retried until its
+	// A's acquire on the dead nodes may still be retried until its
 	// per-node deadline: if they came back before, it would land there.
-	time.Sleep(500 * time.Millisecond)
+	roundTripsOver(t, "A's acquire on the dead nodes over", dead)
 	c.restart(t, 3, 4)
-	if got := c.holders(t, prefix, "restart"); !slices.Equal(got, []int{0, 1, 2}) {
+	if got := c.holders(t, prefix, key); !slices.Equal(got, []int{0, 1, 2}) {
 		t.Fatalf("A holds nodes %v, want [0 1 2]", got)
 	}
 	return c, a, b, lease
@@ -513,7 +579,7 @@ func restartSetup(t *testing.T, opts ...distlock.Option) (*cluster, *testLocker,
 // owners hold the lock. This is why the package documents the delayed
 // restart.
 func TestRestartHazard(t *testing.T) {
-	c, _, b, a := restartSetup(t, distlock.WithTTL(30*time.Second), distlock.WithAutoRefresh(false))
+	c, _, b, a := restartSetup(t, "restart", distlock.WithTTL(30*time.Second), distlock.WithAutoRefresh(false))
 	c.kill(t, 2)
 	c.restart(t, 2) // at once: no delay
 	ctx := tctx(t, time.Minute)
@@ -548,7 +614,7 @@ func TestRestartHazard(t *testing.T) {
 // B, trying all along, gets the lock only after that.
 func TestDelayedRestartRemedy(t *testing.T) {
 	const ttl = 2 * time.Second // the max TTL in use
-	c, _, b, a := restartSetup(t, distlock.WithTTL(ttl))
+	c, _, b, a := restartSetup(t, "restart", distlock.WithTTL(ttl))
 	ctx := tctx(t, time.Minute)
 	c.kill(t, 2)
 	killed := time.Now()
@@ -594,16 +660,20 @@ func TestDelayedRestartRemedy(t *testing.T) {
 func TestClockJump(t *testing.T) {
 	jump := func(t *testing.T, c *cluster, key string, node int) {
 		t.Helper()
-		if err := c.admins[node].PExpire(t.Context(), redisscript.KeysFor(prefix, key).Lock, time.Millisecond).Err(); err != nil {
+		if err := c.admins[node].PExpire(t.Context(), redislua.KeysFor(prefix, key).Lock, time.Millisecond).Err(); err != nil {
 			t.Fatal(err)
 		}
 		eventually(t, 5*time.Second, "jumped key expired", func() bool {
-			return c.admins[node].Exists(t.Context(), redisscript.KeysFor(prefix, key).Lock).Val() == 0
+			return c.admins[node].Exists(t.Context(), redislua.KeysFor(prefix, key).Lock).Val() == 0
 		})
 	}
 	t.Run("holder on all nodes", func(t *testing.T) {
 		c := startCluster(t, 5)
-		a, b := newTestLocker(t, c.addrs()), newTestLocker(t, c.addrs())
+		// A generous node timeout: A must get every node, and under a
+		// loaded -race run a 50ms timeout can cut the round trip to one
+		// of them before its request is sent (then it never lands).
+		a := newTestLocker(t, c.addrs(), WithNodeTimeout(time.Second))
+		b := newTestLocker(t, c.addrs(), WithNodeTimeout(time.Second))
 		ctx := tctx(t, time.Minute)
 		lease, err := a.TryAcquire(ctx, "jump", distlock.WithTTL(30*time.Second), distlock.WithAutoRefresh(false))
 		if err != nil {
@@ -654,23 +724,13 @@ func TestClockJump(t *testing.T) {
 		}
 	})
 	t.Run("documented: holder on a bare quorum, the other nodes free", func(t *testing.T) {
-		c := startCluster(t, 5)
-		c.controllable(t)
-		a := newTestLocker(t, c.addrs(), WithNodeTimeout(200*time.Millisecond))
-		b := newTestLocker(t, c.addrs(), WithNodeTimeout(200*time.Millisecond))
+		c, _, b, lease := restartSetup(t, "jump", distlock.WithTTL(30*time.Second), distlock.WithAutoRefresh(false))
 		ctx := tctx(t, time.Minute)
-		c.kill(t, 3, 4)
-		lease, err := a.TryAcquire(ctx, "jump", distlock.WithTTL(30*time.Second), distlock.WithAutoRefresh(false))
-		if err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(500 * time.Millisecond) // A's attempt on the dead nodes is over
-		c.restart(t, 3, 4)
-		if got := c.holders(t, prefix, "jump"); !slices.Equal(got, []int{0, 1, 2}) {
-			t.Fatalf("A holds nodes %v, want [0 1 2]", got)
-		}
 		jump(t, c, "jump", 0)
-		var other *distlock.Lease
+		var (
+			other *distlock.Lease
+			err   error
+		)
 		for range 50 {
 			if other, err = b.TryAcquire(ctx, "jump"); err == nil {
 				break
@@ -694,7 +754,7 @@ type acquireCounter struct{ n atomic.Int64 }
 
 func (c *acquireCounter) DialHook(next goredis.DialHook) goredis.DialHook { return next }
 func (c *acquireCounter) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
-	sha, _, _ := redisscript.ScriptHashes()
+	sha, _, _ := redislua.ScriptHashes()
 	return func(ctx context.Context, cmd goredis.Cmder) error {
 		if args := cmd.Args(); cmd.Name() == "evalsha" && len(args) > 1 && args[1] == sha {
 			c.n.Add(1)
@@ -738,14 +798,7 @@ func TestWakeOne(t *testing.T) {
 	// The waiters are subscribed and asleep once they stop making attempts
 	// (counting attempts on one node is no proof by itself: a fan-out can
 	// decide on a busy quorum without that node's answer).
-	prev := int64(-1)
-	eventually(t, 30*time.Second, "waiters subscribed and quiet", func() bool {
-		time.Sleep(time.Second)
-		cur := counter.n.Load()
-		quiet := cur > 0 && cur == prev
-		prev = cur
-		return quiet
-	})
+	quiet(t, 30*time.Second, "waiters subscribed and quiet", counter, time.Second)
 	before := counter.n.Load()
 	if err := held.Release(ctx); err != nil {
 		t.Fatal(err)
@@ -754,7 +807,7 @@ func TestWakeOne(t *testing.T) {
 	if first.err != nil {
 		t.Fatal(first.err)
 	}
-	time.Sleep(300 * time.Millisecond)
+	quiet(t, 10*time.Second, "attempts after the release over", counter, 300*time.Millisecond)
 	// The head's attempts (a second one if the first met nodes that had
 	// not yet run the release: each node announces it separately), plus
 	// one by the waiter it handed the wake-up to as it left with the lock
@@ -780,7 +833,7 @@ func TestWakeOne(t *testing.T) {
 			t.Fatal("waiters not all served within 10s: a wake-up was lost")
 		}
 	}
-	st := redisscript.SubscriberStats{}
+	st := redissub.SubscriberStats{}
 	for _, nd := range w.d.nodes {
 		s := nd.sub.Stats()
 		st.Messages += s.Messages
@@ -794,7 +847,10 @@ func TestWakeOne(t *testing.T) {
 // that a majority no longer has gets ErrNotHeld, the others are extended.
 func TestRefreshBatch(t *testing.T) {
 	c := startCluster(t, 5)
-	a := newTestLocker(t, c.addrs())
+	// A generous node timeout: this test is about batches, and the first
+	// acquisitions dial and load the scripts, which under a loaded -race
+	// run can take more than 50ms on every node.
+	a := newTestLocker(t, c.addrs(), WithNodeTimeout(time.Second))
 	ctx := tctx(t, time.Minute)
 	var items []backend.RefreshItem
 	keys := []string{"batch/a", "batch/b", "batch/c"}
@@ -805,7 +861,7 @@ func TestRefreshBatch(t *testing.T) {
 		}
 		items = append(items, backend.RefreshItem{Lock: l, TTL: time.Minute})
 	}
-	name := redisscript.KeysFor(prefix, "batch/b").Lock
+	name := redislua.KeysFor(prefix, "batch/b").Lock
 	for _, i := range []int{0, 1, 2} {
 		c.admins[i].Del(ctx, name)
 	}
@@ -817,7 +873,7 @@ func TestRefreshBatch(t *testing.T) {
 	// the new expiry at once, every node soon after.
 	extended := func(k string) (n int) {
 		for _, admin := range c.admins {
-			if p := admin.PTTL(ctx, redisscript.KeysFor(prefix, k).Lock).Val(); p >= 50*time.Second {
+			if p := admin.PTTL(ctx, redislua.KeysFor(prefix, k).Lock).Val(); p >= 50*time.Second {
 				n++
 			}
 		}

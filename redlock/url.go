@@ -87,7 +87,14 @@ func open(_ context.Context, u *url.URL) (backend.Driver, error) {
 		}
 		nodes[i] = &node{addr: o.Addr, client: goredis.NewClient(o)}
 	}
-	return newDriver(nodes, c), nil
+	d, err := newDriver(nodes, c) // New's checks
+	if err != nil {
+		for _, n := range nodes {
+			_ = n.client.Close()
+		}
+		return nil, err
+	}
+	return d, nil
 }
 
 // parseURL splits a redlock URL into one go-redis Options per node and
@@ -98,11 +105,9 @@ func parseURL(u *url.URL) ([]*goredis.Options, config, error) {
 	bad := func(format string, args ...any) ([]*goredis.Options, config, error) {
 		return nil, c, fmt.Errorf("%w: %s", backend.ErrInvalidOption, fmt.Sprintf(format, args...))
 	}
-	if u.Opaque != "" {
-		return bad("redlock URL must look like redlock://[user:password@]h1:6379,h2:6379,h3:6379[/db], got %q", u.Redacted())
-	}
-	if u.Fragment != "" {
-		return bad("redlock URL must not have a fragment (#%s)", u.Fragment)
+	p, rest, err := redisurl.Query(u, "redlock://[user:password@]h1:6379,h2:6379,h3:6379[/db]", ownParams)
+	if err != nil {
+		return nil, c, err
 	}
 	hosts, err := backend.Hosts(u, "6379")
 	if err != nil {
@@ -123,19 +128,6 @@ func parseURL(u *url.URL) ([]*goredis.Options, config, error) {
 		}
 		seen[key] = true
 	}
-	q, err := url.ParseQuery(u.RawQuery)
-	if err != nil {
-		return bad("redlock URL query: %v", err)
-	}
-	own, rest := url.Values{}, url.Values{}
-	for k, vs := range q {
-		if isOwnParam(k) {
-			own[k] = vs
-		} else {
-			rest[k] = vs
-		}
-	}
-	p := backend.NewParams(&url.URL{RawQuery: own.Encode()})
 	c.prefix = p.String(paramPrefix, c.prefix)
 	c.nodeTimeout = backend.Parse(p, paramNodeTimeout, c.nodeTimeout, backend.DurationIn(time.Millisecond, time.Minute))
 	c.driftFactor = backend.Parse(p, paramDriftFactor, c.driftFactor, driftFactor)
@@ -149,29 +141,11 @@ func parseURL(u *url.URL) ([]*goredis.Options, config, error) {
 	}
 	opts := make([]*goredis.Options, len(hosts))
 	for i, h := range hosts {
-		gu := *u
-		gu.Scheme = "redis"
-		gu.Host = h
-		gu.RawQuery = rest.Encode()
-		o, err := goredis.ParseURL(gu.String())
-		if err != nil {
-			return nil, c, fmt.Errorf("%w: %w (distlock's own parameters: %s)", backend.ErrInvalidOption, err, strings.Join(ownParams, ", "))
-		}
-		if err := redisurl.Check(o); err != nil {
+		if opts[i], err = redisurl.Node(u, h, rest, ownParams); err != nil {
 			return nil, c, err
 		}
-		opts[i] = o
 	}
 	return opts, c, nil
-}
-
-func isOwnParam(k string) bool {
-	for _, p := range ownParams {
-		if k == p {
-			return true
-		}
-	}
-	return false
 }
 
 func driftFactor(s string) (float64, error) {

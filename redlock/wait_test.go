@@ -11,7 +11,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/internal/netfault"
-	"github.com/distlock/distlock/internal/redisscript"
+	"github.com/distlock/distlock/internal/redislua"
 )
 
 // TestAcquireSilentSubscription: with the waiter's pub/sub connections to
@@ -21,7 +21,10 @@ import (
 func TestAcquireSilentSubscription(t *testing.T) {
 	c := startCluster(t, 5)
 	ctx := tctx(t, time.Minute)
-	holder := newTestLocker(t, c.addrs())
+	// The holder with a generous node timeout: its cold first acquisition
+	// dials and loads the scripts, which under a loaded -race run can take
+	// more than 50ms on every node.
+	holder := newTestLocker(t, c.addrs(), WithNodeTimeout(time.Second))
 	keys := []string{"silent/a", "silent/b"}
 	for _, key := range keys {
 		if _, err := holder.TryAcquire(ctx, key, distlock.WithTTL(time.Minute)); err != nil {
@@ -76,12 +79,12 @@ func assertAcquireBounded(t *testing.T, l distlock.Locker, key string, d time.Du
 // nodes, as contenders that died in a split vote leave it until their TTL.
 func holdMinorities(t *testing.T, c *cluster, key string, ttl time.Duration, nodes ...int) {
 	t.Helper()
-	k := redisscript.KeysFor(prefix, key)
+	k := redislua.KeysFor(prefix, key)
 	k.Fence = ""
-	hs := redisscript.NewHoldSource()
+	hs := redislua.NewHoldSource()
 	for _, i := range nodes {
-		r, err := redisscript.Acquire(t.Context(), c.admins[i], k, fmt.Sprintf("dead-%d", i), hs.Next(), ttl)
-		if err != nil || r.Outcome != redisscript.Acquired {
+		r, err := redislua.Acquire(t.Context(), c.admins[i], k, fmt.Sprintf("dead-%d", i), hs.Next(), ttl)
+		if err != nil || r.Outcome != redislua.Acquired {
 			t.Fatalf("node %d: %+v, %v", i, r, err)
 		}
 	}

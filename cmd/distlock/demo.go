@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"os/signal"
 	"slices"
@@ -20,7 +21,7 @@ import (
 
 func cmdDemo(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("demo", "demo [--local] [--run REGEXP]", "Shows contention and fencing on the in-process backend, then runs the conformance suite on it; with --local, against throwaway local servers of every backend.", stdout)
-	local := fs.Bool("local", false, "start throwaway local servers (redis-server, memcached, ZooKeeper, MariaDB — whichever are installed) and run the conformance suite against every backend")
+	local := fs.Bool("local", false, "start throwaway local servers (redis-server, memcached, ZooKeeper, MariaDB, PostgreSQL — whichever are installed) and run the conformance suite against every backend")
 	run := fs.String("run", "", "with --local: run only the checks matching this regular expression")
 	if st := parseFlags(fs, args, stderr); st >= 0 {
 		return st
@@ -162,6 +163,25 @@ var localBackends = []localBackend{
 		}
 		return fmt.Sprintf("mysql://%s:%s@%s/%s?mode=forupdate", m.User, m.Password, m.Addr(), m.DB), func() { _ = m.Stop() }, nil
 	}},
+	{"postgres (advisory)", "postgres", func(ctx context.Context) (string, func(), error) {
+		return startPostgres(ctx, "advisory")
+	}},
+	{"postgres (row)", "postgres", func(ctx context.Context) (string, func(), error) {
+		return startPostgres(ctx, "row")
+	}},
+}
+
+// startPostgres starts a PostgreSQL server (initdb and postgres, run as the
+// unprivileged user "postgres" when this process is root) and returns the
+// URL of a Locker in mode, creating its table on first use.
+func startPostgres(ctx context.Context, mode string) (string, func(), error) {
+	p, err := testserver.StartPostgres(ctx, "")
+	if err != nil {
+		return "", nil, err
+	}
+	u := url.URL{Scheme: "postgres", User: url.UserPassword(p.User, p.Password), Host: p.Addr(), Path: "/" + p.DB,
+		RawQuery: url.Values{"mode": {mode}, "create_table": {"true"}, "sslmode": {"disable"}}.Encode()}
+	return u.String(), func() { _ = p.Stop() }, nil
 }
 
 // demoLocal runs the suite against every backend whose servers can be

@@ -14,7 +14,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/distlock/distlock/internal/redisscript"
+	"github.com/distlock/distlock/internal/redislua"
 )
 
 // alive reports whether pid is a live process (a zombie is not).
@@ -92,7 +92,7 @@ func TestRunKillsGroupOnLoss(t *testing.T) {
 	if err != nil {
 		t.Fatalf("grandchild pid %q: %v", line, err)
 	}
-	if n, err := admin.Del(context.Background(), redisscript.KeysFor(redisscript.DefaultPrefix, "group").Lock).Result(); err != nil || n != 1 {
+	if n, err := admin.Del(context.Background(), redislua.KeysFor(redislua.DefaultPrefix, "group").Lock).Result(); err != nil || n != 1 {
 		t.Fatalf("delete the lock key: %d %v", n, err)
 	}
 	done := make(chan error, 1)

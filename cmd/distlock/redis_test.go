@@ -15,7 +15,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock"
-	"github.com/distlock/distlock/internal/redisscript"
+	"github.com/distlock/distlock/internal/redislua"
 	"github.com/distlock/distlock/internal/testserver"
 )
 
@@ -122,7 +122,7 @@ func TestRunLostLease(t *testing.T) {
 	if _, err := out.Read(buf); err != nil || string(buf) != "ready\n" {
 		t.Fatalf("command did not start: %q %v", buf, err)
 	}
-	if n, err := admin.Del(context.Background(), redisscript.KeysFor(redisscript.DefaultPrefix, "lost").Lock).Result(); err != nil || n != 1 {
+	if n, err := admin.Del(context.Background(), redislua.KeysFor(redislua.DefaultPrefix, "lost").Lock).Result(); err != nil || n != 1 {
 		t.Fatalf("delete the lock key: %d %v", n, err)
 	}
 	rest := make([]byte, 64)

@@ -3,6 +3,7 @@ package openfuzz
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -58,5 +59,73 @@ func TestWithRetryUnavailable(t *testing.T) {
 	defer bad.Close()
 	if _, err := bad.Acquire(ctx, "k", distlock.WithRetryUnavailable(true)); err == nil || ctx.Err() != nil || !strings.Contains(err.Error(), "WRONGPASS") {
 		t.Errorf("wrong password with WithRetryUnavailable: %v (ctx %v); want WRONGPASS before ctx ends", err, ctx.Err())
+	}
+}
+
+// restartable is a server the outage test can stop and bring back, with the
+// URL that opens a Locker on it.
+type restartable struct {
+	name string
+	srv  *testserver.Server
+	url  string
+}
+
+// TestWithRetryUnavailableEveryBackend: on every network backend, Acquire
+// without the option fails at once against a stopped server with
+// ErrUnavailable, and with it rides out the stop and restart. It proves
+// each driver's ErrorCode marks its client's outage errors transient (the
+// root no longer recognises them by message).
+func TestWithRetryUnavailableEveryBackend(t *testing.T) {
+	servers := func(t *testing.T) []restartable {
+		rs := testserver.Redis(t, testserver.RedisConfig{})
+		mc := testserver.Memcached(t, testserver.MemcachedConfig{})
+		zk := testserver.ZooKeeper(t, testserver.ZooKeeperConfig{})
+		my := testserver.MariaDBServer(t)
+		pg := testserver.PostgresServer(t)
+		return []restartable{
+			{"redis", rs, "redis://" + rs.Addr() + "/0"},
+			{"memcached", mc, "memcached://" + mc.Addr()},
+			{"zookeeper", zk, "zookeeper://" + zk.Addr() + "/outage"},
+			{"mysql", my.Server, fmt.Sprintf("mysql://%s:%s@%s/%s?mode=row&create_table=true&table=outage_locks", my.User, my.Password, my.Addr(), my.DB)},
+			{"postgres", pg.Server, fmt.Sprintf("postgres://%s:%s@%s/%s?mode=row&create_table=true&table=outage_locks", pg.User, pg.Password, pg.Addr(), pg.DB)},
+		}
+	}
+	for _, b := range servers(t) {
+		t.Run(b.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			l, err := distlock.Open(ctx, b.url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			lease, err := l.Acquire(ctx, "outage") // the table exists, the session is up
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = lease.Release(ctx)
+			if err := b.srv.Kill(); err != nil {
+				t.Fatal(err)
+			}
+			short, cancelShort := context.WithTimeout(ctx, 30*time.Second)
+			_, err = l.Acquire(short, "outage")
+			cancelShort()
+			if !errors.Is(err, distlock.ErrUnavailable) {
+				t.Fatalf("without the option, Acquire against a stopped server: %v; want ErrUnavailable", err)
+			}
+			restarted := make(chan error, 1)
+			go func() {
+				time.Sleep(time.Second)
+				restarted <- b.srv.Restart(ctx)
+			}()
+			lease, err = l.Acquire(ctx, "outage", distlock.WithRetryUnavailable(true))
+			if rerr := <-restarted; rerr != nil {
+				t.Fatal(rerr)
+			}
+			if err != nil {
+				t.Fatalf("with WithRetryUnavailable, Acquire across a restart: %v", err)
+			}
+			_ = lease.Release(ctx)
+		})
 	}
 }

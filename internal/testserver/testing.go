@@ -38,6 +38,17 @@ const startTimeout = 2 * time.Minute
 // externalTimeout bounds the reachability check of external servers.
 const externalTimeout = 10 * time.Second
 
+// SkipShort skips t under `go test -short`: the test needs a real server
+// (what names it), and -short runs only the tests that need none. Every
+// wrapper below calls it; tests that call a Start function themselves call
+// it first.
+func SkipShort(t testing.TB, what string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skipf("needs a %s server: skipped with -short", what)
+	}
+}
+
 func startCtx(t testing.TB) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(t.Context(), startTimeout)
 }
@@ -77,6 +88,7 @@ func fatalStart(t testing.TB, what string, err error) {
 // non-controllable Server for that address instead and ignores cfg.
 func Redis(t testing.TB, cfg RedisConfig) *Server {
 	t.Helper()
+	SkipShort(t, "redis")
 	if addr := os.Getenv(EnvRedisAddr); addr != "" {
 		return external(t, "redis", EnvRedisAddr, addr, redisPing)
 	}
@@ -96,6 +108,7 @@ func Redis(t testing.TB, cfg RedisConfig) *Server {
 // first n addresses listed there (the test fails if fewer are listed).
 func RedisN(t testing.TB, n int) []*Server {
 	t.Helper()
+	SkipShort(t, "redis")
 	if v := os.Getenv(EnvRedlockAddrs); v != "" {
 		addrs := splitAddrs(v)
 		if len(addrs) < n {
@@ -133,6 +146,7 @@ func RedisN(t testing.TB, n int) []*Server {
 // the listed nodes instead.
 func RedisCluster(t testing.TB, masters int) *Cluster {
 	t.Helper()
+	SkipShort(t, "redis cluster")
 	if v := os.Getenv(EnvRedisClusterAddrs); v != "" {
 		return externalCluster(t, "redis", EnvRedisClusterAddrs, splitAddrs(v), redisPing)
 	}
@@ -151,6 +165,7 @@ func RedisCluster(t testing.TB, masters int) *Cluster {
 // Server for that address instead and ignores cfg.
 func Memcached(t testing.TB, cfg MemcachedConfig) *Server {
 	t.Helper()
+	SkipShort(t, "memcached")
 	if addr := os.Getenv(EnvMemcachedAddr); addr != "" {
 		return external(t, "memcached", EnvMemcachedAddr, addr, memcachedVersion)
 	}
@@ -170,6 +185,7 @@ func Memcached(t testing.TB, cfg MemcachedConfig) *Server {
 // there instead and ignores cfg.
 func ZooKeeper(t testing.TB, cfg ZooKeeperConfig) *Server {
 	t.Helper()
+	SkipShort(t, "ZooKeeper")
 	if v := os.Getenv(EnvZooKeeperAddrs); v != "" {
 		addrs := splitAddrs(v)
 		if len(addrs) == 0 {
@@ -193,6 +209,7 @@ func ZooKeeper(t testing.TB, cfg ZooKeeperConfig) *Server {
 // the listed addresses instead (whatever n is) and ignores cfg.
 func ZooKeeperEnsemble(t testing.TB, n int, cfg ZooKeeperConfig) *Cluster {
 	t.Helper()
+	SkipShort(t, "ZooKeeper")
 	if v := os.Getenv(EnvZooKeeperAddrs); v != "" {
 		addrs := splitAddrs(v)
 		if len(addrs) != n {
@@ -216,6 +233,7 @@ func ZooKeeperEnsemble(t testing.TB, n int, cfg ZooKeeperConfig) *Cluster {
 // variable unchanged.
 func MariaDBServer(t testing.TB) *MariaDB {
 	t.Helper()
+	SkipShort(t, "MariaDB")
 	if dsn := os.Getenv(EnvMySQLDSN); dsn != "" {
 		user, pass, addr, db, err := parseMySQLDSN(dsn)
 		if err != nil {
@@ -246,6 +264,7 @@ func zkServing(ctx context.Context, addr string) error {
 // returns the variable unchanged.
 func PostgresServer(t testing.TB) *Postgres {
 	t.Helper()
+	SkipShort(t, "PostgreSQL")
 	if dsn := os.Getenv(EnvPostgresDSN); dsn != "" {
 		user, pass, addr, db, err := parsePostgresDSN(dsn)
 		if err != nil {

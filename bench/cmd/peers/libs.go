@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"log"
 	"slices"
 	"strconv"
 	"sync"
@@ -134,7 +135,11 @@ var distlockFair = lib{name: "distlock redis, fair queue", make: func(a []string
 func newDistlock(a []string, opts ...dlredis.Option) inst {
 	c := newClient(a[0])
 	opts = append([]dlredis.Option{dlredis.WithPrefix("bench:"), dlredis.WithDefaults(distlock.WithTTL(benchTTL))}, opts...)
-	return &dlInst{dlredis.New(c, opts...), []*goredis.Client{c}}
+	l, err := dlredis.New(c, opts...)
+	if err != nil {
+		log.Fatal(err)
+	}
+	return &dlInst{l, []*goredis.Client{c}}
 }
 
 var redlockLib = lib{name: "distlock redlock (5 nodes)", make: func(a []string) inst {
@@ -144,7 +149,11 @@ var redlockLib = lib{name: "distlock redlock (5 nodes)", make: func(a []string) 
 		cs[i] = goredis.NewClient(&goredis.Options{Addr: addr, ContextTimeoutEnabled: true})
 		us[i] = cs[i]
 	}
-	return &dlInst{redlock.New(us, redlock.WithPrefix("bench:"), redlock.WithDefaults(distlock.WithTTL(benchTTL))), cs}
+	l, err := redlock.New(us, redlock.WithPrefix("bench:"), redlock.WithDefaults(distlock.WithTTL(benchTTL)))
+	if err != nil {
+		panic(err) // the options are constants: a programming error
+	}
+	return &dlInst{l, cs}
 }}
 
 // ---- bsm/redislock.

@@ -29,12 +29,14 @@ var (
 	keysDur         = flag.Duration("keys-dur", 2*time.Second, "duration of each 1,000-key run")
 	waitersF        = flag.String("waiters", "2,16,64", "hot-key waiter counts")
 	scaleF          = flag.String("scale", "10000,100000", "lease counts for the scale measurement (empty: skip)")
-	scaleSmallF     = flag.String("scale-db", "10000,100000", "lease counts for ZooKeeper and MySQL")
-	scaleTargetF    = flag.String("scale-targets", "", "comma-separated backends for the scale run (memory,redis,redlock,memcached,zookeeper,mysql; empty: all)")
+	scaleSmallF     = flag.String("scale-db", "10000,100000", "lease counts for ZooKeeper, MySQL and PostgreSQL row mode")
+	scaleAdvisoryF  = flag.String("scale-pg-advisory", "100,250", "lease counts for PostgreSQL advisory mode (one server connection per lease: at most -scale-pg-conns minus the 32 acquirers)")
+	scalePGConns    = flag.Int("scale-pg-conns", 290, "pool size of the PostgreSQL advisory scale Locker (the harness's server allows 300 connections)")
+	scaleTargetF    = flag.String("scale-targets", "", "comma-separated backends for the scale run (memory,redis,redlock,memcached,zookeeper,mysql,postgres; empty: all); only their servers are started")
 	scaleOnly       = flag.Bool("scale-only", false, "run only the scale measurement")
 	scaleTTL        = flag.Duration("scale-ttl", 3*time.Second, "TTL of the scale leases (memcached: at least 3s)")
 	scaleTTLRedlock = flag.Duration("scale-ttl-redlock", 15*time.Second, "TTL of the Redlock scale leases (5 nodes: 5 refreshes per lease)")
-	scaleTTLSQL     = flag.Duration("scale-ttl-mysql", 15*time.Second, "TTL of the MySQL scale leases")
+	scaleTTLSQL     = flag.Duration("scale-ttl-mysql", 15*time.Second, "TTL of the MySQL and PostgreSQL scale leases")
 	scaleWin        = flag.Duration("scale-window", 3*time.Second, "window over which refresh traffic is counted")
 	noRedlock       = flag.Bool("no-redlock", false, "skip redlock (5 nodes) vs redsync (5 pools)")
 	redisBin        = flag.String("redis-server", "redis-server", "redis-server binary")
@@ -75,9 +77,34 @@ func main() {
 		}
 		waiters = append(waiters, w)
 	}
+	// wantScale reports whether the scale run measures backend.
+	wantScale := func(backend string) bool {
+		if *scaleF == "" {
+			return false
+		}
+		if *scaleTargetF == "" {
+			return true
+		}
+		for _, t := range strings.Split(*scaleTargetF, ",") {
+			if strings.TrimSpace(t) == backend {
+				return true
+			}
+		}
+		return false
+	}
 	nodes := 1
 	if !*noRedlock {
 		nodes = 6
+	}
+	if *scaleOnly {
+		// Only the scale targets that use them need redis-servers.
+		nodes = 0
+		if wantScale("redis") {
+			nodes = 1
+		}
+		if wantScale("redlock") {
+			nodes = 6
+		}
 	}
 	var srvs []*server
 	defer func() {
@@ -95,10 +122,12 @@ func main() {
 		}
 		srvs = append(srvs, sv)
 	}
-	one := []string{srvs[0].addr}
-	var five []string
-	for _, s := range srvs[1:] {
-		five = append(five, s.addr)
+	var one, five []string
+	if len(srvs) > 0 {
+		one = []string{srvs[0].addr}
+		for _, s := range srvs[1:] {
+			five = append(five, s.addr)
+		}
 	}
 	fail := func(err error) {
 		for _, s := range srvs {
@@ -218,18 +247,19 @@ func main() {
 
 	// 5. scale
 	if *scaleF != "" {
-		targets, stop, err := scaleTargets(srvs[0].addr, five)
+		redisAddr := ""
+		if len(one) > 0 {
+			redisAddr = one[0]
+		}
+		targets, stop, err := scaleTargets(wantScale, redisAddr, five)
 		if err != nil {
 			fail(err)
 		}
 		rep.scaleTargets = targets
 		for _, t := range targets {
-			if *scaleTargetF != "" && !slices.Contains(strings.Split(*scaleTargetF, ","), strings.Fields(t.name)[0]) {
-				continue
-			}
 			sizes := *scaleF
-			if t.name == "zookeeper" || t.name == "mysql (row)" {
-				sizes = *scaleSmallF
+			if t.sizes != "" {
+				sizes = t.sizes
 			}
 			for _, f := range strings.Split(sizes, ",") {
 				n, err := strconv.Atoi(strings.TrimSpace(f))

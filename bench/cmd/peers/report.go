@@ -121,6 +121,21 @@ func (r *report) markdown() []byte {
 				p("\n- %s, %d leases: %d acquisitions were retried after ErrUnavailable (node timeouts on the loaded machine)\n", s.target, s.n, s.retries)
 			}
 		}
+		for _, s := range r.scale {
+			if s.lost > 0 {
+				p("\n- %s, %d leases: %d lost; %d of them with: %s\n", s.target, s.n, s.lost, s.lostWhyN, s.lostWhy)
+			}
+		}
+		for _, s := range r.scale {
+			if s.hasServerMem {
+				p("\n- %s, %d leases: server PSS %+.1f MiB (%.1f KiB per lease): the server processes' proportional set size with all leases held minus before\n", s.target, s.n, float64(s.serverPSS)/(1<<20), float64(s.serverPSS)/1024/float64(s.n))
+			}
+		}
+		for _, t := range r.scaleTargets {
+			if t.note != "" {
+				p("\n- %s\n", t.note)
+			}
+		}
 		p("\nOne process, one Locker (one client or pool) per backend; 32 goroutines acquire the N keys, then the leases stay held for a window of max(%s, ttl/3) while the Locker's refresh scheduler keeps them alive. heap = HeapAlloc after GC with all leases held minus before, / N (includes the caller's []*Lease; for memory it includes the in-process lock table, the \"server\"; it also includes connection buffers a pool opened during the acquisition, about 64 KiB per go-redis connection, which is why \"marginal B/lease\" — the heap growth from the smaller to the larger N, divided by the extra leases — is the cost of one more lease). goroutines Δ and connections are counted with all leases held, after the acquiring goroutines ended; connections are this process's established TCP connections to the backend's servers (all of them, including the stats probe's) and, in brackets, the change from before the Locker was opened: the pool, not the lease count, bounds them. What each traffic column counts:\n\n", *scaleWin)
 		for _, t := range r.scaleTargets {
 			if t.requests != "" {

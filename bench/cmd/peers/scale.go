@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"regexp"
 	"runtime"
 	"runtime/pprof"
 	"strconv"
@@ -18,12 +19,15 @@ import (
 
 	"github.com/bradfitz/gomemcache/memcache"
 	gosql "github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/internal/testserver"
 	"github.com/distlock/distlock/memcached"
 	"github.com/distlock/distlock/memory"
+	"github.com/distlock/distlock/postgres"
 	dlredis "github.com/distlock/distlock/redis"
 	"github.com/distlock/distlock/redlock"
 
@@ -70,6 +74,13 @@ type scaleTarget struct {
 	open func(prefix string) (distlock.Locker, func() (traffic, error), error)
 	// requests and refresh say what the traffic probe counts.
 	requests, refresh string
+	// sizes are the lease counts to measure (a flag's value).
+	sizes string
+	// serverPID returns the server's main process id (0: unknown), whose
+	// memory, with its children's, is measured as well.
+	serverPID func() int
+	// note is printed under the table.
+	note string
 }
 
 type scaleResult struct {
@@ -86,6 +97,13 @@ type scaleResult struct {
 	lost            int
 	retries         int // acquisitions retried after ErrUnavailable
 	hasTraffic      bool
+	// lostWhy is the commonest error of the lost leases (lostWhyN of them).
+	lostWhy  string
+	lostWhyN int
+	// serverPSS is the growth of the server processes' proportional set
+	// size with all leases held (hasServerMem: measured).
+	serverPSS    int64
+	hasServerMem bool
 }
 
 // settle is the pause before counting goroutines: idle pooled goroutines
@@ -111,7 +129,7 @@ func measureScale(t scaleTarget, n int, window time.Duration) (r scaleResult, er
 	}()
 	// Warm-up with the acquirers' concurrency, so that connection pools,
 	// scripts and tables exist before the baseline; then let pooled idle
-	// goroutines exit (redisscript.Background keeps them for 1s).
+	// goroutines exit (internal/async's Group keeps them for 1s).
 	const workers = 32
 	var wg sync.WaitGroup
 	var firstErr atomic.Pointer[error]
@@ -140,6 +158,10 @@ func measureScale(t scaleTarget, n int, window time.Duration) (r scaleResult, er
 	var m0, m1 runtime.MemStats
 	runtime.ReadMemStats(&m0)
 	g0 := runtime.NumGoroutine()
+	var pss0 int64
+	if t.serverPID != nil {
+		pss0, r.hasServerMem = processPSS(t.serverPID())
+	}
 	leases := make([]*distlock.Lease, n)
 	var retries atomic.Int64
 	start := time.Now()
@@ -182,6 +204,11 @@ func measureScale(t scaleTarget, n int, window time.Duration) (r scaleResult, er
 	runtime.ReadMemStats(&m1)
 	r.heapPerLease = (float64(m1.HeapAlloc) - float64(m0.HeapAlloc)) / float64(n)
 	r.goroutineDelta = runtime.NumGoroutine() - g0
+	if r.hasServerMem {
+		var pss1 int64
+		pss1, r.hasServerMem = processPSS(t.serverPID())
+		r.serverPSS = pss1 - pss0
+	}
 	if os.Getenv("SCALE_DUMP") == t.name {
 		_ = pprof.Lookup("goroutine").WriteTo(os.Stderr, 1)
 		if f, err := os.Create("/tmp/scale-heap.pprof"); err == nil {
@@ -210,14 +237,24 @@ func measureScale(t scaleTarget, n int, window time.Duration) (r scaleResult, er
 	} else {
 		time.Sleep(window)
 	}
+	why := map[string]int{}
 	for _, ls := range leases {
-		if ls.Err() != nil {
+		if err := ls.Err(); err != nil {
 			r.lost++
+			why[keyRE.ReplaceAllString(err.Error(), `"lease/…"`)]++
+		}
+	}
+	for msg, c := range why {
+		if c > r.lostWhyN {
+			r.lostWhy, r.lostWhyN = msg, c
 		}
 	}
 	runtime.KeepAlive(leases)
 	return r, nil
 }
+
+// keyRE matches a scale lease's key in an error message.
+var keyRE = regexp.MustCompile(`"lease/[0-9]+"`)
 
 // connections counts this host's established TCP connections to addrs
 // (the client ends: remote port is a server's); the servers are local.
@@ -261,7 +298,10 @@ func redisTarget(addr string, ttl time.Duration) scaleTarget {
 			client := goredis.NewClient(&goredis.Options{Addr: addr})
 			hook := &pipeHook{}
 			client.AddHook(hook)
-			l := dlredis.New(client, dlredis.WithPrefix(prefix), dlredis.WithCloseClient())
+			l, err := dlredis.New(client, dlredis.WithPrefix(prefix), dlredis.WithCloseClient())
+			if err != nil {
+				return nil, nil, err
+			}
 			return l, func() (traffic, error) {
 				e, err := commandCalls(addr, "evalsha")
 				return traffic{hook.trips(), e}, err
@@ -282,7 +322,10 @@ func redlockTarget(addrs []string, ttl time.Duration) scaleTarget {
 				c.AddHook(hook)
 				clients[i] = c
 			}
-			l := redlock.New(clients, redlock.WithPrefix(prefix), redlock.WithCloseClients())
+			l, err := redlock.New(clients, redlock.WithPrefix(prefix), redlock.WithCloseClients())
+			if err != nil {
+				return nil, nil, err
+			}
 			return l, func() (traffic, error) {
 				var total int64
 				for _, a := range addrs {
@@ -303,7 +346,7 @@ func memoryTarget(ttl time.Duration) scaleTarget {
 	return scaleTarget{
 		name: "memory", ttl: ttl,
 		open: func(prefix string) (distlock.Locker, func() (traffic, error), error) {
-			return memory.New(memory.NewNamespace()), nil, nil
+			return memory.MustNew(memory.NewNamespace()), nil, nil
 		},
 	}
 }
@@ -327,7 +370,10 @@ func memcachedTarget(addr string, ttl time.Duration) scaleTarget {
 				}
 				return countingConn{c, &writes}, nil
 			}
-			l := memcached.New(mc, memcached.WithSelector(ss), memcached.WithPrefix(strings.ReplaceAll(prefix, "/", ":")), memcached.WithCloseClient())
+			l, err := memcached.New(mc, memcached.WithSelector(ss), memcached.WithPrefix(strings.ReplaceAll(prefix, "/", ":")), memcached.WithCloseClient())
+			if err != nil {
+				return nil, nil, err
+			}
 			return l, func() (traffic, error) {
 				st, err := textStats(addr, "stats\r\n", "END\r\n")
 				return traffic{writes.Load(), st["cas_hits"]}, err
@@ -361,10 +407,12 @@ func zookeeperTarget(addr string, ttl time.Duration) scaleTarget {
 	}
 }
 
-func mysqlTarget(dsn, addr string, ttl time.Duration) scaleTarget {
+func mysqlTarget(db *testserver.MariaDB, ttl time.Duration, sizes string) scaleTarget {
+	dsn := db.DSN()
 	return scaleTarget{
-		name: "mysql (row)", ttl: ttl, addrs: []string{addr},
+		name: "mysql (row)", ttl: ttl, addrs: []string{db.Addr()},
 		requests: "Com_update (statements)", refresh: "Handler_update (rows)",
+		sizes: sizes, serverPID: db.PID,
 		open: func(prefix string) (distlock.Locker, func() (traffic, error), error) {
 			cfg, err := gosql.ParseDSN(dsn)
 			if err != nil {
@@ -406,6 +454,108 @@ func mysqlTarget(dsn, addr string, ttl time.Duration) scaleTarget {
 			}, nil
 		},
 	}
+}
+
+// pgCounter is a pgx tracer counting the statements a pool's connections
+// send and the rows the server reports updated (the UPDATE command tags).
+type pgCounter struct{ statements, updated atomic.Int64 }
+
+func (c *pgCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	c.statements.Add(1)
+	return ctx
+}
+
+func (c *pgCounter) TraceQueryEnd(_ context.Context, _ *pgx.Conn, d pgx.TraceQueryEndData) {
+	if d.Err == nil && d.CommandTag.Update() {
+		c.updated.Add(d.CommandTag.RowsAffected())
+	}
+}
+
+// postgresTarget measures one mode of the PostgreSQL backend: a Locker
+// (postgres.New) over a pgx pool of maxConns connections whose statements a
+// tracer counts, on a table of its own created on first use.
+func postgresTarget(s *testserver.Postgres, ttl time.Duration, mode postgres.Mode, maxConns int32, sizes, note string) scaleTarget {
+	t := scaleTarget{
+		name: fmt.Sprintf("postgres (%s)", mode), ttl: ttl, addrs: []string{s.Addr()},
+		requests: "statements sent (pgx tracer)", refresh: "rows in the UPDATE command tags the server returned",
+		sizes: sizes, serverPID: s.PID, note: note,
+		open: func(prefix string) (distlock.Locker, func() (traffic, error), error) {
+			cfg, err := pgxpool.ParseConfig(s.DSN())
+			if err != nil {
+				return nil, nil, err
+			}
+			cfg.MaxConns = maxConns
+			counter := &pgCounter{}
+			cfg.ConnConfig.Tracer = counter
+			pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+			if err != nil {
+				return nil, nil, err
+			}
+			table := "scale_" + strings.NewReplacer("/", "", "-", "_").Replace(prefix)
+			l, err := postgres.New(pool, postgres.WithMode(mode), postgres.WithTable(table), postgres.WithCreateTable(true))
+			if err != nil {
+				pool.Close()
+				return nil, nil, err
+			}
+			return closeAlso{l, func() error { pool.Close(); return nil }}, func() (traffic, error) {
+				return traffic{counter.statements.Load(), counter.updated.Load()}, nil
+			}, nil
+		},
+	}
+	if mode == postgres.ModeAdvisory {
+		t.requests = "statements sent (pgx tracer): the keepalive's SELECT pg_backend_pid() on every pinned connection, each second"
+		t.refresh = "none: the session holds the lock"
+	}
+	return t
+}
+
+// processPSS returns the proportional set size of process pid and of its
+// children (PostgreSQL's backends are the postmaster's children), from
+// /proc/*/smaps_rollup; ok is false when pid's cannot be read.
+func processPSS(pid int) (bytes int64, ok bool) {
+	if pid <= 0 {
+		return 0, false
+	}
+	pss := func(p int) (int64, bool) {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", p))
+		if err != nil {
+			return 0, false
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if rest, found := strings.CutPrefix(line, "Pss:"); found {
+				kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+				return kb * 1024, err == nil
+			}
+		}
+		return 0, false
+	}
+	total, ok := pss(pid)
+	if !ok {
+		return 0, false
+	}
+	ents, _ := os.ReadDir("/proc")
+	parent := strconv.Itoa(pid)
+	for _, e := range ents {
+		c, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// "pid (comm) state ppid ...": comm may hold spaces and parens.
+		i := strings.LastIndexByte(string(b), ')')
+		if i < 0 {
+			continue
+		}
+		if f := strings.Fields(string(b[i+1:])); len(f) > 1 && f[1] == parent {
+			if v, ok := pss(c); ok {
+				total += v
+			}
+		}
+	}
+	return total, true
 }
 
 // closeAlso is a Locker that also closes a stats connection.
@@ -466,10 +616,11 @@ func textStats(addr, cmd, end string) (map[string]int64, error) {
 	return st, sc.Err()
 }
 
-// scaleTargets returns every backend's scale target: redis and redlock on
-// the given servers, and memcached, ZooKeeper and MariaDB started here with
-// the project's test harness; stop stops those.
-func scaleTargets(redisAddr string, redlockAddrs []string) (ts []scaleTarget, stop func(), err error) {
+// scaleTargets returns the scale targets selected by want (a backend's
+// name: the first word of the target's): redis and redlock on the given
+// servers, and memcached, ZooKeeper, MariaDB and PostgreSQL started here with
+// the project's test harness, only when selected; stop stops those.
+func scaleTargets(want func(backend string) bool, redisAddr string, redlockAddrs []string) (ts []scaleTarget, stop func(), err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	var stops []func() error
@@ -483,33 +634,55 @@ func scaleTargets(redisAddr string, redlockAddrs []string) (ts []scaleTarget, st
 			stop()
 		}
 	}()
-	mc, err := testserver.StartMemcached(ctx, "", testserver.MemcachedConfig{MemoryMB: 512})
-	if err != nil {
-		return nil, nil, err
-	}
-	stops = append(stops, mc.Stop)
-	zk, err := testserver.StartZooKeeper(ctx, "", testserver.ZooKeeperConfig{})
-	if err != nil {
-		return nil, nil, err
-	}
-	stops = append(stops, zk.Stop)
-	db, err := testserver.StartMariaDB(ctx, "")
-	if err != nil {
-		return nil, nil, err
-	}
-	stops = append(stops, db.Stop)
 	ttl := *scaleTTL
-	ts = []scaleTarget{
-		memoryTarget(ttl),
-		redisTarget(redisAddr, ttl),
+	if want("memory") {
+		ts = append(ts, memoryTarget(ttl))
 	}
-	if len(redlockAddrs) > 0 {
+	if want("redis") && redisAddr != "" {
+		ts = append(ts, redisTarget(redisAddr, ttl))
+	}
+	if want("redlock") && len(redlockAddrs) > 0 {
 		ts = append(ts, redlockTarget(redlockAddrs, *scaleTTLRedlock))
 	}
-	ts = append(ts,
-		memcachedTarget(mc.Addr(), max(ttl, 3*time.Second)),
-		zookeeperTarget(zk.Addr(), ttl),
-		mysqlTarget(db.DSN(), db.Addr(), *scaleTTLSQL),
-	)
+	if want("memcached") {
+		mc, err := testserver.StartMemcached(ctx, "", testserver.MemcachedConfig{MemoryMB: 512})
+		if err != nil {
+			return nil, nil, err
+		}
+		stops = append(stops, mc.Stop)
+		ts = append(ts, memcachedTarget(mc.Addr(), max(ttl, 3*time.Second)))
+	}
+	if want("zookeeper") {
+		zk, err := testserver.StartZooKeeper(ctx, "", testserver.ZooKeeperConfig{})
+		if err != nil {
+			return nil, nil, err
+		}
+		stops = append(stops, zk.Stop)
+		t := zookeeperTarget(zk.Addr(), ttl)
+		t.sizes = *scaleSmallF
+		ts = append(ts, t)
+	}
+	if want("mysql") {
+		db, err := testserver.StartMariaDB(ctx, "")
+		if err != nil {
+			return nil, nil, err
+		}
+		stops = append(stops, db.Stop)
+		ts = append(ts, mysqlTarget(db, *scaleTTLSQL, *scaleSmallF))
+	}
+	if want("postgres") {
+		pg, err := testserver.StartPostgres(ctx, "")
+		if err != nil {
+			return nil, nil, err
+		}
+		stops = append(stops, pg.Stop)
+		ts = append(ts,
+			postgresTarget(pg, *scaleTTLSQL, postgres.ModeRow, 32, *scaleSmallF, ""),
+			postgresTarget(pg, *scaleTTLSQL, postgres.ModeAdvisory, int32(*scalePGConns), *scaleAdvisoryF, fmt.Sprintf(advisoryNote, *scalePGConns)),
+		)
+	}
 	return ts, stop, nil
 }
+
+// advisoryNote says why advisory mode is measured with fewer leases.
+var advisoryNote = "postgres (advisory) holds each lease on a connection of its own, pinned for the lease's life: one PostgreSQL server process (backend) per held lock, so the lease count is bounded by the pool (-scale-pg-conns, here %d) and by the server's max_connections (300 on the harness's server, 100 by default): 10,000 or 100,000 advisory leases need as many server processes and are not measured. Its TTL is ignored (the session holds the lock; the column shows the flag's value), and each pinned connection has a keepalive goroutine (goroutines Δ = leases)."

@@ -1,0 +1,53 @@
+// Package backend is the driver interface that every distlock backend
+// implements, and the registry that maps URL schemes to backends.
+//
+// A backend implements only its mechanism: one owner-checked attempt to take
+// a lock, owner-checked release and refresh, and whatever optional
+// interfaces its server makes possible. Everything shared — key and TTL
+// validation, owner identities, waiting and backoff, auto-refresh, local
+// validity deadlines, the lease state machine and error wrapping — lives once
+// in package distlock, which wraps a Driver into a distlock.Locker.
+//
+// The split follows database/sql and database/sql/driver: users program
+// against distlock; backend authors program against this package.
+//
+// # Required
+//
+//   - Driver (TryAcquire, Capabilities, Close) and the Lock it grants (Token,
+//     Refresh, Release). Every method that can wait takes the caller's ctx
+//     and returns when it ends; work that must outlive the call (an undo, an
+//     unsubscription) goes on in the background, bounded by the driver, and
+//     Close waits for it within its own bound.
+//   - A constructor of one shape, New(client, ...Option) (*Locker, error),
+//     that checks every option value (ErrInvalidOption) and a URL opener
+//     registered with Register that goes through the same checks.
+//
+// # Optional interfaces, each with its fallback
+//
+//   - Blocker: the backend waits natively (a server-side wait, a watch).
+//     ctx: Acquire returns when ctx ends and leaves nothing behind.
+//     Without it: distlock polls TryAcquire with the caller's retry policy.
+//   - Notifier: the backend announces releases. ctx: Watch returns when ctx
+//     ends, whatever the notification channel does. Without it: polling
+//     only, at the retry policy's delays.
+//   - TTLPolicy: validity differs from ttl less 1% + 2 ms (coarse server
+//     clocks, minimum TTLs). Without it: DefaultValidity.
+//   - Issued: a lock granted after a wait inside the driver knows when the
+//     server started its TTL. Without it: validity counts from the moment
+//     the request was sent.
+//   - Deadliner: a session-bound lock keeps a local session deadline.
+//     Without it: only the lease's own validity deadline and the driver's
+//     Request.Lost report loss.
+//   - BatchRefresher: many locks refreshed in one round trip. ctx: one ctx
+//     for the batch. Without it: one Refresh per lock, in parallel.
+//   - ErrorClassifier: the driver gives its client's errors their portable
+//     meaning (Code) once; distlock wraps each error once in the sentinel of
+//     its code. Without it: network errors are transient, others returned
+//     as they are.
+//
+// Errors a driver decides itself carry their sentinel (Busy for a held
+// lock, ErrNotHeld, ErrLockLost, ErrInvalidTTL); errors of its client are
+// returned raw, or wrapped with context by %w, and classified by ErrorCode.
+// An error caused by the end of a ctx has one shape, ctx.Err() with its
+// cause.
+package backend

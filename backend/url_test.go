@@ -1,0 +1,42 @@
+package backend
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestHosts(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want string
+		bad  bool
+	}{
+		{"redlock://h1:1,h2,h3:3", "h1:1 h2:6379 h3:3", false},
+		{"redlock://u:p@h1:6379,h2/0?x=1", "h1:6379 h2:6379", false},
+		{"redis://[::1]:3", "[::1]:3", false},
+		{"redis://[::1]", "[::1]:6379", false},
+		{"redlock://h1:1,,h2", "", true},
+		{"redlock://:1", "", true},
+		{"redlock://h1:x1", "", true},
+		{"redlock://h1:1,h2:x", "", true},
+	} {
+		u, err := ParseURL(tc.in)
+		if err != nil {
+			if !tc.bad {
+				t.Errorf("parse %q: %v", tc.in, err)
+			}
+			continue
+		}
+		hosts, err := Hosts(u, "6379")
+		if tc.bad {
+			if !errors.Is(err, ErrInvalidOption) {
+				t.Errorf("Hosts(%q) = %v, %v; want ErrInvalidOption", tc.in, hosts, err)
+			}
+			continue
+		}
+		if err != nil || strings.Join(hosts, " ") != tc.want {
+			t.Errorf("Hosts(%q) = %v, %v; want %s", tc.in, hosts, err, tc.want)
+		}
+	}
+}

@@ -1,0 +1,72 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/conformance"
+	"github.com/distlock/distlock/internal/testserver"
+)
+
+// TestDemoLocalPostgres: demo --local has both PostgreSQL modes; each entry
+// starts its server, opens a Locker in its mode (advisory: session-bound;
+// row: expiring) and runs conformance checks on it.
+func TestDemoLocalPostgres(t *testing.T) {
+	testserver.SkipShort(t, "PostgreSQL")
+	want := map[string]func(distlock.Capabilities) bool{
+		"postgres (advisory)": func(c distlock.Capabilities) bool { return c.SessionBound && !c.Expiring },
+		"postgres (row)":      func(c distlock.Capabilities) bool { return c.Expiring && !c.SessionBound },
+	}
+	for _, lb := range localBackends {
+		modeOK, ok := want[lb.name]
+		if !ok {
+			continue
+		}
+		delete(want, lb.name)
+		t.Run(lb.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+			defer cancel()
+			url, stop, err := lb.start(ctx)
+			if errors.Is(err, testserver.ErrMissingBinary) {
+				t.Skip(err)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer stop()
+			if lb.scheme != "postgres" || !strings.HasPrefix(url, "postgres://") {
+				t.Fatalf("scheme %q, URL %q", lb.scheme, redactURL(url))
+			}
+			l, err := distlock.Open(ctx, url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			caps := l.Capabilities()
+			_ = l.Close()
+			if !modeOK(caps) {
+				t.Errorf("%s: capabilities %+v are not this mode's", redactURL(url), caps)
+			}
+			h, err := cliHarness(ctx, url, 0, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			results := conformance.RunChecks(ctx, h, conformance.Options{Match: regexp.MustCompile(`^(keys|mutual-exclusion)$`)})
+			if len(results) == 0 {
+				t.Fatal("no check ran")
+			}
+			for _, r := range results {
+				if r.Status != conformance.Pass {
+					t.Errorf("%s: %s %s: %s", redactURL(url), r.Name, r.Status, r.Message)
+				}
+			}
+		})
+	}
+	for name := range want {
+		t.Errorf("demo --local has no %q entry", name)
+	}
+}

@@ -1,0 +1,88 @@
+package redislua
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"syscall"
+	"testing"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/distlock/distlock/backend"
+)
+
+// reply is an error reply of the server, as go-redis returns it.
+type reply string
+
+func (r reply) Error() string { return string(r) }
+func (reply) RedisError()     {}
+
+// TestErrorCode (no server): every message pattern the root's outage check
+// recognised for Redis, and the auth, TLS and closed cases.
+func TestErrorCode(t *testing.T) {
+	refused := &net.OpError{Op: "dial", Net: "tcp", Err: &net.AddrError{Err: "connection refused"}}
+	for _, c := range []struct {
+		err  error
+		want backend.Code
+	}{
+		{reply("LOADING Redis is loading the dataset in memory"), backend.CodeTransient},
+		{reply("READONLY You can't write against a read only replica."), backend.CodeTransient},
+		{reply("MASTERDOWN Link with MASTER is down"), backend.CodeTransient},
+		{reply("TRYAGAIN Multiple keys request during rehashing of slot"), backend.CodeTransient},
+		{reply("CLUSTERDOWN The cluster is down"), backend.CodeTransient},
+		{reply("BUSY Redis is busy running a script."), backend.CodeTransient},
+		{reply("NOREPLICAS Not enough good replicas to write."), backend.CodeTransient},
+		{reply("ERR max number of clients reached"), backend.CodeTransient},
+		{refused, backend.CodeTransient},
+		{fmt.Errorf("dial tcp 127.0.0.1:1: %w", syscall.ECONNREFUSED), backend.CodeTransient},
+		{errors.New("dial tcp 127.0.0.1:1: connect: connection refused"), backend.CodeTransient},
+		{errors.New("read tcp 127.0.0.1:2->127.0.0.1:1: i/o timeout"), backend.CodeTransient},
+		{fmt.Errorf("read: %w", io.EOF), backend.CodeTransient},
+		{goredis.ErrPoolTimeout, backend.CodeTransient},
+		{goredis.ErrPoolExhausted, backend.CodeTransient},
+		{goredis.ErrClosed, backend.CodeClosed},
+		{reply("NOAUTH Authentication required."), backend.CodeUnavailable},
+		{reply("WRONGPASS invalid username-password pair or user is disabled."), backend.CodeUnavailable},
+		{reply("NOPERM this user has no permissions to run the 'evalsha' command"), backend.CodeUnavailable},
+		{fmt.Errorf("handshake: %w", tls.RecordHeaderError{Msg: "first record does not look like a TLS handshake"}), backend.CodeUnavailable},
+		{fmt.Errorf("handshake: %w", &tls.CertificateVerificationError{Err: x509.UnknownAuthorityError{}}), backend.CodeUnavailable},
+		{&net.OpError{Op: "dial", Err: &net.DNSError{Err: "no such host", Name: "nosuch", IsNotFound: true}}, backend.CodeUnavailable},
+		{reply("OOM command not allowed when used memory > 'maxmemory'."), backend.CodeUnavailable},
+		{reply("BUSYKEY Target key name already exists."), backend.CodeUnavailable},
+		{reply("WRONGTYPE Operation against a key holding the wrong kind of value"), backend.CodeUnknown},
+		{nil, backend.CodeUnknown},
+	} {
+		if got := ErrorCode(c.err); got != c.want {
+			t.Errorf("ErrorCode(%v) = %v, want %v", c.err, got, c.want)
+		}
+	}
+}
+
+// TestOpErrorShapes (no server): an error after ctx ended keeps both the
+// client's error, classified, and ctx's; otherwise the error stays raw.
+func TestOpErrorShapes(t *testing.T) {
+	timeout := errors.New("read tcp: i/o timeout")
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := OpError(ctx, timeout); err != timeout {
+		t.Errorf("live ctx: %v, want the error unchanged", err)
+	}
+	cancel()
+	err := OpError(ctx, timeout)
+	if !errors.Is(err, timeout) || !errors.Is(err, context.Canceled) || !errors.Is(err, backend.ErrUnavailable) || !backend.IsTransient(err) {
+		t.Errorf("ended ctx: %v, want the timeout, transient, and context.Canceled", err)
+	}
+	if err := OpError(ctx, context.Canceled); err != context.Canceled {
+		t.Errorf("ctx's own error: %v", err)
+	}
+	if err := Classify(ctx, context.Canceled); !errors.Is(err, context.Canceled) {
+		t.Errorf("Classify(canceled) = %v", err)
+	}
+	if err := OpError(context.Background(), reply("WRONGTYPE x")); IsReply(err) == false || errors.Is(err, backend.ErrUnavailable) {
+		t.Errorf("WRONGTYPE: %v", err)
+	}
+}

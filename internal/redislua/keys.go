@@ -1,0 +1,111 @@
+package redislua
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"fmt"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/distlock/distlock/backend"
+)
+
+// DefaultPrefix is the key prefix used when none is configured.
+const DefaultPrefix = "distlock:"
+
+// Keys names the server-side objects of one lock. All three share one hash
+// tag.
+type Keys struct {
+	// Lock is the hash holding owner ("o"), token ("t") and one field per
+	// hold. It carries the lock's expiry.
+	Lock string
+	// Fence is the fencing counter, incremented for every new acquisition.
+	// It has no expiry. Empty: no fencing counter (tokens are 0).
+	Fence string
+	// Channel is the pub/sub channel on which a release that frees the lock
+	// publishes. Empty: no publication.
+	Channel string
+	// Queue and Waiters are the fair queue's sorted set and entries (see
+	// Keys.Fair). Empty: the lock is not fair, and Release ignores them.
+	Queue, Waiters string
+}
+
+// TagLen is the length of the hash-tag content that KeysFor derives from a key.
+const TagLen = 43
+
+// KeysFor returns the names of the lock key under prefix. The names are
+// prefix + "{" + tag + "}" (+ ":fence" / ":wake") with tag the unpadded
+// base64url SHA-256 of key. Any prefix works: the hashed part of the names
+// (Redis Cluster uses the text between the first '{' and the next '}') is
+// the same for all three names, so they always share a slot.
+func KeysFor(prefix, key string) Keys {
+	sum := sha256.Sum256([]byte(key))
+	var tag [TagLen]byte
+	base64.RawURLEncoding.Encode(tag[:], sum[:])
+	// One allocation: "<base>:fence<base>:wake", sliced.
+	n := len(prefix) + 2 + TagLen
+	buf := make([]byte, 0, 2*n+len(":fence")+len(":wake"))
+	buf = append(buf, prefix...)
+	buf = append(buf, '{')
+	buf = append(buf, tag[:]...)
+	buf = append(buf, '}')
+	buf = append(buf, ":fence"...)
+	buf = append(buf, buf[:n]...)
+	buf = append(buf, ":wake"...)
+	s := string(buf)
+	return Keys{Lock: s[:n], Fence: s[:n+len(":fence")], Channel: s[n+len(":fence"):]}
+}
+
+// PX returns ttl in whole milliseconds, the unit of Redis expiries. A TTL
+// below 1ms or with a sub-millisecond part gets an error wrapping
+// backend.ErrInvalidTTL: go-redis would round it silently, so it is refused
+// instead.
+func PX(ttl time.Duration) (int64, error) {
+	if ttl < time.Millisecond {
+		return 0, fmt.Errorf("%w: %v is below Redis's 1ms expiry resolution", backend.ErrInvalidTTL, ttl)
+	}
+	if ttl%time.Millisecond != 0 {
+		return 0, fmt.Errorf("%w: %v is not a whole number of milliseconds (Redis expiries are in ms; no rounding)", backend.ErrInvalidTTL, ttl)
+	}
+	return int64(ttl / time.Millisecond), nil
+}
+
+// HoldSource makes hold ids: unique per acquisition across processes (a
+// random 64-bit base per source plus a counter). Safe for concurrent use.
+type HoldSource struct {
+	base string
+	n    atomic.Uint64
+}
+
+// NewHoldSource returns a HoldSource with a fresh random base.
+func NewHoldSource() *HoldSource {
+	var b [9]byte
+	_, _ = rand.Read(b[:]) // crypto/rand never fails
+	return &HoldSource{base: "h" + base64.RawURLEncoding.EncodeToString(b[:])}
+}
+
+// Next returns a new hold id. Hold ids begin with 'h', so they never clash
+// with the hash's "o" and "t" fields.
+func (h *HoldSource) Next() string {
+	return h.base + strconv.FormatUint(h.n.Add(1), 36)
+}
+
+func checkHold(hold string) error {
+	if hold == "" || hold[0] != 'h' {
+		return fmt.Errorf("redislua: hold id %q does not come from a HoldSource", hold)
+	}
+	return nil
+}
+
+// Fair returns k with the fair queue's names set (Queue, Waiters): Acquire
+// and Release then keep the queue (see FairAcquire).
+func (k Keys) Fair() Keys {
+	s := k.Lock + ":q" + k.Lock + ":w" // one allocation, sliced
+	n := len(k.Lock) + 2
+	k.Queue, k.Waiters = s[:n], s[n:]
+	return k
+}
+
+func (k Keys) fairKeys() []string { return []string{k.Lock, k.Fence, k.Queue, k.Waiters} }

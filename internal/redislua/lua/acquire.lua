@@ -1,0 +1,33 @@
+-- acquire.lua: KEYS[1] lock, KEYS[2] fence (optional); ARGV[1] owner,
+-- ARGV[2] ttl ms, ARGV[3] hold id. Each hold field's value is the server
+-- time (ms) at which it was added.
+-- Returns {1, token} new lock, {2, token} reentrant hold, {0, pttl, holder,
+-- age} busy, with age the ms since the holder's newest hold was added (-1:
+-- unknown, such as a hold written by a fair script, whose value is 1).
+redis.replicate_commands() -- TIME before writes: a no-op from Redis 5 on, needed on 3.2 and 4
+local tm = redis.call('TIME')
+local ms = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)
+local o = redis.call('HGET', KEYS[1], 'o')
+if not o then
+	local t = 0
+	if KEYS[2] then t = redis.call('INCR', KEYS[2]) end
+	redis.call('HSET', KEYS[1], 'o', ARGV[1], 't', t, ARGV[3], ms)
+	redis.call('PEXPIRE', KEYS[1], ARGV[2])
+	return {1, t}
+end
+if o == ARGV[1] then
+	redis.call('HSET', KEYS[1], ARGV[3], ms)
+	if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then
+		redis.call('PEXPIRE', KEYS[1], ARGV[2])
+	end
+	return {2, redis.call('HGET', KEYS[1], 't')}
+end
+local age = -1
+local f = redis.call('HGETALL', KEYS[1])
+for i = 1, #f, 2 do
+	local v = tonumber(f[i + 1])
+	if string.sub(f[i], 1, 1) == 'h' and v and v > 1 and (age < 0 or ms - v < age) then
+		age = math.max(ms - v, 0)
+	end
+end
+return {0, redis.call('PTTL', KEYS[1]), o, age}

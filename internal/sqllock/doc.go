@@ -1,0 +1,23 @@
+// Package sqllock holds what distlock's SQL backends (mysql, postgres)
+// share, written once; each driver keeps only its SQL and its server's
+// specifics:
+//
+//   - Config and Dialect: the option set both drivers accept (mode, table,
+//     create table, keepalive, default acquisition options), checked when
+//     the option is applied, so New and the URL opener fail the same way;
+//     table names validated and quoted per dialect, DDL by mode.
+//   - Base: the database's lifetime in a driver — background work (an
+//     async.Group bounded by Close), the schema set up once, the undo of an
+//     acquisition whose reply was lost, retried on a schedule.
+//   - Table, Hold and Server: a lock held on a connection pinned to the
+//     lease (MySQL's SELECT … FOR UPDATE in an open transaction,
+//     PostgreSQL's session advisory lock): one entry per (key, owner)
+//     shared by its nested holds, a keepalive bounded by the server's idle
+//     limits, a local deadline (backend.Deadliner) that reports the loss
+//     before the server can free the lock, and a connection in an unknown
+//     state never returned to the pool.
+//   - Stoppable: a statement that waits for a lock inside the server,
+//     stopped from the server side when its ctx ends.
+//   - NetCode, NoAnswer, OpenError: the error shapes both drivers use in
+//     their backend.ErrorClassifier.
+package sqllock

@@ -1,0 +1,231 @@
+package memcached
+
+import (
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/bradfitz/gomemcache/memcache"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/internal/testserver"
+)
+
+// The seeds' scenario (003, and 000's single-instance discussion) with
+// direct inspection: A's lock expires, B acquires, and A's Release and
+// Refresh must leave B's item exactly as it was. The driver is called
+// directly, below distlock's lease state (which would answer ErrNotHeld
+// without asking the server once A's validity has passed), so the calls do
+// reach memcached and it is the server-side owner check that is tested.
+func TestSeedsScenario(t *testing.T) {
+	srv := testserver.Memcached(t, testserver.MemcachedConfig{NoEvict: true})
+	admin := adminClient(t, srv.Addr())
+	for _, release := range []string{"auto", "cas"} {
+		t.Run(release, func(t *testing.T) {
+			a := openDriver(t, mcURL(srv, "release="+release))
+			b := openDriver(t, mcURL(srv, "release="+release))
+			key := "seeds/" + release
+			ik := ItemKey(DefaultPrefix, key)
+			ctx := ctxT(t, 30*time.Second)
+			la, err := a.TryAcquire(ctx, req(key, "A", 2*time.Second))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !waitFor(5*time.Second, func() bool { _, err := admin.Get(ik); return errors.Is(err, memcache.ErrCacheMiss) }) {
+				t.Fatalf("A's item did not expire within 5s of its 2s TTL")
+			}
+			lb, err := b.TryAcquire(ctx, req(key, "B", time.Minute))
+			if err != nil {
+				t.Fatalf("B after A's expiry: %v", err)
+			}
+			recB, itB := readRecord(t, admin, ik)
+			if recB.owner != "B" {
+				t.Fatalf("item owner %q, want B", recB.owner)
+			}
+			if err := la.Release(ctx); !errors.Is(err, backend.ErrNotHeld) {
+				t.Errorf("A's Release after expiry = %v, want ErrNotHeld", err)
+			}
+			if err := la.Refresh(ctx, time.Hour); !errors.Is(err, backend.ErrNotHeld) {
+				t.Errorf("A's Refresh after expiry = %v, want ErrNotHeld", err)
+			}
+			_, after := readRecord(t, admin, ik)
+			if after.CasID != itB.CasID || string(after.Value) != string(itB.Value) {
+				t.Errorf("B's item changed by A's stale calls: %q (cas %d) -> %q (cas %d)", itB.Value, itB.CasID, after.Value, after.CasID)
+			}
+			if secs, _ := remainingTTL(t, srv.Addr(), ik); secs > 61 {
+				t.Errorf("B's expiry extended to %ds by A's stale Refresh", secs)
+			}
+			if err := lb.Release(ctx); err != nil {
+				t.Fatalf("B's Release: %v", err)
+			}
+			if _, err := admin.Get(ik); !errors.Is(err, memcache.ErrCacheMiss) {
+				t.Errorf("item after B's Release: %v, want a miss", err)
+			}
+		})
+	}
+}
+
+// The same seeds scenario through the public API: A's lease ends on its own
+// no later than B can acquire, and A's stale calls get ErrNotHeld.
+func TestSeedsScenarioLeases(t *testing.T) {
+	srv := testserver.Memcached(t, testserver.MemcachedConfig{NoEvict: true})
+	admin := adminClient(t, srv.Addr())
+	a, b := openURL(t, mcURL(srv, "")), openURL(t, mcURL(srv, ""))
+	key := "seeds/leases"
+	la, err := a.TryAcquire(ctxT(t, 10*time.Second), key, distlock.WithTTL(2*time.Second), distlock.WithAutoRefresh(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lb, err := b.Acquire(ctxT(t, 10*time.Second), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-la.Done():
+	default:
+		t.Fatalf("B acquired while A's lease was still open")
+	}
+	if err := la.Err(); !errors.Is(err, distlock.ErrLockLost) {
+		t.Errorf("A ended with %v, want ErrLockLost", err)
+	}
+	_, itB := readRecord(t, admin, ItemKey(DefaultPrefix, key))
+	if err := la.Release(ctxT(t, 5*time.Second)); !errors.Is(err, distlock.ErrNotHeld) {
+		t.Errorf("A's Release = %v, want ErrNotHeld", err)
+	}
+	if err := la.Refresh(ctxT(t, 5*time.Second), time.Minute); !errors.Is(err, distlock.ErrNotHeld) {
+		t.Errorf("A's Refresh = %v, want ErrNotHeld", err)
+	}
+	_, after := readRecord(t, admin, ItemKey(DefaultPrefix, key))
+	if after.CasID != itB.CasID {
+		t.Errorf("B's item rewritten by A's stale calls")
+	}
+	if err := lb.Release(ctxT(t, 5*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A later tenure of the same WithOwner id is a different acquisition: a
+// stale handle from the earlier tenure can neither release nor refresh it,
+// because the per-tenure nonce differs. Nested holds of one tenure share its
+// nonce, each with its own hold id.
+func TestTenureNonce(t *testing.T) {
+	srv := testserver.Memcached(t, testserver.MemcachedConfig{NoEvict: true})
+	admin := adminClient(t, srv.Addr())
+	d := openDriver(t, mcURL(srv, ""))
+	ctx := ctxT(t, 30*time.Second)
+	key := "tenure"
+	ik := ItemKey(DefaultPrefix, key)
+
+	first, err := d.TryAcquire(ctx, req(key, "worker-1", time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	nested, err := d.TryAcquire(ctx, req(key, "worker-1", time.Minute))
+	if err != nil {
+		t.Fatalf("nested acquire: %v", err)
+	}
+	rec, _ := readRecord(t, admin, ik)
+	f, n := first.(*lock), nested.(*lock)
+	if f.tenure != n.tenure || rec.tenure != f.tenure {
+		t.Errorf("nested holds do not share the tenure nonce: %q %q (item %q)", f.tenure, n.tenure, rec.tenure)
+	}
+	if f.hold == n.hold || len(rec.holds) != 2 || !rec.has(f.hold) || !rec.has(n.hold) {
+		t.Errorf("holds %v, want the two distinct holds %q and %q", rec.holds, f.hold, n.hold)
+	}
+	if err := n.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if rec, _ = readRecord(t, admin, ik); len(rec.holds) != 1 || rec.holds[0] != f.hold {
+		t.Errorf("after the nested release: holds %v, want [%s]", rec.holds, f.hold)
+	}
+	if err := n.Release(ctx); !errors.Is(err, backend.ErrNotHeld) {
+		t.Errorf("second release of the nested hold = %v, want ErrNotHeld", err)
+	}
+
+	// The lock is lost (deleted behind the holder's back) and the same
+	// owner id acquires again: a new tenure.
+	if err := admin.Delete(ik); err != nil {
+		t.Fatal(err)
+	}
+	second, err := d.TryAcquire(ctx, req(key, "worker-1", time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, before := readRecord(t, admin, ik)
+	if err := first.Refresh(ctx, time.Hour); !errors.Is(err, backend.ErrNotHeld) {
+		t.Errorf("stale tenure's Refresh = %v, want ErrNotHeld", err)
+	}
+	if err := first.Release(ctx); !errors.Is(err, backend.ErrNotHeld) {
+		t.Errorf("stale tenure's Release = %v, want ErrNotHeld", err)
+	}
+	if _, after := readRecord(t, admin, ik); after.CasID != before.CasID {
+		t.Errorf("the new tenure's item was rewritten by the stale handle")
+	}
+	if err := second.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Nested holds of one owner, taken and released concurrently from two
+// Lockers: compare-and-swap keeps every hold, another owner never gets in
+// while one is held, and the lock is free when all are released.
+func TestReentrantConcurrent(t *testing.T) {
+	srv := testserver.Memcached(t, testserver.MemcachedConfig{NoEvict: true})
+	admin := adminClient(t, srv.Addr())
+	ls := []distlock.Locker{openURL(t, mcURL(srv, "")), openURL(t, mcURL(srv, ""))}
+	other := openURL(t, mcURL(srv, ""))
+	const key, owner = "reentrant/concurrent", "shared-owner"
+	ctx := ctxT(t, time.Minute)
+	anchor, err := ls[0].TryAcquire(ctx, key, distlock.WithOwner(owner))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 100)
+	for g := range 8 {
+		l := ls[g%2]
+		wg.Go(func() {
+			for range 20 {
+				lease, err := l.TryAcquire(ctx, key, distlock.WithOwner(owner))
+				if err != nil {
+					errs <- err
+					return
+				}
+				if err := lease.Release(ctx); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Go(func() {
+		for range 20 {
+			if lease, err := other.TryAcquire(ctx, key); !errors.Is(err, distlock.ErrNotAcquired) {
+				if lease != nil {
+					_ = lease.Release(ctx)
+				}
+				errs <- errors.New("another owner acquired while the owner held the lock")
+				return
+			}
+		}
+	})
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	rec, _ := readRecord(t, admin, ItemKey(DefaultPrefix, key))
+	if len(rec.holds) != 1 {
+		t.Errorf("%d holds left, want the anchor's only: %v", len(rec.holds), rec.holds)
+	}
+	if err := anchor.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	lease, err := other.TryAcquire(ctx, key)
+	if err != nil {
+		t.Fatalf("lock not free after every hold was released: %v", err)
+	}
+	_ = lease.Release(ctx)
+}

@@ -1,0 +1,239 @@
+package distlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// Observer receives the events of a Locker's acquisitions and leases, for
+// metrics, traces and logs (the module github.com/distlock/distlock/otel
+// turns them into OpenTelemetry metrics and spans). Set one with
+// WithObserver, per acquisition or, through Open/New, for every acquisition
+// of a Locker. Without one, no event is built: the hot path pays one nil
+// check.
+//
+// Methods are called synchronously, on the goroutine where the event
+// happens (the caller's, or the refresh scheduler's for automatic refreshes
+// and expiries), possibly from many goroutines at once; they must be quick
+// and must not block or call back into the Lease. The ctx that a Start
+// method returns is passed to the matching End method and to the backend for
+// the operation itself, so it must be the given ctx or derived from it.
+//
+// Every acquisition that starts ends: AcquireStart is followed by exactly one
+// AcquireEnd. Every lease that AcquireEnd reports acquired ends exactly once,
+// with either ReleaseStart and ReleaseEnd (the holder released it) or
+// LeaseEnded (lost, or its Locker closed).
+type Observer interface {
+	// AcquireStart: Acquire or TryAcquire began, with a valid key and
+	// valid options.
+	AcquireStart(ctx context.Context, e AcquireEvent) context.Context
+	// AcquireEnd: the acquisition ended, with r.Err nil if the lease is
+	// held.
+	AcquireEnd(ctx context.Context, r AcquireResult)
+	// Refreshed: a refresh of a held lease ended (err nil: extended by
+	// ttl). auto tells an automatic refresh from Lease.Refresh. A refresh
+	// that failed for good is followed by LeaseEnded.
+	Refreshed(e LeaseEvent, ttl time.Duration, auto bool, err error)
+	// LeaseEnded: the lease ended without Release: cause wraps ErrLockLost
+	// (expired, session lost, refresh refused) or ErrClosed (its Locker
+	// closed).
+	LeaseEnded(e LeaseEvent, cause error)
+	// ReleaseStart: Release of a held lease began.
+	ReleaseStart(ctx context.Context, e LeaseEvent) context.Context
+	// ReleaseEnd: the release ended; err is the backend's answer (the
+	// lease has ended locally either way).
+	ReleaseEnd(ctx context.Context, e LeaseEvent, err error)
+}
+
+// NopObserver does nothing. Embed it in an Observer that handles some of
+// the events only, so that it keeps compiling when Observer gains methods.
+type NopObserver struct{}
+
+// AcquireStart implements Observer.
+func (NopObserver) AcquireStart(ctx context.Context, _ AcquireEvent) context.Context { return ctx }
+
+// AcquireEnd implements Observer.
+func (NopObserver) AcquireEnd(context.Context, AcquireResult) {}
+
+// Refreshed implements Observer.
+func (NopObserver) Refreshed(LeaseEvent, time.Duration, bool, error) {}
+
+// LeaseEnded implements Observer.
+func (NopObserver) LeaseEnded(LeaseEvent, error) {}
+
+// ReleaseStart implements Observer.
+func (NopObserver) ReleaseStart(ctx context.Context, _ LeaseEvent) context.Context { return ctx }
+
+// ReleaseEnd implements Observer.
+func (NopObserver) ReleaseEnd(context.Context, LeaseEvent, error) {}
+
+// AcquireEvent names one acquisition.
+type AcquireEvent struct {
+	Backend string // the Locker's backend name, such as "redis"
+	Key     string
+	Op      string // "acquire" or "try-acquire"
+}
+
+// AcquireResult is how an acquisition ended.
+type AcquireResult struct {
+	AcquireEvent
+	Owner    string        // the holder identity asked for
+	Token    uint64        // the lease's fencing token, when acquired
+	Attempts int           // attempts made; a native wait counts as one
+	Waited   time.Duration // from AcquireStart to the outcome
+	Err      error         // nil: acquired
+}
+
+// Outcome classifies r for metrics: "acquired", "busy" (another owner held
+// the lock: TryAcquire refused, or Acquire's ctx ended while waiting),
+// "unavailable", "closed", or "error".
+func (r AcquireResult) Outcome() string {
+	switch {
+	case r.Err == nil:
+		return "acquired"
+	case errors.Is(r.Err, ErrClosed):
+		return "closed"
+	case errors.Is(r.Err, ErrUnavailable):
+		return "unavailable"
+	case errors.Is(r.Err, ErrNotAcquired):
+		return "busy"
+	}
+	return "error"
+}
+
+// LeaseEvent names one held lease.
+type LeaseEvent struct {
+	Backend string
+	Key     string
+	Owner   string
+	Token   uint64
+	Held    time.Duration // since the acquire request was sent
+}
+
+// Cause classifies why a lease ended without Release, for metrics:
+// "expired" (its validity deadline passed without a refresh), "session"
+// (the backend reported the lock lost, or its session timed out),
+// "refused" (a refresh found another owner or no lock), "closed" (its
+// Locker closed), "late" (granted after its validity had ended) or "lost".
+func Cause(err error) string {
+	var m *marked
+	switch {
+	case errors.As(err, &m):
+		return m.cause
+	case errors.Is(err, ErrClosed):
+		return "closed"
+	case errors.Is(err, errExpired):
+		return "expired"
+	case errors.Is(err, errSessionExpired):
+		return "session"
+	case errors.Is(err, errLate):
+		return "late"
+	}
+	return "lost"
+}
+
+// marked labels an error with its Cause without changing its text.
+type marked struct {
+	cause string
+	error
+}
+
+func (m *marked) Unwrap() error { return m.error }
+
+// WithObserver sets the Observer of the acquisition and of the lease it
+// yields; given to Open or New, of every acquisition of the Locker. nil
+// removes one set before.
+func WithObserver(o Observer) Option {
+	return func(s *settings) { s.observer = o }
+}
+
+// WithLogger makes distlock log to l what an operator must hear of: a lease
+// lost (Warn, with key, owner, token and cause) and an automatic refresh
+// that failed but may still succeed before the deadline (Warn). Nothing is
+// logged on the hot path of a healthy lock. nil turns logging off.
+func WithLogger(l *slog.Logger) Option {
+	return func(s *settings) { s.logger = l }
+}
+
+// watch is what a lease reports to: built only when an Observer or a
+// logger is set, so that unobserved leases carry one nil pointer.
+type watch struct {
+	obs    Observer
+	log    *slog.Logger
+	ev     LeaseEvent // Held filled in per event
+	sentAt time.Time  // the acquire request's send time
+
+	// A lease lost between its grant and AcquireEnd is reported after
+	// AcquireEnd (announced), never before.
+	mu      sync.Mutex
+	told    bool  // AcquireEnd was called (always true without an Observer)
+	pending error // the loss that came first
+}
+
+func newWatch(r *request, backendName string) *watch {
+	if r.observer == nil && r.logger == nil {
+		return nil
+	}
+	return &watch{obs: r.observer, log: r.logger, told: r.observer == nil,
+		ev: LeaseEvent{Backend: backendName, Key: r.key, Owner: r.owner}}
+}
+
+// announced is called after AcquireEnd reported the lease acquired: a
+// loss held back until then is reported now.
+func (w *watch) announced() {
+	w.mu.Lock()
+	w.told = true
+	cause := w.pending
+	w.pending = nil
+	w.mu.Unlock()
+	if cause != nil {
+		w.ended(cause)
+	}
+}
+
+func (w *watch) event() LeaseEvent {
+	e := w.ev
+	e.Held = time.Since(w.sentAt)
+	return e
+}
+
+// ended reports a lease that ended without Release.
+func (w *watch) ended(cause error) {
+	w.mu.Lock()
+	if !w.told {
+		w.pending = cause
+		w.mu.Unlock()
+		return
+	}
+	w.mu.Unlock()
+	e := w.event()
+	if w.obs != nil {
+		w.obs.LeaseEnded(e, cause)
+	}
+	if w.log != nil && !errors.Is(cause, ErrClosed) {
+		w.log.Warn("distlock: lease lost", "backend", e.Backend, "key", e.Key, "owner", e.Owner,
+			"token", e.Token, "held", e.Held, "cause", Cause(cause), "err", cause)
+	}
+}
+
+// refreshed reports a refresh's outcome; a failure that ends the lease is
+// reported by ended as well.
+func (w *watch) refreshed(ttl time.Duration, auto bool, err error) {
+	e := w.event()
+	if w.obs != nil {
+		w.obs.Refreshed(e, ttl, auto, err)
+	}
+	if w.log != nil && err != nil && auto && !errors.Is(err, ErrNotHeld) {
+		w.log.Warn("distlock: automatic refresh failed, retrying before the deadline", "backend", e.Backend,
+			"key", e.Key, "owner", e.Owner, "token", e.Token, "err", err)
+	}
+}
+
+// refused is the loss of a lease whose refresh the backend refused.
+func refused(err error) error {
+	return &marked{"refused", fmt.Errorf("%w: refresh refused: %w", ErrLockLost, err)}
+}

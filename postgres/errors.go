@@ -1,0 +1,85 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/internal/sqllock"
+)
+
+// errorCode is the ErrorCode (backend.ErrorClassifier) of both modes, for
+// the errors of pgx. Server errors by SQLSTATE: class 08 (connection
+// exception), 53 (insufficient resources), 57 (operator intervention:
+// 57P01 admin shutdown, 57P03 cannot connect now, 57014 cancelled), 40
+// (serialization failure, deadlock), 58 (system error), 55P03 (lock not
+// available) and 25006 (read-only transaction: a standby during a
+// failover) are CodeTransient; class 28 (invalid authorization: a refused
+// password or role) is CodeUnavailable; other server errors (a missing
+// table, a syntax or privilege error on a statement) are CodeUnknown.
+// Network errors (refused, reset, timed out, closed: "connection refused",
+// "i/o timeout") are CodeTransient; any other error that is not a server's
+// answer (a closed pool, a protocol error, a TLS failure) is
+// CodeUnavailable.
+func errorCode(err error) backend.Code {
+	if code := pgCode(err); code != "" {
+		switch {
+		case strings.HasPrefix(code, "28"):
+			return backend.CodeUnavailable
+		case transientCode(code):
+			return backend.CodeTransient
+		}
+		return backend.CodeUnknown
+	}
+	if c := sqllock.NetCode(err); c != backend.CodeUnknown {
+		return c
+	}
+	return backend.CodeUnavailable
+}
+
+// transientCode reports whether a server error means the server cannot
+// serve now, as opposed to a statement or schema error.
+func transientCode(code string) bool {
+	for _, class := range []string{"08", "53", "57", "40", "58"} {
+		if strings.HasPrefix(code, class) {
+			return true
+		}
+	}
+	return code == "55P03" || code == "25006"
+}
+
+func pgCode(err error) string {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Code
+	}
+	return ""
+}
+
+// failed is sqllock.Failed with a hint when the lock table is missing.
+func failed(ctx context.Context, err error) error {
+	err = sqllock.Failed(ctx, err)
+	if pgCode(err) == "42P01" {
+		return fmt.Errorf("%w (the lock table is missing: create it with the statement postgres.DDL returns, or let the Locker create it with create_table=true / WithCreateTable(true))", err)
+	}
+	return err
+}
+
+// serverRejected reports whether the server answered the statement with an
+// error (so an autocommit statement certainly had no effect), or the
+// request was certainly never sent.
+func serverRejected(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) || pgconn.SafeToRetry(err)
+}
+
+// transportFailed reports whether err is a failure of the connection rather
+// than an answer of the server, while ctx is still live: the statement may
+// be sent again on another connection if it is idempotent.
+func transportFailed(ctx context.Context, err error) bool {
+	return err != nil && ctx.Err() == nil && pgCode(err) == "" && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
+}

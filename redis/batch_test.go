@@ -1,0 +1,131 @@
+package redis
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/internal/testserver"
+)
+
+// TestBatchRefresh: many leases refreshed in one pipeline — one round
+// trip — with per-lease results, and the NOSCRIPT fallback.
+func TestBatchRefresh(t *testing.T) {
+	srv := testserver.Redis(t, testserver.RedisConfig{})
+	admin := adminClient(t, srv.Addr())
+	l := newTestLocker(t, &goredis.Options{Addr: srv.Addr()})
+	counter := &pipelineCounter{}
+	l.client.AddHook(counter)
+	ctx := tctx(t, time.Minute)
+	const n = 50
+	items := make([]backend.RefreshItem, n)
+	for i := range items {
+		lk, err := l.d.TryAcquire(ctx, backend.Request{Key: fmt.Sprintf("batch/%d", i), Owner: "o" + strconv.Itoa(i), TTL: 2 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		items[i] = backend.RefreshItem{Lock: lk, TTL: time.Minute}
+	}
+	// One lock lost meanwhile (deleted behind its holder's back).
+	lost := 7
+	if err := admin.Del(ctx, items[lost].Lock.(*lock).keys.Lock).Err(); err != nil {
+		t.Fatal(err)
+	}
+	// Warm up: load the refresh script and dial the pipeline connection.
+	if err := items[0].Lock.Refresh(ctx, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	_ = l.d.RefreshBatch(ctx, items[:2])
+	counter.single.Store(0)
+	counter.pipelines.Store(0)
+	counter.piped.Store(0)
+	evalsha := commandCalls(t, admin, "evalsha")
+	errs := l.d.RefreshBatch(ctx, items)
+	if p, s, c := counter.pipelines.Load(), counter.single.Load(), counter.piped.Load(); p != 1 || s != 0 || c != n {
+		t.Errorf("refresh of %d leases: %d pipelines with %d commands and %d single commands, want 1 pipeline of %d", n, p, c, s, n)
+	}
+	if got := commandCalls(t, admin, "evalsha") - evalsha; got != n {
+		t.Errorf("INFO commandstats: %d EVALSHA, want %d", got, n)
+	}
+	for i, err := range errs {
+		if i == lost {
+			if !errors.Is(err, backend.ErrNotHeld) {
+				t.Errorf("lost lock in the batch: %v, want ErrNotHeld", err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("item %d: %v", i, err)
+		}
+		if pttl := admin.PTTL(ctx, items[i].Lock.(*lock).keys.Lock).Val(); pttl < 50*time.Second {
+			t.Errorf("item %d: PTTL %v after a refresh to 1m", i, pttl)
+		}
+	}
+	if admin.Exists(ctx, items[lost].Lock.(*lock).keys.Lock).Val() != 0 {
+		t.Errorf("refresh of a lost lock recreated it")
+	}
+
+	// After SCRIPT FLUSH: EVALSHA gets NOSCRIPT, one more pipeline with EVAL.
+	if err := admin.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	counter.pipelines.Store(0)
+	errs = l.d.RefreshBatch(ctx, items)
+	if p := counter.pipelines.Load(); p != 2 {
+		t.Errorf("after SCRIPT FLUSH: %d pipelines, want 2 (EVALSHA, then EVAL for NOSCRIPT)", p)
+	}
+	for i, err := range errs {
+		if (i == lost) != (err != nil) {
+			t.Errorf("after SCRIPT FLUSH, item %d: %v", i, err)
+		}
+	}
+	// Single operations fall back too.
+	if err := admin.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	lease, err := l.TryAcquire(ctx, "batch/noscript")
+	if err != nil {
+		t.Fatalf("acquire after SCRIPT FLUSH: %v", err)
+	}
+	if err := lease.Release(ctx); err != nil {
+		t.Fatalf("release after SCRIPT FLUSH: %v", err)
+	}
+}
+
+// TestAutoRefreshBatches: leases granted together are refreshed together
+// by distlock's scheduler through RefreshBatch.
+func TestAutoRefreshBatches(t *testing.T) {
+	srv := testserver.Redis(t, testserver.RedisConfig{})
+	l := newTestLocker(t, &goredis.Options{Addr: srv.Addr()})
+	counter := &pipelineCounter{}
+	l.client.AddHook(counter)
+	ctx := tctx(t, time.Minute)
+	const n = 40
+	var leases []*distlock.Lease
+	for i := range n {
+		lease, err := l.TryAcquire(ctx, fmt.Sprintf("auto/%d", i), distlock.WithTTL(900*time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		leases = append(leases, lease)
+	}
+	time.Sleep(2 * time.Second) // about six refresh rounds
+	for _, lease := range leases {
+		if err := lease.Err(); err != nil {
+			t.Fatalf("auto-refreshed lease ended: %v", err)
+		}
+		if err := lease.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("%d leases over 2s: %d pipelines carrying %d refreshes", n, counter.pipelines.Load(), counter.piped.Load())
+	if counter.pipelines.Load() == 0 {
+		t.Errorf("no refresh went through a pipeline")
+	}
+}

@@ -1,0 +1,156 @@
+// Package redis is distlock's backend for one Redis: a single server, a
+// Sentinel-managed master, or a Redis Cluster, through any go-redis
+// UniversalClient. It registers the URL schemes "redis" and "rediss" (TLS).
+//
+// # Mechanism
+//
+// A lock is a Redis hash holding the owner, the fencing token and one field
+// per hold, with a PX expiry. Every operation is one Lua script in one round
+// trip (EVALSHA, falling back to EVAL on NOSCRIPT); the scripts are the
+// .lua files of internal/redislua, embedded, with one owner check shared by
+// release, fair release and refresh:
+//
+//   - Acquire: SET NX PX semantics — if the key is absent, INCR the key's
+//     fencing counter and create the hash with the TTL; if the same owner
+//     holds it, add a hold (reentrancy) and extend the expiry to
+//     max(remaining, ttl); otherwise change nothing and report the holder's
+//     remaining PTTL.
+//   - Release: owner-checked compare-and-delete. Only the holder (owner,
+//     token and the acquisition's own hold id must match) can remove its
+//     hold; when the last hold goes the key is deleted and a wake-up is
+//     PUBLISHed on the key's channel. A stale holder — one whose lock
+//     expired and was taken over, as in the classic scenario — changes
+//     nothing and gets ErrNotHeld.
+//   - Refresh: owner-checked compare-and-PEXPIRE that never shortens the
+//     expiry. Refreshes due together are sent in one pipeline
+//     (backend.BatchRefresher).
+//
+// All keys of one lock carry the same hash tag, derived from the SHA-256 of
+// the key, so they sit in one Cluster slot; any key of 1 to 1024 bytes with
+// any content maps to fixed-length names (see internal/redislua for the
+// layout). The fencing counter key (<prefix>{tag}:fence) has no expiry and
+// is left behind on purpose: it is what keeps tokens increasing.
+//
+// Waiting: a waiter is woken by the release's pub/sub message. Every
+// Locker shares ONE pub/sub connection among all its waiters, subscribing
+// and unsubscribing per-key channels as waiters come and go; a waiter is
+// subscribed (the server has confirmed the SUBSCRIBE) before its retry, so a
+// release in between is not missed, and each wait is capped at the holder's
+// remaining TTL, so a holder that expires without a release (a crash) is
+// noticed without a message. If the subscription cannot be made the waiter
+// polls with its retry policy instead. In a Redis Cluster the messages are
+// ordinary PUBLISH messages, which the cluster forwards to every node.
+//
+// # Fair queue (WithFair, fair=true)
+//
+// With WithFair, waiters queue in Redis itself: a sorted set per key orders
+// them by arrival across every Locker, process and host that uses WithFair,
+// and a free lock goes only to the first live waiter. The release that
+// frees the lock writes it for that waiter (its owner, a new fencing token
+// and the TTL it asked for) and publishes the grant on the key's channel:
+// the waiter holds the lock on receiving the message, without another round
+// trip, which makes a handoff one message instead of a message and an
+// acquire. A waiter renews its queue entry with an attempt at least every
+// second; an entry not renewed for 3s (its waiter crashed or is paused) is
+// skipped, and a waiter whose ctx ends leaves the queue at once, releasing
+// the lock if it was granted meanwhile. A waiter that misses its grant
+// message (a reconnection) finds the grant with its next attempt. The
+// granted lease's validity counts from the waiter's last attempt plus the
+// time the server says passed until the grant (less 1%, and never later
+// than the message's arrival), not from the arrival itself, so a waiter
+// paused in between does not overestimate it; the elapsed part comes from
+// the server's clock, which a clock step distorts as it distorts every
+// Redis expiry. A departing waiter's leave is never dropped under load
+// (one background release per waiter), and a waiter that cannot subscribe
+// polls at least every third of its TTL, so a grant is not left unused.
+// The price, measured side by side: an uncontended TryAcquire+Release about
+// 10% slower (the scripts also look at the queue) and two more Redis keys per
+// contended lock (<lock>:q and <lock>:w, expiring 6s after the last waiter).
+// Lockers without WithFair on the same key do not queue: they can take a
+// free lock ahead of the queue, though never one granted to a waiter. A
+// waiter that crashes within 3s of its last attempt can still be granted
+// the lock, which then stays unused until its TTL, as a crashed holder's
+// would. Reentrancy overrides the queue: waiters that share an owner
+// (WithOwner) nest as soon as that owner holds the lock — granted, or
+// taken by one of them — each handed a hold of its own by the same script
+// and its own grant message, wherever it stands in the queue and in
+// whichever Locker it waits (TestFairSameOwnerQueued).
+//
+// # Capabilities
+//
+// Fencing, Reentrant, Notify and Expiring — and Fair with WithFair:
+//
+//   - Not Durable. Without persistence a restarted Redis has forgotten
+//     every lock: another owner can take a lock its holder still believes
+//     it has (until that holder's next refresh fails). With the default AOF
+//     policy (appendfsync everysec) up to a second of acquisitions can be
+//     lost in a crash; only "appendonly yes" with "appendfsync always"
+//     writes each acquisition to disk before replying, and even then the
+//     lost-lock window depends on the OS and disk honouring fsync.
+//   - Failover loses locks. Redis replication is asynchronous: a master can
+//     acknowledge an acquisition and fail before the replica has it; the
+//     promoted replica then grants the same lock to another owner. The
+//     Sentinel and Cluster clients fail over automatically, so this applies
+//     to them. Use Redlock over independent masters, or a consensus-backed
+//     store (ZooKeeper), where that matters.
+//   - Fencing tokens are strictly increasing only while the counter
+//     survives: a Redis restarted without persistence (or failed over to a
+//     replica that lacks the last INCRs) starts the counter again and
+//     tokens can repeat. If fencing must hold across restarts, run Redis
+//     with "appendonly yes" and "appendfsync always".
+//   - Not SessionBound: Redis has no client sessions that own keys; a dead
+//     holder's lock is freed by its TTL.
+//   - Not Fair without WithFair: a release wakes one waiter per Locker —
+//     the one of that Locker that has waited longest — not every waiter; a
+//     woken waiter that then leaves (with the lock or without it) hands the
+//     wake-up on to the next, so no release is lost. The first retry to
+//     reach Redis wins: waiters of different Lockers (processes, hosts)
+//     race, and one woken late can lose to a newcomer's first attempt.
+//   - Eviction: a maxmemory policy other than noeviction (or volatile-* on
+//     a busy instance) can evict a live lock key. Run lock keys on an
+//     instance with maxmemory-policy noeviction.
+//
+// TTLs must be whole milliseconds of at least 3ms (PX is in milliseconds;
+// anything finer is refused with ErrInvalidTTL rather than rounded). The
+// validity distlock counts from each request's send time is the TTL less
+// 1% and 2ms of clock-drift allowance (backend.DefaultValidity).
+//
+// # URLs
+//
+//	redis://[user:password@]host:port[/db][?param=value&...]
+//	rediss://...   (TLS; skip_verify=true disables certificate checks)
+//
+// The standard parts and go-redis's own query parameters (dial_timeout,
+// read_timeout, write_timeout, pool_size, pool_timeout, max_retries,
+// client_name, protocol, ...) are parsed by go-redis's ParseURL. distlock
+// adds prefix= (WithPrefix), subscribe_timeout= (WithSubscribeTimeout) and
+// subscription_linger= (WithSubscriptionLinger), as Go durations, and
+// fair=true (WithFair). Any other
+// parameter, a malformed URL or several hosts is an ErrInvalidOption. One
+// URL names one server: for Redis Cluster or Sentinel build the go-redis
+// client and call New.
+//
+// Opening a URL does not connect (like database/sql.Open): an unreachable
+// server shows up as ErrUnavailable from Acquire and TryAcquire, within
+// their context. The Locker owns the client it created and closes it in
+// Close.
+//
+// # Errors
+//
+// A server that cannot be reached, a pool timeout, an I/O error or an error
+// reply such as LOADING, READONLY or OOM yields an error wrapping
+// ErrUnavailable, with the go-redis error reachable through errors.As and
+// errors.Is. The driver returns go-redis's errors as they are and its
+// ErrorCode (errors.go) classifies them once: a refused, reset or
+// timed-out connection, a pool timeout and the replies of a server that is
+// loading or failing over (LOADING, READONLY, MASTERDOWN, TRYAGAIN,
+// CLUSTERDOWN, BUSY) are transient, which distlock.WithRetryUnavailable
+// waits out; refused credentials (NOAUTH, WRONGPASS), a TLS failure and
+// other error replies are not. An acquisition whose outcome is unknown (the request may have
+// reached Redis but no reply came) is undone in the background: its unique
+// hold is removed, owner-checked, within min(TTL, 5s). Because the request
+// may still be on its way (a slow network, a paused server), one release
+// that finds nothing does not end the undo: it tries again several times
+// over that bound, so an acquire landing after the first try is removed
+// too (TestDelayedRequestUndone).
+package redis

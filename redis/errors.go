@@ -1,0 +1,36 @@
+package redis
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/internal/redislua"
+)
+
+// ErrorCode implements backend.ErrorClassifier: the driver returns
+// go-redis's errors raw, and the classification is redislua.ErrorCode,
+// which Redlock's nodes share (transient: refused, reset or timed-out
+// connections, pool timeouts, LOADING, READONLY, MASTERDOWN, TRYAGAIN,
+// CLUSTERDOWN, BUSY; unavailable: NOAUTH, WRONGPASS, TLS failures, other
+// error replies; closed: a closed client), plus the TLS handshake failure
+// of the URL opener's dialer (unavailable: waiting will not cure it).
+func (d *driver) ErrorCode(err error) backend.Code {
+	var te *tlsError
+	if errors.As(err, &te) {
+		return backend.CodeUnavailable
+	}
+	return redislua.ErrorCode(err)
+}
+
+// tlsError is a failed TLS handshake of the URL opener's dialer.
+type tlsError struct {
+	addr string
+	err  error
+}
+
+func (e *tlsError) Error() string {
+	return fmt.Sprintf("TLS handshake with %s failed (does the server speak TLS on that port?): %v", e.addr, e.err)
+}
+
+func (e *tlsError) Unwrap() error { return e.err }

@@ -1,0 +1,276 @@
+package redis
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/redislua"
+	"github.com/distlock/distlock/internal/testserver"
+)
+
+// TestNotifySharedSubscription: waiters are woken by the release's pub/sub
+// message, not by polling, and all waiters of one Locker share ONE pub/sub
+// connection, whether they wait for one key or for many.
+func TestNotifySharedSubscription(t *testing.T) {
+	srv := testserver.Redis(t, testserver.RedisConfig{})
+	admin := adminClient(t, srv.Addr())
+	holder := newTestLocker(t, &goredis.Options{Addr: srv.Addr()})
+	w := newTestLocker(t, &goredis.Options{Addr: srv.Addr(), ClientName: "waiters"})
+	counter := newAcquireCounter()
+	w.client.AddHook(counter)
+	ctx := tctx(t, 2*time.Minute)
+	slow := distlock.WithRetry(distlock.Backoff{Min: time.Minute, Max: time.Minute})
+	const n = 8
+
+	for _, shape := range []string{"one key", "distinct keys"} {
+		t.Run(shape, func(t *testing.T) {
+			keyOf := func(i int) string {
+				if shape == "one key" {
+					return "notify/one"
+				}
+				return fmt.Sprintf("notify/%d", i)
+			}
+			var held []*distlock.Lease
+			for i := range n {
+				if i > 0 && shape == "one key" {
+					break
+				}
+				l, err := holder.TryAcquire(ctx, keyOf(i), distlock.WithTTL(time.Minute))
+				if err != nil {
+					t.Fatal(err)
+				}
+				held = append(held, l)
+			}
+			before := counter.n.Load()
+			type res struct {
+				lease *distlock.Lease
+				at    time.Time
+				err   error
+			}
+			results := make(chan res, n)
+			for i := range n {
+				go func() {
+					lease, err := w.Acquire(ctx, keyOf(i), slow)
+					results <- res{lease, time.Now(), err}
+				}()
+			}
+			channels := n
+			if shape == "one key" {
+				channels = 1
+			}
+			eventually(t, 10*time.Second, "waiters subscribed", func() bool {
+				_, c := w.d.sub.Active()
+				return c == channels && counter.n.Load()-before == 2*n // first try + retry after subscribing
+			})
+			ps := pubsubClients(t, admin)
+			if len(ps) != 1 || !strings.Contains(ps[0], "name=waiters") || !strings.Contains(ps[0], "sub="+strconv.Itoa(channels)) {
+				t.Errorf("%d waiters: pub/sub connections %q, want ONE (the waiters' Locker) with %d channels", n, ps, channels)
+			}
+			numsub := admin.PubSubNumSub(ctx, redislua.KeysFor(redislua.DefaultPrefix, keyOf(0)).Channel).Val()
+			for _, c := range numsub {
+				if c != 1 {
+					t.Errorf("PUBSUB NUMSUB = %v, want 1 subscriber", numsub)
+				}
+			}
+			time.Sleep(100 * time.Millisecond)
+			if got := counter.n.Load() - before; got != 2*n {
+				t.Errorf("%d acquire attempts while nothing was released: waiters poll", got)
+			}
+			// Release: every waiter acquires promptly, woken by messages.
+			for _, l := range held {
+				released := time.Now()
+				if err := l.Release(ctx); err != nil {
+					t.Fatal(err)
+				}
+				if shape == "distinct keys" {
+					r := <-results
+					if r.err != nil {
+						t.Fatal(r.err)
+					}
+					if lag := r.at.Sub(released); lag > 2*time.Second {
+						t.Errorf("waiter woke %v after the release", lag)
+					}
+					_ = r.lease.Release(ctx)
+				}
+			}
+			if shape == "one key" {
+				for range n {
+					select {
+					case r := <-results:
+						if r.err != nil {
+							t.Fatal(r.err)
+						}
+						if err := r.lease.Release(ctx); err != nil {
+							t.Fatal(err)
+						}
+					case <-time.After(10 * time.Second):
+						t.Fatal("waiters on one key not all served within 10s of the releases: notifications lost")
+					}
+				}
+			}
+			attempts := counter.n.Load() - before
+			t.Logf("%s: %d waiters, %d acquire attempts in all", shape, n, attempts)
+			if shape == "distinct keys" && attempts != 3*n {
+				t.Errorf("%d acquire attempts, want %d (try, retry after subscribing, and one after the wake-up)", attempts, 3*n)
+			}
+		})
+	}
+}
+
+// TestSubscriptionLifecycle: the shared subscription's goroutine and
+// connection exist only while someone waits, and nothing is left after
+// Close.
+func TestSubscriptionLifecycle(t *testing.T) {
+	srv := testserver.Redis(t, testserver.RedisConfig{})
+	admin := adminClient(t, srv.Addr())
+	ctx := tctx(t, time.Minute)
+	holder := newTestLocker(t, &goredis.Options{Addr: srv.Addr()})
+	base := runtime.NumGoroutine()
+
+	w := newTestLocker(t, &goredis.Options{Addr: srv.Addr()}, WithSubscriptionLinger(0))
+	wait := func(key string) (chan error, *distlock.Lease) {
+		held, err := holder.TryAcquire(ctx, key, distlock.WithTTL(time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() {
+			lease, err := w.Acquire(ctx, key)
+			if err == nil {
+				err = lease.Release(ctx)
+			}
+			done <- err
+		}()
+		eventually(t, 10*time.Second, "waiter subscribed", func() bool { _, c := w.d.sub.Active(); return c == 1 })
+		return done, held
+	}
+	done, held := wait("life/1")
+	if active, _ := w.d.sub.Active(); !active || len(pubsubClients(t, admin)) != 1 {
+		t.Fatalf("no subscription while a waiter waits")
+	}
+	if err := held.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "subscription closed after the last waiter left", func() bool {
+		active, _ := w.d.sub.Active()
+		return !active && len(pubsubClients(t, admin)) == 0
+	})
+
+	// Close while a waiter waits: the waiter ends with ErrClosed, the
+	// reader goroutine and every connection are gone.
+	done, held = wait("life/2")
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, distlock.ErrClosed) {
+			t.Errorf("waiter after Close: %v, want ErrClosed", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("waiter not ended 5s after Close")
+	}
+	_ = held.Release(ctx)
+	eventually(t, 5*time.Second, "pub/sub connection closed", func() bool { return len(pubsubClients(t, admin)) == 0 })
+	// Close returns when the reader's deferred wg.Done has run, a moment
+	// before its goroutine is gone from the stack dump: poll both.
+	eventually(t, 5*time.Second, "goroutines back to the baseline and no subscriber reader after Close", func() bool {
+		return runtime.NumGoroutine() <= base && !goroutineRunning("redissub.(*Subscriber).read")
+	})
+}
+
+// TestLingerStopsGoroutine: with the default linger the goroutine stops
+// shortly after the last waiter left.
+func TestLingerStopsGoroutine(t *testing.T) {
+	srv := testserver.Redis(t, testserver.RedisConfig{})
+	ctx := tctx(t, time.Minute)
+	holder := newTestLocker(t, &goredis.Options{Addr: srv.Addr()})
+	w := newTestLocker(t, &goredis.Options{Addr: srv.Addr()}, WithSubscriptionLinger(300*time.Millisecond))
+	held, err := holder.TryAcquire(ctx, "linger", distlock.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, cancel := w.d.Watch(t.Context(), "linger")
+	if ch == nil {
+		t.Fatal("nil channel")
+	}
+	if active, c := w.d.sub.Active(); !active || c != 1 {
+		t.Fatalf("Watch returned before subscribing: active=%v channels=%d", active, c)
+	}
+	if err := held.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-ch:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no wake-up after the release")
+	}
+	cancel()
+	cancel() // idempotent
+	// The unsubscribe runs in the background; the session lingers.
+	eventually(t, 250*time.Millisecond, "unsubscribed and lingering (session up, 0 channels)", func() bool {
+		active, c := w.d.sub.Active()
+		return active && c == 0
+	})
+	// The session is detached first; its reader exits once the
+	// connection is closed.
+	eventually(t, 5*time.Second, "lingering subscription and its reader goroutine ended", func() bool {
+		active, _ := w.d.sub.Active()
+		return !active && !goroutineRunning("redissub.(*Subscriber).read")
+	})
+}
+
+// TestSubscriptionSurvivesReconnect: when the shared pub/sub connection is
+// killed, waiters are woken (messages may have been lost) and the
+// subscription is re-established, so later releases still wake waiters.
+func TestSubscriptionSurvivesReconnect(t *testing.T) {
+	srv := testserver.Redis(t, testserver.RedisConfig{})
+	admin := adminClient(t, srv.Addr())
+	ctx := tctx(t, time.Minute)
+	holder := newTestLocker(t, &goredis.Options{Addr: srv.Addr()})
+	w := newTestLocker(t, &goredis.Options{Addr: srv.Addr()})
+	held, err := holder.TryAcquire(ctx, "reconnect", distlock.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, cancel := w.d.Watch(t.Context(), "reconnect")
+	defer cancel()
+	if n := admin.ClientKillByFilter(ctx, "TYPE", "pubsub").Val(); n != 1 {
+		t.Fatalf("killed %d pub/sub clients, want 1", n)
+	}
+	select {
+	case <-ch:
+	case <-time.After(5 * time.Second):
+		t.Fatal("watcher not woken after its connection was killed")
+	}
+	eventually(t, 10*time.Second, "resubscribed", func() bool { return len(pubsubClients(t, admin)) == 1 })
+	// A second watcher of the same key waits for the resubscription.
+	ch2, cancel2 := w.d.Watch(t.Context(), "reconnect")
+	defer cancel2()
+	if err := held.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The release wakes the head of the queue (the first watcher); when it
+	// leaves, it hands the wake-up on to the second.
+	for i, c := range []<-chan struct{}{ch, ch2} {
+		select {
+		case <-c:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("watcher %d not woken by a release after the reconnect", i)
+		}
+		if i == 0 {
+			cancel()
+		}
+	}
+}

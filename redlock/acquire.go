@@ -1,0 +1,286 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/internal/async"
+	"github.com/distlock/distlock/internal/redislua"
+)
+
+// TryAcquire runs one Redlock attempt: the acquire script with the same
+// owner, hold id and TTL on every node in parallel, each bounded by the
+// per-node timeout; success needs a quorum and validity left.
+func (d *driver) TryAcquire(ctx context.Context, req backend.Request) (backend.Lock, error) {
+	if d.closed.Load() {
+		return nil, backend.ErrClosed
+	}
+	if ctx.Err() != nil {
+		return nil, async.CtxError(ctx)
+	}
+	validity, err := d.Validity(req.TTL)
+	if err != nil {
+		return nil, err
+	}
+	a := &attempt{d: d, h: holdRef{keys: d.keys(req.Key), owner: req.Owner, hold: d.holds.Next()}, ttl: req.TTL, validity: validity}
+	// undo: how a failed attempt gives back its holds — silently. A
+	// give-back that announced itself would wake the waiters of every
+	// Locker, this one's first, after the very minority they just failed
+	// to complete: while other owners' minorities stay (contenders that
+	// died mid-attempt, until their TTL) they would retry in a loop. The
+	// contenders of a live split vote need no message either: each sees
+	// the others' holds young and retries after a short random delay
+	// (retryAfter).
+	a.undoH = a.h
+	a.undoH.keys.Channel = ""
+	// unsure[i]: node i's answer was lost (the hold may be there, or may
+	// still arrive). Written before the lock sees it: at the decision, or
+	// by the late handler before the node's pending channel closes.
+	a.unsure = make([]bool, len(d.nodes))
+	r := d.run(ctx, quorumOp{wait: min(d.nodeTimeout, validity), node: a.node, decided: acquireDecided, late: a.late})
+	success := !r.ctxDone && r.tally().yes >= d.quorum && r.elapsed < validity
+	if success {
+		for _, x := range r.rs {
+			a.unsure[x.i] = redislua.Ambiguous(x.err)
+		}
+	}
+	r.finish(success)
+	if success {
+		return &lock{d: d, holdRef: a.h, pending: r.f.pending, unsure: a.unsure}, nil
+	}
+	return nil, a.failed(ctx, &r)
+}
+
+// acquireDecided: a quorum granted, or too many nodes refused or failed
+// for one.
+func acquireDecided(d *driver, rs []nodeResult) bool {
+	t := count(rs)
+	return t.yes >= d.quorum || t.no+t.failed > len(d.nodes)-d.quorum
+}
+
+// attempt is one TryAcquire.
+type attempt struct {
+	d        *driver
+	h        holdRef
+	undoH    holdRef // h without the release channel: a give-back is silent
+	ttl      time.Duration
+	validity time.Duration
+	unsure   []bool
+}
+
+// node runs the acquire script on node nd.
+func (a *attempt) node(ctx context.Context, _ int, nd *node) nodeResult {
+	r, err := redislua.Acquire(ctx, nd.client, a.h.keys, a.h.owner, a.h.hold, a.ttl)
+	switch {
+	case err != nil:
+		return nodeResult{out: failed, err: err}
+	case r.Outcome == redislua.Busy:
+		return nodeResult{out: no, pttl: r.PTTL, holder: r.Holder, age: r.Age}
+	}
+	return nodeResult{out: yes}
+}
+
+// late handles an answer after the decision. On failure it undoes what
+// this node did or may have done; on success the hold is part of the lock.
+func (a *attempt) late(r nodeResult, success bool) {
+	ambiguous := redislua.Ambiguous(r.err)
+	switch {
+	case success:
+		a.unsure[r.i] = ambiguous
+	case r.out == yes:
+		a.d.undo(r.i, a.undoH, a.ttl, undoLost, true)
+	case ambiguous:
+		a.d.undo(r.i, a.undoH, a.ttl, undoInFlight, true)
+	}
+}
+
+// failed gives back, on every node, what a failed attempt holds or may
+// hold, and returns the attempt's error. Nodes still running undo when
+// their answer comes (late): an undo sent before the acquire lands could
+// overtake it. Nodes that granted it are released before returning, so
+// that the next attempt (ours or a competitor's) finds them free; nodes
+// whose answer was lost are slow or unreachable: they are released in the
+// background, with retries.
+func (a *attempt) failed(ctx context.Context, r *round) error {
+	d := a.d
+	var granted []int
+	for _, x := range r.rs {
+		switch {
+		case x.out == yes && !r.ctxDone:
+			granted = append(granted, x.i)
+		case x.out == yes:
+			d.undo(x.i, a.undoH, a.ttl, undoLost, false)
+		case redislua.Ambiguous(x.err):
+			d.undo(x.i, a.undoH, a.ttl, undoInFlight, false)
+		}
+	}
+	if r.ctxDone {
+		if r.tally().no > 0 && !failedBeforeCtx(r.rs) {
+			// The nodes that answered in time found the lock held, and
+			// none failed but for the end of ctx: the lock is busy
+			// (ErrNotAcquired), the backend is not unavailable.
+			return fmt.Errorf("%w: %w", backend.Busy(0), async.CtxError(ctx))
+		}
+		return async.CtxError(ctx)
+	}
+	d.releaseNodes(ctx, granted, a.undoH, a.ttl)
+	return a.failure(r)
+}
+
+// failure is the error of an attempt that was decided without a quorum
+// in time.
+func (a *attempt) failure(r *round) error {
+	d := a.d
+	n, q := len(d.nodes), d.quorum
+	t, failedNodes := r.tally(), r.failed()
+	switch {
+	case t.yes >= q:
+		return fmt.Errorf("%w: a quorum of %d nodes answered after %v, beyond the validity of %v for TTL %v (nodes, network or this process slower than the TTL allows)",
+			backend.ErrUnavailable, q, r.elapsed.Round(time.Microsecond), a.validity, a.ttl)
+	case n-failedNodes < q:
+		return r.unavailable("acquire")
+	}
+	busy := backend.Busy(d.retryAfter(r.rs, n-failedNodes-t.no, r.elapsed))
+	if failedNodes == 0 {
+		return busy
+	}
+	// Busy, with some nodes down: say which, as the error of a quorum
+	// made impossible by failures would.
+	// (Text only: a busy lock is not ErrUnavailable.)
+	return fmt.Errorf("%w (%d of %d nodes granted, %d busy; failed: %v)", busy, t.yes, n, t.no, r.outcomes())
+}
+
+// failedBeforeCtx reports whether a node failed for another reason than
+// the end of the caller's ctx (which cuts the round trips still under way).
+func failedBeforeCtx(rs []nodeResult) bool {
+	for _, r := range rs {
+		var ne net.Error
+		cut := errors.Is(r.err, context.Canceled) || errors.Is(r.err, context.DeadlineExceeded) || (errors.As(r.err, &ne) && ne.Timeout())
+		if r.out == failed && !cut {
+			return true
+		}
+	}
+	return false
+}
+
+// releaseNodes removes one hold from the given nodes at once, in parallel,
+// waiting at most the per-node timeout (ctx's end does not cut it short);
+// a node without a clear answer is retried in the background.
+func (d *driver) releaseNodes(ctx context.Context, idx []int, h holdRef, ttl time.Duration) {
+	if len(idx) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.nodeTimeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, i := range idx {
+		nd := d.nodes[i]
+		wg.Add(1)
+		if !d.g.Go(func() {
+			defer wg.Done()
+			if _, err := redislua.Release(ctx, nd.client, h.keys, h.owner, 0, h.hold); redislua.Ambiguous(err) {
+				d.undo(i, h, ttl, undoLost, true)
+			}
+		}) {
+			wg.Done()
+		}
+	}
+	wg.Wait()
+}
+
+// retryAfter is the wait before the next attempt after a busy one: until
+// enough busy nodes can free up for a quorum, each busy node counted by
+// when it can (freeIn). Nodes held by contenders in the middle of their
+// own attempt free up at once — a split vote — and the wait is then a
+// short random delay, 1 to 3 times the attempt's duration (at least
+// 200µs), so that the contenders do not collide again (the seeds' advice);
+// so it is when the nodes that were free or ours would make a quorum on
+// their own. Otherwise it is the quorum-th time to free up: a holder that
+// crashed is taken over then, a release wakes waiters sooner, and a waiter
+// facing minorities left behind (contenders that died mid-attempt) sleeps
+// until one of them ends instead of retrying in a loop. 0: unknown.
+func (d *driver) retryAfter(rs []nodeResult, available int, elapsed time.Duration) time.Duration {
+	base := max(elapsed, 200*time.Microsecond)
+	short := base + rand.N(2*base)
+	needed := d.quorum - available
+	if needed <= 0 {
+		return short
+	}
+	quorumHeld := heldByQuorum(rs, d.quorum)
+	var frees []time.Duration
+	for _, r := range rs {
+		if r.out == no {
+			frees = append(frees, d.freeIn(r, base, quorumHeld))
+		}
+	}
+	if needed > len(frees) {
+		return 0
+	}
+	slices.Sort(frees)
+	switch p := frees[needed-1]; p {
+	case 0:
+		return short
+	case forever:
+		return 0
+	default:
+		return p
+	}
+}
+
+// forever stands for an unknown time to free up.
+const forever = time.Duration(1<<63 - 1)
+
+// freeIn estimates when busy node r can be free for us. A lock held by
+// one owner on a quorum of nodes is held, however young: free when it
+// expires (or released, which wakes waiters). Otherwise a contender's
+// failed attempt holds a minority for about one attempt and gives it back
+// at once, within two per-node timeouts (its decision, then its release
+// of the nodes that granted it): a hold taken within two of our own
+// attempt's durations is a contender's in the middle of its attempt (0,
+// free at once); one taken within that bound but earlier is a slow
+// contender's that has yet to give it back, or a dead one's: looked at
+// again after as long as it has existed (so a dead contender's hold costs
+// a few attempts, spaced out geometrically), by the bound at the latest,
+// or when it expires; any other hold (or one of unknown age) is a
+// holder's, free when it expires (forever if its expiry is unknown).
+func (d *driver) freeIn(r nodeResult, base time.Duration, quorumHeld bool) time.Duration {
+	bound := 2*d.nodeTimeout + 10*time.Millisecond
+	pttl := r.pttl
+	if pttl <= 0 {
+		pttl = forever
+	}
+	switch {
+	case quorumHeld || r.age < 0 || r.age >= bound:
+		return pttl
+	case r.age <= 2*base:
+		return 0
+	}
+	return min(r.age, bound-r.age, pttl)
+}
+
+// heldByQuorum reports whether the busy answers show one owner holding a
+// quorum of the nodes.
+func heldByQuorum(rs []nodeResult, q int) bool {
+	for i, r := range rs {
+		if r.out != no {
+			continue
+		}
+		same := 0
+		for _, x := range rs[i:] {
+			if x.out == no && x.holder == r.holder {
+				same++
+			}
+		}
+		if same >= q {
+			return true
+		}
+	}
+	return false
+}

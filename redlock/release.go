@@ -1,0 +1,83 @@
+package redlock
+
+import (
+	"context"
+
+	"github.com/distlock/distlock/internal/async"
+	"github.com/distlock/distlock/internal/redislua"
+)
+
+// Release removes this hold on every node, in parallel. It succeeds when a
+// quorum released it; ErrNotHeld when a majority no longer had it.
+func (l *lock) Release(ctx context.Context) error {
+	d := l.d
+	// Decided once a quorum released the hold (the lock is then free for
+	// the next owner: a quorum of nodes is) or a majority no longer had
+	// it; the other nodes finish in the background.
+	r := d.run(ctx, quorumOp{
+		wait:    max(d.nodeTimeout, MinReleaseWait),
+		node:    l.releaseNode,
+		decided: settled,
+		late: func(x nodeResult, _ bool) {
+			if !x.queued && redislua.Ambiguous(x.err) {
+				l.undo(x.i, true)
+			}
+		},
+	})
+	r.finish(true)
+	for _, x := range r.rs {
+		if !x.queued && redislua.Ambiguous(x.err) {
+			l.undo(x.i, false)
+		}
+	}
+	t := r.tally()
+	switch {
+	case t.yes >= d.quorum:
+		return nil
+	case t.no > len(d.nodes)-d.quorum:
+		return errNotHeld
+	case r.ctxDone:
+		return async.CtxError(ctx)
+	}
+	return r.unavailable("release")
+}
+
+// releaseNode releases the hold on node i, after the acquire of it if that
+// is still running there.
+func (l *lock) releaseNode(ctx context.Context, i int, nd *node) nodeResult {
+	if r, wait := l.afterAcquire(ctx, i); wait {
+		return r
+	}
+	r, err := redislua.Release(ctx, nd.client, l.keys, l.owner, 0, l.hold)
+	switch {
+	case err != nil:
+		return nodeResult{out: failed, err: err}
+	case r == redislua.NotHeld:
+		if l.unsure[i] {
+			// The acquire's answer was lost: it may land yet.
+			l.d.undo(i, l.holdRef, undoTimeout, undoInFlight, true)
+		}
+		return nodeResult{out: no}
+	}
+	return nodeResult{out: yes}
+}
+
+// afterAcquire waits, on a node whose acquire of this hold is still
+// running, for it to finish. If ctx ends first it arranges the undo for
+// when it finishes and returns the result to report (wait true).
+func (l *lock) afterAcquire(ctx context.Context, i int) (nodeResult, bool) {
+	p := l.pending.wait(i)
+	if p == nil {
+		return nodeResult{}, false
+	}
+	select {
+	case <-p:
+		return nodeResult{}, false
+	case <-ctx.Done():
+	}
+	l.d.g.GoChild(func() {
+		<-p
+		l.undo(i, true)
+	})
+	return nodeResult{out: failed, err: ctx.Err(), queued: true}, true
+}

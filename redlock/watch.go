@@ -1,0 +1,85 @@
+package redlock
+
+import (
+	"context"
+	"sync"
+
+	"github.com/distlock/distlock/internal/redissub"
+)
+
+// Watch implements backend.Notifier: the waiter subscribes to the key's
+// channel on every node (one shared pub/sub connection per node and
+// Locker), with one rank on all of them, so that every node's release
+// message wakes the same waiter. It returns once N − quorum + 1 nodes have
+// confirmed — at least one of them is among any holder's quorum, whose
+// release therefore reaches the waiter — or every node has answered or
+// timed out, or ctx has ended; nodes that just failed are not waited for.
+// The per-node subscriptions run on goroutines of their own under ctx, so a
+// silent node never holds the caller past ctx.
+func (d *driver) Watch(ctx context.Context, key string) (<-chan struct{}, func()) {
+	ch := make(chan struct{}, 1)
+	if d.closed.Load() {
+		return ch, func() {}
+	}
+	channel := d.keys(key).Channel
+	rank := redissub.NextRank()
+	w := &watch{}
+	need := len(d.nodes) - d.quorum + 1
+	answers := make(chan bool, len(d.nodes))
+	launched := 0
+	for _, nd := range d.nodes {
+		if nd.down(d) {
+			continue
+		}
+		if d.g.Go(func() {
+			ok, cancel := nd.sub.WatchRank(ctx, channel, ch, rank)
+			if ok && !w.add(cancel) {
+				cancel()
+			}
+			answers <- ok
+		}) {
+			launched++
+		}
+	}
+	for confirmed := 0; launched > 0 && confirmed < need; launched-- {
+		select {
+		case ok := <-answers:
+			if ok {
+				confirmed++
+			}
+		case <-ctx.Done():
+			// The caller calls w.cancel, which also cancels the nodes
+			// that confirm after this.
+			return ch, w.cancel
+		}
+	}
+	return ch, w.cancel
+}
+
+// watch collects the per-node cancels of one waiter.
+type watch struct {
+	mu        sync.Mutex
+	cancelled bool
+	cancels   []func()
+}
+
+// add records a node's cancel; false if the watch was cancelled already.
+func (w *watch) add(cancel func()) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.cancelled {
+		return false
+	}
+	w.cancels = append(w.cancels, cancel)
+	return true
+}
+
+func (w *watch) cancel() {
+	w.mu.Lock()
+	cs := w.cancels
+	w.cancels, w.cancelled = nil, true
+	w.mu.Unlock()
+	for _, c := range cs {
+		c()
+	}
+}
