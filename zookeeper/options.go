@@ -70,7 +70,8 @@ func (c *config) bad(option string, value any, why string) {
 }
 
 // WithDefaults sets options applied to every acquisition of the Locker (they
-// are passed to distlock.New).
+// are passed to distlock.New). New and Dial refuse unusable ones
+// (distlock.CheckOptions) with the error an acquisition would return.
 func WithDefaults(opts ...distlock.Option) Option {
 	return func(c *config) { c.defaults = append(c.defaults, opts...) }
 }
@@ -182,6 +183,11 @@ func newConfig(opts []Option) (*config, error) {
 	if c.err == nil {
 		if why := basePathProblem(c.basePath); why != "" {
 			c.bad("WithBasePath", fmt.Sprintf("%q", c.basePath), why)
+		}
+	}
+	if c.err == nil {
+		if err := distlock.CheckOptions(c.defaults...); err != nil {
+			c.err = fmt.Errorf("zookeeper: WithDefaults: %w", err)
 		}
 	}
 	return c, c.err
