@@ -207,22 +207,13 @@ func TestBadOptions(t *testing.T) {
 			t.Errorf("New with %s = %v, %v, want ErrInvalidOption naming it on one line", o.name, l, err)
 		}
 	}
-	// Bad default acquisition options: the error an acquisition would
-	// have returned, at construction.
-	for _, c := range []struct {
-		bad  distlock.Option
-		want error
-	}{
-		{distlock.WithTTL(-time.Second), distlock.ErrInvalidTTL},
-		{distlock.WithOwner(""), distlock.ErrInvalidOption},
-		{distlock.WithRetry(nil), distlock.ErrInvalidOption},
-	} {
-		if l, err := New(conn, WithSessionTimeout(time.Second), WithDefaults(c.bad)); !errors.Is(err, c.want) || l != nil {
-			t.Errorf("New with a bad default = %v, %v, want %v", l, err, c.want)
-		}
-		if _, err := Dial([]string{"127.0.0.1:1"}, WithDefaults(c.bad)); !errors.Is(err, c.want) {
-			t.Errorf("Dial with a bad default = %v, want %v", err, c.want)
-		}
+	// A bad default acquisition option: the error an acquisition would
+	// have returned, at construction (distlock.CheckOptions).
+	if l, err := New(conn, WithSessionTimeout(time.Second), WithDefaults(distlock.WithTTL(-time.Second))); !errors.Is(err, distlock.ErrInvalidTTL) || l != nil {
+		t.Errorf("New with WithDefaults(WithTTL(-1s)) = %v, %v, want ErrInvalidTTL", l, err)
+	}
+	if _, err := Dial([]string{"127.0.0.1:1"}, WithDefaults(distlock.WithOwner(""))); !errors.Is(err, distlock.ErrInvalidOption) {
+		t.Errorf("Dial with WithDefaults(WithOwner(\"\")) = %v, want ErrInvalidOption", err)
 	}
 	l, err := New(conn, WithSessionTimeout(time.Second))
 	if err != nil {
