@@ -65,6 +65,7 @@ func external() bool { return os.Getenv(testserver.EnvZooKeeperAddrs) != "" }
 // standalone returns the shared standalone server.
 func standalone(t testing.TB) *testserver.Server {
 	t.Helper()
+	needServer(t)
 	if external() {
 		return testserver.ZooKeeper(t, testserver.ZooKeeperConfig{})
 	}
@@ -85,6 +86,7 @@ func standalone(t testing.TB) *testserver.Server {
 // ensemble returns the shared 3-node ensemble.
 func ensemble(t testing.TB) *testserver.Cluster {
 	t.Helper()
+	needServer(t)
 	if external() {
 		return testserver.ZooKeeperEnsemble(t, 3, testserver.ZooKeeperConfig{})
 	}
@@ -100,6 +102,14 @@ func ensemble(t testing.TB) *testserver.Cluster {
 		shared.ensemble = c
 	}
 	return shared.ensemble
+}
+
+// needServer skips tests that need a ZooKeeper server under -short.
+func needServer(t testing.TB) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("needs a ZooKeeper server (-short)")
+	}
 }
 
 func needControl(t testing.TB) {
@@ -357,6 +367,18 @@ func warm(t testing.TB, l *Locker) {
 	if err := lease.Release(ctxT(t, 10*time.Second)); err != nil {
 		t.Fatalf("warm-up release: %v", err)
 	}
+}
+
+// contactSince reports whether l's current session has been in touch with
+// the ensemble since t, on a live connection.
+func contactSince(l *Locker, t time.Time) bool {
+	s := l.d.current()
+	if s == nil || s.conn.State() != zk.StateHasSession {
+		return false
+	}
+	l.d.mu.Lock()
+	defer l.d.mu.Unlock()
+	return s.lastContactLocked().After(t)
 }
 
 // connState describes the driver's connection, for failure messages.

@@ -96,7 +96,7 @@ func (l *lock) Release(ctx context.Context) error {
 	// Unknown or failed: keep trying in the background until the node or
 	// its session is gone.
 	d.deleteNodeBG(s, h.path)
-	if err = d.mapErr(ctx, s, err); errors.Is(err, errRestart) {
+	if err = d.mapErr(s, err); errors.Is(err, errRestart) {
 		return fmt.Errorf("%w: session lost", backend.ErrNotHeld)
 	}
 	return err

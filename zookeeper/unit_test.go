@@ -4,16 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/go-zookeeper/zk"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/backend"
 )
 
 const testGUID = "0123456789abcdef0123456789abcdef"
@@ -165,38 +168,60 @@ func TestBadOptions(t *testing.T) {
 	if _, err := Dial(nil); !errors.Is(err, distlock.ErrInvalidOption) {
 		t.Errorf("Dial(nil) = %v", err)
 	}
-	for _, o := range []Option{WithSessionTimeout(0), WithSessionTimeout(-time.Second), WithSessionMargin(-1),
-		WithLossPolicy(7), WithACL(nil), WithConnectTimeout(0), WithBasePath("relative")} {
-		if _, err := Dial([]string{"127.0.0.1:1"}, o); !errors.Is(err, distlock.ErrInvalidOption) {
-			t.Errorf("Dial with a bad option = %v, want ErrInvalidOption", err)
+	bad := []struct {
+		name string
+		opt  Option
+	}{
+		{"WithSessionTimeout(0s)", WithSessionTimeout(0)}, {"WithSessionTimeout(-1s)", WithSessionTimeout(-time.Second)},
+		{"WithSessionMargin(-1ns)", WithSessionMargin(-1)}, {"WithLossPolicy(7)", WithLossPolicy(7)}, {"WithACL([])", WithACL(nil)},
+		{"WithConnectTimeout(0s)", WithConnectTimeout(0)}, {`WithBasePath("relative")`, WithBasePath("relative")},
+	}
+	for _, o := range bad {
+		if _, err := Dial([]string{"127.0.0.1:1"}, o.opt); !errors.Is(err, distlock.ErrInvalidOption) || !strings.Contains(err.Error(), o.name) {
+			t.Errorf("Dial with %s = %v, want ErrInvalidOption naming it", o.name, err)
 		}
-		if _, _, err := Connect([]string{"127.0.0.1:1"}, o); !errors.Is(err, distlock.ErrInvalidOption) {
-			t.Errorf("Connect with a bad option = %v, want ErrInvalidOption", err)
+		if _, _, err := Connect([]string{"127.0.0.1:1"}, o.opt); !errors.Is(err, distlock.ErrInvalidOption) {
+			t.Errorf("Connect with %s = %v, want ErrInvalidOption", o.name, err)
 		}
 	}
 	if _, _, err := Connect(nil); !errors.Is(err, distlock.ErrInvalidOption) {
 		t.Errorf("Connect(nil) = %v", err)
 	}
-	// New cannot return an error: its acquisitions do.
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	l := New(nil)
-	if _, err := l.TryAcquire(ctx, "k"); !errors.Is(err, distlock.ErrInvalidOption) {
-		t.Errorf("New(nil).TryAcquire = %v, want ErrInvalidOption", err)
-	}
-	if err := l.Close(); err != nil {
-		t.Errorf("Close: %v", err)
+	// New checks at once: nil conn, every option value, and a session
+	// timeout it cannot read back are errors of New, not of later
+	// acquisitions.
+	if l, err := New(nil); !errors.Is(err, distlock.ErrInvalidOption) || l != nil {
+		t.Errorf("New(nil) = %v, %v, want ErrInvalidOption", l, err)
 	}
 	conn, _, err := zk.Connect([]string{"127.0.0.1:1"}, time.Second, zk.WithLogger(DiscardLogger))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	l = New(conn) // not made by Connect, no WithSessionTimeout
-	if _, err := l.Acquire(ctx, "k"); !errors.Is(err, distlock.ErrInvalidOption) || !strings.Contains(err.Error(), "WithSessionTimeout") {
-		t.Errorf("New(plain conn).Acquire = %v, want ErrInvalidOption naming WithSessionTimeout", err)
+	// Not made by Connect, no WithSessionTimeout.
+	if l, err := New(conn); !errors.Is(err, distlock.ErrInvalidOption) || !strings.Contains(err.Error(), "WithSessionTimeout") || l != nil {
+		t.Errorf("New(plain conn) = %v, %v, want ErrInvalidOption naming WithSessionTimeout", l, err)
 	}
-	_ = l.Close()
+	for _, o := range bad {
+		if l, err := New(conn, WithSessionTimeout(time.Second), o.opt); !errors.Is(err, distlock.ErrInvalidOption) || !strings.Contains(err.Error(), o.name) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("New with %s = %v, %v, want ErrInvalidOption naming it on one line", o.name, l, err)
+		}
+	}
+	// A bad default acquisition option: the error an acquisition would
+	// have returned, at construction (distlock.CheckOptions).
+	if l, err := New(conn, WithSessionTimeout(time.Second), WithDefaults(distlock.WithTTL(-time.Second))); !errors.Is(err, distlock.ErrInvalidTTL) || l != nil {
+		t.Errorf("New with WithDefaults(WithTTL(-1s)) = %v, %v, want ErrInvalidTTL", l, err)
+	}
+	if _, err := Dial([]string{"127.0.0.1:1"}, WithDefaults(distlock.WithOwner(""))); !errors.Is(err, distlock.ErrInvalidOption) {
+		t.Errorf("Dial with WithDefaults(WithOwner(\"\")) = %v, want ErrInvalidOption", err)
+	}
+	l, err := New(conn, WithSessionTimeout(time.Second))
+	if err != nil {
+		t.Fatalf("New(plain conn, WithSessionTimeout): %v", err)
+	}
+	if err := l.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
 }
 
 func TestBadURLs(t *testing.T) {
@@ -237,5 +262,74 @@ func TestBadURLs(t *testing.T) {
 			t.Errorf("capabilities %+v", caps)
 		}
 		_ = l.Close()
+	}
+}
+
+// TestErrorCode: go-zookeeper's connection errors (every message the
+// root's outage patterns knew: "zk: could not connect", "zk: connection
+// closed", "zk: no server") and the driver's own "no session in time" are
+// transient; refused credentials and a closed *zk.Conn are not.
+func TestErrorCode(t *testing.T) {
+	d := &driver{}
+	cases := []struct {
+		err  error
+		want backend.Code
+	}{
+		{zk.ErrConnectionClosed, backend.CodeTransient},
+		{zk.ErrNoServer, backend.CodeTransient},
+		{zk.ErrNothing, backend.CodeTransient},
+		{zk.ErrSessionExpired, backend.CodeTransient},
+		{zk.ErrSessionMoved, backend.CodeTransient},
+		{fmt.Errorf("context: %w", zk.ErrNoServer), backend.CodeTransient},
+		{errRestart, backend.CodeTransient},
+		{fmt.Errorf("%w within 1s (client state StateConnecting)", errNoSession), backend.CodeTransient},
+		{fmt.Errorf("%w under /x 10 times: %w", errCreateFailed, zk.ErrNoNode), backend.CodeTransient},
+		{&net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}, backend.CodeTransient},
+		{zk.ErrNoAuth, backend.CodeUnavailable},
+		{zk.ErrAuthFailed, backend.CodeUnavailable},
+		{zk.ErrInvalidACL, backend.CodeUnavailable},
+		{zk.ErrClosing, backend.CodeUnavailable},
+		{zk.ErrNoNode, backend.CodeUnknown},
+		{zk.ErrBadArguments, backend.CodeUnknown},
+		{errors.New("something else"), backend.CodeUnknown},
+	}
+	for _, c := range cases {
+		if got := d.ErrorCode(c.err); got != c.want {
+			t.Errorf("ErrorCode(%v) = %v, want %v", c.err, got, c.want)
+		}
+	}
+	for _, pattern := range []string{"zk: could not connect", "zk: connection closed", "zk: no server"} {
+		for _, e := range []error{zk.ErrNoServer, zk.ErrConnectionClosed, zk.ErrNothing} {
+			if strings.Contains(e.Error(), pattern) && d.ErrorCode(e) != backend.CodeTransient {
+				t.Errorf("%q (%v) not transient", pattern, e)
+			}
+		}
+	}
+	var _ backend.ErrorClassifier = d
+}
+
+// TestCtxErrorShape: a request cut off by its ctx returns the ctx error
+// with its cause, and also ErrUnavailable naming the client's state when
+// the client was not connected.
+func TestCtxErrorShape(t *testing.T) {
+	cause := errors.New("closing")
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(cause)
+	conn, _, err := zk.Connect([]string{"127.0.0.1:1"}, time.Second, zk.WithLogger(DiscardLogger))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	for _, c := range []struct {
+		conn        *zk.Conn
+		unavailable bool
+	}{{nil, false}, {conn, true}} {
+		err := ctxError(ctx, c.conn)
+		if !errors.Is(err, context.Canceled) || !errors.Is(err, cause) || errors.Is(err, distlock.ErrUnavailable) != c.unavailable {
+			t.Errorf("ctxError(conn %v) = %v, want Canceled, its cause, ErrUnavailable %v", c.conn != nil, err, c.unavailable)
+		}
+		if c.unavailable && !strings.Contains(err.Error(), "zookeeper client State") {
+			t.Errorf("ctxError of a disconnected client = %v, want its state", err)
+		}
 	}
 }

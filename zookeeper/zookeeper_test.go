@@ -24,197 +24,212 @@ func TestCutAfterCreate(t *testing.T) {
 	s := standalone(t)
 	addrs := []string{s.Addr()}
 	admin := adminConn(t, addrs...)
-	const session = 6 * time.Second
-	const outage = 2 * time.Second
+	t.Run("zk.Lock leaves an orphan", func(t *testing.T) { cutZkLockOrphan(t, addrs, admin) })
+	t.Run("distlock adopts its node", func(t *testing.T) { cutAdopts(t, addrs, admin) })
+	t.Run("distlock deletes the node of an attempt that gave up", func(t *testing.T) { cutGivesUp(t, addrs, admin) })
+	t.Run("TryAcquire after a cut", func(t *testing.T) { cutTryAcquire(t, addrs, admin) })
+}
 
-	t.Run("zk.Lock leaves an orphan", func(t *testing.T) {
-		path := uniqueBase(t)
-		if _, err := admin.Create(path[:strings.LastIndexByte(path, '/')], nil, 0, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
-			t.Fatal(err)
-		}
-		if _, err := admin.Create(path, nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
-			t.Fatal(err)
-		}
-		fa := &faults{}
-		connA, _, err := zk.Connect(addrs, session, zk.WithDialer(fa.dial), zk.WithLogger(DiscardLogger), zk.WithLogInfo(false))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer connA.Close()
-		waitFor(t, 10*time.Second, "A's session", func() bool { return connA.State() == zk.StateHasSession })
-		sidA := connA.SessionID()
-		fa.armCut(outage)
-		errA := zk.NewLock(connA, path, zk.WorldACL(zk.PermAll)).Lock()
-		if errA == nil {
-			t.Skip("zk.Lock found its node this time (the outage ended before its lookup): nothing reproduced")
-		}
-		t.Logf("zk.Lock returned %v after the cut", errA)
-		waitFor(t, 3*session, "A's reconnect", func() bool { return connA.State() == zk.StateHasSession })
-		if connA.SessionID() != sidA {
-			t.Fatalf("A's session changed: the outage was not shorter than the session timeout")
-		}
-		children, _, err := admin.Children(path)
-		if err != nil || len(children) != 1 {
-			t.Fatalf("children after the failed Lock: %v %v", children, err)
-		}
-		_, st, err := admin.Get(path + "/" + children[0])
-		if err != nil || st.EphemeralOwner != sidA {
-			t.Fatalf("node %s: %v, owner 0x%x, want A's live session 0x%x", children[0], err, st.EphemeralOwner, sidA)
-		}
-		connB, _, err := zk.Connect(addrs, session, zk.WithLogger(DiscardLogger), zk.WithLogInfo(false))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer connB.Close()
-		got := make(chan error, 1)
-		go func() { got <- zk.NewLock(connB, path, zk.WorldACL(zk.PermAll)).Lock() }()
-		select {
-		case err := <-got:
-			t.Fatalf("B's zk.Lock returned (%v) while A's orphan exists", err)
-		case <-time.After(session + 2*time.Second):
-			t.Logf("reproduced: B blocked for %v behind orphan %s of A's live session, which nobody holds", session+2*time.Second, children[0])
-		}
-		connA.Close() // only the end of A's session frees B
-		select {
-		case err := <-got:
-			if err != nil {
-				t.Fatalf("B: %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Fatalf("B still blocked after A's session closed")
-		}
-	})
+// The session timeout and outage of TestCutAfterCreate: the outage is
+// shorter than the session timeout, so the session survives it.
+const (
+	cutSession = 6 * time.Second
+	cutOutage  = 2 * time.Second
+)
 
-	t.Run("distlock adopts its node", func(t *testing.T) {
-		base := uniqueBase(t)
-		fa := &faults{}
-		a := dialT(t, addrs, WithSessionTimeout(session), WithDialer(fa.dial), WithBasePath(base))
-		b := dialT(t, addrs, WithSessionTimeout(session), WithBasePath(base))
-		warm(t, a)
-		sidA := a.SessionID()
-		const key = "cut/adopt"
-		held, err := b.TryAcquire(ctxT(t, 10*time.Second), key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		fa.armCut(outage)
-		type res struct {
-			lease *distlock.Lease
-			err   error
-		}
-		got := make(chan res, 1)
-		go func() {
-			lease, err := a.Acquire(ctxT(t, 60*time.Second), key)
-			got <- res{lease, err}
-		}()
-		waitFor(t, 30*time.Second, "A to wait behind B after the cut", func() bool {
-			return fa.cutCount() == 1 && a.d.stats.watches.Load() >= 1
-		})
-		nodes := lockNodes(t, admin, base, key)
-		if len(nodes) != 2 {
-			t.Fatalf("nodes after the cut: %v, want B's and A's (adopted) only", nodes)
-		}
-		_, st, err := admin.Get(base + "/" + encodeKey(key) + "/" + nodes[1])
-		if err != nil || st.EphemeralOwner != sidA || a.SessionID() != sidA {
-			t.Fatalf("A's node: owner 0x%x (%v), A's session 0x%x then 0x%x", st.EphemeralOwner, err, sidA, a.SessionID())
-		}
-		if err := held.Release(ctxT(t, 10*time.Second)); err != nil {
-			t.Fatal(err)
-		}
-		r := <-got
-		if r.err != nil {
-			t.Fatalf("A's Acquire after the cut: %v", r.err)
-		}
-		if r.lease.Token() <= held.Token() {
-			t.Errorf("token %d after B's %d", r.lease.Token(), held.Token())
-		}
-		if err := r.lease.Release(ctxT(t, 10*time.Second)); err != nil {
-			t.Fatal(err)
-		}
-		if n := lockNodes(t, admin, base, key); len(n) != 0 {
-			t.Errorf("left behind: %v", n)
-		}
-	})
+// cutLockers dials, on a base path of its own, A with fault injection (its
+// session established) and others more Lockers.
+func cutLockers(t *testing.T, addrs []string, others int) (base string, fa *faults, a *Locker, rest []*Locker) {
+	base, fa = uniqueBase(t), &faults{}
+	a = dialT(t, addrs, WithSessionTimeout(cutSession), WithDialer(fa.dial), WithBasePath(base))
+	for range others {
+		rest = append(rest, dialT(t, addrs, WithSessionTimeout(cutSession), WithBasePath(base)))
+	}
+	warm(t, a)
+	return base, fa, a, rest
+}
 
-	t.Run("distlock deletes the node of an attempt that gave up", func(t *testing.T) {
-		base := uniqueBase(t)
-		fa := &faults{}
-		a := dialT(t, addrs, WithSessionTimeout(session), WithDialer(fa.dial), WithBasePath(base))
-		b := dialT(t, addrs, WithSessionTimeout(session), WithBasePath(base))
-		c := dialT(t, addrs, WithSessionTimeout(session), WithBasePath(base))
-		warm(t, a)
-		sidA := a.SessionID()
-		const key = "cut/give-up"
-		held, err := b.TryAcquire(ctxT(t, 10*time.Second), key)
+func cutZkLockOrphan(t *testing.T, addrs []string, admin *zk.Conn) {
+	const session, outage = cutSession, cutOutage
+	path := uniqueBase(t)
+	if _, err := admin.Create(path[:strings.LastIndexByte(path, '/')], nil, 0, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+		t.Fatal(err)
+	}
+	if _, err := admin.Create(path, nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	fa := &faults{}
+	connA, _, err := zk.Connect(addrs, session, zk.WithDialer(fa.dial), zk.WithLogger(DiscardLogger), zk.WithLogInfo(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer connA.Close()
+	waitFor(t, 10*time.Second, "A's session", func() bool { return connA.State() == zk.StateHasSession })
+	sidA := connA.SessionID()
+	fa.armCut(outage)
+	errA := zk.NewLock(connA, path, zk.WorldACL(zk.PermAll)).Lock()
+	if errA == nil {
+		t.Skip("zk.Lock found its node this time (the outage ended before its lookup): nothing reproduced")
+	}
+	t.Logf("zk.Lock returned %v after the cut", errA)
+	waitFor(t, 3*session, "A's reconnect", func() bool { return connA.State() == zk.StateHasSession })
+	if connA.SessionID() != sidA {
+		t.Fatalf("A's session changed: the outage was not shorter than the session timeout")
+	}
+	children, _, err := admin.Children(path)
+	if err != nil || len(children) != 1 {
+		t.Fatalf("children after the failed Lock: %v %v", children, err)
+	}
+	_, st, err := admin.Get(path + "/" + children[0])
+	if err != nil || st.EphemeralOwner != sidA {
+		t.Fatalf("node %s: %v, owner 0x%x, want A's live session 0x%x", children[0], err, st.EphemeralOwner, sidA)
+	}
+	connB, _, err := zk.Connect(addrs, session, zk.WithLogger(DiscardLogger), zk.WithLogInfo(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer connB.Close()
+	got := make(chan error, 1)
+	go func() { got <- zk.NewLock(connB, path, zk.WorldACL(zk.PermAll)).Lock() }()
+	select {
+	case err := <-got:
+		t.Fatalf("B's zk.Lock returned (%v) while A's orphan exists", err)
+	case <-time.After(session + 2*time.Second):
+		t.Logf("reproduced: B blocked for %v behind orphan %s of A's live session, which nobody holds", session+2*time.Second, children[0])
+	}
+	connA.Close() // only the end of A's session frees B
+	select {
+	case err := <-got:
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("B: %v", err)
 		}
-		fa.armCut(outage)
-		ctx, cancel := context.WithTimeout(context.Background(), outage/2)
-		defer cancel()
-		_, err = a.Acquire(ctx, key)
-		if !errors.Is(err, distlock.ErrNotAcquired) || !errors.Is(err, context.DeadlineExceeded) {
-			t.Fatalf("A's Acquire during the outage = %v, want ErrNotAcquired and DeadlineExceeded", err)
-		}
-		if fa.cutCount() != 1 {
-			t.Fatalf("the cut did not happen")
-		}
-		// A's session survives the outage, and its orphan is deleted by
-		// A's background cleanup, not by a session expiry.
-		waitFor(t, 3*session, "A's orphan deleted", func() bool { return len(lockNodes(t, admin, base, key)) == 1 })
-		if a.SessionID() != sidA || a.d.stats.sessions.Load() != 0 {
-			t.Fatalf("A's session changed (0x%x → 0x%x): the test wants the cleanup, not the expiry", sidA, a.SessionID())
-		}
-		if err := held.Release(ctxT(t, 10*time.Second)); err != nil {
-			t.Fatal(err)
-		}
-		start := time.Now()
-		lease, err := c.Acquire(ctxT(t, 5*time.Second), key)
-		if err != nil {
-			t.Fatalf("C blocked after B released: %v (nodes %v)", err, lockNodes(t, admin, base, key))
-		}
-		t.Logf("C acquired %v after B's release", time.Since(start).Round(time.Millisecond))
-		_ = lease.Release(ctxT(t, 10*time.Second))
-	})
+	case <-time.After(30 * time.Second):
+		t.Fatalf("B still blocked after A's session closed")
+	}
+}
 
-	t.Run("TryAcquire after a cut", func(t *testing.T) {
-		base := uniqueBase(t)
-		fa := &faults{}
-		a := dialT(t, addrs, WithSessionTimeout(session), WithDialer(fa.dial), WithBasePath(base))
-		b := dialT(t, addrs, WithSessionTimeout(session), WithBasePath(base))
-		warm(t, a)
-		// The parent exists: the cut create succeeds on the server.
-		other, err := b.TryAcquire(ctxT(t, 10*time.Second), "cut/try/other")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer other.Release(context.Background())
-		const key = "cut/try"
-		lock0, err := b.TryAcquire(ctxT(t, 10*time.Second), key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := lock0.Release(ctxT(t, 10*time.Second)); err != nil {
-			t.Fatal(err)
-		}
-		fa.armCut(outage)
-		lease, err := a.TryAcquire(ctxT(t, 30*time.Second), key)
-		if err != nil {
-			t.Fatalf("TryAcquire across a cut: %v", err)
-		}
-		if fa.cutCount() != 1 {
-			t.Fatalf("the cut did not happen")
-		}
-		if n := lockNodes(t, admin, base, key); len(n) != 1 {
-			t.Fatalf("nodes: %v, want exactly the adopted one", n)
-		}
-		if _, err := b.TryAcquire(ctxT(t, 10*time.Second), key); !errors.Is(err, distlock.ErrNotAcquired) {
-			t.Fatalf("B: %v, want busy", err)
-		}
-		if err := lease.Release(ctxT(t, 10*time.Second)); err != nil {
-			t.Fatal(err)
-		}
+func cutAdopts(t *testing.T, addrs []string, admin *zk.Conn) {
+	const outage = cutOutage
+	base, fa, a, others := cutLockers(t, addrs, 1)
+	b := others[0]
+	sidA := a.SessionID()
+	const key = "cut/adopt"
+	held, err := b.TryAcquire(ctxT(t, 10*time.Second), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fa.armCut(outage)
+	type res struct {
+		lease *distlock.Lease
+		err   error
+	}
+	got := make(chan res, 1)
+	go func() {
+		lease, err := a.Acquire(ctxT(t, 60*time.Second), key)
+		got <- res{lease, err}
+	}()
+	waitFor(t, 30*time.Second, "A to wait behind B after the cut", func() bool {
+		return fa.cutCount() == 1 && a.d.stats.watches.Load() >= 1
 	})
+	nodes := lockNodes(t, admin, base, key)
+	if len(nodes) != 2 {
+		t.Fatalf("nodes after the cut: %v, want B's and A's (adopted) only", nodes)
+	}
+	_, st, err := admin.Get(base + "/" + encodeKey(key) + "/" + nodes[1])
+	if err != nil || st.EphemeralOwner != sidA || a.SessionID() != sidA {
+		t.Fatalf("A's node: owner 0x%x (%v), A's session 0x%x then 0x%x", st.EphemeralOwner, err, sidA, a.SessionID())
+	}
+	if err := held.Release(ctxT(t, 10*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	r := <-got
+	if r.err != nil {
+		t.Fatalf("A's Acquire after the cut: %v", r.err)
+	}
+	if r.lease.Token() <= held.Token() {
+		t.Errorf("token %d after B's %d", r.lease.Token(), held.Token())
+	}
+	if err := r.lease.Release(ctxT(t, 10*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if n := lockNodes(t, admin, base, key); len(n) != 0 {
+		t.Errorf("left behind: %v", n)
+	}
+}
+
+func cutGivesUp(t *testing.T, addrs []string, admin *zk.Conn) {
+	const session, outage = cutSession, cutOutage
+	base, fa, a, others := cutLockers(t, addrs, 2)
+	b, c := others[0], others[1]
+	sidA := a.SessionID()
+	const key = "cut/give-up"
+	held, err := b.TryAcquire(ctxT(t, 10*time.Second), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fa.armCut(outage)
+	ctx, cancel := context.WithTimeout(context.Background(), outage/2)
+	defer cancel()
+	_, err = a.Acquire(ctx, key)
+	if !errors.Is(err, distlock.ErrNotAcquired) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("A's Acquire during the outage = %v, want ErrNotAcquired and DeadlineExceeded", err)
+	}
+	if fa.cutCount() != 1 {
+		t.Fatalf("the cut did not happen")
+	}
+	// A's session survives the outage, and its orphan is deleted by
+	// A's background cleanup, not by a session expiry.
+	waitFor(t, 3*session, "A's orphan deleted", func() bool { return len(lockNodes(t, admin, base, key)) == 1 })
+	if a.SessionID() != sidA || a.d.stats.sessions.Load() != 0 {
+		t.Fatalf("A's session changed (0x%x → 0x%x): the test wants the cleanup, not the expiry", sidA, a.SessionID())
+	}
+	if err := held.Release(ctxT(t, 10*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	lease, err := c.Acquire(ctxT(t, 5*time.Second), key)
+	if err != nil {
+		t.Fatalf("C blocked after B released: %v (nodes %v)", err, lockNodes(t, admin, base, key))
+	}
+	t.Logf("C acquired %v after B's release", time.Since(start).Round(time.Millisecond))
+	_ = lease.Release(ctxT(t, 10*time.Second))
+}
+
+func cutTryAcquire(t *testing.T, addrs []string, admin *zk.Conn) {
+	const outage = cutOutage
+	base, fa, a, others := cutLockers(t, addrs, 1)
+	b := others[0]
+	// The parent exists: the cut create succeeds on the server.
+	other, err := b.TryAcquire(ctxT(t, 10*time.Second), "cut/try/other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Release(context.Background())
+	const key = "cut/try"
+	lock0, err := b.TryAcquire(ctxT(t, 10*time.Second), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lock0.Release(ctxT(t, 10*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	fa.armCut(outage)
+	lease, err := a.TryAcquire(ctxT(t, 30*time.Second), key)
+	if err != nil {
+		t.Fatalf("TryAcquire across a cut: %v", err)
+	}
+	if fa.cutCount() != 1 {
+		t.Fatalf("the cut did not happen")
+	}
+	if n := lockNodes(t, admin, base, key); len(n) != 1 {
+		t.Fatalf("nodes: %v, want exactly the adopted one", n)
+	}
+	if _, err := b.TryAcquire(ctxT(t, 10*time.Second), key); !errors.Is(err, distlock.ErrNotAcquired) {
+		t.Fatalf("B: %v, want busy", err)
+	}
+	if err := lease.Release(ctxT(t, 10*time.Second)); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // TestPartitionExpiry: a holder cut off from the ensemble for longer than
@@ -353,7 +368,8 @@ func TestShortOutageKeepsLease(t *testing.T) {
 				_ = again.Release(ctxT(t, 10*time.Second))
 				return
 			}
-			time.Sleep(3 * time.Second) // reconnected after ~1–2s
+			// Reconnected (after ~1–2s) in the same session.
+			waitFor(t, session, "A back in touch with the ensemble", func() bool { return lease.Err() != nil || contactSince(a, start) })
 			if err := lease.Err(); err != nil {
 				t.Fatalf("lease lost across a short outage: %v", err)
 			}
@@ -430,8 +446,9 @@ func pauseHolder(t *testing.T, a, b *Locker, pause time.Duration, stop func() (r
 	}
 	time.Sleep(pause)
 	resume()
+	resumed := time.Now()
 	// Let the clients reconnect and the heartbeat run.
-	time.Sleep(a.SessionTimeout() / 4)
+	waitFor(t, a.SessionTimeout(), "A back in touch with the ensemble", func() bool { return lease.Err() != nil || contactSince(a, resumed) })
 	if err := lease.Err(); err != nil {
 		t.Fatalf("lease lost across a %v pause (session timeout %v): %v", pause, a.SessionTimeout(), err)
 	}
@@ -795,7 +812,10 @@ func TestNewOverConn(t *testing.T) {
 
 	// LoseOnDisconnect with a short cut: the lease ends, the session
 	// lives on, and the node is deleted in the background.
-	l := New(conn, WithBasePath(base), WithLossPolicy(LoseOnDisconnect))
+	l, err := New(conn, WithBasePath(base), WithLossPolicy(LoseOnDisconnect))
+	if err != nil {
+		t.Fatal(err)
+	}
 	lease, err := l.TryAcquire(ctxT(t, 10*time.Second), "conn")
 	if err != nil {
 		t.Fatal(err)
@@ -826,7 +846,10 @@ func TestNewOverConn(t *testing.T) {
 	}
 
 	// Partition past the session timeout: lost, then a new session.
-	l = New(conn, WithBasePath(base))
+	l, err = New(conn, WithBasePath(base))
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer l.Close()
 	lease, err = l.TryAcquire(ctxT(t, 10*time.Second), "conn")
 	if err != nil {
@@ -838,7 +861,8 @@ func TestNewOverConn(t *testing.T) {
 	case <-time.After(3 * session):
 		t.Fatalf("lease not lost in the partition")
 	}
-	time.Sleep(session) // the server expires the session meanwhile
+	// The server expires the session meanwhile, which deletes its node.
+	waitFor(t, 3*session, "the server to expire the session", func() bool { return len(lockNodes(t, admin, base, "conn")) == 0 })
 	fa.setBlackhole(false)
 	again, err := l.Acquire(ctxT(t, 30*time.Second), "conn")
 	if err != nil {
@@ -851,7 +875,10 @@ func TestNewOverConn(t *testing.T) {
 
 	// A plain *zk.Conn works with WithSessionTimeout.
 	plain := adminConn(t, addrs...)
-	pl := New(plain, WithBasePath(base), WithSessionTimeout(10*time.Second))
+	pl, err := New(plain, WithBasePath(base), WithSessionTimeout(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer pl.Close()
 	pls, err := pl.TryAcquire(ctxT(t, 10*time.Second), "plain")
 	if err != nil {
@@ -959,8 +986,9 @@ func TestNoLeak(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("abandoned Acquire: %v", err)
 	}
+	watches := ls[2].d.stats.watches.Load()
 	go func() { _, _ = ls[2].Acquire(ctx, "held") }() // interrupted by Close
-	time.Sleep(100 * time.Millisecond)
+	waitFor(t, 10*time.Second, "the Acquire to wait", func() bool { return ls[2].d.stats.watches.Load() > watches })
 	for _, l := range ls {
 		if err := l.Close(); err != nil {
 			t.Errorf("Close: %v", err)
@@ -987,4 +1015,34 @@ func TestNoLeak(t *testing.T) {
 		children, _, err := admin.Children(base)
 		return err == nil && len(children) == 0
 	})
+}
+
+// TestRetryUnavailableNoSession: with WithRetryUnavailable, an Acquire that
+// finds no session within the connect timeout (the ensemble refuses
+// connections for a while) waits the outage out instead of failing: "no
+// session in time" is a transient unavailability. (Before, it was a plain
+// ErrUnavailable and Acquire failed after the connect timeout.)
+func TestRetryUnavailableNoSession(t *testing.T) {
+	needControl(t)
+	s := standalone(t)
+	fa := &faults{}
+	const outage = 2 * time.Second
+	fa.cutNow(outage) // refuse every dial for a while
+	start := time.Now()
+	a := dialT(t, []string{s.Addr()}, WithDialer(fa.dial), WithConnectTimeout(300*time.Millisecond), WithBasePath(uniqueBase(t)))
+	lease, err := a.Acquire(ctxT(t, 30*time.Second), "outage", distlock.WithRetryUnavailable(true))
+	if err != nil {
+		t.Fatalf("Acquire with WithRetryUnavailable across %v of refused connections: %v (after %v)", outage, err, time.Since(start))
+	}
+	t.Logf("acquired %v after the start of the outage", time.Since(start).Round(time.Millisecond))
+	if err := lease.Release(ctxT(t, 10*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	// Without the option the same outage fails at the connect timeout.
+	fb := &faults{}
+	fb.cutNow(outage)
+	b := dialT(t, []string{s.Addr()}, WithDialer(fb.dial), WithConnectTimeout(300*time.Millisecond), WithBasePath(uniqueBase(t)))
+	if _, err := b.Acquire(ctxT(t, 30*time.Second), "outage"); !errors.Is(err, distlock.ErrUnavailable) {
+		t.Fatalf("Acquire during the outage without the option: %v, want ErrUnavailable", err)
+	}
 }
