@@ -25,7 +25,7 @@ check:
 test: check
 	$(GO) test -race -count=1 -timeout 25m ./...
 	cd otel && $(GO) test -race -count=1 ./...
-	$(GO) test -run '^$$' -fuzz FuzzOpen -fuzztime 20s ./internal/openfuzz
+	$(GO) test -run '^$$' -fuzz FuzzOpen -fuzztime 20s ./internal/tests/openfuzz
 
 # The benchmarks quoted in the README.
 bench:

@@ -16,8 +16,8 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock"
-	"github.com/distlock/distlock/internal/fenced"
-	"github.com/distlock/distlock/internal/history"
+	"github.com/distlock/distlock/internal/testkit/fenced"
+	"github.com/distlock/distlock/internal/testkit/history"
 )
 
 // faultChecks are the checks that need fault hooks, worker processes or both.

@@ -70,7 +70,7 @@ type Link interface {
 // and one connection at a time. The checks that delay only the requests of
 // an acquisition, or silence one connection one way, need the Link from
 // Faults.NewLinkedLocker to implement it, and are skipped otherwise.
-// internal/netfault's Proxy and Group implement it.
+// internal/testkit/netfault's Proxy and Group implement it.
 type DirectedLink interface {
 	Link
 	// DelayRequests holds everything the client sends from now on for d

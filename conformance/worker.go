@@ -15,8 +15,8 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock"
-	"github.com/distlock/distlock/internal/fenced"
-	"github.com/distlock/distlock/internal/history"
+	"github.com/distlock/distlock/internal/testkit/fenced"
+	"github.com/distlock/distlock/internal/testkit/history"
 )
 
 // workerEnv carries a worker's configuration (JSON) to the re-executed

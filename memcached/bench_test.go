@@ -10,8 +10,8 @@ import (
 	"github.com/bradfitz/gomemcache/memcache"
 
 	"github.com/distlock/distlock"
-	"github.com/distlock/distlock/internal/benchkit"
-	"github.com/distlock/distlock/internal/testserver"
+	"github.com/distlock/distlock/internal/testkit/benchkit"
+	"github.com/distlock/distlock/internal/testkit/testserver"
 )
 
 // BenchmarkMemcached runs every memcached benchmark against one local

@@ -7,8 +7,8 @@ import (
 
 	"github.com/bradfitz/gomemcache/memcache"
 
-	"github.com/distlock/distlock/internal/history"
-	"github.com/distlock/distlock/internal/testserver"
+	"github.com/distlock/distlock/internal/testkit/history"
+	"github.com/distlock/distlock/internal/testkit/testserver"
 )
 
 // mono is CLOCK_MONOTONIC in seconds, the clock memcached ticks on.

@@ -11,8 +11,8 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/conformance"
-	"github.com/distlock/distlock/internal/netfault"
-	"github.com/distlock/distlock/internal/testserver"
+	"github.com/distlock/distlock/internal/testkit/netfault"
+	"github.com/distlock/distlock/internal/testkit/testserver"
 )
 
 // confTTL is the TTL of the suite's expiry checks: the shortest memcached

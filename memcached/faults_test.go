@@ -13,7 +13,7 @@ import (
 	"github.com/bradfitz/gomemcache/memcache"
 
 	"github.com/distlock/distlock"
-	"github.com/distlock/distlock/internal/testserver"
+	"github.com/distlock/distlock/internal/testkit/testserver"
 )
 
 // fillSlab stores items shaped like the lock item (same key and value

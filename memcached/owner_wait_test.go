@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
-	"github.com/distlock/distlock/internal/testserver"
+	"github.com/distlock/distlock/internal/testkit/testserver"
 )
 
 // TestQueuedSameOwnerNestsAtOnce (issue 14 defect 9 on a polling backend):

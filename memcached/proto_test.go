@@ -12,7 +12,7 @@ import (
 
 	"github.com/bradfitz/gomemcache/memcache"
 
-	"github.com/distlock/distlock/internal/testserver"
+	"github.com/distlock/distlock/internal/testkit/testserver"
 )
 
 func TestParseMDReply(t *testing.T) {

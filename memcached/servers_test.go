@@ -9,7 +9,7 @@ import (
 	"github.com/bradfitz/gomemcache/memcache"
 
 	"github.com/distlock/distlock"
-	"github.com/distlock/distlock/internal/testserver"
+	"github.com/distlock/distlock/internal/testkit/testserver"
 )
 
 // serverOf returns which of the given addresses holds the item key.

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
-	"github.com/distlock/distlock/internal/netfault"
-	"github.com/distlock/distlock/internal/sqltest"
+	"github.com/distlock/distlock/internal/testkit/netfault"
+	"github.com/distlock/distlock/internal/testkit/sqltest"
 	"github.com/distlock/distlock/mysql"
 )
 

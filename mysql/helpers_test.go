@@ -13,8 +13,8 @@ import (
 
 	gomysql "github.com/go-sql-driver/mysql"
 
-	"github.com/distlock/distlock/internal/sqltest"
-	"github.com/distlock/distlock/internal/testserver"
+	"github.com/distlock/distlock/internal/testkit/sqltest"
+	"github.com/distlock/distlock/internal/testkit/testserver"
 	"github.com/distlock/distlock/mysql"
 )
 

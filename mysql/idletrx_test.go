@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
-	"github.com/distlock/distlock/internal/netfault"
+	"github.com/distlock/distlock/internal/testkit/netfault"
 	"github.com/distlock/distlock/mysql"
 )
 

@@ -12,7 +12,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/backend"
-	"github.com/distlock/distlock/internal/sqltest"
+	"github.com/distlock/distlock/internal/testkit/sqltest"
 	"github.com/distlock/distlock/mysql"
 )
 

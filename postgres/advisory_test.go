@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/distlock/distlock"
-	"github.com/distlock/distlock/internal/sqltest"
+	"github.com/distlock/distlock/internal/testkit/sqltest"
 	"github.com/distlock/distlock/postgres"
 )
 

@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/distlock/distlock"
-	"github.com/distlock/distlock/internal/sqltest"
+	"github.com/distlock/distlock/internal/testkit/sqltest"
 	"github.com/distlock/distlock/postgres"
 )
 

@@ -11,9 +11,9 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/conformance"
-	"github.com/distlock/distlock/internal/netfault"
-	"github.com/distlock/distlock/internal/sqltest"
-	"github.com/distlock/distlock/internal/testserver"
+	"github.com/distlock/distlock/internal/testkit/netfault"
+	"github.com/distlock/distlock/internal/testkit/sqltest"
+	"github.com/distlock/distlock/internal/testkit/testserver"
 	"github.com/distlock/distlock/postgres"
 )
 

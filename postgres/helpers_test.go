@@ -11,8 +11,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/distlock/distlock/internal/sqltest"
-	"github.com/distlock/distlock/internal/testserver"
+	"github.com/distlock/distlock/internal/testkit/sqltest"
+	"github.com/distlock/distlock/internal/testkit/testserver"
 	"github.com/distlock/distlock/postgres"
 )
 

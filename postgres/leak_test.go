@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/distlock/distlock/internal/sqltest"
+	"github.com/distlock/distlock/internal/testkit/sqltest"
 )
 
 // Nothing leaks: after Close the goroutines are back to the baseline, no

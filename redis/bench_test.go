@@ -12,9 +12,9 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock"
-	"github.com/distlock/distlock/internal/benchkit"
 	"github.com/distlock/distlock/internal/redissub"
-	"github.com/distlock/distlock/internal/testserver"
+	"github.com/distlock/distlock/internal/testkit/benchkit"
+	"github.com/distlock/distlock/internal/testkit/testserver"
 )
 
 // randomValue is the seeds' my_random_value: 128 random bits, as distlock's

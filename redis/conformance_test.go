@@ -11,9 +11,9 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/conformance"
-	"github.com/distlock/distlock/internal/netfault"
 	"github.com/distlock/distlock/internal/redislua"
-	"github.com/distlock/distlock/internal/testserver"
+	"github.com/distlock/distlock/internal/testkit/netfault"
+	"github.com/distlock/distlock/internal/testkit/testserver"
 )
 
 // confTTL is the shortest TTL the expiry checks use: Redis honours

@@ -13,7 +13,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/internal/redislua"
-	"github.com/distlock/distlock/internal/testserver"
+	"github.com/distlock/distlock/internal/testkit/testserver"
 )
 
 // TestNotifySharedSubscription: waiters are woken by the release's pub/sub

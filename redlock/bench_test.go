@@ -9,9 +9,9 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock"
-	"github.com/distlock/distlock/internal/benchkit"
-	"github.com/distlock/distlock/internal/netfault"
-	"github.com/distlock/distlock/internal/testserver"
+	"github.com/distlock/distlock/internal/testkit/benchkit"
+	"github.com/distlock/distlock/internal/testkit/netfault"
+	"github.com/distlock/distlock/internal/testkit/testserver"
 	_ "github.com/distlock/distlock/redis" // the single-node backend, for comparison
 )
 

@@ -15,7 +15,7 @@ import (
 
 	"github.com/distlock/distlock/conformance"
 	"github.com/distlock/distlock/internal/redislua"
-	"github.com/distlock/distlock/internal/testserver"
+	"github.com/distlock/distlock/internal/testkit/testserver"
 )
 
 // quietLogger drops go-redis's log lines (dial failures while a test has

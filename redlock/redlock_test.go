@@ -20,9 +20,9 @@ import (
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/backend"
 	"github.com/distlock/distlock/conformance"
-	"github.com/distlock/distlock/internal/netfault"
 	"github.com/distlock/distlock/internal/redislua"
 	"github.com/distlock/distlock/internal/redissub"
+	"github.com/distlock/distlock/internal/testkit/netfault"
 )
 
 const prefix = redislua.DefaultPrefix

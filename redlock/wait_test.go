@@ -10,8 +10,8 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock"
-	"github.com/distlock/distlock/internal/netfault"
 	"github.com/distlock/distlock/internal/redislua"
+	"github.com/distlock/distlock/internal/testkit/netfault"
 )
 
 // TestAcquireSilentSubscription: with the waiter's pub/sub connections to

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs the servers the test suite starts by itself (internal/testserver):
+# Installs the servers the test suite starts by itself (internal/testkit/testserver):
 # redis-server + redis-cli, memcached, ZooKeeper (java + Debian jars) and
 # MariaDB and PostgreSQL. Idempotent: does nothing but print versions when all are present.
 #

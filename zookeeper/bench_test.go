@@ -3,7 +3,7 @@ package zookeeper
 import (
 	"context"
 	"github.com/distlock/distlock"
-	"github.com/distlock/distlock/internal/benchkit"
+	"github.com/distlock/distlock/internal/testkit/benchkit"
 	"testing"
 	"time"
 )

@@ -14,8 +14,8 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/conformance"
-	"github.com/distlock/distlock/internal/netfault"
-	"github.com/distlock/distlock/internal/testserver"
+	"github.com/distlock/distlock/internal/testkit/netfault"
+	"github.com/distlock/distlock/internal/testkit/testserver"
 )
 
 // conformanceSession is the session timeout of the conformance Lockers:

@@ -16,7 +16,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/distlock/distlock/conformance"
-	"github.com/distlock/distlock/internal/testserver"
+	"github.com/distlock/distlock/internal/testkit/testserver"
 )
 
 // containerCheckMs is the container reaper interval of the servers these

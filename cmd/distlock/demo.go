@@ -16,7 +16,7 @@ import (
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/backend"
 	"github.com/distlock/distlock/conformance"
-	"github.com/distlock/distlock/internal/testserver"
+	"github.com/distlock/distlock/internal/testkit/testserver"
 )
 
 func cmdDemo(args []string, stdout, stderr io.Writer) int {

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/distlock/distlock/internal/openfuzz"
+	"github.com/distlock/distlock/internal/tests/openfuzz"
 )
 
 // TestCLIHidesPassword: malformed and unreachable URLs carrying a marker

@@ -8,7 +8,7 @@ import (
 )
 
 // The Group's pool, as the Redis backends load it (moved from
-// internal/redisscript's Background, which Group replaced).
+// the old redisscript package's Background, which Group replaced).
 
 // shortIdle sets WorkerIdle to d for the test. Tests using it do not run
 // in parallel.

@@ -24,7 +24,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock"
-	"github.com/distlock/distlock/internal/testserver"
+	"github.com/distlock/distlock/internal/testkit/testserver"
 	"github.com/distlock/distlock/memcached"
 	"github.com/distlock/distlock/memory"
 	"github.com/distlock/distlock/postgres"

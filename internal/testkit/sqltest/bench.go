@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
-	"github.com/distlock/distlock/internal/benchkit"
+	"github.com/distlock/distlock/internal/testkit/benchkit"
 )
 
 // Uncontended is TryAcquire+Release of a free lock on l; the metric unit

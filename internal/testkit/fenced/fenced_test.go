@@ -8,8 +8,8 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/distlock/distlock/internal/fenced"
-	"github.com/distlock/distlock/internal/testserver"
+	"github.com/distlock/distlock/internal/testkit/fenced"
+	"github.com/distlock/distlock/internal/testkit/testserver"
 )
 
 func TestFencedStore(t *testing.T) {
