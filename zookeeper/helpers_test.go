@@ -107,9 +107,7 @@ func ensemble(t testing.TB) *testserver.Cluster {
 // needServer skips tests that need a ZooKeeper server under -short.
 func needServer(t testing.TB) {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("needs a ZooKeeper server (-short)")
-	}
+	testserver.SkipShort(t, "ZooKeeper")
 }
 
 func needControl(t testing.TB) {
