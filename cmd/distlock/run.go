@@ -55,25 +55,8 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	}
 	argv := fs.Args()
 	url := backendURL(*backendFlagValue, "")
-	switch {
-	case *key == "":
-		fmt.Fprintln(stderr, "distlock run: --key is required (see distlock help run)")
-		return ExitUsage
-	case len(argv) == 0:
-		fmt.Fprintln(stderr, "distlock run: no command given (distlock run --backend URL --key KEY -- CMD [ARGS...])")
-		return ExitUsage
-	case *noWait && *wait != 0:
-		fmt.Fprintln(stderr, "distlock run: --wait and --no-wait exclude each other")
-		return ExitUsage
-	case *wait < 0 || *grace < 0:
-		fmt.Fprintln(stderr, "distlock run: --wait and --grace must not be negative")
-		return ExitUsage
-	case url == "":
-		fmt.Fprintln(stderr, "distlock run: no lock backend: pass --backend URL or set $DISTLOCK_BACKEND to a backend every process can reach (such as redis://host:6379/0)")
-		return ExitUsage
-	case backend.InProcess(schemeOf(url)):
-		fmt.Fprintf(stderr, "distlock run: backend %s:// locks only within one process and cannot exclude other runs: pass --backend URL or set $DISTLOCK_BACKEND to a shared backend\n", schemeOf(url))
-		return ExitConfig
+	if st := checkRunArgs(*key, argv, *noWait, *wait, *grace, url, stderr); st >= 0 {
+		return st
 	}
 	ttlSet := false
 	fs.Visit(func(f *flag.Flag) { ttlSet = ttlSet || f.Name == "ttl" })
@@ -110,21 +93,10 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "distlock run: acquired %q token=%d owner=%s\n", *key, lease.Token(), lease.Owner())
 	}
 
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, stdout, stderr
-	cmd.Env = append(os.Environ(),
-		"DISTLOCK_KEY="+*key,
-		"DISTLOCK_TOKEN="+strconv.FormatUint(lease.Token(), 10),
-		"DISTLOCK_OWNER="+lease.Owner(),
-	)
-	setProcAttr(cmd)
-	if err := cmd.Start(); err != nil {
+	cmd, status := startCommand(argv, *key, lease, stdout, stderr)
+	if cmd == nil {
 		release(lease, stderr, *verbose)
-		fmt.Fprintf(stderr, "distlock run: %s\n", errLine(err))
-		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
-			return 127
-		}
-		return 126
+		return status
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
@@ -134,6 +106,53 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		release(lease, stderr, *verbose)
 	}
 	return status
+}
+
+// checkRunArgs returns the exit status of run's unusable arguments, or -1.
+func checkRunArgs(key string, argv []string, noWait bool, wait, grace time.Duration, url string, stderr io.Writer) int {
+	switch {
+	case key == "":
+		fmt.Fprintln(stderr, "distlock run: --key is required (see distlock help run)")
+		return ExitUsage
+	case len(argv) == 0:
+		fmt.Fprintln(stderr, "distlock run: no command given (distlock run --backend URL --key KEY -- CMD [ARGS...])")
+		return ExitUsage
+	case noWait && wait != 0:
+		fmt.Fprintln(stderr, "distlock run: --wait and --no-wait exclude each other")
+		return ExitUsage
+	case wait < 0 || grace < 0:
+		fmt.Fprintln(stderr, "distlock run: --wait and --grace must not be negative")
+		return ExitUsage
+	case url == "":
+		fmt.Fprintln(stderr, "distlock run: no lock backend: pass --backend URL or set $DISTLOCK_BACKEND to a backend every process can reach (such as redis://host:6379/0)")
+		return ExitUsage
+	case backend.InProcess(schemeOf(url)):
+		fmt.Fprintf(stderr, "distlock run: backend %s:// locks only within one process and cannot exclude other runs: pass --backend URL or set $DISTLOCK_BACKEND to a shared backend\n", schemeOf(url))
+		return ExitConfig
+	}
+	return -1
+}
+
+// startCommand starts the command under the lease, in its own process
+// group, with the lease in its environment. It returns the exit status of
+// a command that could not start (127: not found, 126: not executable).
+func startCommand(argv []string, key string, lease *distlock.Lease, stdout, stderr io.Writer) (*exec.Cmd, int) {
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, stdout, stderr
+	cmd.Env = append(os.Environ(),
+		"DISTLOCK_KEY="+key,
+		"DISTLOCK_TOKEN="+strconv.FormatUint(lease.Token(), 10),
+		"DISTLOCK_OWNER="+lease.Owner(),
+	)
+	setProcAttr(cmd)
+	if err := cmd.Start(); err != nil {
+		fmt.Fprintf(stderr, "distlock run: %s\n", errLine(err))
+		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
+			return nil, 127
+		}
+		return nil, 126
+	}
+	return cmd, 0
 }
 
 // superviseCommand waits for the command to exit, passing signals on to

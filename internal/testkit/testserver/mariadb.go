@@ -103,53 +103,12 @@ func StartMariaDB(ctx context.Context, dir string) (*MariaDB, error) {
 		return fail(err)
 	}
 
-	if _, err := os.Stat(filepath.Join(dataDir, "mysql")); err != nil {
-		args := []string{
-			"--no-defaults",
-			"--datadir=" + dataDir,
-			"--tmpdir=" + tmpDir,
-			"--auth-root-authentication-method=normal",
-			"--skip-test-db",
-			"--skip-name-resolve",
-		}
-		if root {
-			args = append(args, "--user=root")
-		}
-		cmd := exec.CommandContext(ctx, installDB, args...)
-		cmd.Dir = s.dir
-		cmd.SysProcAttr = sysProcAttr()
-		cmd.Cancel = func() error { return killGroup(cmd) }
-		cmd.WaitDelay = 5 * time.Second
-		out, err := cmd.CombinedOutput()
-		_ = os.WriteFile(filepath.Join(s.dir, "install.log"), out, 0o644)
-		if err != nil {
-			return fail(fmt.Errorf("testserver: %s --datadir=%s: %v\n%s", installDB, dataDir, err, tail(string(out), 40)))
-		}
+	if err := mariaInstall(ctx, installDB, s.dir, dataDir, tmpDir, root); err != nil {
+		return fail(err)
 	}
 
 	s.bin = mariadbd
-	s.args = func() []string {
-		a := []string{
-			"--no-defaults",
-			"--datadir=" + dataDir,
-			"--tmpdir=" + tmpDir,
-			"--port=" + strconv.Itoa(s.ports[0]),
-			"--bind-address=127.0.0.1",
-			"--socket=" + m.socket,
-			"--pid-file=" + filepath.Join(s.dir, "mariadb.pid"),
-			"--log-error=" + errLog,
-			"--init-file=" + initFile,
-			"--skip-name-resolve",
-			"--skip-log-bin",
-			"--innodb-buffer-pool-size=32M",
-			"--innodb-use-native-aio=0",
-			"--max-connections=500",
-		}
-		if root {
-			a = append(a, "--user=root")
-		}
-		return a
-	}
+	s.args = func() []string { return mariadbArgs(s, m.socket, dataDir, tmpDir, errLog, initFile, root) }
 	s.probe = func(ctx context.Context) error {
 		c, err := mysqlConnect(ctx, s.addr, m.User, m.Password, m.DB)
 		if err != nil {
@@ -161,6 +120,60 @@ func StartMariaDB(ctx context.Context, dir string) (*MariaDB, error) {
 		return nil, err // launch has stopped s
 	}
 	return m, nil
+}
+
+// mariadbArgs are mariadbd's arguments for s's current port.
+func mariadbArgs(s *Server, socket, dataDir, tmpDir, errLog, initFile string, root bool) []string {
+	a := []string{
+		"--no-defaults",
+		"--datadir=" + dataDir,
+		"--tmpdir=" + tmpDir,
+		"--port=" + strconv.Itoa(s.ports[0]),
+		"--bind-address=127.0.0.1",
+		"--socket=" + socket,
+		"--pid-file=" + filepath.Join(s.dir, "mariadb.pid"),
+		"--log-error=" + errLog,
+		"--init-file=" + initFile,
+		"--skip-name-resolve",
+		"--skip-log-bin",
+		"--innodb-buffer-pool-size=32M",
+		"--innodb-use-native-aio=0",
+		"--max-connections=500",
+	}
+	if root {
+		a = append(a, "--user=root")
+	}
+	return a
+}
+
+// mariaInstall initialises dataDir with mariadb-install-db, unless it holds
+// a data directory already (Restart and a reused dir).
+func mariaInstall(ctx context.Context, installDB, dir, dataDir, tmpDir string, root bool) error {
+	if _, err := os.Stat(filepath.Join(dataDir, "mysql")); err == nil {
+		return nil
+	}
+	args := []string{
+		"--no-defaults",
+		"--datadir=" + dataDir,
+		"--tmpdir=" + tmpDir,
+		"--auth-root-authentication-method=normal",
+		"--skip-test-db",
+		"--skip-name-resolve",
+	}
+	if root {
+		args = append(args, "--user=root")
+	}
+	cmd := exec.CommandContext(ctx, installDB, args...)
+	cmd.Dir = dir
+	cmd.SysProcAttr = sysProcAttr()
+	cmd.Cancel = func() error { return killGroup(cmd) }
+	cmd.WaitDelay = 5 * time.Second
+	out, err := cmd.CombinedOutput()
+	_ = os.WriteFile(filepath.Join(dir, "install.log"), out, 0o644)
+	if err != nil {
+		return fmt.Errorf("testserver: %s --datadir=%s: %v\n%s", installDB, dataDir, err, tail(string(out), 40))
+	}
+	return nil
 }
 
 // killGroup SIGKILLs the process group of a started command.

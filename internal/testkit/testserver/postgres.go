@@ -153,43 +153,10 @@ func StartPostgres(ctx context.Context, dir string) (*Postgres, error) {
 	home := s.dir
 	dataDir := filepath.Join(home, "data")
 	setAttr := func(a *syscall.SysProcAttr) { a.Credential = cred }
-	run := func(stdin string, name string, args ...string) error {
-		cmd := exec.CommandContext(ctx, name, args...)
-		cmd.Dir = home
-		cmd.Stdin = strings.NewReader(stdin)
-		cmd.SysProcAttr = sysProcAttr()
-		setAttr(cmd.SysProcAttr)
-		cmd.Cancel = func() error { return killGroup(cmd) }
-		cmd.WaitDelay = 5 * time.Second
-		out, err := cmd.CombinedOutput()
-		_ = os.WriteFile(filepath.Join(s.dir, filepath.Base(name)+".log"), out, 0o644)
-		if err != nil {
-			return fmt.Errorf("testserver: %s %s: %v\n%s", name, strings.Join(args, " "), err, tail(string(out), 40))
-		}
-		return nil
-	}
+	run := pgRunner(ctx, home, setAttr)
 
-	if _, err := os.Stat(filepath.Join(dataDir, "PG_VERSION")); err != nil {
-		pwFile := filepath.Join(home, "pwfile")
-		if err := os.WriteFile(pwFile, []byte(p.Password+"\n"), 0o600); err != nil {
-			return fail(err)
-		}
-		if cred != nil {
-			if err := os.Chown(pwFile, int(cred.Uid), int(cred.Gid)); err != nil {
-				return fail(err)
-			}
-		}
-		err := run("", initdb, "-D", dataDir, "-U", p.User, "--pwfile="+pwFile,
-			"--auth-host=scram-sha-256", "--auth-local=trust", "-E", "UTF8", "--locale=C", "--no-sync")
-		_ = os.Remove(pwFile)
-		if err != nil {
-			return fail(err)
-		}
-		// The test database, created in single-user mode (no socket or
-		// port needed).
-		if err := run("CREATE DATABASE "+p.DB+";\n", postgres, "--single", "-D", dataDir, "-F", "-c", "exit_on_error=true", "postgres"); err != nil {
-			return fail(err)
-		}
+	if err := pgInitialise(run, initdb, postgres, home, dataDir, cred, p); err != nil {
+		return fail(err)
 	}
 
 	s.bin = postgres
@@ -215,6 +182,56 @@ func StartPostgres(ctx context.Context, dir string) (*Postgres, error) {
 		return nil, err // launch has stopped s
 	}
 	return p, nil
+}
+
+// pgRunner returns a function that runs a program in home with the
+// server's credentials (setAttr), logging its output to home/<name>.log.
+func pgRunner(ctx context.Context, home string, setAttr func(*syscall.SysProcAttr)) func(stdin, name string, args ...string) error {
+	return func(stdin, name string, args ...string) error {
+		cmd := exec.CommandContext(ctx, name, args...)
+		cmd.Dir = home
+		cmd.Stdin = strings.NewReader(stdin)
+		cmd.SysProcAttr = sysProcAttr()
+		setAttr(cmd.SysProcAttr)
+		cmd.Cancel = func() error { return killGroup(cmd) }
+		cmd.WaitDelay = 5 * time.Second
+		out, err := cmd.CombinedOutput()
+		_ = os.WriteFile(filepath.Join(home, filepath.Base(name)+".log"), out, 0o644)
+		if err != nil {
+			return fmt.Errorf("testserver: %s %s: %v\n%s", name, strings.Join(args, " "), err, tail(string(out), 40))
+		}
+		return nil
+	}
+}
+
+// pgInitialise creates the cluster in dataDir with initdb, and the test
+// database, unless dataDir holds one already (Restart, a reused dir). run
+// runs a program as the server's user.
+func pgInitialise(run func(stdin, name string, args ...string) error, initdb, postgres, home, dataDir string, cred *syscall.Credential, p *Postgres) error {
+	if _, err := os.Stat(filepath.Join(dataDir, "PG_VERSION")); err == nil {
+		return nil
+	}
+	pwFile := filepath.Join(home, "pwfile")
+	if err := os.WriteFile(pwFile, []byte(p.Password+"\n"), 0o600); err != nil {
+		return err
+	}
+	if cred != nil {
+		if err := os.Chown(pwFile, int(cred.Uid), int(cred.Gid)); err != nil {
+			return err
+		}
+	}
+	err := run("", initdb, "-D", dataDir, "-U", p.User, "--pwfile="+pwFile,
+		"--auth-host=scram-sha-256", "--auth-local=trust", "-E", "UTF8", "--locale=C", "--no-sync")
+	_ = os.Remove(pwFile)
+	if err != nil {
+		return err
+	}
+	// The test database, created in single-user mode (no socket or
+	// port needed).
+	if err := run("CREATE DATABASE "+p.DB+";\n", postgres, "--single", "-D", dataDir, "-F", "-c", "exit_on_error=true", "postgres"); err != nil {
+		return err
+	}
+	return nil
 }
 
 // signalChildren signals the child processes of the postmaster pid, which

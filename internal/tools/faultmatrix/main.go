@@ -50,6 +50,48 @@ func run(in io.Reader, out io.Writer, command string) error {
 	for _, c := range checks {
 		known[c.Name] = true
 	}
+	cells, err := readCells(in, known)
+	if err != nil {
+		return err
+	}
+	var backends []string
+	for b := range cells {
+		backends = append(backends, b)
+	}
+	sort.Strings(backends)
+	if len(backends) == 0 {
+		return fmt.Errorf("no conformance results in the input")
+	}
+	host, _ := os.Hostname()
+	fmt.Fprintf(out, "# Conformance and fault matrix\n\n")
+	fmt.Fprintf(out, "Generated %s on %s (%s) by `%s`.\n\n", time.Now().UTC().Format("2006-01-02 15:04 UTC"), host, machine(), command)
+	fmt.Fprintf(out, "pass: checked and held. **FAIL**: broken. documented: the backend cannot promise this, and says so in its package doc (reason below). n/a: not applicable (capability not claimed, or the test harness lacks the fault).\n\n")
+	fmt.Fprintf(out, "| check | %s |\n|---|%s\n", strings.Join(backends, " | "), strings.Repeat("---|", len(backends)))
+	var footnotes []string
+	for _, c := range checks {
+		row := []string{fmt.Sprintf("`%s`", c.Name)}
+		for _, b := range backends {
+			cl := cells[b][c.Name]
+			row = append(row, render(cl, b, c.Name, &footnotes))
+		}
+		fmt.Fprintf(out, "| %s |\n", strings.Join(row, " | "))
+	}
+	fmt.Fprintf(out, "\n## What each check verifies\n\n")
+	for _, c := range checks {
+		fmt.Fprintf(out, "- `%s`: %s.\n", c.Name, c.Contract)
+	}
+	if len(footnotes) > 0 {
+		fmt.Fprintf(out, "\n## Notes\n\n")
+		for i, f := range footnotes {
+			fmt.Fprintf(out, "%d. %s\n", i+1, f)
+		}
+	}
+	return nil
+}
+
+// readCells reads `go test -json` events into one cell per backend (a
+// conformance run) and check.
+func readCells(in io.Reader, known map[string]bool) (map[string]map[string]*cell, error) {
 	cells := map[string]map[string]*cell{} // backend → check → cell
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 1<<20), 16<<20)
@@ -92,42 +134,7 @@ func run(in io.Reader, out io.Writer, command string) error {
 			c.notes = append(c.notes, locPrefix.ReplaceAllString(line, ""))
 		}
 	}
-	if err := sc.Err(); err != nil {
-		return err
-	}
-	var backends []string
-	for b := range cells {
-		backends = append(backends, b)
-	}
-	sort.Strings(backends)
-	if len(backends) == 0 {
-		return fmt.Errorf("no conformance results in the input")
-	}
-	host, _ := os.Hostname()
-	fmt.Fprintf(out, "# Conformance and fault matrix\n\n")
-	fmt.Fprintf(out, "Generated %s on %s (%s) by `%s`.\n\n", time.Now().UTC().Format("2006-01-02 15:04 UTC"), host, machine(), command)
-	fmt.Fprintf(out, "pass: checked and held. **FAIL**: broken. documented: the backend cannot promise this, and says so in its package doc (reason below). n/a: not applicable (capability not claimed, or the test harness lacks the fault).\n\n")
-	fmt.Fprintf(out, "| check | %s |\n|---|%s\n", strings.Join(backends, " | "), strings.Repeat("---|", len(backends)))
-	var footnotes []string
-	for _, c := range checks {
-		row := []string{fmt.Sprintf("`%s`", c.Name)}
-		for _, b := range backends {
-			cl := cells[b][c.Name]
-			row = append(row, render(cl, b, c.Name, &footnotes))
-		}
-		fmt.Fprintf(out, "| %s |\n", strings.Join(row, " | "))
-	}
-	fmt.Fprintf(out, "\n## What each check verifies\n\n")
-	for _, c := range checks {
-		fmt.Fprintf(out, "- `%s`: %s.\n", c.Name, c.Contract)
-	}
-	if len(footnotes) > 0 {
-		fmt.Fprintf(out, "\n## Notes\n\n")
-		for i, f := range footnotes {
-			fmt.Fprintf(out, "%d. %s\n", i+1, f)
-		}
-	}
-	return nil
+	return cells, sc.Err()
 }
 
 func render(c *cell, backend, check string, footnotes *[]string) string {
