@@ -533,26 +533,9 @@ func processPSS(pid int) (bytes int64, ok bool) {
 	if !ok {
 		return 0, false
 	}
-	ents, _ := os.ReadDir("/proc")
-	parent := strconv.Itoa(pid)
-	for _, e := range ents {
-		c, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		// "pid (comm) state ppid ...": comm may hold spaces and parens.
-		i := strings.LastIndexByte(string(b), ')')
-		if i < 0 {
-			continue
-		}
-		if f := strings.Fields(string(b[i+1:])); len(f) > 1 && f[1] == parent {
-			if v, ok := pss(c); ok {
-				total += v
-			}
+	for _, c := range testserver.ChildPIDs(pid) {
+		if v, ok := pss(c); ok {
+			total += v
 		}
 	}
 	return total, true

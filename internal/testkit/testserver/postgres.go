@@ -244,7 +244,7 @@ func signalChildren(pid int, sig syscall.Signal) error {
 			return err
 		}
 	}
-	kids := childPIDs(pid)
+	kids := ChildPIDs(pid)
 	for _, c := range kids {
 		_ = syscall.Kill(c, sig)
 	}
@@ -272,9 +272,9 @@ func alive(pid int) bool {
 	return i >= 0 && len(f) > 0 && f[0] != "Z" && f[0] != "X"
 }
 
-// childPIDs lists the processes whose parent is pid, from /proc (empty where
+// ChildPIDs lists the processes whose parent is pid, from /proc (empty where
 // there is no /proc).
-func childPIDs(pid int) []int {
+func ChildPIDs(pid int) []int {
 	ents, _ := os.ReadDir("/proc")
 	var out []int
 	for _, e := range ents {

@@ -716,7 +716,7 @@ func TestPostgres(t *testing.T) {
 	deadline := time.Now().Add(10 * time.Second)
 	var kids []int
 	for len(kids) < 2 && time.Now().Before(deadline) { // background workers
-		kids = childPIDs(p.PID())
+		kids = ChildPIDs(p.PID())
 		time.Sleep(50 * time.Millisecond)
 	}
 	if len(kids) == 0 {
