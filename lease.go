@@ -45,6 +45,7 @@ type leaseState uint8
 const (
 	pending leaseState = iota
 	held
+	ending // ended, its Observer being told; Done and Context not yet closed
 	ended
 )
 
@@ -191,7 +192,7 @@ func (ls *Lease) start(lock backend.Lock, sent time.Time) bool {
 	}
 	ls.mu.Unlock()
 	if !ls.l.track(ls) {
-		ls.end(closedLease)
+		ls.end(closedLease, nil)
 		return false
 	}
 	if ls.slot.validity > 0 {
@@ -204,13 +205,23 @@ func (ls *Lease) start(lock backend.Lock, sent time.Time) bool {
 }
 
 // end moves the lease to ended with err, once, and says whether it did.
-func (ls *Lease) end(err error) bool {
+// notify, if not nil, is called (without the lock) after Err reports err
+// and before Done and Context are closed: whoever Done wakes sees what the
+// lease's Observer was told.
+func (ls *Lease) end(err error, notify func(error)) bool {
 	ls.mu.Lock()
-	if ls.state == ended {
+	if ls.state == ended || ls.state == ending {
 		ls.mu.Unlock()
 		return false
 	}
-	ls.state, ls.err = ended, err
+	ls.err = err
+	if notify != nil {
+		ls.state = ending
+		ls.mu.Unlock()
+		notify(err)
+		ls.mu.Lock()
+	}
+	ls.state = ended
 	if ls.done != nil {
 		close(ls.done)
 	}
@@ -222,8 +233,11 @@ func (ls *Lease) end(err error) bool {
 }
 
 // finish ends the lease and detaches it from its Locker.
-func (ls *Lease) finish(err error) bool {
-	if !ls.end(err) {
+func (ls *Lease) finish(err error) bool { return ls.finishNotify(err, nil) }
+
+// finishNotify is finish with end's notify.
+func (ls *Lease) finishNotify(err error, notify func(error)) bool {
+	if !ls.end(err, notify) {
 		return false
 	}
 	ls.l.sched.remove(ls)
@@ -234,13 +248,10 @@ func (ls *Lease) finish(err error) bool {
 // lose ends a held lease without Release (lost, or its Locker closed),
 // tells its Observer and logger, and says whether it ended it.
 func (ls *Lease) lose(err error) bool {
-	if !ls.finish(err) {
-		return false
+	if ls.w == nil {
+		return ls.finish(err)
 	}
-	if ls.w != nil {
-		ls.w.ended(err)
-	}
-	return true
+	return ls.finishNotify(err, ls.w.ended)
 }
 
 // backendLost is the Request.Lost callback given to drivers.

@@ -40,7 +40,8 @@ type Observer interface {
 	Refreshed(e LeaseEvent, ttl time.Duration, auto bool, err error)
 	// LeaseEnded: the lease ended without Release: cause wraps ErrLockLost
 	// (expired, session lost, refresh refused) or ErrClosed (its Locker
-	// closed).
+	// closed). It is called after Err reports the cause and before Done
+	// and Context are closed, so code woken by Done sees the event counted.
 	LeaseEnded(e LeaseEvent, cause error)
 	// ReleaseStart: Release of a held lease began.
 	ReleaseStart(ctx context.Context, e LeaseEvent) context.Context

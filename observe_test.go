@@ -210,3 +210,40 @@ func (c *refreshCounter) waitFor(t *testing.T, n int64) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// doneChecker records whether the lease's Done was already closed when
+// LeaseEnded ran.
+type doneChecker struct {
+	distlock.NopObserver
+	lease      atomic.Pointer[distlock.Lease]
+	closedSeen atomic.Int32 // 1: open at LeaseEnded, 2: already closed
+}
+
+func (d *doneChecker) LeaseEnded(distlock.LeaseEvent, error) {
+	select {
+	case <-d.lease.Load().Done():
+		d.closedSeen.Store(2)
+	default:
+		d.closedSeen.Store(1)
+	}
+}
+
+// TestLeaseEndedBeforeDone: a waiter woken by Done finds LeaseEnded already
+// called (the conformance check 'observer' failed in CI: "ended K expired"
+// came after the next acquisition had started).
+func TestLeaseEndedBeforeDone(t *testing.T) {
+	for range 20 {
+		d := &doneChecker{}
+		l := memory.MustNew(memory.NewNamespace())
+		lease, err := l.TryAcquire(context.Background(), "k", distlock.WithObserver(d), distlock.WithTTL(200*time.Millisecond), distlock.WithAutoRefresh(false))
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.lease.Store(lease)
+		<-lease.Done()
+		if got := d.closedSeen.Load(); got != 1 {
+			t.Fatalf("LeaseEnded seen %d when Done was closed (1: before, 2: after)", got)
+		}
+		_ = l.Close()
+	}
+}
