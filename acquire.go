@@ -22,7 +22,7 @@ func (l *locker) acquire(ctx context.Context, op, key string, opts []Option, wai
 	if err != nil {
 		return nil, l.err(op, key, err)
 	}
-	if r.observer != nil {
+	if r.observer() != nil {
 		return l.observedAcquire(ctx, op, &r, wait)
 	}
 	lease, _, err := l.rideOutOutages(ctx, op, &r, wait)
@@ -35,13 +35,14 @@ func (l *locker) acquire(ctx context.Context, op, key string, opts []Option, wai
 func (l *locker) observedAcquire(ctx context.Context, op string, r *request, wait bool) (*Lease, error) {
 	ev := AcquireEvent{Backend: l.name, Key: r.key, Op: op}
 	start := time.Now()
-	ctx = r.observer.AcquireStart(ctx, ev)
+	obs := r.observer()
+	ctx = obs.AcquireStart(ctx, ev)
 	lease, attempts, err := l.rideOutOutages(ctx, op, r, wait)
 	res := AcquireResult{AcquireEvent: ev, Owner: r.owner, Attempts: attempts, Waited: time.Since(start), Err: err}
 	if lease != nil {
 		res.Owner, res.Token = lease.owner, lease.token
 	}
-	r.observer.AcquireEnd(ctx, res)
+	obs.AcquireEnd(ctx, res)
 	if lease != nil {
 		lease.w.announced()
 	}

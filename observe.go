@@ -149,7 +149,10 @@ func (m *marked) Unwrap() error { return m.error }
 // yields; given to Open or New, of every acquisition of the Locker. nil
 // removes one set before.
 func WithObserver(o Observer) Option {
-	return func(s *settings) { s.observer = o }
+	return func(s *settings) {
+		w := s.watched()
+		w.observer = o
+	}
 }
 
 // WithLogger makes distlock log to l what an operator must hear of: a lease
@@ -157,7 +160,41 @@ func WithObserver(o Observer) Option {
 // that failed but may still succeed before the deadline (Warn). Nothing is
 // logged on the hot path of a healthy lock. nil turns logging off.
 func WithLogger(l *slog.Logger) Option {
-	return func(s *settings) { s.logger = l }
+	return func(s *settings) {
+		w := s.watched()
+		w.logger = l
+	}
+}
+
+// watching is what WithObserver and WithLogger set.
+type watching struct {
+	observer Observer
+	logger   *slog.Logger
+}
+
+// watched returns s's watching to set, a copy of the one set before (an
+// Option must not change what another acquisition's settings point to).
+func (s *settings) watched() *watching {
+	w := &watching{}
+	if s.watching != nil {
+		*w = *s.watching
+	}
+	s.watching = w
+	return w
+}
+
+func (s *settings) observer() Observer {
+	if s.watching == nil {
+		return nil
+	}
+	return s.watching.observer
+}
+
+func (s *settings) logger() *slog.Logger {
+	if s.watching == nil {
+		return nil
+	}
+	return s.watching.logger
 }
 
 // watch is what a lease reports to: built only when an Observer or a
@@ -176,10 +213,11 @@ type watch struct {
 }
 
 func newWatch(r *request, backendName string) *watch {
-	if r.observer == nil && r.logger == nil {
+	o, log := r.observer(), r.logger()
+	if o == nil && log == nil {
 		return nil
 	}
-	return &watch{obs: r.observer, log: r.logger, told: r.observer == nil,
+	return &watch{obs: o, log: log, told: o == nil,
 		ev: LeaseEvent{Backend: backendName, Key: r.key, Owner: r.owner}}
 }
 

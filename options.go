@@ -2,7 +2,6 @@ package distlock
 
 import (
 	"fmt"
-	"log/slog"
 	"math/rand/v2"
 	"time"
 	"unicode/utf8"
@@ -22,16 +21,17 @@ const MaxTTL = 365 * 24 * time.Hour
 type Option func(*settings)
 
 type settings struct {
-	ttl         time.Duration
-	owner       string
-	autoRefresh bool
-	retry       RetryPolicy
-	err         error
+	ttl   time.Duration
+	owner string
+	retry RetryPolicy
+	err   error
+	// watching is set by WithObserver and WithLogger only: behind a
+	// pointer, so that an unobserved acquisition's settings stay as small
+	// as before (they escape to the heap with every acquisition).
+	watching *watching
 
+	autoRefresh      bool
 	retryUnavailable bool // WithRetryUnavailable
-
-	observer Observer     // WithObserver
-	logger   *slog.Logger // WithLogger
 }
 
 func defaultSettings() settings {
