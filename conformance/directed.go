@@ -143,6 +143,40 @@ func checkRequestInFlight(t T, h *Harness) {
 	expectNothingHeld(t, h, "after a TryAcquire whose request landed after its ctx ended")
 }
 
+// checkRequestInFlightClose is checkRequestInFlight with the Locker closed
+// right after the call returned (a service shutting down after a
+// timeout): Close must not cut short the cleanup of a request that may
+// still land, while the backend answers.
+func checkRequestInFlightClose(t T, h *Harness) {
+	b := h.locker(t)
+	l, link := needDirectedLink(t, h)
+	key := h.key(t, "reqflight-close")
+	mustRelease(t, mustTry(t, l, key)) // connections open, schema ready
+	link.DelayRequests(requestDelay)
+	heal := time.AfterFunc(inFlightCtx*3/4, link.Heal)
+	ctx, cancel := context.WithTimeout(t.Context(), inFlightCtx)
+	lease, err := l.TryAcquire(ctx, key, distlock.WithTTL(orphanTTL))
+	cancel()
+	if err == nil {
+		heal.Stop()
+		link.Heal()
+		mustRelease(t, lease)
+		t.Skipf("TryAcquire succeeded although its request was held %v past its %v ctx (a stalled machine)", requestDelay, inFlightCtx)
+	}
+	start := time.Now()
+	_ = l.Close()
+	closeTook := time.Since(start)
+	heal.Stop()
+	link.Heal()
+	if closeTook > 15*time.Second {
+		t.Errorf("Close right after a TryAcquire with its request in flight took %v", closeTook)
+	}
+	time.Sleep(time.Until(start.Add(requestDelay + 100*time.Millisecond)))
+	took := expectFreeSoon(t, b, key, "after a TryAcquire whose request was in flight and Close of its Locker")
+	t.Logf("Close took %v; free %v after the held request landed", closeTook.Round(time.Millisecond), took.Round(time.Millisecond))
+	expectNothingHeld(t, h, "after a TryAcquire whose request was in flight and Close of its Locker")
+}
+
 func checkRequestInFlightOwner(t T, h *Harness) {
 	b := h.locker(t)
 	needs(t, b.Capabilities().Reentrant, "Reentrant")

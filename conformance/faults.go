@@ -30,6 +30,7 @@ func faultChecks() []Check {
 		{"partitioned-holder", "a holder cut off from the backend reports the loss no later than another owner acquires", false, checkPartitionedHolder},
 		{"cancel-in-flight", "an acquisition cancelled after its request was sent leaves nothing behind", false, checkCancelInFlight},
 		{"request-in-flight", "an acquisition whose request is still in the network when its ctx ends leaves no lock behind: after the bounded cleanup another owner acquires at once", false, checkRequestInFlight},
+		{"request-in-flight-close", "an acquisition whose request is still in the network when its ctx ends, followed at once by Close of its Locker, leaves no lock behind: after the bounded cleanup another owner acquires", false, checkRequestInFlightClose},
 		{"request-in-flight-owner", "a WithOwner acquisition whose request is still in the network when its ctx ends, retried by its owner after the lost request landed, nests, and the owner's one Release frees the lock (after the bounded cleanup)", false, checkRequestInFlightOwner},
 		{"silent-connection", "every Acquire and TryAcquire returns within its ctx plus a bounded slack while a connection of the client, or every one, is silent one way", false, checkSilentConnection},
 		{"bad-input", "bad TTLs and URLs get typed errors; an unreachable backend gets ErrUnavailable within ctx", false, checkBadInput},

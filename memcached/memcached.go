@@ -61,9 +61,7 @@ type driver struct {
 	defaults    []distlock.Option // New's WithDefaults
 	servers                       // the server of each key, where known
 
-	g      *async.Group    // work that outlives its call: late results, undos
-	bg     context.Context // ends when Close begins: cuts the undos' requests short
-	stopBG context.CancelFunc
+	g *async.Group // work that outlives its call: late results, undos
 
 	mu     sync.Mutex
 	closed bool
@@ -98,7 +96,6 @@ func newDriver(c *memcache.Client, opts []Option) (*driver, error) {
 	}
 	d.pin = cfg.pin
 	d.knowServers(c, cfg.selector, d.timeout)
-	d.bg, d.stopBG = context.WithCancel(context.Background())
 	return d, nil
 }
 
@@ -107,7 +104,7 @@ func (d *driver) Capabilities() backend.Capabilities {
 }
 
 // Close waits for the operations under way and for the background work
-// (each bounded by the client's timeout; the undos stop at once), then
+// (each bounded by the client's timeout; an undo makes one last try), then
 // closes the Locker's own connections, and the client's idle ones with
 // WithCloseClient.
 func (d *driver) Close() error {
@@ -118,7 +115,6 @@ func (d *driver) Close() error {
 	if again {
 		return nil
 	}
-	d.stopBG()
 	d.ops.Wait()
 	d.g.Close()
 	if d.raw != nil {

@@ -27,7 +27,10 @@ const (
 // gone, until the server has said for undoSettle that it is not there (a
 // request still queued on an old connection may land late), until no server
 // listens any more (a queued request died with its process), until the TTL
-// has run out anyway, or until Close.
+// has run out anyway, or until Close. Close cuts the wait between tries
+// short and leaves one last try (bounded by TryTimeout): a grant that
+// landed while Close waited for it — the late result of an acquisition
+// whose caller gave up — is given back, not left for its TTL.
 func (d *driver) undo(key string, h holdRef, ttl time.Duration) {
 	d.g.GoChild(func() {
 		var answered time.Time // the first "not there"
@@ -36,7 +39,7 @@ func (d *driver) undo(key string, h holdRef, ttl time.Duration) {
 			Within:     ttl + 2*ExpiryGranularity,
 			TryTimeout: 3 * d.timeout,
 			Quit:       d.g.Quit(),
-		}.Do(d.bg, func(ctx context.Context) bool {
+		}.Do(context.Background(), func(ctx context.Context) bool {
 			err := d.removeHold(ctx, key, h)
 			switch {
 			case err == nil, errors.Is(err, syscall.ECONNREFUSED):

@@ -146,18 +146,18 @@ func (d *rowDriver) TryAcquire(ctx context.Context, req backend.Request) (backen
 
 // abandon gives back, in the background, the hold that an acquire with
 // hold id hold may have taken (Base.Undo: on a schedule, until it is given
-// back, the TTL has passed or the driver closes). The statement matches
-// only a row that lists that hold, and removes it from the list, so
-// repeating it is harmless and it never takes a hold that another
-// acquisition (even of the same owner) made.
+// back or the TTL has passed; Close ends it at its first unanswered try).
+// The statement matches only a row that lists that hold, and removes it
+// from the list, so repeating it is harmless and it never takes a hold
+// that another acquisition (even of the same owner) made.
 func (d *rowDriver) abandon(h [32]byte, owner []byte, hold holdID, ttl time.Duration) {
-	d.Undo(ttl, func(ctx context.Context) bool {
+	d.Undo(ttl, func(ctx context.Context) (bool, error) {
 		res, err := d.db.ExecContext(ctx, d.qAbandon, hold[:], h[:], owner, hold[:])
 		if err != nil {
-			return false
+			return false, err
 		}
 		n, err := res.RowsAffected()
-		return err == nil && n > 0
+		return err == nil && n > 0, err
 	})
 }
 

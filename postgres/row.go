@@ -134,18 +134,19 @@ func (d *rowDriver) TryAcquire(ctx context.Context, req backend.Request) (backen
 
 // abandon gives back, in the background, the hold that the acquire with
 // request id may have taken (Base.Undo: on a schedule, until it is given
-// back, the TTL has passed or the driver closes). The statement matches
-// only that hold, so repeating it is harmless and it never gives back
+// back or the TTL has passed; Close ends it at its first unanswered try).
+// The statement matches only that hold, so repeating it is harmless and it never gives back
 // another hold (even of the same owner).
 func (d *rowDriver) abandon(key, owner, id []byte, ttl time.Duration) {
-	d.Undo(ttl, func(ctx context.Context) bool {
+	d.Undo(ttl, func(ctx context.Context) (bool, error) {
 		var n int64
 		var notified int64
 		dest := []any{&n}
 		if d.notify {
 			dest = append(dest, &notified)
 		}
-		return d.pool.QueryRow(ctx, d.qAbandon, key, owner, id).Scan(dest...) == nil && n > 0
+		err := d.pool.QueryRow(ctx, d.qAbandon, key, owner, id).Scan(dest...)
+		return err == nil && n > 0, err
 	})
 }
 

@@ -32,8 +32,8 @@ const (
 	// undoInFlight: the acquire of the hold may still reach the node (a
 	// timeout after the request was sent: the node may be slow or paused),
 	// so a release can come too early and find nothing. Tried on
-	// inFlightSchedule until a try finds and removes the hold; the group's
-	// Close cuts the schedule short after one more try.
+	// inFlightSchedule until a try finds and removes the hold; after the
+	// group's Close began, the first try that gets no answer ends it.
 	undoInFlight
 )
 

@@ -59,8 +59,9 @@ func (u *Undoer) Go(fn func(), child bool) bool {
 	return u.g.Go(fn)
 }
 
-// Close stops new work, cuts UndoAcquire's waits short (one more try each)
-// and waits until all of it has returned.
+// Close stops new work and waits until all of it has returned: an
+// UndoAcquire keeps its schedule (at most UndoTimeout) while the server
+// answers, and ends at its first unanswered try.
 func (u *Undoer) Close() { u.g.Close() }
 
 // undoAcquireSchedule: when UndoAcquire tries, from its start.
@@ -88,8 +89,8 @@ func (u *Undoer) Undo(c goredis.Scripter, k Keys, owner string, token uint64, ho
 // release can come too early — it finds nothing and the acquire lands
 // after it — so it tries several times, spaced out over about 4.5s
 // (bounded by within, and each try by half a second), until a try finds
-// and removes the hold or the client is closed; Close cuts the schedule
-// short after one more try. When too many undo operations are running it
+// and removes the hold or the client is closed; after Close began, the
+// first try that gets no answer ends it. When too many undo operations are running it
 // does nothing and leaves the hold to its TTL. child as for Go.
 func (u *Undoer) UndoAcquire(c goredis.Scripter, k Keys, owner string, token uint64, hold string, within time.Duration, child bool) {
 	async.GoBounded(u.g, u.slots, child, func() {
@@ -127,10 +128,17 @@ func (u *Undoer) release(c goredis.Scripter, k Keys, owner string, token uint64,
 }
 
 // onSchedule is UndoAcquire's work: a Release at each offset of
-// undoAcquireSchedule until one finds and removes the hold.
+// undoAcquireSchedule until one finds and removes the hold. Close does not
+// cut the schedule short while the server answers: the request being
+// undone may still be on its way, and one early last try would find
+// nothing and leave the lock for its whole TTL. Once Close has begun, a try
+// that gets no answer ends it (nothing listens, or the node is stopped).
 func (u *Undoer) onSchedule(c goredis.Scripter, k Keys, owner string, token uint64, hold string, within time.Duration) {
-	async.Retry{Schedule: undoAcquireSchedule, Within: min(within, UndoTimeout), TryTimeout: 500 * time.Millisecond, Quit: u.g.Quit()}.Do(context.Background(), func(ctx context.Context) bool {
+	async.Retry{Schedule: undoAcquireSchedule, Within: min(within, UndoTimeout), TryTimeout: 500 * time.Millisecond}.Do(context.Background(), func(ctx context.Context) bool {
 		r, err := Release(ctx, c, k, owner, token, hold)
+		if err != nil && u.g.Closing() {
+			return true
+		}
 		return (err == nil && r != NotHeld) || errors.Is(err, goredis.ErrClosed)
 	})
 }

@@ -83,12 +83,19 @@ const undoTryTimeout = 5 * time.Second
 
 // Undo gives back, in the background, what an acquisition whose reply was
 // lost may have taken: try runs on the schedule (0, 250ms, 1.25s, 3.25s,
-// 7.25s from the first) until it reports that it gave the hold back, the
-// TTL has passed (the row is free by then anyway) or Close begins. try
+// 7.25s from the first) until it reports that it gave the hold back (done),
+// or the TTL has passed (the row is free by then anyway). try reports err
+// when it got no answer from the server. Close does not cut the schedule
+// short while the server answers — the lost request may still be on its
+// way, and a last try before it lands would leave its hold for the whole
+// TTL — but once Close has begun the first unanswered try ends it. try
 // must be idempotent and match only that acquisition's own hold.
-func (b *Base) Undo(ttl time.Duration, try func(ctx context.Context) (done bool)) {
-	b.Go(func(life context.Context) {
-		async.Retry{Schedule: undoSchedule, Within: ttl, TryTimeout: undoTryTimeout}.Do(life, try)
+func (b *Base) Undo(ttl time.Duration, try func(ctx context.Context) (done bool, err error)) {
+	b.group.Go(func() {
+		async.Retry{Schedule: undoSchedule, Within: ttl, TryTimeout: undoTryTimeout}.Do(context.Background(), func(ctx context.Context) bool {
+			done, err := try(ctx)
+			return done || err != nil && b.life.Err() != nil
+		})
 	})
 }
 

@@ -239,7 +239,7 @@ func TestConfigFail(t *testing.T) {
 func TestUndoStopsWhenDone(t *testing.T) {
 	b := NewBase(Dialect{}, nil, &Config{}, nil)
 	var tries atomic.Int32
-	b.Undo(time.Minute, func(context.Context) bool { return tries.Add(1) == 2 })
+	b.Undo(time.Minute, func(context.Context) (bool, error) { return tries.Add(1) == 2, nil })
 	if !waitUntil(func() bool { return tries.Load() == 2 }) {
 		t.Fatalf("%d tries", tries.Load())
 	}

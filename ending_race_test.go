@@ -1,0 +1,209 @@
+package distlock_test
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/memory"
+)
+
+// slowEndObserver counts events and holds LeaseEnded for hold, telling
+// entered when a LeaseEnded call begins.
+type slowEndObserver struct {
+	distlock.NopObserver
+	hold     time.Duration
+	entered  chan struct{}
+	ended    atomic.Int64
+	released atomic.Int64
+	acquired atomic.Int64
+}
+
+func (o *slowEndObserver) AcquireEnd(_ context.Context, r distlock.AcquireResult) {
+	if r.Err == nil {
+		o.acquired.Add(1)
+	}
+}
+
+func (o *slowEndObserver) LeaseEnded(distlock.LeaseEvent, error) {
+	o.ended.Add(1)
+	if o.entered != nil {
+		select {
+		case o.entered <- struct{}{}:
+		default:
+		}
+	}
+	if o.hold > 0 {
+		time.Sleep(o.hold)
+	}
+}
+
+func (o *slowEndObserver) ReleaseStart(ctx context.Context, _ distlock.LeaseEvent) context.Context {
+	o.released.Add(1)
+	return ctx
+}
+
+// TestEndingRacesEveryMethod: while a lost lease's Observer is being told
+// (a slow LeaseEnded), every Lease method and Locker.Close are called from
+// other goroutines. None may block for the Observer (except that Done and
+// Context close only after it), none may report the lease held once Err is
+// set, the lease ends exactly once (one LeaseEnded, no ReleaseStart), and
+// Done closes once LeaseEnded returns.
+func TestEndingRacesEveryMethod(t *testing.T) {
+	for round := range 5 {
+		ns := memory.NewNamespace()
+		obs := &slowEndObserver{hold: 300 * time.Millisecond, entered: make(chan struct{}, 1)}
+		l := memory.MustNew(ns, memory.WithDefaults(distlock.WithObserver(obs)))
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		key := "ending-" + strconv.Itoa(round)
+		lease, err := l.TryAcquire(ctx, key, distlock.WithTTL(time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := lease.Done()
+		lctx := lease.Context()
+		ns.Expire(key)
+		go func() { _ = lease.Refresh(ctx, time.Minute) }() // refused: the loss
+		select {
+		case <-obs.entered:
+		case <-time.After(5 * time.Second):
+			t.Fatal("LeaseEnded never called")
+		}
+		// LeaseEnded is running now.
+		if lease.Err() == nil {
+			t.Fatal("Err nil while LeaseEnded runs")
+		}
+		var wg sync.WaitGroup
+		quick := func(name string, fn func()) {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				start := time.Now()
+				fn()
+				if d := time.Since(start); d > 150*time.Millisecond {
+					t.Errorf("round %d: %s took %v while LeaseEnded ran", round, name, d)
+				}
+			}()
+		}
+		quick("Release", func() {
+			if err := lease.Release(ctx); !errors.Is(err, distlock.ErrNotHeld) {
+				t.Errorf("Release during ending: %v, want ErrNotHeld", err)
+			}
+		})
+		quick("Refresh", func() {
+			if err := lease.Refresh(ctx, time.Minute); !errors.Is(err, distlock.ErrNotHeld) {
+				t.Errorf("Refresh during ending: %v, want ErrNotHeld", err)
+			}
+		})
+		quick("Err", func() {
+			if lease.Err() == nil {
+				t.Error("Err nil during ending")
+			}
+		})
+		quick("Deadline", func() { _ = lease.Deadline() })
+		quick("Done", func() { _ = lease.Done() })
+		quick("Context", func() { _ = lease.Context() })
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := l.Close(); err != nil {
+				t.Errorf("Close: %v", err)
+			}
+		}()
+		wg.Wait()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			t.Fatal("Done not closed after LeaseEnded returned")
+		}
+		select {
+		case <-lctx.Done():
+		case <-time.After(5 * time.Second):
+			t.Fatal("Context not cancelled after LeaseEnded returned")
+		}
+		if !errors.Is(context.Cause(lctx), distlock.ErrLockLost) {
+			t.Errorf("Context cause %v, want ErrLockLost", context.Cause(lctx))
+		}
+		if n, r := obs.ended.Load(), obs.released.Load(); n != 1 || r != 0 {
+			t.Errorf("round %d: %d LeaseEnded, %d ReleaseStart; want 1 and 0", round, n, r)
+		}
+		// Another owner can take the lock: nothing was resurrected.
+		other := memory.MustNew(ns)
+		if ls, err := other.TryAcquire(ctx, key); err != nil {
+			t.Errorf("another owner after the loss: %v", err)
+		} else {
+			_ = ls.Release(ctx)
+		}
+		_ = other.Close()
+		cancel()
+	}
+}
+
+// TestManyObservedLeasesClose: 100,000 leases on mem:// with an Observer
+// and automatic refresh, held through a few refresh rounds, then Close:
+// bounded, every lease ended once (LeaseEnded with ErrClosed), no
+// goroutine left.
+func TestManyObservedLeasesClose(t *testing.T) {
+	if testing.Short() {
+		t.Skip("100,000 leases")
+	}
+	const n = 100_000
+	before := runtime.NumGoroutine()
+	obs := &slowEndObserver{}
+	l := memory.MustNew(memory.NewNamespace(), memory.WithDefaults(distlock.WithObserver(obs), distlock.WithTTL(1500*time.Millisecond)))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	leases := make([]*distlock.Lease, n)
+	start := time.Now()
+	for i := range n {
+		ls, err := l.TryAcquire(ctx, "k"+strconv.Itoa(i))
+		if err != nil {
+			t.Fatalf("lease %d: %v", i, err)
+		}
+		leases[i] = ls
+	}
+	t.Logf("%d leases in %v", n, time.Since(start))
+	time.Sleep(2 * time.Second) // several automatic refresh rounds (every 500ms)
+	lost := 0
+	for _, ls := range leases {
+		if ls.Err() != nil {
+			lost++
+		}
+	}
+	if lost > 0 {
+		t.Errorf("%d of %d leases lost while refreshed automatically", lost, n)
+	}
+	start = time.Now()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("Close of %d leases took %v", n, d)
+	}
+	for i, ls := range leases {
+		select {
+		case <-ls.Done():
+		default:
+			t.Fatalf("lease %d: Done not closed after Close", i)
+		}
+		if err := ls.Err(); !errors.Is(err, distlock.ErrClosed) && !errors.Is(err, distlock.ErrLockLost) {
+			t.Fatalf("lease %d: Err %v", i, err)
+		}
+	}
+	if got := obs.ended.Load(); got != n {
+		t.Errorf("%d LeaseEnded for %d leases", got, n)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > before+2 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if g := runtime.NumGoroutine(); g > before+2 {
+		t.Errorf("%d goroutines after Close, %d before", g, before)
+	}
+}

@@ -1,0 +1,125 @@
+package memcached
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/testkit/netfault"
+	"github.com/distlock/distlock/internal/testkit/testserver"
+)
+
+// TestCloseAfterAbandonedAcquireLeavesNoLock: an acquisition whose request
+// is still in the network when its ctx ends, followed at once by Close of
+// the Locker (a service shutting down after a timeout). The grant lands
+// while Close waits for the group: the late result must still be given
+// back. Before the fix the undo ran on the driver's bg context, which Close
+// cancels first, so Retry made no try at all and the lock stayed for its
+// whole TTL.
+func TestCloseAfterAbandonedAcquireLeavesNoLock(t *testing.T) {
+	srv := testserver.Memcached(t, testserver.MemcachedConfig{})
+	p, err := netfault.Listen(srv.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	l, err := distlock.Open(ctxT(t, 10*time.Second), "memcached://"+p.Addr()+"/?pin=off")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	key := "close-race-" + t.Name()
+	lease, err := l.TryAcquire(ctxT(t, 5*time.Second), key) // connection open
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lease.Release(ctxT(t, 5*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+
+	p.DelayRequests(300 * time.Millisecond) // below gomemcache's 500ms timeout: the grant arrives
+	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+	_, err = l.TryAcquire(ctx, key, distlock.WithTTL(10*time.Minute))
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("TryAcquire with its request in flight: %v, want the ctx error", err)
+	}
+	start := time.Now()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took > 6*time.Second {
+		t.Errorf("Close took %v", took)
+	}
+	p.Heal()
+
+	other := openURL(t, mcURL(srv, "pin=off"))
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		lease, err := other.TryAcquire(ctxT(t, 5*time.Second), key, distlock.WithTTL(5*time.Second))
+		if err == nil {
+			_ = lease.Release(ctxT(t, 5*time.Second))
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("5s after Close, the abandoned acquisition's lock (TTL 10m) is still on the server: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestCloseWithRequestInFlightLeavesNoLock: the acquisition's request is
+// held longer than gomemcache's I/O timeout, so the driver itself sees an
+// I/O error and starts the undo of an ambiguous write; the Locker is closed
+// right after the caller's ctx ended. The request lands after the undo's
+// first tries: the undo must keep looking (while the server answers)
+// although Close began, not leave the lock for its 10-minute TTL.
+func TestCloseWithRequestInFlightLeavesNoLock(t *testing.T) {
+	srv := testserver.Memcached(t, testserver.MemcachedConfig{})
+	p, err := netfault.Listen(srv.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	l, err := distlock.Open(ctxT(t, 10*time.Second), "memcached://"+p.Addr()+"/?pin=off")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	key := "close-inflight-" + t.Name()
+	lease, err := l.TryAcquire(ctxT(t, 5*time.Second), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lease.Release(ctxT(t, 5*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	p.SetScope(netfault.OpenConns)
+	p.SetLatencyDir(netfault.Request, 900*time.Millisecond) // past the 500ms I/O timeout; new connections pass
+	ctx, cancel := context.WithTimeout(t.Context(), 150*time.Millisecond)
+	_, err = l.TryAcquire(ctx, key, distlock.WithTTL(10*time.Minute))
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("TryAcquire with its request in flight: %v, want the ctx error", err)
+	}
+	start := time.Now()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("Close took %v", time.Since(start).Round(time.Millisecond))
+	other := openURL(t, mcURL(srv, "pin=off"))
+	deadline := time.Now().Add(6 * time.Second)
+	for {
+		lease, err := other.TryAcquire(ctxT(t, 5*time.Second), key, distlock.WithTTL(5*time.Second))
+		if err == nil {
+			_ = lease.Release(ctxT(t, 5*time.Second))
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("6s after Close, the in-flight acquisition's lock (TTL 10m) is still on the server: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
