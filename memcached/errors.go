@@ -30,6 +30,11 @@ var (
 // finding the item changed (only nested holds of one owner change it).
 var errCASConflicts = fmt.Errorf("%w: %d compare-and-swap conflicts in a row", backend.ErrUnavailable, casRetries)
 
+// errContention ends an acquisition whose compare-and-swap loop kept
+// conflicting with the same owner's other holds for casWindow: transient,
+// never "held by another owner".
+var errContention = &backend.TransientError{Err: errors.New("contention on the lock item")}
+
 // ErrorCode implements backend.ErrorClassifier for the errors the driver
 // returns unwrapped: gomemcache's, the network's and memcached's replies.
 //

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sync/atomic"
 	"time"
 
@@ -74,7 +75,19 @@ func (d *driver) TryAcquire(ctx context.Context, req backend.Request) (backend.L
 // background undo of that write's hold.
 func (d *driver) acquireOnce(key string, req backend.Request) (*lock, error) {
 	h := holdRef{owner: req.Owner, hold: randomID(holdBytes)}
-	for range casRetries {
+	// Compare-and-swap conflicts here come from the same owner's other
+	// holds being added and removed: each one is progress, so the loop
+	// goes on (with a growing random pause, past the first few) for up to
+	// casWindow instead of a fixed count, whose exhaustion under load
+	// reported the owner's own lock as another owner's.
+	until := time.Now().Add(casWindow)
+	for n := 0; ; n++ {
+		if n >= casRetries {
+			if time.Now().After(until) {
+				break
+			}
+			time.Sleep(time.Duration(rand.Int64N(int64(min(n, 100)) * int64(50*time.Microsecond))))
+		}
 		now := time.Now().UnixMilli()
 		h.tenure = randomID(tenureBytes)
 		rec := record{expMs: now + req.TTL.Milliseconds(), tenure: h.tenure, holds: []string{h.hold}, owner: h.owner}
@@ -93,7 +106,7 @@ func (d *driver) acquireOnce(key string, req backend.Request) (*lock, error) {
 			return l, err
 		}
 	}
-	return nil, backend.Busy(0)
+	return nil, fmt.Errorf("%w: %s: compare-and-swap kept conflicting for %v (the owner's holds change too fast)", errContention, key, casWindow)
 }
 
 // nest adds hold h.hold to the item key if h.owner holds it, by

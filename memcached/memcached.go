@@ -47,6 +47,9 @@ const (
 	// casRetries bounds the read-modify-write loops of one operation.
 	// Conflicts come only from nested holds of the same owner.
 	casRetries = 16
+	// casWindow bounds an acquisition's compare-and-swap loop past
+	// casRetries tries.
+	casWindow = 2 * time.Second
 	// maxHolds bounds one owner's nested holds of one lock, which keeps
 	// the item far below memcached's 1 MB limit.
 	maxHolds = 4096
