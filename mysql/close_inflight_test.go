@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
-	"github.com/distlock/distlock/internal/testkit/netfault"
-	"github.com/distlock/distlock/mysql"
 )
 
 // TestCloseWithRequestInFlightLeavesNoLock: an acquisition times out while
@@ -20,19 +18,7 @@ import (
 // 10-minute TTL. (The undo ran on Base.life, which Shutdown cancels first:
 // its only try came before the statement landed.)
 func TestCloseWithRequestInFlightLeavesNoLock(t *testing.T) {
-	srv := server(t)
-	table := uniqueTable("closeinflight")
-	p, err := netfault.Listen(srv.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	cfg := config(t, srv)
-	cfg.Addr = p.Addr()
-	l := mustNew(t, openDB(t, cfg), mysql.WithTable(table))
-	defer l.Close()
-	other := mustNew(t, openDB(t, config(t, srv)), mysql.WithTable(table))
-	defer other.Close()
+	p, l, other := proxiedPair(t, "closeinflight")
 	ctx := ctxT(t, time.Minute)
 	const key = "close-in-flight"
 	warm, err := l.TryAcquire(ctx, key)

@@ -19,19 +19,7 @@ import (
 // free (with one id per row, the retry overwrote the lost request's id and
 // the lock stayed held for its 10-minute TTL).
 func TestRowLostRequestOwnerRetry(t *testing.T) {
-	srv := server(t)
-	table := uniqueTable("lostreq")
-	p, err := netfault.Listen(srv.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	cfg := config(t, srv)
-	cfg.Addr = p.Addr()
-	l := mustNew(t, openDB(t, cfg), mysql.WithTable(table))
-	defer l.Close()
-	other := mustNew(t, openDB(t, config(t, srv)), mysql.WithTable(table))
-	defer other.Close()
+	p, l, other := proxiedPair(t, "lostreq")
 	ctx := ctxT(t, time.Minute)
 	const key = "lost-request"
 	owner := distlock.WithOwner("retrying-owner")
@@ -99,4 +87,24 @@ func waitInfo(t *testing.T, l *mysql.Locker, key string, d time.Duration, what s
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// proxiedPair returns two row-mode Lockers on one new table: l reaches the
+// server through the fault proxy p (closed with the test), other directly.
+func proxiedPair(t *testing.T, name string) (p *netfault.Proxy, l, other *mysql.Locker) {
+	t.Helper()
+	srv := server(t)
+	table := uniqueTable(name)
+	p, err := netfault.Listen(srv.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	cfg := config(t, srv)
+	cfg.Addr = p.Addr()
+	l = mustNew(t, openDB(t, cfg), mysql.WithTable(table))
+	t.Cleanup(func() { l.Close() })
+	other = mustNew(t, openDB(t, config(t, srv)), mysql.WithTable(table))
+	t.Cleanup(func() { other.Close() })
+	return p, l, other
 }
