@@ -3,6 +3,7 @@ package redis
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -31,7 +32,12 @@ func proxied(t *testing.T) (*testserver.Server, *netfault.Proxy) {
 // after the first undo, which finds nothing: the undo retries on its
 // schedule and removes the late lock, which would otherwise stay for its
 // whole TTL.
-func TestDelayedRequestUndone(t *testing.T) {
+func TestDelayedRequestUndone(t *testing.T) { delayedRequestUndone(t, false) }
+
+// delayedRequestUndone is TestDelayedRequestUndone, and with closeAfter
+// TestCloseWithRequestInFlightLeavesNoLock: the Locker is closed right
+// after the timed-out TryAcquire.
+func delayedRequestUndone(t *testing.T, closeAfter bool) {
 	srv, p := proxied(t)
 	admin := adminClient(t, srv.Addr())
 	// As the URL opener configures it: ctx deadlines bound the socket I/O.
@@ -55,10 +61,15 @@ func TestDelayedRequestUndone(t *testing.T) {
 	if err == nil {
 		t.Fatal("TryAcquire with its request delayed past its ctx succeeded")
 	}
+	if closeAfter {
+		start := time.Now()
+		_ = l.Close()
+		t.Logf("Close took %v", time.Since(start).Round(time.Millisecond))
+	}
 	eventually(t, 5*time.Second, "the delayed acquire ran on the server", func() bool {
 		return admin.Get(ctx, k.Fence).Val() == "1"
 	})
-	eventually(t, 8*time.Second, "the late lock undone (bounded cleanup)", func() bool {
+	eventually(t, 8*time.Second, fmt.Sprintf("the late lock undone (bounded cleanup; Close ran: %v)", closeAfter), func() bool {
 		return admin.Exists(ctx, k.Lock).Val() == 0
 	})
 }
