@@ -166,8 +166,10 @@ func TestRetryWithinBounds(t *testing.T) {
 		}
 		return false
 	})
-	if last >= 60*time.Millisecond {
-		t.Fatalf("a try started at %v, at or after Within", last)
+	// Do decides to start a try before Within; the try's first line runs a
+	// moment later: 5ms for that moment on a loaded machine.
+	if last >= 60*time.Millisecond+5*time.Millisecond {
+		t.Fatalf("a try started at %v, at or after Within (60ms)", last)
 	}
 }
 
