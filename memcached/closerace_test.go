@@ -19,25 +19,8 @@ import (
 // cancels first, so Retry made no try at all and the lock stayed for its
 // whole TTL.
 func TestCloseAfterAbandonedAcquireLeavesNoLock(t *testing.T) {
-	srv := testserver.Memcached(t, testserver.MemcachedConfig{})
-	p, err := netfault.Listen(srv.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = p.Close() })
-	l, err := distlock.Open(ctxT(t, 10*time.Second), "memcached://"+p.Addr()+"/?pin=off")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = l.Close() })
-	key := "close-race-" + t.Name()
-	lease, err := l.TryAcquire(ctxT(t, 5*time.Second), key) // connection open
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := lease.Release(ctxT(t, 5*time.Second)); err != nil {
-		t.Fatal(err)
-	}
+	srv, p, l, key := warmProxied(t, "close-race")
+	var err error
 
 	p.DelayRequests(300 * time.Millisecond) // below gomemcache's 500ms timeout: the grant arrives
 	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
@@ -77,25 +60,8 @@ func TestCloseAfterAbandonedAcquireLeavesNoLock(t *testing.T) {
 // first tries: the undo must keep looking (while the server answers)
 // although Close began, not leave the lock for its 10-minute TTL.
 func TestCloseWithRequestInFlightLeavesNoLock(t *testing.T) {
-	srv := testserver.Memcached(t, testserver.MemcachedConfig{})
-	p, err := netfault.Listen(srv.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = p.Close() })
-	l, err := distlock.Open(ctxT(t, 10*time.Second), "memcached://"+p.Addr()+"/?pin=off")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = l.Close() })
-	key := "close-inflight-" + t.Name()
-	lease, err := l.TryAcquire(ctxT(t, 5*time.Second), key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := lease.Release(ctxT(t, 5*time.Second)); err != nil {
-		t.Fatal(err)
-	}
+	srv, p, l, key := warmProxied(t, "close-inflight")
+	var err error
 	p.SetScope(netfault.OpenConns)
 	p.SetLatencyDir(netfault.Request, 900*time.Millisecond) // past the 500ms I/O timeout; new connections pass
 	ctx, cancel := context.WithTimeout(t.Context(), 150*time.Millisecond)
@@ -122,4 +88,31 @@ func TestCloseWithRequestInFlightLeavesNoLock(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// warmProxied starts a memcached and returns it with a Locker whose connections to a new memcached go
+// through the fault proxy p, with a pooled connection already open, and a
+// key named for the test.
+func warmProxied(t *testing.T, name string) (*testserver.Server, *netfault.Proxy, distlock.Locker, string) {
+	t.Helper()
+	srv := testserver.Memcached(t, testserver.MemcachedConfig{})
+	p, err := netfault.Listen(srv.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	l, err := distlock.Open(ctxT(t, 10*time.Second), "memcached://"+p.Addr()+"/?pin=off")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	key := name + "-" + t.Name()
+	lease, err := l.TryAcquire(ctxT(t, 5*time.Second), key) // opens the connection
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lease.Release(ctxT(t, 5*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	return srv, p, l, key
 }
