@@ -25,7 +25,7 @@ func TestOpenErrors(t *testing.T) {
 		{"://bad", "missing protocol scheme"},
 		{"127.0.0.1:6379", "first path segment in URL cannot contain colon"},
 		{"localhost", "has no scheme"},
-		{"mem://?ttl=5s", "unknown parameter(s) ttl"},
+		{"mem://?ttl=5s", `unknown parameter(s) "ttl"`},
 		{"mem://x/some/path", "mem URL must be"},
 	} {
 		_, err := distlock.Open(ctx, tc.url)
@@ -76,7 +76,7 @@ func TestParams(t *testing.T) {
 	_ = backend.Parse(p, "b", time.Duration(0), time.ParseDuration)
 	_ = backend.Parse(p, "c", 0, atoi)
 	err := p.Done()
-	for _, want := range []string{`"b" given 2 times`, `c="zz"`, "unknown parameter(s) d (known: a, b, c)"} {
+	for _, want := range []string{`"b" given 2 times`, `c="zz"`, `unknown parameter(s) "d" (known: a, b, c)`} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Done() = %v, want it to mention %s", err, want)
 		}

@@ -159,7 +159,7 @@ func (p *Params) Done() error {
 	var unknown []string
 	for k := range p.v {
 		if !p.used[k] {
-			unknown = append(unknown, k)
+			unknown = append(unknown, strconv.Quote(k))
 		}
 	}
 	sort.Strings(unknown)

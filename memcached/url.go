@@ -55,7 +55,7 @@ func open(ctx context.Context, u *url.URL) (backend.Driver, error) {
 		return bad("memcached URL must not have a path (%q): memcached has no databases; use prefix= to separate namespaces", u.Path)
 	}
 	if u.Fragment != "" {
-		return bad("memcached URL must not have a fragment (#%s)", u.Fragment)
+		return bad("memcached URL must not have a fragment (#%q)", u.Fragment)
 	}
 	hosts, err := backend.Hosts(u, "11211")
 	if err != nil {

@@ -20,7 +20,7 @@ func Query(u *url.URL, form string, own []string) (*backend.Params, url.Values, 
 		return nil, nil, fmt.Errorf("%w: %s URL must look like %s, got %q", backend.ErrInvalidOption, u.Scheme, form, u.Redacted())
 	}
 	if u.Fragment != "" {
-		return nil, nil, fmt.Errorf("%w: %s URL must not have a fragment (#%s)", backend.ErrInvalidOption, u.Scheme, u.Fragment)
+		return nil, nil, fmt.Errorf("%w: %s URL must not have a fragment (#%q)", backend.ErrInvalidOption, u.Scheme, u.Fragment)
 	}
 	q, err := url.ParseQuery(u.RawQuery)
 	if err != nil {

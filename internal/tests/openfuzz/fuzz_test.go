@@ -210,3 +210,17 @@ func TestPasswordInFixedText(t *testing.T) {
 		t.Error("a shown password not reported")
 	}
 }
+
+// TestControlCharactersInFragmentOneLine: url.Parse lets raw control
+// characters through in the fragment, and percent-decoding makes them in
+// the path, user and query; every scheme's error must still be one line
+// (CI's FuzzOpen found "redis:#\r").
+func TestControlCharactersInFragmentOneLine(t *testing.T) {
+	for _, s := range backend.Schemes() {
+		for _, raw := range []string{s + ":#\r", s + "://127.0.0.1:1/x#a\nb", s + "://127.0.0.1:1#\x00",
+			s + "://127.0.0.1:1/x?%0A=1", s + "://127.0.0.1:1/x?prefix=%0D%0A", s + "://127.0.0.1:1/x?timeout=%0A",
+			s + "://127.0.0.1:1/x%0Ay", s + "://u%0A:p@127.0.0.1:1/x", s + "://127.0.0.1:1/x?mode=%0A&table=%0D"} {
+			checkOpen(t, raw)
+		}
+	}
+}
