@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"time"
 	"unicode/utf8"
+
+	"github.com/distlock/distlock/backend"
 )
 
 // DefaultTTL is the lease duration when WithTTL is not given.
@@ -21,10 +23,11 @@ const MaxTTL = 365 * 24 * time.Hour
 type Option func(*settings)
 
 type settings struct {
-	ttl   time.Duration
-	owner string
-	retry RetryPolicy
-	err   error
+	ttl      time.Duration
+	owner    string
+	metadata string
+	retry    RetryPolicy
+	err      error
 	// watching is set by WithObserver and WithLogger only: behind a
 	// pointer, so that an unobserved acquisition's settings stay as small
 	// as before (they escape to the heap with every acquisition).
@@ -60,6 +63,26 @@ func WithOwner(id string) Option {
 			return
 		}
 		s.owner = id
+	}
+}
+
+// MaxMetadataLen is the longest WithMetadata string, in bytes.
+const MaxMetadataLen = backend.MaxMetadataLen
+
+// WithMetadata attaches a description to the locks the acquisition takes
+// (who and what holds it: a host, a process id, a job name), for operators:
+// Inspect returns it, and so does ForceRelease for the holder it evicts.
+// Backends that support inspection store it with the lock; the others
+// ignore it. It must be valid UTF-8 of at most MaxMetadataLen bytes. A
+// nested (reentrant) acquisition keeps the first hold's metadata. The
+// string is stored in the clear in the backend: keep secrets out of it.
+func WithMetadata(s string) Option {
+	return func(st *settings) {
+		if len(s) > MaxMetadataLen || !utf8.ValidString(s) {
+			st.err = fmt.Errorf("%w: WithMetadata: want valid UTF-8 of at most %d bytes, got %d bytes", ErrInvalidOption, MaxMetadataLen, len(s))
+			return
+		}
+		st.metadata = s
 	}
 }
 

@@ -76,6 +76,11 @@ type Request struct {
 	// free the lock TTL after the request unless it is refreshed. A nested
 	// acquisition never shortens the current expiry.
 	TTL time.Duration
+	// Metadata is the holder's description (WithMetadata): valid UTF-8 of
+	// at most MaxMetadataLen bytes, "" when none. Drivers that implement
+	// Inspector store it with the lock when they grant it; a nested
+	// acquisition keeps the first hold's metadata.
+	Metadata string
 	// Lost is called at most once, from any goroutine, when the driver
 	// learns that this lock is gone without Release (session expired,
 	// connection killed). It never blocks. Drivers that cannot learn of

@@ -40,6 +40,13 @@
 //     Request.Lost report loss.
 //   - BatchRefresher: many locks refreshed in one round trip. ctx: one ctx
 //     for the batch. Without it: one Refresh per lock, in parallel.
+//   - Inspector: the backend reads a lock without taking it (holder,
+//     metadata, token, server-side TTL, waiters). ctx: Inspect returns when
+//     ctx ends. Without it: distlock.Inspect returns errors.ErrUnsupported.
+//     A driver with Inspector stores Request.Metadata with every lock.
+//   - ForceReleaser: the backend frees a lock whatever its owner, keeping
+//     fencing tokens increasing. ctx: ForceRelease returns when ctx ends.
+//     Without it: distlock.ForceRelease returns errors.ErrUnsupported.
 //   - ErrorClassifier: the driver gives its client's errors their portable
 //     meaning (Code) once; distlock wraps each error once in the sentinel of
 //     its code. Without it: network errors are transient, others returned

@@ -37,6 +37,8 @@ func Checks() []Check {
 		{"fair", "capability Fair: waiters acquire in arrival order", false, checkFair},
 		{"session-bound", "capability SessionBound: the backend frees the lock when the holder's session dies", false, checkSessionBound},
 		{"observer", "an Observer sees every acquisition start and end, refresh, release, loss and close, in order, with its outcome", false, checkObserver},
+		{"inspect", "Inspect shows, from another client, the holder's owner, metadata, token, holds, server-side TTL and waiters, and changes nothing", false, checkInspect},
+		{"force-release", "ForceRelease frees a lock whatever its owner: the next token is higher, the evicted lease is refused and ends, the new owner's lock is untouched", false, checkForceRelease},
 		{"durable", "capability Durable: a held lock survives a backend restart", true, checkDurable},
 	}, faultChecks()...)
 }

@@ -147,3 +147,7 @@ func call[T any](d *driver, ctx context.Context, op func(context.Context) (T, er
 	v, _, err := async.Call(d.g, ctx, op, late)
 	return v, err
 }
+
+// Unwrap returns the distlock.Locker inside l, through which
+// distlock.Inspect and distlock.ForceRelease reach the backend.
+func (l *Locker) Unwrap() distlock.Locker { return l.Locker }

@@ -6,6 +6,9 @@
 // ("mem://" the default one, "mem://name" another), so they contend as
 // clients of one server would. Each Locker is one client session.
 //
+// Inspection (distlock.Inspect) and forced release (distlock.ForceRelease)
+// are supported; a forced release tells the evicted holder's lease at once.
+//
 // Capabilities: Fencing (a per-key counter that outlives the lock),
 // Reentrant, Notify and Fair (waiters queue in arrival order and the lock is
 // handed to the first of them on release or expiry, together with a nested
@@ -38,8 +41,9 @@ type Namespace struct {
 }
 
 type entry struct {
-	owner   string
-	holds   int
+	owner    string
+	metadata string
+	holds    int
 	token   uint64
 	expires time.Time
 	sess    *driver
@@ -256,7 +260,7 @@ func (e *entry) nest(req backend.Request, sess *driver, now time.Time) *lock {
 func (ns *Namespace) grant(key string, e *entry, req backend.Request, sess *driver, now time.Time) *lock {
 	token := ns.fences[key] + 1
 	ns.fences[key] = token
-	e.owner, e.holds, e.token, e.sess = req.Owner, 1, token, sess
+	e.owner, e.metadata, e.holds, e.token, e.sess = req.Owner, req.Metadata, 1, token, sess
 	e.expires = now.Add(req.TTL)
 	l := &lock{d: sess, key: key, owner: req.Owner, token: token, issued: now}
 	if e.lost == nil {
@@ -424,4 +428,73 @@ func (l *lock) Refresh(_ context.Context, ttl time.Duration) error {
 		e.expires = exp
 	}
 	return nil
+}
+
+// Unwrap returns the distlock.Locker inside l, through which
+// distlock.Inspect and distlock.ForceRelease reach the backend.
+func (l *Locker) Unwrap() distlock.Locker { return l.Locker }
+
+// Inspect reads key's entry: holder, metadata, token, holds, time left and
+// queued waiters.
+func (d *driver) Inspect(ctx context.Context, key string) (backend.LockInfo, error) {
+	if err := ctx.Err(); err != nil {
+		return backend.LockInfo{}, err
+	}
+	ns := d.ns
+	ns.mu.Lock()
+	defer ns.mu.Unlock()
+	info := backend.LockInfo{Key: key}
+	e := ns.locks[key]
+	if e != nil {
+		now := time.Now()
+		ns.settle(key, e, now)
+		if ns.locks[key] == e && e.holds > 0 {
+			info = e.info(key, now)
+		}
+	}
+	return info, nil
+}
+
+// ForceRelease drops every hold of key, tells the holder's leases at once
+// (as a session loss would), and hands the lock to the first waiter. The
+// per-key fence counter is untouched, so the next token is higher.
+func (d *driver) ForceRelease(ctx context.Context, key string) (backend.LockInfo, error) {
+	if err := ctx.Err(); err != nil {
+		return backend.LockInfo{}, err
+	}
+	ns := d.ns
+	ns.mu.Lock()
+	e := ns.locks[key]
+	now := time.Now()
+	if e != nil {
+		ns.settle(key, e, now)
+	}
+	if e == nil || ns.locks[key] != e || e.holds == 0 {
+		ns.mu.Unlock()
+		return backend.LockInfo{Key: key}, nil
+	}
+	info := e.info(key, now)
+	lost := make([]func(error), 0, len(e.lost))
+	for _, f := range e.lost {
+		lost = append(lost, f)
+	}
+	e.holds = 0
+	ns.settle(key, e, now)
+	ns.mu.Unlock()
+	for _, f := range lost {
+		f(fmt.Errorf("%w: released by force", backend.ErrLockLost))
+	}
+	return info, nil
+}
+
+// info describes the held entry e. Callers hold ns.mu.
+func (e *entry) info(key string, now time.Time) backend.LockInfo {
+	waiters := 0
+	for _, w := range e.waiters {
+		if !w.sess.closed {
+			waiters++
+		}
+	}
+	return backend.LockInfo{Key: key, Held: true, Owner: e.owner, Metadata: e.metadata, Token: e.token,
+		Holds: e.holds, TTL: e.expires.Sub(now), Waiters: waiters}
 }

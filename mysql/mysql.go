@@ -431,3 +431,7 @@ func keyHash(key string) [32]byte { return sha256.Sum256([]byte(key)) }
 // ttlMicros is sqllock.TTLMicros: whole microseconds (DATETIME(6)),
 // rounded up.
 var ttlMicros = sqllock.TTLMicros
+
+// Unwrap returns the distlock.Locker inside l, through which
+// distlock.Inspect and distlock.ForceRelease reach the backend.
+func (l *Locker) Unwrap() distlock.Locker { return l.Locker }

@@ -413,3 +413,7 @@ func lockID(ns, key string, i uint32) int64 {
 // ttlMicros is sqllock.TTLMicros: whole microseconds (timestamptz),
 // rounded up.
 var ttlMicros = sqllock.TTLMicros
+
+// Unwrap returns the distlock.Locker inside l, through which
+// distlock.Inspect and distlock.ForceRelease reach the backend.
+func (l *Locker) Unwrap() distlock.Locker { return l.Locker }

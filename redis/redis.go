@@ -272,3 +272,7 @@ func (d *driver) Close() error {
 	}
 	return nil
 }
+
+// Unwrap returns the distlock.Locker inside l, through which
+// distlock.Inspect and distlock.ForceRelease reach the backend.
+func (l *Locker) Unwrap() distlock.Locker { return l.Locker }

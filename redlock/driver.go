@@ -212,3 +212,7 @@ func (d *driver) Close() error {
 	}
 	return errors.Join(errs...)
 }
+
+// Unwrap returns the distlock.Locker inside l, through which
+// distlock.Inspect and distlock.ForceRelease reach the backend.
+func (l *Locker) Unwrap() distlock.Locker { return l.Locker }

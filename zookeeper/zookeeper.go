@@ -224,3 +224,7 @@ func urlOptions(u *url.URL) ([]Option, error) {
 	}
 	return opts, nil
 }
+
+// Unwrap returns the distlock.Locker inside l, through which
+// distlock.Inspect and distlock.ForceRelease reach the backend.
+func (l *Locker) Unwrap() distlock.Locker { return l.Locker }

@@ -1,0 +1,68 @@
+package backend
+
+import (
+	"context"
+	"time"
+)
+
+// MaxMetadataLen is the longest metadata string (Request.Metadata) a lock
+// carries, in bytes.
+const MaxMetadataLen = 1024
+
+// LockInfo is what a backend can tell of one lock at one moment. Fields a
+// backend cannot know stay at their zero value, except Waiters (-1).
+type LockInfo struct {
+	// Key is the lock's name as the caller gave it.
+	Key string `json:"key"`
+	// Held reports whether an owner holds the lock now.
+	Held bool `json:"held"`
+	// Owner is the holder's owner id (WithOwner, or the random id of an
+	// acquisition without it); "" when not held.
+	Owner string `json:"owner,omitempty"`
+	// Metadata is the holder's WithMetadata string, "" when none.
+	Metadata string `json:"metadata,omitempty"`
+	// Token is the holder's fencing token; 0 when not held or where the
+	// backend does not claim Fencing.
+	Token uint64 `json:"token,omitempty"`
+	// Holds is the holder's number of nested (reentrant) holds; 0 when not
+	// held.
+	Holds int `json:"holds,omitempty"`
+	// TTL is the time left before the server frees the lock unless it is
+	// refreshed, as the server's clock counts it; 0 when not held or when
+	// the lock is SessionBound and does not expire.
+	TTL time.Duration `json:"ttl,omitempty"`
+	// SessionBound: the lock lasts as long as its holder's session or
+	// connection, not a TTL.
+	SessionBound bool `json:"session_bound,omitempty"`
+	// Waiters is the number of acquisitions queued for the lock where the
+	// backend keeps a queue it can count cheaply (ZooKeeper children, a
+	// fair queue, blocked SQL sessions); -1 where it cannot tell.
+	Waiters int `json:"waiters"`
+}
+
+// Inspector is implemented by drivers that can read a lock without taking
+// it. Inspect returns the lock's state; a key that is not locked gives
+// Held false and no error. It honours ctx and changes nothing in the
+// backend. Without it: distlock.Inspect returns an error wrapping
+// errors.ErrUnsupported.
+type Inspector interface {
+	Inspect(ctx context.Context, key string) (LockInfo, error)
+}
+
+// ForceReleaser is implemented by drivers that can free a lock whatever its
+// owner, for operators. ForceRelease frees every hold of the lock and
+// returns what it evicted (Held false when the lock was free: nothing
+// changed then). When it returns nil error:
+//   - the lock is free at that moment, and the next acquisition of the key
+//     (a queued waiter may take it at once) gets a fencing token greater
+//     than the evicted holder's, where the driver claims Fencing;
+//   - the evicted holder's Refresh and Release return ErrNotHeld, so its
+//     lease ends at its next refresh (a session-bound driver may also end
+//     it at once through Request.Lost).
+//
+// It honours ctx; an error leaves the lock either intact or freed, never
+// with a token that could repeat. Without it: distlock.ForceRelease returns
+// an error wrapping errors.ErrUnsupported.
+type ForceReleaser interface {
+	ForceRelease(ctx context.Context, key string) (LockInfo, error)
+}

@@ -1,0 +1,130 @@
+package distlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/distlock/distlock/backend"
+)
+
+// LockInfo is what a backend can tell of one lock at one moment: holder,
+// metadata, fencing token, holds, server-side TTL and waiters; see
+// backend.LockInfo for each field.
+type LockInfo = backend.LockInfo
+
+// Inspect reads the lock named key without taking it or changing anything
+// in the backend, for operators and monitoring: whether it is held, by
+// which owner, with which metadata (WithMetadata) and fencing token, how
+// many nested holds, how long the server keeps it yet, and how many
+// acquisitions wait where the backend knows. A key that is not locked gives
+// Held false and no error.
+//
+// l is a Locker returned by Open or by a backend package's New (any Locker
+// whose Unwrap method leads to one). On a backend that cannot inspect
+// locks the error wraps errors.ErrUnsupported; other errors are classified
+// as Acquire's are (ErrInvalidKey, ErrUnavailable, ErrClosed, ctx errors).
+// The answer is a snapshot: the lock may change hands as soon as it is
+// read.
+func Inspect(ctx context.Context, l Locker, key string) (LockInfo, error) {
+	return admin(ctx, l, "inspect", key, func(b *locker) (func(context.Context, string) (LockInfo, error), bool) {
+		in, ok := b.drv.(backend.Inspector)
+		if !ok {
+			return nil, false
+		}
+		return in.Inspect, true
+	})
+}
+
+// ForceRelease frees the lock named key whatever its owner, for an
+// operator whose holder is stuck, and returns what it evicted (Held false
+// when the lock was free; nothing changed then). When it returns without
+// error, the lock was free at that moment (a queued waiter may take it at
+// once), the next acquisition of key gets a fencing token greater than the
+// evicted holder's, so a fenced resource refuses the old holder's writes,
+// and the old holder's lease ends with ErrLockLost at its next refresh (at
+// once where the backend tells its session). The old holder's work under
+// the lock is not stopped by anything but its lease's Context: prefer
+// waiting out its TTL when it may still be writing unfenced.
+//
+// It is logged at Warn on the Locker's WithLogger logger, if it has one.
+// Errors are shaped as Inspect's; on a backend that cannot force a release
+// the error wraps errors.ErrUnsupported.
+func ForceRelease(ctx context.Context, l Locker, key string) (LockInfo, error) {
+	info, err := admin(ctx, l, "force-release", key, func(b *locker) (func(context.Context, string) (LockInfo, error), bool) {
+		f, ok := b.drv.(backend.ForceReleaser)
+		if !ok {
+			return nil, false
+		}
+		return f.ForceRelease, true
+	})
+	if err == nil {
+		if b := base(l); b != nil {
+			b.logForced(info)
+		}
+	}
+	return info, err
+}
+
+// admin runs one operator call on l's driver, found by pick: key checked,
+// the Locker open, the driver's error classified and wrapped once.
+func admin(ctx context.Context, l Locker, op, key string, pick func(*locker) (func(context.Context, string) (LockInfo, error), bool)) (LockInfo, error) {
+	b := base(l)
+	if b == nil {
+		return LockInfo{}, &Error{Op: op, Key: key, Backend: "distlock", Err: fmt.Errorf("%w: %T is not a distlock Locker and has no Unwrap() distlock.Locker method", errors.ErrUnsupported, l)}
+	}
+	if err := ValidateKey(key); err != nil {
+		return LockInfo{}, b.err(op, key, err)
+	}
+	call, ok := pick(b)
+	if !ok {
+		return LockInfo{}, b.err(op, key, fmt.Errorf("%w: the %s backend cannot %s locks", errors.ErrUnsupported, b.name, op))
+	}
+	if err := b.begin(); err != nil {
+		return LockInfo{}, b.err(op, key, err)
+	}
+	defer b.inflight.Done()
+	cctx, stop := b.closeAware(ctx)
+	defer stop()
+	info, err := call(cctx, key)
+	if err != nil {
+		err = b.classify(err)
+		if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
+			err = fmt.Errorf("%w: %w", err, cerr)
+		} else if cerr == nil && b.isClosed() {
+			err = ErrClosed
+		}
+		return LockInfo{}, b.err(op, key, err)
+	}
+	info.Key = key
+	return info, nil
+}
+
+// base follows l's Unwrap chain to distlock's own Locker, nil if there is
+// none. Every backend package's *Locker has Unwrap.
+func base(l Locker) *locker {
+	for range 16 { // a bound against a wrapper that unwraps to itself
+		switch v := l.(type) {
+		case *locker:
+			return v
+		case interface{ Unwrap() Locker }:
+			l = v.Unwrap()
+		default:
+			return nil
+		}
+	}
+	return nil
+}
+
+// logForced logs a forced release at Warn on the Locker's default logger.
+func (l *locker) logForced(info LockInfo) {
+	s := defaultSettings()
+	for _, o := range l.defaults {
+		o(&s)
+	}
+	if s.watching == nil || s.watching.logger == nil {
+		return
+	}
+	s.watching.logger.Warn("distlock: lock released by force", "backend", l.name, "key", info.Key,
+		"held", info.Held, "owner", info.Owner, "metadata", info.Metadata, "token", info.Token)
+}

@@ -1,0 +1,121 @@
+package distlock_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/memory"
+)
+
+func TestWithMetadataBounds(t *testing.T) {
+	l := memory.MustNew(memory.NewNamespace())
+	defer l.Close()
+	ctx := context.Background()
+	for _, md := range []string{strings.Repeat("x", distlock.MaxMetadataLen+1), "\xff"} {
+		if _, err := l.TryAcquire(ctx, "k", distlock.WithMetadata(md)); !errors.Is(err, distlock.ErrInvalidOption) {
+			t.Errorf("WithMetadata(%d bytes): %v, want ErrInvalidOption", len(md), err)
+		}
+	}
+	md := strings.Repeat("é", distlock.MaxMetadataLen/2)
+	lease, err := l.TryAcquire(ctx, "k", distlock.WithMetadata(md))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lease.Release(ctx)
+	if info, err := distlock.Inspect(ctx, l, "k"); err != nil || info.Metadata != md {
+		t.Errorf("Inspect: metadata of %d bytes, err %v; want the %d bytes given", len(info.Metadata), err, len(md))
+	}
+}
+
+// unwrapLess is a Locker that hides the one it wraps.
+type unwrapLess struct{ distlock.Locker }
+
+// wrapper is a user's Locker wrapper that follows the Unwrap convention.
+type wrapper struct{ distlock.Locker }
+
+func (w wrapper) Unwrap() distlock.Locker { return w.Locker }
+
+func TestInspectReachesTheDriver(t *testing.T) {
+	ctx := context.Background()
+	ns := memory.NewNamespace()
+	l := memory.MustNew(ns)
+	defer l.Close()
+	lease, err := l.TryAcquire(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lease.Release(ctx)
+	for _, via := range []distlock.Locker{l, l.Locker, wrapper{l}, wrapper{wrapper{l}}} {
+		if info, err := distlock.Inspect(ctx, via, "k"); err != nil || !info.Held || info.Owner != lease.Owner() {
+			t.Errorf("Inspect through %T = %+v, %v", via, info, err)
+		}
+	}
+	if _, err := distlock.Inspect(ctx, unwrapLess{l}, "k"); !errors.Is(err, errors.ErrUnsupported) {
+		t.Errorf("Inspect through a wrapper without Unwrap: %v, want errors.ErrUnsupported", err)
+	}
+	if _, err := distlock.Inspect(ctx, l, ""); !errors.Is(err, distlock.ErrInvalidKey) {
+		t.Errorf("Inspect of an empty key: %v, want ErrInvalidKey", err)
+	}
+	if _, err := distlock.ForceRelease(ctx, l, strings.Repeat("k", 1025)); !errors.Is(err, distlock.ErrInvalidKey) {
+		t.Errorf("ForceRelease of a 1025-byte key: %v, want ErrInvalidKey", err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := distlock.Inspect(cctx, l, "k"); !errors.Is(err, context.Canceled) {
+		t.Errorf("Inspect with a cancelled ctx: %v, want context.Canceled", err)
+	}
+	closed := memory.MustNew(ns)
+	closed.Close()
+	if _, err := distlock.ForceRelease(ctx, closed, "k"); !errors.Is(err, distlock.ErrClosed) {
+		t.Errorf("ForceRelease on a closed Locker: %v, want ErrClosed", err)
+	}
+}
+
+func TestInspectUnsupportedBackend(t *testing.T) {
+	l := distlock.New(&nopDriver{}, "nop")
+	defer l.Close()
+	ctx := context.Background()
+	_, err := distlock.Inspect(ctx, l, "k")
+	if !errors.Is(err, errors.ErrUnsupported) || !strings.Contains(err.Error(), "nop") {
+		t.Errorf("Inspect on a driver without Inspector: %v, want errors.ErrUnsupported naming the backend", err)
+	}
+	if _, err := distlock.ForceRelease(ctx, l, "k"); !errors.Is(err, errors.ErrUnsupported) {
+		t.Errorf("ForceRelease on a driver without ForceReleaser: %v, want errors.ErrUnsupported", err)
+	}
+}
+
+func TestForceReleaseLogsAndEndsTheLease(t *testing.T) {
+	ctx := context.Background()
+	var buf bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(&buf, nil))
+	ns := memory.NewNamespace()
+	holder := memory.MustNew(ns)
+	defer holder.Close()
+	operator := memory.MustNew(ns, memory.WithDefaults(distlock.WithLogger(logger)))
+	defer operator.Close()
+	lease, err := holder.TryAcquire(ctx, "k", distlock.WithMetadata("job=nightly"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := distlock.ForceRelease(ctx, operator, "k")
+	if err != nil || !info.Held || info.Token != lease.Token() || info.Metadata != "job=nightly" {
+		t.Fatalf("ForceRelease = %+v, %v", info, err)
+	}
+	select {
+	case <-lease.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the memory backend tells the evicted lease at once; still not Done after 5s")
+	}
+	if !errors.Is(lease.Err(), distlock.ErrLockLost) {
+		t.Errorf("evicted lease: %v, want ErrLockLost", lease.Err())
+	}
+	if out := buf.String(); !strings.Contains(out, "level=WARN") || !strings.Contains(out, "job=nightly") || !strings.Contains(out, lease.Owner()) {
+		t.Errorf("log of a forced release = %q", out)
+	}
+}
