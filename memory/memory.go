@@ -44,11 +44,11 @@ type entry struct {
 	owner    string
 	metadata string
 	holds    int
-	token   uint64
-	expires time.Time
-	sess    *driver
-	lost    map[*lock]func(error) // Request.Lost of the holder's live holds
-	waiters []*waiter             // FIFO
+	token    uint64
+	expires  time.Time
+	sess     *driver
+	lost     map[*lock]func(error) // Request.Lost of the holder's live holds
+	waiters  []*waiter             // FIFO
 }
 
 type waiter struct {
