@@ -13,31 +13,31 @@ const MaxMetadataLen = 1024
 // backend cannot know stay at their zero value, except Waiters (-1).
 type LockInfo struct {
 	// Key is the lock's name as the caller gave it.
-	Key string `json:"key"`
+	Key string
 	// Held reports whether an owner holds the lock now.
-	Held bool `json:"held"`
+	Held bool
 	// Owner is the holder's owner id (WithOwner, or the random id of an
 	// acquisition without it); "" when not held.
-	Owner string `json:"owner,omitempty"`
+	Owner string
 	// Metadata is the holder's WithMetadata string, "" when none.
-	Metadata string `json:"metadata,omitempty"`
+	Metadata string
 	// Token is the holder's fencing token; 0 when not held or where the
 	// backend does not claim Fencing.
-	Token uint64 `json:"token,omitempty"`
+	Token uint64
 	// Holds is the holder's number of nested (reentrant) holds; 0 when not
 	// held.
-	Holds int `json:"holds,omitempty"`
+	Holds int
 	// TTL is the time left before the server frees the lock unless it is
 	// refreshed, as the server's clock counts it; 0 when not held or when
 	// the lock is SessionBound and does not expire.
-	TTL time.Duration `json:"ttl,omitempty"`
+	TTL time.Duration
 	// SessionBound: the lock lasts as long as its holder's session or
 	// connection, not a TTL.
-	SessionBound bool `json:"session_bound,omitempty"`
+	SessionBound bool
 	// Waiters is the number of acquisitions queued for the lock where the
 	// backend keeps a queue it can count cheaply (ZooKeeper children, a
 	// fair queue, blocked SQL sessions); -1 where it cannot tell.
-	Waiters int `json:"waiters"`
+	Waiters int
 }
 
 // Inspector is implemented by drivers that can read a lock without taking

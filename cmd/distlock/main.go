@@ -1,7 +1,9 @@
 // Command distlock runs commands under a distributed lock, checks a lock
 // backend against the distlock contract, and measures it.
 //
-//	distlock run --backend URL --key KEY [--ttl D] [--wait D | --no-wait] [--owner ID] [--grace D] -- CMD [ARGS…]
+//	distlock run --backend URL --key KEY [--ttl D] [--wait D | --no-wait] [--owner ID] [--metadata S] [--grace D] -- CMD [ARGS…]
+//	distlock status [--backend URL] [--json] KEY...
+//	distlock unlock --force [--yes] [--backend URL] KEY
 //	distlock conformance [--backend URL] [--run REGEXP] [--destructive] [--ttl D] [--json]
 //	distlock bench [--backend URL] [--clients N] [--keys K] [--duration D] [--json]
 //	distlock demo [--local]
@@ -52,6 +54,10 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	switch cmd {
 	case "run":
 		return cmdRun(rest, stdout, stderr)
+	case "status":
+		return cmdStatus(rest, stdout, stderr)
+	case "unlock":
+		return cmdUnlock(rest, stdout, stderr)
 	case "conformance":
 		return cmdConformance(rest, stdout, stderr)
 	case "bench":
@@ -68,7 +74,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, "distlock", version())
 		return ExitOK
 	default:
-		fmt.Fprintf(stderr, "distlock: unknown command %q (want run, conformance, bench or demo; see distlock help)\n", cmd)
+		fmt.Fprintf(stderr, "distlock: unknown command %q (want run, status, unlock, conformance, bench or demo; see distlock help)\n", cmd)
 		return ExitUsage
 	}
 }
@@ -102,21 +108,25 @@ func usage(w io.Writer) {
 	fmt.Fprint(w, `distlock — distributed locks for shells, cron and CI, and a contract check for lock backends
 
 Usage:
-  distlock run --backend URL --key KEY [--ttl D] [--wait D | --no-wait] [--owner ID] [--grace D] -- CMD [ARGS...]
+  distlock run --backend URL --key KEY [--ttl D] [--wait D | --no-wait] [--owner ID] [--metadata S] [--grace D] -- CMD [ARGS...]
+  distlock status [--backend URL] [--json] KEY...
+  distlock unlock --force [--yes] [--backend URL] KEY
   distlock conformance [--backend URL] [--run REGEXP] [--destructive] [--ttl D] [--json]
   distlock bench [--backend URL] [--clients N] [--keys K] [--duration D] [--json]
   distlock demo [--local]
   distlock help [COMMAND]
   distlock --version
 
---backend defaults to $DISTLOCK_BACKEND. run needs a backend shared by the
-processes it coordinates; conformance and bench fall back to mem:// (in-process).
+--backend defaults to $DISTLOCK_BACKEND. run, status and unlock need a backend
+shared by the processes it coordinates; conformance and bench fall back to
+mem:// (in-process).
 Backends: `+strings.Join(schemes(), ", ")+`
 Run "distlock help COMMAND" for a command's flags.
 
 Exit statuses of run: the command's own status; 75 not acquired in time;
 76 lock lost while the command ran (it was terminated); 64 usage error;
-69 backend unavailable; 78 bad backend URL or option; 70 internal error.
+69 backend unavailable; 78 bad backend URL or option, or an operation the
+backend cannot do; 70 internal error.
 `)
 }
 
@@ -189,7 +199,8 @@ func exitFor(err error) int {
 		return ExitUnavailable
 	case errors.Is(err, distlock.ErrNotAcquired):
 		return ExitNotAcquired
-	case errors.Is(err, distlock.ErrInvalidOption), errors.Is(err, distlock.ErrInvalidKey), errors.Is(err, distlock.ErrInvalidTTL):
+	case errors.Is(err, distlock.ErrInvalidOption), errors.Is(err, distlock.ErrInvalidKey), errors.Is(err, distlock.ErrInvalidTTL),
+		errors.Is(err, errors.ErrUnsupported): // the backend chosen cannot do it
 		return ExitConfig
 	default:
 		return ExitInternal

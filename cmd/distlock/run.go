@@ -9,13 +9,14 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/distlock/distlock"
-	"github.com/distlock/distlock/backend"
 )
 
 // forwarded are the signals run passes on to the command's process group.
@@ -41,13 +42,14 @@ Backends whose locks do not expire (zookeeper) ignore --ttl: a holder's lock
 lasts as long as its session (session_timeout URL parameter).`
 
 func cmdRun(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("run", "run --backend URL --key KEY [--ttl D] [--wait D | --no-wait] [--owner ID] [--grace D] -- CMD [ARGS...]", runAbout, stdout)
+	fs := newFlags("run", "run --backend URL --key KEY [--ttl D] [--wait D | --no-wait] [--owner ID] [--metadata S] [--grace D] -- CMD [ARGS...]", runAbout, stdout)
 	backendFlagValue := backendFlag(fs, "")
 	key := fs.String("key", "", "name of the lock (required)")
 	ttl := fs.Duration("ttl", distlock.DefaultTTL, "lease TTL; the lease is refreshed about every ttl/3 while the command runs")
 	wait := fs.Duration("wait", 0, "give up with status 75 after waiting this long for the lock or for the backend to come back (0: as long as it takes)")
 	noWait := fs.Bool("no-wait", false, "give up with status 75 at once if the lock is held")
 	owner := fs.String("owner", "", "owner id: runs with the same owner id nest instead of excluding each other (default: a random id)")
+	metadata := fs.String("metadata", "", "description stored with the lock for distlock status (default: host=HOST pid=PID cmd=NAME; the command's arguments are left out, they may hold secrets)")
 	grace := fs.Duration("grace", 10*time.Second, "after the lock is lost: time between SIGTERM and SIGKILL to the command's process group")
 	verbose := fs.Bool("v", false, "report acquisition and release on stderr")
 	if st := parseFlags(fs, args, stderr); st >= 0 {
@@ -78,7 +80,11 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "distlock run: note: %s locks do not expire, --ttl is ignored: the lock lasts as long as distlock's session\n", schemeOf(url))
 	}
 
-	opts := []distlock.Option{distlock.WithTTL(*ttl)}
+	md := *metadata
+	if md == "" {
+		md = defaultMetadata(argv)
+	}
+	opts := []distlock.Option{distlock.WithTTL(*ttl), distlock.WithMetadata(md)}
 	if !*noWait {
 		opts = append(opts, distlock.WithRetryUnavailable(true))
 	}
@@ -108,6 +114,31 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	return status
 }
 
+// defaultMetadata describes this run for distlock status: host, pid of
+// distlock (the process to signal) and the command's name, within
+// MaxMetadataLen. The arguments are left out: they may hold secrets.
+func defaultMetadata(argv []string) string {
+	host, err := os.Hostname()
+	if err != nil {
+		host = "?"
+	}
+	md := fmt.Sprintf("host=%s pid=%d cmd=%s", host, os.Getpid(), filepath.Base(argv[0]))
+	return truncateUTF8(md, distlock.MaxMetadataLen)
+}
+
+// truncateUTF8 cuts s to at most n bytes at a rune boundary, and replaces
+// invalid UTF-8 (a file name may hold any bytes).
+func truncateUTF8(s string, n int) string {
+	s = strings.ToValidUTF8(s, "?")
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
 // checkRunArgs returns the exit status of run's unusable arguments, or -1.
 func checkRunArgs(key string, argv []string, noWait bool, wait, grace time.Duration, url string, stderr io.Writer) int {
 	switch {
@@ -123,14 +154,8 @@ func checkRunArgs(key string, argv []string, noWait bool, wait, grace time.Durat
 	case wait < 0 || grace < 0:
 		fmt.Fprintln(stderr, "distlock run: --wait and --grace must not be negative")
 		return ExitUsage
-	case url == "":
-		fmt.Fprintln(stderr, "distlock run: no lock backend: pass --backend URL or set $DISTLOCK_BACKEND to a backend every process can reach (such as redis://host:6379/0)")
-		return ExitUsage
-	case backend.InProcess(schemeOf(url)):
-		fmt.Fprintf(stderr, "distlock run: backend %s:// locks only within one process and cannot exclude other runs: pass --backend URL or set $DISTLOCK_BACKEND to a shared backend\n", schemeOf(url))
-		return ExitConfig
 	}
-	return -1
+	return checkSharedBackend("run", url, stderr)
 }
 
 // startCommand starts the command under the lease, in its own process

@@ -1,0 +1,153 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock/internal/testkit/testserver"
+)
+
+func TestStatusAndUnlockUsage(t *testing.T) {
+	for _, tc := range []struct {
+		args   []string
+		status int
+		want   string
+	}{
+		{[]string{"status", "--backend", "redis://127.0.0.1:1/0"}, ExitUsage, "no KEY given"},
+		{[]string{"status", "k"}, ExitUsage, "$DISTLOCK_BACKEND"},
+		{[]string{"status", "--backend", "mem://", "k"}, ExitConfig, "only within one process"},
+		{[]string{"status", "--backend", "redis://127.0.0.1:1/0", "--timeout", "2s", "k"}, ExitUnavailable, "unavailable"},
+		{[]string{"status", "--backend", "redis://127.0.0.1:1/0", strings.Repeat("k", 1025)}, ExitConfig, "invalid lock key"},
+		{[]string{"unlock", "--backend", "redis://127.0.0.1:1/0", "k"}, ExitUsage, "pass --force"},
+		{[]string{"unlock", "--force", "--backend", "redis://127.0.0.1:1/0"}, ExitUsage, "exactly one KEY"},
+		{[]string{"unlock", "--force", "--backend", "redis://127.0.0.1:1/0", "a", "b"}, ExitUsage, "exactly one KEY"},
+		{[]string{"unlock", "--force", "--backend", "mem://", "k"}, ExitConfig, "only within one process"},
+		{[]string{"unlock", "--force", "--yes", "--backend", "bogus://x", "k"}, ExitConfig, "unknown backend scheme"},
+	} {
+		r := runBin(t, time.Minute, nil, tc.args...)
+		if r.status != tc.status || !strings.Contains(r.stderr, tc.want) {
+			t.Errorf("distlock %q: status %d stderr %q; want %d and %q", tc.args, r.status, r.stderr, tc.status, tc.want)
+		}
+		if n := strings.Count(strings.TrimSpace(r.stderr), "\n"); n > 0 && tc.status != ExitUnavailable {
+			t.Errorf("distlock %q: %d lines of error, want one: %q", tc.args, n+1, r.stderr)
+		}
+	}
+}
+
+func TestParseInterleaved(t *testing.T) {
+	fs := newFlags("status", "", "", os.Stdout)
+	asJSON := fs.Bool("json", false, "")
+	b := fs.String("backend", "", "")
+	keys, st := parseInterleaved(fs, []string{"a", "--backend", "u", "b", "--json", "--", "--c"}, os.Stderr)
+	if st >= 0 || !*asJSON || *b != "u" || strings.Join(keys, ",") != "a,b,--c" {
+		t.Errorf("parseInterleaved: keys %q json %v backend %q status %d", keys, *asJSON, *b, st)
+	}
+}
+
+// TestStatusAndForcedUnlockOnEveryBackend: on a real server of every
+// network backend, a lock held by `distlock run` shows in `distlock status`
+// with run's metadata; `unlock --force` refuses without an answer, then
+// frees it with --yes and prints what it evicted; the run whose lock was
+// taken ends with status 76; the next holder's token is higher.
+func TestStatusAndForcedUnlockOnEveryBackend(t *testing.T) {
+	testserver.SkipShort(t, "every backend's server")
+	for _, lb := range localBackends {
+		t.Run(lb.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+			defer cancel()
+			url, stop, err := lb.start(ctx)
+			if errors.Is(err, testserver.ErrMissingBinary) {
+				t.Skip(err)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer stop()
+			statusAndForcedUnlock(t, url)
+		})
+	}
+}
+
+func statusAndForcedUnlock(t *testing.T, url string) {
+	const key = "nightly/report"
+	env := []string{"DISTLOCK_BACKEND=" + url}
+	holder := exec.Command(bin, "run", "--key", key, "--ttl", "3s", "--grace", "1s", "--", "sh", "-c", `echo ready; exec sleep 60`)
+	holder.Env = append(os.Environ(), env...)
+	out, err := holder.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var holderErr strings.Builder
+	holder.Stderr = &holderErr
+	if err := holder.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Process.Kill()
+	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "ready\n" {
+		t.Fatalf("holder did not start: %q %v; stderr %s", line, err, holderErr.String())
+	}
+
+	r := runBin(t, time.Minute, env, "status", "--json", key, "free/key")
+	var entries []StatusEntry
+	if r.status != 0 || json.Unmarshal([]byte(r.stdout), &entries) != nil || len(entries) != 2 {
+		t.Fatalf("status --json: status %d, stdout %q, stderr %q", r.status, r.stdout, r.stderr)
+	}
+	held, free := entries[0], entries[1]
+	if !held.Held || held.Owner == "" || held.Holds != 1 || !strings.Contains(held.Metadata, "cmd=sh") || !strings.Contains(held.Metadata, "pid=") {
+		t.Errorf("status of the held lock: %+v", held)
+	}
+	if !held.SessionBound && (held.TTLMillis <= 0 || held.TTLMillis > 4000) {
+		t.Errorf("status of the held lock: ttl_ms %d, want (0, 4000] for a 3s TTL", held.TTLMillis)
+	}
+	if free.Held || free.Key != "free/key" {
+		t.Errorf("status of a free key: %+v", free)
+	}
+	if r := runBin(t, time.Minute, env, "status", key); r.status != 0 || !strings.Contains(r.stdout, "METADATA") || !strings.Contains(r.stdout, held.Owner) {
+		t.Errorf("status table: status %d, stdout %q, stderr %q", r.status, r.stdout, r.stderr)
+	}
+
+	// Without --yes, no answer means no release.
+	refused := exec.Command(bin, "unlock", "--force", key)
+	refused.Env = append(os.Environ(), env...)
+	refused.Stdin = strings.NewReader("n\n")
+	if o, err := refused.CombinedOutput(); exitStatus(err) != ExitFailed || !strings.Contains(string(o), "not confirmed") {
+		t.Errorf("unlock --force answered n: status %d, output %q", exitStatus(err), o)
+	}
+	if r := runBin(t, time.Minute, env, "status", "--json", key); !strings.Contains(r.stdout, held.Owner) {
+		t.Fatalf("lock not intact after a refused unlock: %s %s", r.stdout, r.stderr)
+	}
+
+	r = runBin(t, time.Minute, env, "unlock", "--force", "--yes", key)
+	if r.status != 0 || !strings.Contains(r.stdout, "evicted owner "+held.Owner) || !strings.Contains(r.stdout, "cmd=sh") {
+		t.Fatalf("unlock --force --yes: status %d, stdout %q, stderr %q", r.status, r.stdout, r.stderr)
+	}
+	done := make(chan error, 1)
+	go func() { done <- holder.Wait() }()
+	select {
+	case err := <-done:
+		if exitStatus(err) != ExitLost {
+			t.Errorf("the evicted run exited %d, want %d; stderr %s", exitStatus(err), ExitLost, holderErr.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Errorf("the evicted run still runs 30s after its lock was freed by force; stderr %s", holderErr.String())
+	}
+
+	next := runBin(t, time.Minute, env, "run", "--no-wait", "--key", key, "--", "sh", "-c", `echo $DISTLOCK_TOKEN`)
+	if next.status != 0 {
+		t.Fatalf("run after the forced release: status %d stderr %q", next.status, next.stderr)
+	}
+	if tok, err := strconv.ParseUint(strings.TrimSpace(next.stdout), 10, 64); held.Token != 0 && (err != nil || tok <= held.Token) {
+		t.Errorf("token after a forced release: %q, the evicted holder's %d: want higher", next.stdout, held.Token)
+	}
+	if r := runBin(t, time.Minute, env, "unlock", "--force", "--yes", key); r.status != 0 || !strings.Contains(r.stdout, "not held") {
+		t.Errorf("unlock of a free lock: status %d stdout %q stderr %q", r.status, r.stdout, r.stderr)
+	}
+}
