@@ -1,0 +1,200 @@
+package distlock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/memory"
+)
+
+func TestNewElectionChecks(t *testing.T) {
+	l := memory.MustNew(memory.NewNamespace())
+	defer l.Close()
+	for name, tc := range map[string]struct {
+		l    distlock.Locker
+		key  string
+		id   string
+		opts []distlock.ElectionOption
+		want error
+	}{
+		"nil locker":      {nil, "k", "a", nil, distlock.ErrInvalidOption},
+		"empty identity":  {l, "k", "", nil, distlock.ErrInvalidOption},
+		"huge identity":   {l, "k", string(make([]byte, distlock.MaxMetadataLen+1)), nil, distlock.ErrInvalidOption},
+		"empty key":       {l, "", "a", nil, distlock.ErrInvalidKey},
+		"owner given":     {l, "k", "a", []distlock.ElectionOption{distlock.WithTermOptions(distlock.WithOwner("x"))}, distlock.ErrInvalidOption},
+		"bad ttl":         {l, "k", "a", []distlock.ElectionOption{distlock.WithTermOptions(distlock.WithTTL(-1))}, distlock.ErrInvalidTTL},
+		"zero interval":   {l, "k", "a", []distlock.ElectionOption{distlock.WithObserveInterval(0)}, distlock.ErrInvalidOption},
+		"nil backoff":     {l, "k", "a", []distlock.ElectionOption{distlock.WithRecampaignBackoff(nil)}, distlock.ErrInvalidOption},
+		"nil option":      {l, "k", "a", []distlock.ElectionOption{nil}, distlock.ErrInvalidOption},
+		"nil term option": {l, "k", "a", []distlock.ElectionOption{distlock.WithTermOptions(nil)}, distlock.ErrInvalidOption},
+	} {
+		if _, err := distlock.NewElection(tc.l, tc.key, tc.id, tc.opts...); !errors.Is(err, tc.want) {
+			t.Errorf("%s: %v, want %v", name, err, tc.want)
+		}
+	}
+}
+
+// TestElectionOneLeaderAtATime: candidates on separate sessions lead in
+// turns; no two terms overlap and every term's token is higher than the
+// one before.
+func TestElectionOneLeaderAtATime(t *testing.T) {
+	ns := memory.NewNamespace()
+	var (
+		mu      sync.Mutex
+		leader  string
+		last    uint64
+		terms   int
+		overlap []string
+	)
+	const candidates, rounds = 4, 25
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	var wg sync.WaitGroup
+	for c := range candidates {
+		l := memory.MustNew(ns)
+		defer l.Close()
+		id := fmt.Sprintf("candidate-%d", c)
+		e, err := distlock.NewElection(l, "leader", id, distlock.WithRecampaignBackoff(distlock.Backoff{Min: time.Millisecond, Max: 2 * time.Millisecond}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range rounds {
+				err := e.Lead(ctx, func(ctx context.Context, term *distlock.Term) error {
+					mu.Lock()
+					if leader != "" {
+						overlap = append(overlap, leader+" and "+id)
+					}
+					if term.Token() <= last {
+						overlap = append(overlap, fmt.Sprintf("token %d after %d", term.Token(), last))
+					}
+					leader, last = id, term.Token()
+					terms++
+					mu.Unlock()
+					time.Sleep(time.Duration(rand.N(2000)) * time.Microsecond)
+					mu.Lock()
+					leader = ""
+					mu.Unlock()
+					return nil
+				})
+				if err != nil {
+					t.Errorf("%s: Lead: %v", id, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if len(overlap) > 0 || terms != candidates*rounds {
+		t.Errorf("%d terms (want %d); violations: %q", terms, candidates*rounds, overlap)
+	}
+}
+
+// TestElectionRecampaignsAfterLoss: a term lost to a forced release ends
+// fn's context; Lead campaigns again and the next term has a higher token.
+func TestElectionRecampaignsAfterLoss(t *testing.T) {
+	ns := memory.NewNamespace()
+	l := memory.MustNew(ns)
+	defer l.Close()
+	operator := memory.MustNew(ns)
+	defer operator.Close()
+	e, err := distlock.NewElection(l, "leader", "me", distlock.WithRecampaignBackoff(distlock.Backoff{Min: time.Millisecond, Max: time.Millisecond}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tokens []uint64
+	err = e.Lead(t.Context(), func(ctx context.Context, term *distlock.Term) error {
+		tokens = append(tokens, term.Token())
+		if len(tokens) == 1 {
+			if _, err := distlock.ForceRelease(ctx, operator, "leader"); err != nil {
+				return err
+			}
+			<-ctx.Done()
+			if term.Err() == nil || !errors.Is(term.Err(), distlock.ErrLockLost) {
+				return fmt.Errorf("term ended with %v, want ErrLockLost", term.Err())
+			}
+			return errors.New("dropped: the term was lost")
+		}
+		return nil
+	})
+	if err != nil || len(tokens) != 2 || tokens[1] <= tokens[0] {
+		t.Errorf("Lead = %v after terms with tokens %v; want nil after two terms, increasing", err, tokens)
+	}
+}
+
+func TestElectionLeadEnds(t *testing.T) {
+	ns := memory.NewNamespace()
+	holder := memory.MustNew(ns)
+	defer holder.Close()
+	l := memory.MustNew(ns)
+	e, err := distlock.NewElection(l, "leader", "me")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lease, err := holder.TryAcquire(t.Context(), "leader")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lease.Release(context.Background())
+	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancel()
+	if err := e.Lead(ctx, func(context.Context, *distlock.Term) error { return nil }); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Lead while another candidate leads, ctx ends: %v, want DeadlineExceeded", err)
+	}
+	boom := errors.New("boom")
+	lease.Release(t.Context())
+	if err := e.Lead(t.Context(), func(context.Context, *distlock.Term) error { return boom }); !errors.Is(err, boom) {
+		t.Errorf("Lead whose fn fails while leading: %v, want fn's error", err)
+	}
+	if info, err := e.Leader(t.Context()); err != nil || info.Held {
+		t.Errorf("after Lead returned, Leader = %+v, %v; want nobody (Lead resigns)", info, err)
+	}
+	l.Close()
+	if err := e.Lead(t.Context(), func(context.Context, *distlock.Term) error { return nil }); !errors.Is(err, distlock.ErrClosed) {
+		t.Errorf("Lead on a closed Locker: %v, want ErrClosed at once", err)
+	}
+}
+
+func TestElectionObserve(t *testing.T) {
+	ns := memory.NewNamespace()
+	a, b := memory.MustNew(ns), memory.MustNew(ns)
+	defer a.Close()
+	defer b.Close()
+	ea, _ := distlock.NewElection(a, "leader", "host-a pid=1")
+	eb, err := distlock.NewElection(b, "leader", "host-b pid=2", distlock.WithObserveInterval(5*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	seen := eb.Observe(ctx)
+	if first := <-seen; first.Held {
+		t.Errorf("first observation %+v, want nobody leading", first)
+	}
+	term, err := ea.Campaign(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := <-seen; !got.Held || got.Metadata != "host-a pid=1" || got.Token != term.Token() {
+		t.Errorf("observed %+v, want host-a with token %d", got, term.Token())
+	}
+	if err := term.Resign(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := term.Resign(t.Context()); !errors.Is(err, distlock.ErrNotHeld) {
+		t.Errorf("second Resign: %v, want ErrNotHeld", err)
+	}
+	if got := <-seen; got.Held {
+		t.Errorf("observed %+v after Resign, want nobody", got)
+	}
+	cancel()
+	for range seen { // closed when ctx ends
+	}
+}
