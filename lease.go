@@ -29,6 +29,9 @@ type Lease struct {
 	token uint64
 	auto  bool
 
+	minHold      time.Duration // WithMinHold
+	minHoldUntil time.Time     // sent + minHold, set by start
+
 	mu     sync.Mutex
 	state  leaseState
 	err    error
@@ -58,7 +61,7 @@ var (
 )
 
 func newLease(l *locker, r *request) *Lease {
-	return &Lease{l: l, key: r.key, owner: r.owner, auto: r.autoRefresh, slot: slot{ttl: r.ttl, validity: r.validity, idx: -1},
+	return &Lease{l: l, key: r.key, owner: r.owner, auto: r.autoRefresh, minHold: r.minHold, slot: slot{ttl: r.ttl, validity: r.validity, idx: -1},
 		w: newWatch(r, l.name)}
 }
 
@@ -187,6 +190,9 @@ func (ls *Lease) start(lock backend.Lock, sent time.Time) bool {
 		return false
 	}
 	ls.lock, ls.token, ls.state = lock, lock.Token(), held
+	if ls.minHold > 0 {
+		ls.minHoldUntil = sent.Add(ls.minHold)
+	}
 	if ls.w != nil {
 		ls.w.ev.Token, ls.w.sentAt = ls.token, sent
 	}
@@ -291,15 +297,22 @@ func (ls *Lease) endedError(op string) error {
 // removed; a lock that was not is freed at its TTL or with the session.
 // To release after the work's context ended, pass
 // context.WithoutCancel(ctx) with a timeout, as Do does.
+//
+// Before the minimum hold of WithMinHold has passed, Release ends the lease
+// but leaves the lock taken until the minimum hold ends; see WithMinHold.
 func (ls *Lease) Release(ctx context.Context) error {
 	ls.checkDeadline() // expired while nobody looked: report the loss, skip the round trip
 	if !ls.finish(errReleased) {
 		return ls.endedError("release")
 	}
-	if ls.w != nil && ls.w.obs != nil {
-		return ls.observedRelease(ctx)
+	release := ls.release
+	if left := ls.minHoldLeft(); left > 0 {
+		release = func(ctx context.Context) error { return ls.holdOut(ctx, left) }
 	}
-	return ls.release(ctx)
+	if ls.w != nil && ls.w.obs != nil {
+		return ls.observedRelease(ctx, release)
+	}
+	return release(ctx)
 }
 
 func (ls *Lease) release(ctx context.Context) error {
@@ -309,10 +322,10 @@ func (ls *Lease) release(ctx context.Context) error {
 	return nil
 }
 
-func (ls *Lease) observedRelease(ctx context.Context) error {
+func (ls *Lease) observedRelease(ctx context.Context, release func(context.Context) error) error {
 	e := ls.w.event()
 	ctx = ls.w.obs.ReleaseStart(ctx, e)
-	err := ls.release(ctx)
+	err := release(ctx)
 	ls.w.obs.ReleaseEnd(ctx, e, err)
 	return err
 }

@@ -147,6 +147,31 @@ func Do(ctx context.Context, l Locker, key string, fn func(ctx context.Context) 
 	if err != nil {
 		return err
 	}
+	return runLeased(ctx, lease, fn)
+}
+
+// TryDo runs fn under the lock named key only if the lock is free now
+// (one attempt, as TryAcquire), and reports whether fn ran: the "skip if
+// another host runs it" of scheduled jobs. When another owner holds the
+// lock it returns false and a nil error. Otherwise it is Do: fn runs with
+// the lease's context and the lock is released after it, and the error is
+// fn's, joined with ErrLockLost if the lock was lost while fn ran, or the
+// acquisition's (ctx ended, backend unavailable: false and the error).
+// Give WithMinHold so that a host whose timer fires a little later still
+// finds the lock taken after a short job.
+func TryDo(ctx context.Context, l Locker, key string, fn func(ctx context.Context) error, opts ...Option) (ran bool, err error) {
+	lease, err := l.TryAcquire(ctx, key, opts...)
+	if err != nil {
+		if errors.Is(err, ErrNotAcquired) && !errors.Is(err, ErrUnavailable) && ctx.Err() == nil {
+			return false, nil
+		}
+		return false, err
+	}
+	return true, runLeased(ctx, lease, fn)
+}
+
+// runLeased runs fn under lease and releases it: Do's and TryDo's body.
+func runLeased(ctx context.Context, lease *Lease, fn func(ctx context.Context) error) error {
 	fnErr := fn(lease.Context())
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseLimit())
 	defer cancel()

@@ -24,6 +24,7 @@ type Option func(*settings)
 
 type settings struct {
 	ttl      time.Duration
+	minHold  time.Duration
 	owner    string
 	metadata string
 	retry    RetryPolicy
@@ -83,6 +84,43 @@ func WithMetadata(s string) Option {
 			return
 		}
 		st.metadata = s
+	}
+}
+
+// WithMinHold keeps the lock taken until at least d after the acquisition
+// (measured from the moment its request was sent), even when the lease is
+// released sooner: ShedLock's lockAtLeastFor, for jobs that run on several
+// hosts whose timers fire at slightly different moments, so that a host
+// whose timer fires late finds the lock still taken instead of running the
+// job again. A job that runs longer than d is unaffected: the lock is
+// released when the lease is.
+//
+// What Release does before the minimum hold has passed depends on the
+// backend:
+//   - Expiring backends: Release refreshes the lock, owner-checked, to
+//     expire when the minimum hold ends (never sooner than it would have
+//     anyway, so up to one TTL later; rounded up to the backend's expiry
+//     granularity) and stops refreshing it. The lock then expires on the
+//     server: no process needs to stay alive for it. If that refresh
+//     cannot reach the backend, Release returns the error and the lock
+//     expires at its TTL, possibly before the minimum hold ends.
+//   - Session-bound backends whose locks do not expire (ZooKeeper, MySQL
+//     forupdate, PostgreSQL advisory): the lock lives as long as the
+//     session, so Release returns at once and the Locker releases the lock
+//     when the minimum hold ends. Closing the Locker, or the end of the
+//     process or its session, frees it at once: keep the process up until
+//     the minimum hold ends (distlock run --min-hold does).
+//
+// In both cases the lease ends for its holder at Release (Err, Done and
+// Context report it released). d must be between 0 (none, the default)
+// and MaxTTL.
+func WithMinHold(d time.Duration) Option {
+	return func(s *settings) {
+		if d < 0 || d > MaxTTL {
+			s.err = fmt.Errorf("%w: WithMinHold(%v): want 0 to MaxTTL (%v)", ErrInvalidOption, d, MaxTTL)
+			return
+		}
+		s.minHold = d
 	}
 }
 

@@ -130,6 +130,18 @@ type Lock interface {
 	Release(ctx context.Context) error
 }
 
+// DelayedReleaser is implemented by locks of Expiring backends that can
+// give up a hold and leave the lock to expire later (a minimum hold,
+// distlock.WithMinHold). ReleaseAfter gives up one hold as Release does,
+// owner-checked; when it was the last hold, the lock is not deleted but set
+// to expire d from now, shorter or longer than its current expiry; while
+// other holds of the owner remain, the lock is left as it is. ErrNotHeld as
+// for Release. Without it: distlock refreshes the lock to at least d (a
+// refresh never shortens), so the lock may stay up to one TTL longer.
+type DelayedReleaser interface {
+	ReleaseAfter(ctx context.Context, d time.Duration) error
+}
+
 // Blocker is implemented by drivers whose backend can wait for a lock
 // natively (a server-side wait, a watch on a predecessor node, an in-process
 // queue). distlock's Acquire then calls Acquire instead of its own retry

@@ -415,6 +415,26 @@ func (l *lock) Release(context.Context) error {
 	return nil
 }
 
+// ReleaseAfter gives up one hold; the last leaves the lock to its owner
+// until d from now (shorter or longer than before), then it expires.
+func (l *lock) ReleaseAfter(_ context.Context, d time.Duration) error {
+	ns := l.d.ns
+	ns.mu.Lock()
+	defer ns.mu.Unlock()
+	now := time.Now()
+	e := l.current(now)
+	if e == nil {
+		return fmt.Errorf("%w: expired or held by another owner", backend.ErrNotHeld)
+	}
+	delete(e.lost, l)
+	if e.holds > 1 {
+		e.holds--
+		return nil
+	}
+	e.expires = now.Add(d)
+	return nil
+}
+
 func (l *lock) Refresh(_ context.Context, ttl time.Duration) error {
 	ns := l.d.ns
 	ns.mu.Lock()

@@ -38,17 +38,26 @@ With --wait (or without --no-wait) distlock also waits out brief backend
 outages (connection refused, timeouts, failover) until the wait ends;
 a bad URL or password fails at once.
 
+--min-hold D keeps the lock taken until at least D after it was acquired,
+even when CMD ends sooner: a host whose cron fires a little later then finds
+it taken and skips the job (use it with --no-wait). On backends whose locks
+expire, distlock leaves the lock to expire on the server and exits at once;
+on session-bound ones (zookeeper, mysql forupdate, postgres advisory)
+distlock stays up until the minimum hold ends, since the lock ends with its
+session.
+
 Backends whose locks do not expire (zookeeper) ignore --ttl: a holder's lock
 lasts as long as its session (session_timeout URL parameter).`
 
 func cmdRun(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("run", "run --backend URL --key KEY [--ttl D] [--wait D | --no-wait] [--owner ID] [--metadata S] [--grace D] -- CMD [ARGS...]", runAbout, stdout)
+	fs := newFlags("run", "run --backend URL --key KEY [--ttl D] [--wait D | --no-wait] [--min-hold D] [--owner ID] [--metadata S] [--grace D] -- CMD [ARGS...]", runAbout, stdout)
 	backendFlagValue := backendFlag(fs, "")
 	key := fs.String("key", "", "name of the lock (required)")
 	ttl := fs.Duration("ttl", distlock.DefaultTTL, "lease TTL; the lease is refreshed about every ttl/3 while the command runs")
 	wait := fs.Duration("wait", 0, "give up with status 75 after waiting this long for the lock or for the backend to come back (0: as long as it takes)")
 	noWait := fs.Bool("no-wait", false, "give up with status 75 at once if the lock is held")
 	owner := fs.String("owner", "", "owner id: runs with the same owner id nest instead of excluding each other (default: a random id)")
+	minHold := fs.Duration("min-hold", 0, "keep the lock taken until at least this long after it was acquired, even if CMD ends sooner, so that a host whose timer fires a little later skips the job (cron)")
 	metadata := fs.String("metadata", "", "description stored with the lock for distlock status (default: host=HOST pid=PID cmd=NAME; the command's arguments are left out, they may hold secrets)")
 	grace := fs.Duration("grace", 10*time.Second, "after the lock is lost: time between SIGTERM and SIGKILL to the command's process group")
 	verbose := fs.Bool("v", false, "report acquisition and release on stderr")
@@ -84,7 +93,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	if md == "" {
 		md = defaultMetadata(argv)
 	}
-	opts := []distlock.Option{distlock.WithTTL(*ttl), distlock.WithMetadata(md)}
+	opts := []distlock.Option{distlock.WithTTL(*ttl), distlock.WithMetadata(md), distlock.WithMinHold(*minHold)}
 	if !*noWait {
 		opts = append(opts, distlock.WithRetryUnavailable(true))
 	}
@@ -95,6 +104,9 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	if lease == nil {
 		return status
 	}
+	// The minimum hold counts from now (the library's, from the request,
+	// ends no later).
+	holdUntil := time.Now().Add(*minHold)
 	if *verbose {
 		fmt.Fprintf(stderr, "distlock run: acquired %q token=%d owner=%s\n", *key, lease.Token(), lease.Owner())
 	}
@@ -110,8 +122,32 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	restoreForeground(cmd)
 	if status != ExitLost {
 		release(lease, stderr, *verbose)
+		if !locker.Capabilities().Expiring {
+			waitMinHold(holdUntil, sigs, stderr, *verbose)
+		}
 	}
 	return status
+}
+
+// waitMinHold keeps distlock, and with it the session that holds a lock
+// that does not expire, alive until the minimum hold ends; the Locker
+// releases the lock then. A signal ends the wait early (the session, and
+// the lock, end with distlock).
+func waitMinHold(until time.Time, sigs <-chan os.Signal, stderr io.Writer, verbose bool) {
+	left := time.Until(until)
+	if left <= 0 {
+		return
+	}
+	if verbose {
+		fmt.Fprintf(stderr, "distlock run: holding the lock %v more (--min-hold)\n", left.Round(time.Millisecond))
+	}
+	t := time.NewTimer(left + 100*time.Millisecond) // and let the Locker's release go out
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case sig := <-sigs:
+		fmt.Fprintf(stderr, "distlock run: %v during --min-hold: the lock is freed now, %v early\n", sig, time.Until(until).Round(time.Millisecond))
+	}
 }
 
 // defaultMetadata describes this run for distlock status: host, pid of

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -52,12 +53,9 @@ func TestParseInterleaved(t *testing.T) {
 	}
 }
 
-// TestStatusAndForcedUnlockOnEveryBackend: on a real server of every
-// network backend, a lock held by `distlock run` shows in `distlock status`
-// with run's metadata; `unlock --force` refuses without an answer, then
-// frees it with --yes and prints what it evicted; the run whose lock was
-// taken ends with status 76; the next holder's token is higher.
-func TestStatusAndForcedUnlockOnEveryBackend(t *testing.T) {
+// TestOperatorCommandsOnEveryBackend runs, on a real server of every
+// network backend, statusAndForcedUnlock and minHold.
+func TestOperatorCommandsOnEveryBackend(t *testing.T) {
 	testserver.SkipShort(t, "every backend's server")
 	for _, lb := range localBackends {
 		t.Run(lb.name, func(t *testing.T) {
@@ -71,11 +69,16 @@ func TestStatusAndForcedUnlockOnEveryBackend(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer stop()
-			statusAndForcedUnlock(t, url)
+			t.Run("status-unlock", func(t *testing.T) { statusAndForcedUnlock(t, url) })
+			t.Run("min-hold", func(t *testing.T) { minHold(t, url) })
 		})
 	}
 }
 
+// statusAndForcedUnlock: a lock held by `distlock run` shows in `distlock
+// status` with run's metadata; `unlock --force` refuses without an answer,
+// then frees it with --yes and prints what it evicted; the run whose lock
+// was taken ends with status 76; the next holder's token is higher.
 func statusAndForcedUnlock(t *testing.T, url string) {
 	const key = "nightly/report"
 	env := []string{"DISTLOCK_BACKEND=" + url}
@@ -149,5 +152,44 @@ func statusAndForcedUnlock(t *testing.T, url string) {
 	}
 	if r := runBin(t, time.Minute, env, "unlock", "--force", "--yes", key); r.status != 0 || !strings.Contains(r.stdout, "not held") {
 		t.Errorf("unlock of a free lock: status %d stdout %q stderr %q", r.status, r.stdout, r.stderr)
+	}
+}
+
+// minHold: two hosts whose cron fires 100ms apart run a short job with
+// --no-wait: both run it without a minimum hold (the hole), one with
+// --min-hold (the fix), and the lock is free again after the minimum hold.
+func minHold(t *testing.T, url string) {
+	env := []string{"DISTLOCK_BACKEND=" + url}
+	cron := func(key string, extra ...string) int {
+		out := filepath.Join(t.TempDir(), "ran")
+		args := append(append([]string{"run", "--no-wait", "--key", key}, extra...), "--", "sh", "-c", "echo ran >> "+out)
+		var cmds []*exec.Cmd
+		for range 2 {
+			c := exec.Command(bin, args...)
+			c.Env = append(os.Environ(), env...)
+			if err := c.Start(); err != nil {
+				t.Fatal(err)
+			}
+			cmds = append(cmds, c)
+			time.Sleep(100 * time.Millisecond)
+		}
+		for _, c := range cmds {
+			if st := exitStatus(c.Wait()); st != 0 && st != ExitNotAcquired {
+				t.Errorf("distlock %q: status %d", args, st)
+			}
+		}
+		b, _ := os.ReadFile(out)
+		return strings.Count(string(b), "ran")
+	}
+	if n := cron("report/plain"); n != 2 {
+		t.Errorf("without --min-hold the job ran %d times, want 2 (the second host's cron fired after the first job ended)", n)
+	}
+	start := time.Now()
+	if n := cron("report/min-hold", "--min-hold", "3s"); n != 1 {
+		t.Errorf("with --min-hold 3s the job ran %d times, want 1", n)
+	}
+	r := runBin(t, time.Minute, env, "run", "--wait", "20s", "--key", "report/min-hold", "--", "true")
+	if took := time.Since(start); r.status != 0 || took < 3*time.Second {
+		t.Errorf("next run after the minimum hold: status %d after %v (stderr %q); want 0, not before 3s", r.status, took, r.stderr)
 	}
 }

@@ -1,0 +1,65 @@
+package distlock
+
+import (
+	"context"
+	"time"
+
+	"github.com/distlock/distlock/backend"
+)
+
+// minHoldLeft is how long the lease's minimum hold (WithMinHold) lasts yet,
+// 0 when it has none or it has passed.
+func (ls *Lease) minHoldLeft() time.Duration {
+	if ls.minHoldUntil.IsZero() {
+		return 0
+	}
+	return max(time.Until(ls.minHoldUntil), 0)
+}
+
+// holdOut is Release within the minimum hold: the lease has ended; the
+// lock stays taken for left more. An Expiring lock is set to expire then
+// (backend.DelayedReleaser), or refreshed to at least then, so that the
+// server keeps it whatever this process does next; a
+// session-bound one is released by the Locker when left has passed, or at
+// once when the Locker closes.
+func (ls *Lease) holdOut(ctx context.Context, left time.Duration) error {
+	if ls.l.caps.Expiring {
+		ttl := ls.l.coveringTTL(left)
+		var err error
+		if dr, ok := ls.lock.(backend.DelayedReleaser); ok {
+			err = dr.ReleaseAfter(ctx, ttl)
+		} else {
+			err = ls.lock.Refresh(ctx, ttl)
+		}
+		if err != nil {
+			return ls.l.err("release", ls.key, ls.l.classify(err))
+		}
+		return nil
+	}
+	lock := ls.lock
+	go func() {
+		t := time.NewTimer(left)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ls.l.closeCtx.Done():
+		}
+		rctx, cancel := context.WithTimeout(context.Background(), releaseLimit())
+		defer cancel()
+		_ = lock.Release(rctx) // ErrNotHeld: the session ended first, the lock with it
+	}()
+	return nil
+}
+
+// coveringTTL is the shortest TTL of at least d that the backend honours
+// exactly: d itself, else d rounded up to whole seconds (coarse server
+// clocks), else the backend's minimum if it is below a few seconds.
+func (l *locker) coveringTTL(d time.Duration) time.Duration {
+	secs := (d + time.Second - 1).Truncate(time.Second)
+	for _, ttl := range []time.Duration{d, secs, max(secs, 2*time.Second), max(secs, 5*time.Second)} {
+		if _, err := l.validityFor(ttl); err == nil {
+			return ttl
+		}
+	}
+	return max(secs, 5*time.Second)
+}
