@@ -155,28 +155,41 @@ func statusAndForcedUnlock(t *testing.T, url string) {
 	}
 }
 
-// minHold: two hosts whose cron fires 100ms apart run a short job with
-// --no-wait: both run it without a minimum hold (the hole), one with
-// --min-hold (the fix), and the lock is free again after the minimum hold.
+// minHold: two hosts whose cron fires 100ms after the first host's job
+// ended run a short job with --no-wait: both run it without a minimum hold
+// (the hole), one with --min-hold (the fix), and the lock is free again
+// after the minimum hold.
 func minHold(t *testing.T, url string) {
-	env := []string{"DISTLOCK_BACKEND=" + url}
 	cron := func(key string, extra ...string) int {
 		out := filepath.Join(t.TempDir(), "ran")
-		args := append(append([]string{"run", "--no-wait", "--key", key}, extra...), "--", "sh", "-c", "echo ran >> "+out)
-		var cmds []*exec.Cmd
-		for range 2 {
-			c := exec.Command(bin, args...)
-			c.Env = append(os.Environ(), env...)
-			if err := c.Start(); err != nil {
-				t.Fatal(err)
-			}
-			cmds = append(cmds, c)
-			time.Sleep(100 * time.Millisecond)
+		env := []string{"DISTLOCK_BACKEND=" + url, "OUT=" + out}
+		args := append(append([]string{"run", "--no-wait", "--ttl", "4s", "--key", key}, extra...), "--", "sh", "-c", `echo ran >> "$OUT"`)
+		first := exec.Command(bin, args...)
+		first.Env = append(os.Environ(), env...)
+		if err := first.Start(); err != nil {
+			t.Fatal(err)
 		}
-		for _, c := range cmds {
-			if st := exitStatus(c.Wait()); st != 0 && st != ExitNotAcquired {
-				t.Errorf("distlock %q: status %d", args, st)
+		exited := make(chan int, 1)
+		go func() { exited <- exitStatus(first.Wait()) }()
+		// The first job has ended once it wrote its line; without a minimum
+		// hold, wait for the first run to exit too (its lock released).
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			b, _ := os.ReadFile(out)
+			if len(b) > 0 || time.Now().After(deadline) {
+				break
 			}
+		}
+		firstStatus := -1
+		if len(extra) == 0 {
+			firstStatus = <-exited
+		}
+		time.Sleep(100 * time.Millisecond)
+		r := runBin(t, time.Minute, env, args...)
+		if firstStatus == -1 {
+			firstStatus = <-exited
+		}
+		if firstStatus != 0 || (r.status != 0 && r.status != ExitNotAcquired) {
+			t.Errorf("distlock %q: statuses %d and %d (stderr %q)", args, firstStatus, r.status, r.stderr)
 		}
 		b, _ := os.ReadFile(out)
 		return strings.Count(string(b), "ran")
@@ -188,7 +201,7 @@ func minHold(t *testing.T, url string) {
 	if n := cron("report/min-hold", "--min-hold", "3s"); n != 1 {
 		t.Errorf("with --min-hold 3s the job ran %d times, want 1", n)
 	}
-	r := runBin(t, time.Minute, env, "run", "--wait", "20s", "--key", "report/min-hold", "--", "true")
+	r := runBin(t, time.Minute, []string{"DISTLOCK_BACKEND=" + url}, "run", "--wait", "20s", "--key", "report/min-hold", "--", "true")
 	if took := time.Since(start); r.status != 0 || took < 3*time.Second {
 		t.Errorf("next run after the minimum hold: status %d after %v (stderr %q); want 0, not before 3s", r.status, took, r.stderr)
 	}
