@@ -83,31 +83,18 @@ func (d *Dir) WriteFile(ctx context.Context, name string, token uint64, data []b
 	if err := checkName(name); err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(d.path, dirTempGlob)
+	src, err := d.temp(data, perm)
 	if err != nil {
-		return fmt.Errorf("fence: %w", err)
+		return err
 	}
-	_, err = tmp.Write(data)
-	if err == nil {
-		err = tmp.Chmod(perm)
-	}
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		_ = os.Remove(tmp.Name())
-		return fmt.Errorf("fence: %w", err)
-	}
-	return d.Install(ctx, token, tmp.Name(), name)
+	return d.Install(ctx, token, src, name)
 }
 
 // Install renames the finished file src (on the same file system, best in
 // the directory itself, and already synced) to name in the directory if
 // token is not below the directory's highest recorded token, and records
-// token. A refused install removes src and returns a *StaleError. It is
+// token. A refused or failed install removes src (a refusal returns a
+// *StaleError); bad arguments leave it alone. It is
 // WriteFile for content made elsewhere (a tool's output file).
 func (d *Dir) Install(ctx context.Context, token uint64, src, name string) (err error) {
 	if err := checkWrite(d.path, token); err != nil {
@@ -121,6 +108,40 @@ func (d *Dir) Install(ctx context.Context, token uint64, src, name string) (err 
 			_ = os.Remove(src)
 		}
 	}()
+	return d.fenced(ctx, name, token, func() (string, error) { return src, nil })
+}
+
+// Update replaces the file name in the directory with what update makes of
+// its current content (nil when the file does not exist), if token is not
+// below the directory's highest recorded token, and records token. The read,
+// update and install happen under the guard's lock, so no other guarded
+// write to the directory comes in between: a read-modify-write (a counter,
+// an append) loses no update. An error from update is returned as is and
+// changes nothing. The file gets mode perm.
+func (d *Dir) Update(ctx context.Context, name string, token uint64, perm os.FileMode, update func(old []byte) ([]byte, error)) error {
+	return d.fenced(ctx, name, token, func() (string, error) {
+		old, err := os.ReadFile(filepath.Join(d.path, name))
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return "", fmt.Errorf("fence: %w", err)
+		}
+		data, err := update(old)
+		if err != nil {
+			return "", err
+		}
+		return d.temp(data, perm)
+	})
+}
+
+// fenced is the Dir guard's one mechanism: under the directory's flock,
+// refuse a token below the recorded one, record a higher one, then rename
+// the file content() returns to name.
+func (d *Dir) fenced(ctx context.Context, name string, token uint64, content func() (string, error)) error {
+	if err := checkWrite(d.path, token); err != nil {
+		return err
+	}
+	if err := checkName(name); err != nil {
+		return err
+	}
 	lf, err := os.OpenFile(filepath.Join(d.path, dirLockFile), os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return fmt.Errorf("fence: %w", err)
@@ -138,15 +159,44 @@ func (d *Dir) Install(ctx context.Context, token uint64, src, name string) (err 
 	if token < highest {
 		return &StaleError{Resource: d.path, Token: token, Highest: highest}
 	}
+	src, err := content()
+	if err != nil {
+		return err
+	}
 	if token > highest {
 		if err := d.record(token); err != nil {
+			_ = os.Remove(src)
 			return err
 		}
 	}
 	if err := os.Rename(src, filepath.Join(d.path, name)); err != nil {
+		_ = os.Remove(src)
 		return fmt.Errorf("fence: %w", err)
 	}
 	return syncDir(d.path)
+}
+
+// temp writes data to a synced temporary file in the directory.
+func (d *Dir) temp(data []byte, perm os.FileMode) (string, error) {
+	tmp, err := os.CreateTemp(d.path, dirTempGlob)
+	if err != nil {
+		return "", fmt.Errorf("fence: %w", err)
+	}
+	_, err = tmp.Write(data)
+	if err == nil {
+		err = tmp.Chmod(perm)
+	}
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		_ = os.Remove(tmp.Name())
+		return "", fmt.Errorf("fence: %w", err)
+	}
+	return tmp.Name(), nil
 }
 
 // Highest returns the directory's highest recorded token (0 when none).
@@ -167,22 +217,13 @@ func (d *Dir) Highest() (uint64, error) {
 
 // record durably replaces the token file with token (caller holds the flock).
 func (d *Dir) record(token uint64) error {
-	tmp, err := os.CreateTemp(d.path, dirTempGlob)
-	if err != nil {
-		return fmt.Errorf("fence: %w", err)
-	}
-	_, err = tmp.WriteString(strconv.FormatUint(token, 10) + "\n")
+	tmp, err := d.temp([]byte(strconv.FormatUint(token, 10)+"\n"), 0o644)
 	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), filepath.Join(d.path, dirTokenFile))
+		if err = os.Rename(tmp, filepath.Join(d.path, dirTokenFile)); err != nil {
+			_ = os.Remove(tmp)
+		}
 	}
 	if err != nil {
-		_ = os.Remove(tmp.Name())
 		return fmt.Errorf("fence: record token: %w", err)
 	}
 	return syncDir(d.path)
