@@ -16,8 +16,8 @@ type PgxBeginner interface {
 
 // CheckPgx is Check for a pgx transaction (Postgres guards only).
 func (g *SQL) CheckPgx(ctx context.Context, tx pgx.Tx, key any, token uint64) error {
-	if g != nil && g.dialect != Postgres {
-		return fmt.Errorf("%w: pgx needs a Postgres guard, this one is %v", ErrDialect, g.dialect)
+	if err := g.pgxOnly(); err != nil {
+		return err
 	}
 	return g.check(ctx, key, token, querier{
 		exec: func(ctx context.Context, query string, args ...any) error {
@@ -38,6 +38,9 @@ func (g *SQL) CheckPgx(ctx context.Context, tx pgx.Tx, key any, token uint64) er
 // TxPgx is Tx for pgx (Postgres guards only): write runs in a transaction
 // begun on db, after the guard, and commits with the token or not at all.
 func (g *SQL) TxPgx(ctx context.Context, db PgxBeginner, key any, token uint64, write func(pgx.Tx) error) error {
+	if err := g.pgxOnly(); err != nil {
+		return err
+	}
 	if err := g.checkArgs(key, token); err != nil {
 		return err
 	}
@@ -55,6 +58,13 @@ func (g *SQL) TxPgx(ctx context.Context, db PgxBeginner, key any, token uint64, 
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return fmt.Errorf("fence: commit: %w", err)
+	}
+	return nil
+}
+
+func (g *SQL) pgxOnly() error {
+	if g != nil && g.dialect != Postgres {
+		return fmt.Errorf("%w: pgx needs a Postgres guard, this one is %v", ErrDialect, g.dialect)
 	}
 	return nil
 }

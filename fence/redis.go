@@ -60,7 +60,8 @@ const DefaultRedisPrefix = "distlock:fence:"
 // persists it (AOF with appendfsync always, or accept that a restart that
 // loses the record lets a stale write through once). A user script that
 // raises an error stops where it failed: Redis keeps the writes it made
-// before the error (Redis has no rollback), and the token is not recorded.
+// before the error (Redis has no rollback), and the token is not recorded;
+// the same goes for a script that returns redis.error_reply.
 type Redis struct {
 	c      RedisClient
 	prefix string
@@ -137,9 +138,9 @@ func NewScript(body string) *Script {
 // Eval runs s with keys and args if token is not below resource's highest
 // recorded token, then records token, in one atomic script; it returns what
 // s returned (as go-redis decodes it; nil for a Lua nil). A refused write
-// returns a *StaleError and s does not run. If s raises an error, Redis keeps
-// the writes s made before it, the token is not recorded, and the error is
-// returned.
+// returns a *StaleError and s does not run. If s raises an error or returns
+// an error reply (redis.error_reply), Redis keeps the writes s made before,
+// the token is not recorded, and the error is returned.
 func (g *Redis) Eval(ctx context.Context, resource string, token uint64, s *Script, keys []string, args ...any) (any, error) {
 	if s == nil || s.s == nil {
 		return nil, errors.New("fence: Eval needs a Script from NewScript")
