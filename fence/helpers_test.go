@@ -76,6 +76,7 @@ func mysqlDB(t testing.TB) *sql.DB {
 	if err != nil {
 		t.Fatal(err)
 	}
+	cfg.InterpolateParams = true // one round trip per statement, as the mysql backend runs it
 	c, err := gomysql.NewConnector(cfg)
 	if err != nil {
 		t.Fatal(err)
