@@ -22,7 +22,7 @@ import (
 
 // Environment of the child process of TestPausedProcessSIGSTOP.
 const (
-	childEnv       = "FENCE_TEST_CHILD"      // the lock backend URL
+	childEnv       = "FENCE_TEST_CHILD"       // the lock backend URL
 	childGuardEnv  = "FENCE_TEST_CHILD_GUARD" // "redis:<addr>" or "dir:<path>"
 	childTTL       = time.Second
 	childLockKey   = "job"

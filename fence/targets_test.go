@@ -83,7 +83,10 @@ func sqlOps(ctx context.Context, d fence.Dialect, tx *sql.Tx) ops {
 
 func pgxOps(ctx context.Context, tx pgx.Tx) ops {
 	return ops{
-		exec: func(q string, args ...any) error { _, err := tx.Exec(ctx, rebind(fence.Postgres, q), args...); return err },
+		exec: func(q string, args ...any) error {
+			_, err := tx.Exec(ctx, rebind(fence.Postgres, q), args...)
+			return err
+		},
 		one: func(q string, args ...any) (int64, error) {
 			var n int64
 			err := tx.QueryRow(ctx, rebind(fence.Postgres, q), args...).Scan(&n)
