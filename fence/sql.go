@@ -127,7 +127,9 @@ func (d Dialect) valid() error {
 //	CREATE TABLE IF NOT EXISTS distlock_fence (resource VARBINARY(1024) NOT NULL PRIMARY KEY, token BIGINT NOT NULL) ENGINE=InnoDB;
 //
 // table may be schema-qualified (schema.table). It must be a plain
-// identifier: anything else gets ErrInvalidIdentifier.
+// identifier: anything else gets ErrInvalidIdentifier. Names are quoted in
+// the statements, so on PostgreSQL they are case-sensitive: pass them as
+// stored (lower case for tables created without quotes).
 func NewSQLTable(d Dialect, table string) (*SQL, error) {
 	if err := d.valid(); err != nil {
 		return nil, err
@@ -162,7 +164,8 @@ func NewSQLTable(d Dialect, table string) (*SQL, error) {
 //	ALTER TABLE accounts ADD COLUMN fence_token BIGINT NOT NULL DEFAULT 0;
 //
 // Every name must be a plain identifier (table may be schema.table):
-// anything else gets ErrInvalidIdentifier.
+// anything else gets ErrInvalidIdentifier. Names are quoted, so on
+// PostgreSQL they are case-sensitive (see NewSQLTable).
 func NewSQLColumn(d Dialect, table, keyColumn, tokenColumn string) (*SQL, error) {
 	if err := d.valid(); err != nil {
 		return nil, err
