@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -14,16 +15,52 @@ import (
 	"github.com/distlock/distlock/internal/testkit/sqltest"
 )
 
-// BenchmarkGuard measures a guarded write next to the same plain write on
-// each store, in one run: quote the ratios.
+// way is one way of doing the same write; i counts up from 1 across every
+// run of a benchmark (a guarded way uses it as its token).
+type way struct {
+	name  string
+	write func(i int64) error
+}
+
+// interleave runs the ways of one store in turn, each iteration doing one
+// write of each, and reports each way's mean time per write and its ratio
+// to the first way (the plain write): the ways share the same moment of a
+// noisy machine, so the ratios hold even when the absolute figures drift.
+// With more than two ways it also reports ratios to the second (plaintx).
+func interleave(b *testing.B, ways ...way) {
+	spent := make([]time.Duration, len(ways))
+	var i int64
+	n := 0
+	for b.Loop() {
+		i++
+		for k, w := range ways {
+			start := time.Now()
+			if err := w.write(i); err != nil {
+				b.Fatalf("%s: %v", w.name, err)
+			}
+			spent[k] += time.Since(start)
+		}
+		n++
+	}
+	for k, w := range ways {
+		b.ReportMetric(float64(spent[k].Nanoseconds())/float64(n), w.name+"-ns/write")
+		for base := 0; base < k && base < 2; base++ { // ratios to plain, and to plaintx for SQL
+			b.ReportMetric(float64(spent[k])/float64(spent[base]), w.name+"/"+ways[base].name)
+		}
+	}
+}
+
+// BenchmarkGuard measures a guarded write against the same plain write on
+// each store, interleaved in one loop (see interleave):
 //
 //	go test -run '^$' -bench BenchmarkGuard -benchtime 2000x ./fence
 //
 // Each guarded write carries a new, higher token (the worst case: the
-// record changes every time). SQL writes are one UPDATE of one row; "plain"
-// is that UPDATE alone (autocommit), "plain-tx" the same in BEGIN … COMMIT
-// (what the guard needs anyway), "guarded-table" and "guarded-column" add
-// the guard of each shape.
+// record changes every time). SQL: the write is one UPDATE of one row;
+// "plain" is that UPDATE alone (autocommit), "plaintx" the same in BEGIN …
+// COMMIT (which the guard needs anyway), "table" and "column" add the guard
+// of each shape. Redis: SET vs guarded SET. Files: the same atomic replace
+// (temp file, fsync, rename, fsync of the directory) vs Dir.WriteFile.
 func BenchmarkGuard(b *testing.B) {
 	ctx := context.Background()
 	b.Run("postgres-sql", func(b *testing.B) { benchSQL(b, fence.Postgres, pgDB(b), nil) })
@@ -32,53 +69,36 @@ func BenchmarkGuard(b *testing.B) {
 	b.Run("redis", func(b *testing.B) {
 		c := redisClient(b)
 		g := fence.NewRedis(c)
-		b.Run("plain", func(b *testing.B) {
-			for b.Loop() {
-				if err := c.Set(ctx, "k", "v", 0).Err(); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
-		tok := uint64(0) // outside b.Run: -count runs the function again on the same store
-		b.Run("guarded", func(b *testing.B) {
-			for b.Loop() {
-				tok++
-				if err := g.Set(ctx, "r", tok, "k", "v", 0); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
+		interleave(b,
+			way{"plain", func(int64) error { return c.Set(ctx, "k", "v", 0).Err() }},
+			way{"guarded", func(i int64) error { return g.Set(ctx, "r", uint64(i), "k2", "v", 0) }},
+		)
 	})
 	b.Run("dir", func(b *testing.B) {
 		dir := b.TempDir()
 		g, _ := fence.OpenDir(dir)
 		data := []byte("value")
-		b.Run("plain", func(b *testing.B) { // the same atomic replace, unguarded
-			for b.Loop() {
+		interleave(b,
+			way{"plain", func(int64) error {
 				f, err := os.CreateTemp(dir, "plain-*")
 				if err != nil {
-					b.Fatal(err)
+					return err
 				}
 				_, _ = f.Write(data)
 				_ = f.Sync()
 				_ = f.Close()
 				if err := os.Rename(f.Name(), filepath.Join(dir, "plain")); err != nil {
-					b.Fatal(err)
+					return err
 				}
-				d, _ := os.Open(dir)
+				d, err := os.Open(dir)
+				if err != nil {
+					return err
+				}
 				_ = d.Sync()
-				_ = d.Close()
-			}
-		})
-		tok := uint64(0)
-		b.Run("guarded", func(b *testing.B) {
-			for b.Loop() {
-				tok++
-				if err := g.WriteFile(ctx, "guarded", tok, data, 0o644); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
+				return d.Close()
+			}},
+			way{"guarded", func(i int64) error { return g.WriteFile(ctx, "guarded", uint64(i), data, 0o644) }},
+		)
 	})
 }
 
@@ -87,7 +107,7 @@ func benchSQL(b *testing.B, d fence.Dialect, db *sql.DB, pool *pgxpool.Pool) {
 	ctx := context.Background()
 	data := sqltest.UniqueTable("bdata")
 	mustExec(b, db, "CREATE TABLE "+data+" (id INT PRIMARY KEY, v BIGINT NOT NULL, fence_token BIGINT NOT NULL DEFAULT 0)")
-	mustExec(b, db, "INSERT INTO "+data+" (id, v) VALUES (1, 0)")
+	mustExec(b, db, "INSERT INTO "+data+" (id, v) VALUES (1, 0), (2, 0), (3, 0), (4, 0)")
 	table, err := fence.NewSQLTable(d, sqltest.UniqueTable("btok"))
 	if err != nil {
 		b.Fatal(err)
@@ -97,82 +117,47 @@ func benchSQL(b *testing.B, d fence.Dialect, db *sql.DB, pool *pgxpool.Pool) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	update := rebind(d, "UPDATE "+data+" SET v = ? WHERE id = 1")
+	// Each way updates its own row, so no way waits for another's lock.
+	update := rebind(d, "UPDATE "+data+" SET v = ? WHERE id = ?")
 
-	// One write, each way; tx is nil for autocommit.
-	var write func(tx any, i int64) error
-	var plainTx func(func(tx any) error) error
-	var guarded func(g *fence.SQL, key any, tok uint64, fn func(tx any) error) error
+	plain := func(i int64, row int) error { _, err := db.ExecContext(ctx, update, i, row); return err }
+	inTx := func(i int64, row int) error {
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, update, i, row); err != nil {
+			_ = tx.Rollback()
+			return err
+		}
+		return tx.Commit()
+	}
+	guarded := func(g *fence.SQL, key any, row int) func(int64) error {
+		return func(i int64) error {
+			return g.Tx(ctx, db, key, uint64(i), func(tx *sql.Tx) error {
+				_, err := tx.ExecContext(ctx, update, i, row)
+				return err
+			})
+		}
+	}
 	if pool != nil {
-		write = func(tx any, i int64) error {
-			if tx == nil {
-				_, err := pool.Exec(ctx, update, i)
-				return err
+		plain = func(i int64, row int) error { _, err := pool.Exec(ctx, update, i, row); return err }
+		inTx = func(i int64, row int) error {
+			return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { _, err := tx.Exec(ctx, update, i, row); return err })
+		}
+		guarded = func(g *fence.SQL, key any, row int) func(int64) error {
+			return func(i int64) error {
+				return g.TxPgx(ctx, pool, key, uint64(i), func(tx pgx.Tx) error {
+					_, err := tx.Exec(ctx, update, i, row)
+					return err
+				})
 			}
-			_, err := tx.(pgx.Tx).Exec(ctx, update, i)
-			return err
-		}
-		plainTx = func(fn func(any) error) error {
-			return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return fn(tx) })
-		}
-		guarded = func(g *fence.SQL, key any, tok uint64, fn func(any) error) error {
-			return g.TxPgx(ctx, pool, key, tok, func(tx pgx.Tx) error { return fn(tx) })
-		}
-	} else {
-		write = func(tx any, i int64) error {
-			if tx == nil {
-				_, err := db.ExecContext(ctx, update, i)
-				return err
-			}
-			_, err := tx.(*sql.Tx).ExecContext(ctx, update, i)
-			return err
-		}
-		plainTx = func(fn func(any) error) error {
-			tx, err := db.BeginTx(ctx, nil)
-			if err != nil {
-				return err
-			}
-			if err := fn(tx); err != nil {
-				_ = tx.Rollback()
-				return err
-			}
-			return tx.Commit()
-		}
-		guarded = func(g *fence.SQL, key any, tok uint64, fn func(any) error) error {
-			return g.Tx(ctx, db, key, tok, func(tx *sql.Tx) error { return fn(tx) })
 		}
 	}
-	b.Run("plain", func(b *testing.B) {
-		i := int64(0)
-		for b.Loop() {
-			i++
-			if err := write(nil, i); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
-	b.Run("plain-tx", func(b *testing.B) {
-		i := int64(0)
-		for b.Loop() {
-			i++
-			if err := plainTx(func(tx any) error { return write(tx, i) }); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
-	for _, c := range []struct {
-		name string
-		g    *fence.SQL
-		key  any
-	}{{"guarded-table", table, "r"}, {"guarded-column", column, 1}} {
-		i := int64(0) // the token; outside b.Run: -count runs the function again on the same table
-		b.Run(c.name, func(b *testing.B) {
-			for b.Loop() {
-				i++
-				if err := guarded(c.g, c.key, uint64(i), func(tx any) error { return write(tx, i) }); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
-	}
+	interleave(b,
+		way{"plain", func(i int64) error { return plain(i, 1) }},
+		way{"plaintx", func(i int64) error { return inTx(i, 2) }},
+		way{"table", guarded(table, "r", 3)},
+		way{"column", guarded(column, 4, 4)},
+	)
 }
