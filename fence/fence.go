@@ -30,6 +30,10 @@ var ErrInvalidResource = errors.New("fence: invalid resource name")
 // column name that is not a plain identifier (see NewSQL).
 var ErrInvalidIdentifier = errors.New("fence: invalid SQL identifier")
 
+// ErrInvalidArgument is returned for a malformed call: a negative TTL, an
+// odd number of HSet values, a nil Script.
+var ErrInvalidArgument = errors.New("fence: invalid argument")
+
 // ErrNoRow is returned by a token-column guard when the protected row does
 // not exist: it guards rows, it does not create them.
 var ErrNoRow = errors.New("fence: protected row not found")
@@ -41,6 +45,7 @@ type StaleError struct {
 	Highest  uint64 // the highest token the resource had recorded
 }
 
+// Error says which token was refused and which one had written.
 func (e *StaleError) Error() string {
 	return fmt.Sprintf("fence: stale token %d for %q: token %d already wrote", e.Token, e.Resource, e.Highest)
 }

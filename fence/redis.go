@@ -99,7 +99,7 @@ func (g *Redis) TokenKey(resource string) string { return g.prefix + resource }
 // 0 returns ErrZeroToken.
 func (g *Redis) Set(ctx context.Context, resource string, token uint64, key string, value any, ttl time.Duration) error {
 	if ttl < 0 {
-		return fmt.Errorf("fence: negative ttl %v", ttl)
+		return fmt.Errorf("%w: negative ttl %v", ErrInvalidArgument, ttl)
 	}
 	ms := ttl.Milliseconds()
 	if ttl > 0 && ms == 0 {
@@ -114,7 +114,7 @@ func (g *Redis) Set(ctx context.Context, resource string, token uint64, key stri
 // count of new fields. See Set.
 func (g *Redis) HSet(ctx context.Context, resource string, token uint64, key string, fieldValues ...any) (int64, error) {
 	if len(fieldValues) == 0 || len(fieldValues)%2 != 0 {
-		return 0, fmt.Errorf("fence: HSet needs field, value pairs, got %d values", len(fieldValues))
+		return 0, fmt.Errorf("%w: HSet needs field, value pairs, got %d values", ErrInvalidArgument, len(fieldValues))
 	}
 	res, err := g.run(ctx, hsetScript, resource, token, []string{key}, fieldValues...)
 	if err != nil {
@@ -143,7 +143,7 @@ func NewScript(body string) *Script {
 // the token is not recorded, and the error is returned.
 func (g *Redis) Eval(ctx context.Context, resource string, token uint64, s *Script, keys []string, args ...any) (any, error) {
 	if s == nil || s.s == nil {
-		return nil, errors.New("fence: Eval needs a Script from NewScript")
+		return nil, fmt.Errorf("%w: Eval needs a Script from NewScript", ErrInvalidArgument)
 	}
 	return g.run(ctx, s.s, resource, token, keys, args...)
 }

@@ -41,7 +41,7 @@ func TestRedisHSetAndScript(t *testing.T) {
 	if _, err := g.HSet(ctx, "r", 4, "h", "a", "stale"); !errors.Is(err, fence.ErrStale) {
 		t.Fatalf("HSet with an older token: %v", err)
 	}
-	if _, err := g.HSet(ctx, "r", 5, "h", "a"); err == nil {
+	if _, err := g.HSet(ctx, "r", 5, "h", "a"); !errors.Is(err, fence.ErrInvalidArgument) {
 		t.Fatal("HSet with an odd number of values: nil error")
 	}
 	if v := c.HGet(ctx, "h", "a").Val(); v != "1" {
@@ -73,7 +73,10 @@ func TestRedisHSetAndScript(t *testing.T) {
 	if c.Exists(ctx, "f:r").Val() != 1 {
 		t.Fatal("WithPrefix: no token record at f:r")
 	}
-	if _, err := g.Eval(ctx, "r", 5, nil, nil); err == nil {
+	if err := g.Set(ctx, "r", 5, "k", "v", -1); !errors.Is(err, fence.ErrInvalidArgument) {
+		t.Fatalf("negative ttl: %v", err)
+	}
+	if _, err := g.Eval(ctx, "r", 5, nil, nil); !errors.Is(err, fence.ErrInvalidArgument) {
 		t.Fatal("Eval(nil script): nil error")
 	}
 	if err := g.Set(ctx, "", 5, "k", "v", 0); !errors.Is(err, fence.ErrInvalidResource) {

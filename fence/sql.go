@@ -21,6 +21,7 @@ const (
 	MySQL
 )
 
+// String is the dialect's name: "postgres" or "mysql".
 func (d Dialect) String() string {
 	switch d {
 	case Postgres:

@@ -100,12 +100,7 @@ func pgxOps(ctx context.Context, tx pgx.Tx) ops {
 // fence_token column of row 1 (key 1).
 func sqlTarget(t *testing.T, name string, d fence.Dialect, column, usePgx bool) target {
 	t.Helper()
-	var db *sql.DB
-	if d == fence.Postgres {
-		db = pgDB(t)
-	} else {
-		db = mysqlDB(t)
-	}
+	db := dialectDB(t, d)
 	data, log := sqltest.UniqueTable("fdata"), sqltest.UniqueTable("flog")
 	serial := "BIGSERIAL PRIMARY KEY"
 	if d == fence.MySQL {

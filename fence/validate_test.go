@@ -90,15 +90,7 @@ func TestSQLInjectionSafeResource(t *testing.T) {
 	for _, d := range []fence.Dialect{fence.Postgres, fence.MySQL} {
 		t.Run(d.String(), func(t *testing.T) {
 			ctx := ctxT(t)
-			db := pgDB(t)
-			if d == fence.MySQL {
-				db = mysqlDB(t)
-			}
-			g, err := fence.NewSQLTable(d, sqltest.UniqueTable("ftok"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			mustExec(t, db, g.DDL())
+			db, g := tokenTable(t, d)
 			evil := `x'); DROP TABLE ` + "`x`" + `; -- "y" \`
 			for _, tok := range []uint64{5, 4} {
 				err := g.Tx(ctx, db, evil, tok, func(*sql.Tx) error { return nil })
@@ -114,10 +106,7 @@ func TestSQLInjectionSafeResource(t *testing.T) {
 func TestSQLColumnNoRow(t *testing.T) {
 	for _, d := range []fence.Dialect{fence.Postgres, fence.MySQL} {
 		t.Run(d.String(), func(t *testing.T) {
-			db := pgDB(t)
-			if d == fence.MySQL {
-				db = mysqlDB(t)
-			}
+			db := dialectDB(t, d)
 			data := sqltest.UniqueTable("fdata")
 			mustExec(t, db, "CREATE TABLE "+data+" (id INT PRIMARY KEY)")
 			g, err := fence.NewSQLColumn(d, data, "id", "fence_token")
@@ -140,12 +129,7 @@ func TestSQLWriteErrorRollsBack(t *testing.T) {
 	for _, d := range []fence.Dialect{fence.Postgres, fence.MySQL} {
 		t.Run(d.String(), func(t *testing.T) {
 			ctx := ctxT(t)
-			db := pgDB(t)
-			if d == fence.MySQL {
-				db = mysqlDB(t)
-			}
-			g, _ := fence.NewSQLTable(d, sqltest.UniqueTable("ftok"))
-			mustExec(t, db, g.DDL())
+			db, g := tokenTable(t, d)
 			boom := errors.New("boom")
 			if err := g.Tx(ctx, db, "r", 10, func(*sql.Tx) error { return boom }); !errors.Is(err, boom) {
 				t.Fatalf("failing write: %v", err)
@@ -164,12 +148,7 @@ func TestSQLInFlightNewerWrite(t *testing.T) {
 	for _, d := range []fence.Dialect{fence.Postgres, fence.MySQL} {
 		t.Run(d.String(), func(t *testing.T) {
 			ctx := ctxT(t)
-			db := pgDB(t)
-			if d == fence.MySQL {
-				db = mysqlDB(t)
-			}
-			g, _ := fence.NewSQLTable(d, sqltest.UniqueTable("ftok"))
-			mustExec(t, db, g.DDL())
+			db, g := tokenTable(t, d)
 			if err := g.Tx(ctx, db, "r", 1, func(*sql.Tx) error { return nil }); err != nil {
 				t.Fatal(err)
 			}
@@ -244,4 +223,23 @@ func must(t testing.TB, err error) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// dialectDB is a database/sql pool on the shared server of d.
+func dialectDB(t *testing.T, d fence.Dialect) *sql.DB {
+	if d == fence.MySQL {
+		return mysqlDB(t)
+	}
+	return pgDB(t)
+}
+
+// tokenTable is a fresh token-table guard on the shared server of d.
+func tokenTable(t *testing.T, d fence.Dialect) (*sql.DB, *fence.SQL) {
+	db := dialectDB(t, d)
+	g, err := fence.NewSQLTable(d, sqltest.UniqueTable("ftok"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustExec(t, db, g.DDL())
+	return db, g
 }
