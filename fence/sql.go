@@ -66,12 +66,18 @@ var ErrDialect = errors.New("fence: unsupported SQL dialect")
 // without AOF forgets it; tokens then go down and every write is refused —
 // safe, but stuck until the resource's token is reset by hand).
 //
-// Concurrency: under READ COMMITTED (the PostgreSQL default) and REPEATABLE
-// READ (the InnoDB default) a guarded write waits for an in-flight guarded
-// write on the same resource, then compares with what it committed. Under
-// SERIALIZABLE, or on an InnoDB deadlock, the database may abort the
-// transaction instead: the error is the driver's, nothing was written, and
-// a retry with the same token is safe.
+// Concurrency: a guarded write waits for an in-flight guarded write on the
+// same resource, then compares with what that one committed (READ
+// COMMITTED, the PostgreSQL default, and any InnoDB level: the guard's
+// statements are locking reads and writes, which see the latest committed
+// row). Under PostgreSQL REPEATABLE READ or SERIALIZABLE, or on an InnoDB
+// deadlock, the database aborts the transaction instead: the error is the
+// driver's, nothing was written, and a retry with the same token is safe.
+//
+// Reads in the write see the previous guarded write's data when the guard
+// runs first in the transaction (Tx and TxPgx do that): under InnoDB's
+// REPEATABLE READ the snapshot is taken at the first plain read, after the
+// guard. With Check in a transaction of your own, call it before any read.
 type SQL struct {
 	dialect Dialect
 	shape   string // "table" or "column"
@@ -128,7 +134,9 @@ func (d Dialect) valid() error {
 //	CREATE TABLE IF NOT EXISTS distlock_fence (resource VARBINARY(1024) NOT NULL PRIMARY KEY, token BIGINT NOT NULL) ENGINE=InnoDB;
 //
 // table may be schema-qualified (schema.table). It must be a plain
-// identifier: anything else gets ErrInvalidIdentifier. Names are quoted in
+// identifier: anything else gets ErrInvalidIdentifier. (The MySQL upsert
+// uses VALUES(), which MySQL 8.0.20+ deprecates with a warning but runs;
+// MariaDB has no replacement syntax.) Names are quoted in
 // the statements, so on PostgreSQL they are case-sensitive: pass them as
 // stored (lower case for tables created without quotes).
 func NewSQLTable(d Dialect, table string) (*SQL, error) {
@@ -265,7 +273,8 @@ func (g *SQL) checkArgs(key any, token uint64) error {
 // (a *StaleError, errors.Is ErrStale) when key's recorded token is above
 // token, and otherwise records token; the caller then writes in tx and
 // commits. The guarantee holds only if tx commits the write together with
-// the token, so roll tx back on any error from Check. key is the resource
+// the token, so roll tx back on any error from Check. Call it first in tx,
+// before any read (see SQL on snapshots). key is the resource
 // name (a string) for a NewSQLTable guard, the protected row's key value
 // for a NewSQLColumn guard.
 func (g *SQL) Check(ctx context.Context, tx *sql.Tx, key any, token uint64) error {
