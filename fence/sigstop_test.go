@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock"
@@ -27,6 +28,7 @@ const (
 	childTTL       = time.Second
 	childLockKey   = "job"
 	childOutputKey = "job:out"
+	childTable     = "sigstop_out" // PostgreSQL: the written row's table; its token table adds _fence
 )
 
 // pausedChild is the child: it acquires the lock, prints its token, waits
@@ -66,13 +68,28 @@ func pausedChild() int {
 }
 
 // guardedWrite writes v with token through the guard kind ("redis" on the
-// Redis at where, or "dir" in the directory where).
+// Redis at where, "postgres" on the database whose URL is where, or "dir"
+// in the directory where).
 func guardedWrite(ctx context.Context, kind, where string, token uint64, v string) error {
 	switch kind {
 	case "redis":
 		c := goredis.NewClient(&goredis.Options{Addr: where})
 		defer c.Close()
 		return fence.NewRedis(c).Set(ctx, childLockKey, token, childOutputKey, v, 0)
+	case "postgres":
+		g, err := fence.NewSQLTable(fence.Postgres, childTable+"_fence")
+		if err != nil {
+			return err
+		}
+		conn, err := pgx.Connect(ctx, where)
+		if err != nil {
+			return err
+		}
+		defer conn.Close(context.Background())
+		return g.TxPgx(ctx, conn, childLockKey, token, func(tx pgx.Tx) error {
+			_, err := tx.Exec(ctx, "UPDATE "+childTable+" SET v = $1 WHERE id = 1", v)
+			return err
+		})
 	case "dir":
 		d, err := fence.OpenDir(where)
 		if err != nil {
@@ -88,12 +105,20 @@ func guardedWrite(ctx context.Context, kind, where string, token uint64, v strin
 // SIGSTOP; the lock expires, the parent acquires it and writes through the
 // guard; the child is continued and writes with its old token: refused,
 // the parent's data intact. The guard's Redis is a different server from
-// the lock's; the same runs with the directory guard.
+// the lock's; the same runs with the PostgreSQL guard (pgx) and the
+// directory guard.
 func TestPausedProcessSIGSTOP(t *testing.T) {
 	lockAddr := redisClient(t).Options().Addr
 	guardRedis := redisClient(t)
 	dir := t.TempDir()
-	for _, g := range []struct{ kind, where string }{{"redis", guardRedis.Options().Addr}, {"dir", dir}} {
+	pg := postgres.Get(t).DSN()
+	db := pgDB(t)
+	g0, _ := fence.NewSQLTable(fence.Postgres, childTable+"_fence")
+	for _, q := range []string{"DROP TABLE IF EXISTS " + childTable, "DROP TABLE IF EXISTS " + childTable + "_fence",
+		"CREATE TABLE " + childTable + " (id INT PRIMARY KEY, v TEXT NOT NULL)", "INSERT INTO " + childTable + " VALUES (1, '')", g0.DDL()} {
+		mustExec(t, db, q)
+	}
+	for _, g := range []struct{ kind, where string }{{"redis", guardRedis.Options().Addr}, {"postgres", pg}, {"dir", dir}} {
 		t.Run(g.kind, func(t *testing.T) {
 			ctx := ctxT(t)
 			lockURL := "redis://" + lockAddr
@@ -161,9 +186,12 @@ func TestPausedProcessSIGSTOP(t *testing.T) {
 				t.Fatalf("child's write with token %d after the parent's %d: %q, want stale", childToken, lease.Token(), got)
 			}
 			var v string
-			if g.kind == "redis" {
+			switch g.kind {
+			case "redis":
 				v, err = guardRedis.Get(ctx, childOutputKey).Result()
-			} else {
+			case "postgres":
+				err = db.QueryRowContext(ctx, "SELECT v FROM "+childTable+" WHERE id = 1").Scan(&v)
+			default:
 				var b []byte
 				b, err = os.ReadFile(dir + "/out")
 				v = string(b)
