@@ -56,9 +56,10 @@ func (d *driver) acquire(ctx context.Context, req backend.Request, wait bool) (b
 }
 
 // nest joins the hold of the same owner on this key, if this driver has
-// one: reentrancy is per Locker (one session). The node is checked to
-// still exist first; an owner id held through another session's node is
-// an ordinary competitor, not a reentrant hold.
+// one: reentrancy is per Locker (one session). The new hold count is
+// written into the node (publishHolds), which also checks that the node
+// still exists in the session; an owner id held through another session's
+// node is an ordinary competitor, not a reentrant hold.
 func (d *driver) nest(ctx context.Context, ks *keyState, req backend.Request) (backend.Lock, bool, error) {
 	d.mu.Lock()
 	h := ks.hold
@@ -70,7 +71,7 @@ func (d *driver) nest(ctx context.Context, ks *keyState, req backend.Request) (b
 	l := &lock{d: d, h: h}
 	h.handles[l] = req.Lost
 	d.mu.Unlock()
-	held, err := d.verify(ctx, h)
+	held, err := d.publishHolds(ctx, h)
 	if err != nil {
 		d.spawn(func() {
 			ctx, cancel := context.WithTimeout(d.ctx, 10*time.Second)
@@ -122,10 +123,14 @@ type entry struct {
 	path   string
 
 	// The node's stat (czxid: the fencing token; ephemeralOwner: the
-	// session it belongs to), fetched alongside the first listing.
+	// session it belongs to), fetched alongside the first listing, with a
+	// watch on the node.
+	// watch fires when the node is deleted or its data changes: the hold
+	// watches it for a deletion by another client (watchHold).
 	stat    func() error
 	exists  bool
 	st      *zk.Stat
+	watch   <-chan zk.Event
 	checked bool
 }
 
@@ -134,14 +139,17 @@ type entry struct {
 // otherwise watch only the next-lower node.
 func (d *driver) attempt(ctx context.Context, s *session, ks *keyState, parent string, req backend.Request, wait bool) (backend.Lock, error) {
 	e := &entry{d: d, s: s, ks: ks, req: req, parent: parent, guid: newGUID()}
-	child, err := d.protectedCreate(ctx, s, parent, e.guid, []byte(req.Owner))
+	child, err := d.protectedCreate(ctx, s, parent, e.guid, encodeNode(req.Owner, req.Metadata, 1))
 	if err != nil {
 		return nil, err
 	}
 	e.child, e.path = child, parent+"/"+child
 	e.stat = d.start(ctx, s, func(c *zk.Conn) error {
-		var err error
-		e.exists, e.st, err = c.Exists(e.path)
+		_, st, w, err := c.GetW(e.path)
+		if errors.Is(err, zk.ErrNoNode) {
+			return nil // no watch is left behind for a missing node
+		}
+		e.exists, e.st, e.watch = err == nil, st, w
 		return err
 	})
 	for {
@@ -156,7 +164,7 @@ func (d *driver) attempt(ctx context.Context, s *session, ks *keyState, parent s
 			return nil, err
 		}
 		if pred == "" {
-			return d.grant(s, ks, req, e.path, uint64(e.st.Czxid), e.fail)
+			return d.grant(s, ks, req, e.path, uint64(e.st.Czxid), e.watch, e.fail)
 		}
 		if !wait {
 			return nil, e.fail(backend.Busy(0))
@@ -235,7 +243,7 @@ func (e *entry) checkOwner() error {
 }
 
 // grant makes the first node a hold.
-func (d *driver) grant(s *session, ks *keyState, req backend.Request, path string, token uint64, fail func(error) error) (backend.Lock, error) {
+func (d *driver) grant(s *session, ks *keyState, req backend.Request, path string, token uint64, watch <-chan zk.Event, fail func(error) error) (backend.Lock, error) {
 	d.mu.Lock()
 	if s.dead {
 		d.mu.Unlock()
@@ -246,7 +254,8 @@ func (d *driver) grant(s *session, ks *keyState, req backend.Request, path strin
 		d.sessionLost(s, "no contact with the ensemble before the grant")
 		return nil, fail(errRestart)
 	}
-	h := &hold{key: req.Key, owner: req.Owner, path: path, token: token, sess: s, count: 1, handles: map[*lock]func(error){}}
+	h := &hold{key: req.Key, owner: req.Owner, metadata: req.Metadata, path: path, token: token, sess: s, count: 1,
+		handles: map[*lock]func(error){}, pub: make(chan struct{}, 1)}
 	l := &lock{d: d, h: h}
 	h.handles[l] = req.Lost
 	stale := ks.hold
@@ -255,6 +264,9 @@ func (d *driver) grant(s *session, ks *keyState, req backend.Request, path strin
 	ks.changed = make(chan struct{})
 	s.holds[h] = struct{}{}
 	d.mu.Unlock()
+	if watch != nil {
+		d.spawn(func() { d.watchHold(h, watch) })
+	}
 	if stale != nil {
 		// Our node is first, so the node of an earlier hold of ours is
 		// gone (another client deleted it).
