@@ -76,6 +76,9 @@ func (d *driver) ForceRelease(ctx context.Context, key string) (backend.LockInfo
 			if err != nil || !st.found {
 				return st.info(), shape(err)
 			}
+			if d.forceHook != nil {
+				d.forceHook()
+			}
 			retry, err := d.deleteItem(ctx, st.it)
 			switch {
 			case err == nil && !retry:

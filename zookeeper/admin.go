@@ -71,6 +71,9 @@ func (d *driver) ForceRelease(ctx context.Context, key string) (backend.LockInfo
 		if !h.info.Held {
 			return h.info, nil
 		}
+		if hk := d.cfg.hooks; hk != nil && hk.beforeForceDelete != nil {
+			hk.beforeForceDelete(h.path)
+		}
 		var resent bool
 		err = d.retrying(ctx, s, func(c *zk.Conn) error {
 			err := c.Delete(h.path, h.version)

@@ -19,7 +19,6 @@ func (e *entry) awaitPredecessor(ctx context.Context, pred string, changed <-cha
 	if err != nil || !exists {
 		return nil, err != nil, err
 	}
-	d.stats.watches.Add(1)
 	for {
 		select {
 		case ev := <-ch:
@@ -69,6 +68,9 @@ func (e *entry) watchPredecessor(ctx context.Context, pred string) (<-chan zk.Ev
 	})
 	if err != nil {
 		return nil, false, e.fail(e.d.mapErr(e.s, err))
+	}
+	if exists {
+		e.d.stats.watches.Add(1)
 	}
 	return ch, exists, nil
 }
