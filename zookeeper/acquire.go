@@ -123,14 +123,10 @@ type entry struct {
 	path   string
 
 	// The node's stat (czxid: the fencing token; ephemeralOwner: the
-	// session it belongs to), fetched alongside the first listing, with a
-	// watch on the node.
-	// watch fires when the node is deleted or its data changes: the hold
-	// watches it for a deletion by another client (watchHold).
+	// session it belongs to), fetched alongside the first listing.
 	stat    func() error
 	exists  bool
 	st      *zk.Stat
-	watch   <-chan zk.Event
 	checked bool
 }
 
@@ -145,11 +141,8 @@ func (d *driver) attempt(ctx context.Context, s *session, ks *keyState, parent s
 	}
 	e.child, e.path = child, parent+"/"+child
 	e.stat = d.start(ctx, s, func(c *zk.Conn) error {
-		_, st, w, err := c.GetW(e.path)
-		if errors.Is(err, zk.ErrNoNode) {
-			return nil // no watch is left behind for a missing node
-		}
-		e.exists, e.st, e.watch = err == nil, st, w
+		var err error
+		e.exists, e.st, err = c.Exists(e.path)
 		return err
 	})
 	for {
@@ -164,7 +157,7 @@ func (d *driver) attempt(ctx context.Context, s *session, ks *keyState, parent s
 			return nil, err
 		}
 		if pred == "" {
-			return d.grant(s, ks, req, e.path, uint64(e.st.Czxid), e.watch, e.fail)
+			return d.grant(s, ks, req, e.path, uint64(e.st.Czxid), e.fail)
 		}
 		if !wait {
 			return nil, e.fail(backend.Busy(0))
@@ -243,7 +236,7 @@ func (e *entry) checkOwner() error {
 }
 
 // grant makes the first node a hold.
-func (d *driver) grant(s *session, ks *keyState, req backend.Request, path string, token uint64, watch <-chan zk.Event, fail func(error) error) (backend.Lock, error) {
+func (d *driver) grant(s *session, ks *keyState, req backend.Request, path string, token uint64, fail func(error) error) (backend.Lock, error) {
 	d.mu.Lock()
 	if s.dead {
 		d.mu.Unlock()
@@ -264,9 +257,6 @@ func (d *driver) grant(s *session, ks *keyState, req backend.Request, path strin
 	ks.changed = make(chan struct{})
 	s.holds[h] = struct{}{}
 	d.mu.Unlock()
-	if watch != nil {
-		d.spawn(func() { d.watchHold(h, watch) })
-	}
 	if stale != nil {
 		// Our node is first, so the node of an earlier hold of ours is
 		// gone (another client deleted it).
