@@ -34,18 +34,7 @@ type holder struct {
 // Holds the nested hold count the holding Locker last wrote into the node;
 // SessionBound with TTL 0; Waiters the other lock nodes in the queue.
 func (d *driver) Inspect(ctx context.Context, key string) (backend.LockInfo, error) {
-	s, err := d.session(ctx)
-	if err != nil {
-		return backend.LockInfo{}, err
-	}
-	defer d.unuse(s)
-	for range maxAdminRounds {
-		h, again, err := d.readHolder(ctx, s, d.parentPath(key))
-		if err != nil || !again {
-			return h.info, err
-		}
-	}
-	return backend.LockInfo{}, errAdminRace
+	return d.onHolder(ctx, key, func(*session, holder) (bool, error) { return false, nil })
 }
 
 // ForceRelease implements backend.ForceReleaser: it deletes the holder's
@@ -55,6 +44,40 @@ func (d *driver) Inspect(ctx context.Context, key string) (backend.LockInfo, err
 // token, is higher. Nodes of the holder's own attempt left by a
 // protected create are deleted too.
 func (d *driver) ForceRelease(ctx context.Context, key string) (backend.LockInfo, error) {
+	return d.onHolder(ctx, key, func(s *session, h holder) (bool, error) {
+		if !h.info.Held {
+			return false, nil
+		}
+		if hk := d.cfg.hooks; hk != nil && hk.beforeForceDelete != nil {
+			hk.beforeForceDelete(h.path)
+		}
+		var resent bool
+		err := d.retrying(ctx, s, func(c *zk.Conn) error {
+			err := c.Delete(h.path, h.version)
+			if errors.Is(err, zk.ErrNoNode) && resent {
+				return nil // an earlier try, cut off with its connection, deleted it
+			}
+			resent = true
+			return err
+		})
+		switch {
+		case err == nil:
+			for _, p := range h.dups {
+				d.deleteNode(s, p)
+			}
+			return false, nil
+		case errors.Is(err, zk.ErrNoNode), errors.Is(err, zk.ErrBadVersion):
+			return true, nil // released, or its hold count changed: read again
+		}
+		return false, d.mapErr(s, err)
+	})
+}
+
+// onHolder reads key's holder on the driver's session and hands it to act,
+// reading again while the holder went away between the reads or act asks
+// for it (retry), at most maxAdminRounds times. It returns the holder act
+// last saw.
+func (d *driver) onHolder(ctx context.Context, key string, act func(s *session, h holder) (retry bool, err error)) (backend.LockInfo, error) {
 	s, err := d.session(ctx)
 	if err != nil {
 		return backend.LockInfo{}, err
@@ -68,31 +91,13 @@ func (d *driver) ForceRelease(ctx context.Context, key string) (backend.LockInfo
 		if again {
 			continue
 		}
-		if !h.info.Held {
+		retry, err := act(s, h)
+		if err != nil {
+			return backend.LockInfo{}, err
+		}
+		if !retry {
 			return h.info, nil
 		}
-		if hk := d.cfg.hooks; hk != nil && hk.beforeForceDelete != nil {
-			hk.beforeForceDelete(h.path)
-		}
-		var resent bool
-		err = d.retrying(ctx, s, func(c *zk.Conn) error {
-			err := c.Delete(h.path, h.version)
-			if errors.Is(err, zk.ErrNoNode) && resent {
-				return nil // an earlier try, cut off with its connection, deleted it
-			}
-			resent = true
-			return err
-		})
-		switch {
-		case err == nil:
-			for _, p := range h.dups {
-				d.deleteNode(s, p)
-			}
-			return h.info, nil
-		case errors.Is(err, zk.ErrNoNode), errors.Is(err, zk.ErrBadVersion):
-			continue // released, or its hold count changed: read again
-		}
-		return backend.LockInfo{}, d.mapErr(s, err)
 	}
 	return backend.LockInfo{}, errAdminRace
 }
@@ -101,22 +106,9 @@ func (d *driver) ForceRelease(ctx context.Context, key string) (backend.LockInfo
 // answer is as recent as the leader's) and its first lock node. again: the
 // first node went away between the two reads.
 func (d *driver) readHolder(ctx context.Context, s *session, parent string) (h holder, again bool, err error) {
-	h.info.Waiters = 0
-	err = d.retrying(ctx, s, func(c *zk.Conn) error { _, err := c.Sync(parent); return err })
-	if err != nil && !errors.Is(err, zk.ErrNoNode) {
-		return h, false, d.mapErr(s, err)
-	}
-	var children []string
-	err = d.retrying(ctx, s, func(c *zk.Conn) error {
-		var err error
-		children, _, err = c.Children(parent)
-		return err
-	})
-	if errors.Is(err, zk.ErrNoNode) {
-		return h, false, nil
-	}
+	children, err := d.syncedChildren(ctx, s, parent)
 	if err != nil {
-		return h, false, d.mapErr(s, err)
+		return h, false, err
 	}
 	ms := order(children)
 	if len(ms) == 0 {
