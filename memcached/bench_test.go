@@ -28,7 +28,10 @@ import (
 //     releaser calling Release to the next holder's Acquire returning), and
 //     acquire attempts per handoff (waiters poll with jittered backoff);
 //   - distinct-keys: 1,000 goroutines, each on its own key, through one
-//     Locker (b.RunParallel).
+//     Locker (b.RunParallel);
+//   - inspect: distlock.Inspect of a held key from another Locker (one
+//     meta get, "mg <key> t v c"), and /no-selector (gets, the record's
+//     expiry: New without WithSelector).
 func BenchmarkMemcached(b *testing.B) {
 	srv := testserver.Memcached(b, testserver.MemcachedConfig{NoEvict: true, ExtraArgs: []string{"-c", "4096"}})
 	ctx := context.Background()
@@ -83,6 +86,30 @@ func BenchmarkMemcached(b *testing.B) {
 	b.Run("handoff", func(b *testing.B) { benchHandoff(b, srv, "") })
 	b.Run("handoff/cas", func(b *testing.B) { benchHandoff(b, srv, "release=cas") })
 	b.Run("distinct-keys", func(b *testing.B) { benchkit.DistinctKeys(b, open(b, "max_idle=64")) })
+	inspect := func(b *testing.B, l distlock.Locker) {
+		holder := open(b, "")
+		lease, err := holder.TryAcquire(ctx, "bench/inspect", distlock.WithMetadata("bench"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer func() { _ = lease.Release(ctx) }()
+		b.ReportAllocs()
+		for b.Loop() {
+			if info, err := distlock.Inspect(ctx, l, "bench/inspect"); err != nil || !info.Held {
+				b.Fatal(info, err)
+			}
+		}
+	}
+	b.Run("inspect", func(b *testing.B) { inspect(b, open(b, "")) })
+	b.Run("inspect/no-selector", func(b *testing.B) {
+		c := memcache.New(srv.Addr())
+		l, err := New(c)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer func() { _ = l.Close(); _ = c.Close() }()
+		inspect(b, l)
+	})
 }
 
 // benchHandoff: 16 goroutines over 4 Lockers contend for one key with zero

@@ -14,7 +14,8 @@
 // SHA-256 of the lock's name (ItemKey), so every name of 1 to 1024 bytes,
 // whatever its content, maps to a legal memcached key of at most 250 bytes
 // without collisions. Its value records the owner, a random per-tenure
-// nonce, the random ids of the owner's live holds and the expiry asked for:
+// nonce, the random ids of the owner's live holds, the expiry asked for,
+// and the first acquisition's WithMetadata (nested holds keep it):
 //
 //   - Acquire: add with the TTL (plus one second, see below) as expiry —
 //     memcached stores it for the first writer only. If the item exists, one gets reads it: held by
@@ -59,6 +60,39 @@
 //
 // Waiting polls: distlock's Acquire retries with jittered, capped backoff,
 // never sleeping past the holder's recorded expiry.
+//
+// # Inspection and forced release
+//
+// distlock.Inspect reads the item from any client: Owner, Metadata and
+// Holds (the live hold ids) from its value; TTL the time left before the
+// server drops it. Where the Locker knows the key's server (the URL opener,
+// or WithSelector) and the server speaks the meta protocol, that is the
+// server's own count, read with the value and its CAS in one
+// "mg <key> t v c" on the Locker's own connection to the server the
+// client's selector picks (dialled within the client's timeout and the
+// call's ctx): whole seconds, including the extra second every expiry
+// carries (a lock taken with TTL 10 s shows 11 s at first). Otherwise
+// (New without WithSelector, or a server without the meta protocol) TTL is
+// the expiry its last writer recorded in the value, by that writer's wall
+// clock, less this machine's: skew between the two machines shifts it, and
+// a change of the item's expiry by another tool (touch) does not show.
+// Token is always 0 (no fencing), Waiters -1: waiters poll, and the server
+// knows nothing of them. A value under the key that distlock did not write
+// is an error, for ForceRelease too, and is left alone.
+//
+// distlock.ForceRelease reads the item with its CAS value and deletes it
+// only if that CAS value is still current: with "md <key> C<cas>" where the
+// last Release would use it, else by cas to a tombstone that expires at
+// once. If the item changed in between (a nested hold came or went, the
+// holder released and another owner acquired), nothing is deleted and it
+// is read again (at most 16 times), so the report is exactly the record
+// deleted. Every hold goes with the item; the evicted holder's Refresh and
+// Release find the item gone or another tenure's and get ErrNotHeld (its
+// lease ends at its next automatic refresh, about ttl/3 later, not at
+// once: memcached cannot tell it). The lock is free at once; waiters find
+// it at their next poll. There is no fencing token to raise: a process
+// still working under the evicted lease is not stopped by anything but its
+// lease's Context.
 //
 // # TTL and validity
 //

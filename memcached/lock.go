@@ -90,7 +90,7 @@ func (d *driver) acquireOnce(key string, req backend.Request) (*lock, error) {
 		}
 		now := time.Now().UnixMilli()
 		h.tenure = randomID(tenureBytes)
-		rec := record{expMs: now + req.TTL.Milliseconds(), tenure: h.tenure, holds: []string{h.hold}, owner: h.owner}
+		rec := record{expMs: now + req.TTL.Milliseconds(), tenure: h.tenure, holds: []string{h.hold}, metadata: req.Metadata, owner: h.owner}
 		err := d.c.Add(&memcache.Item{Key: key, Value: rec.encode(), Expiration: ttlSeconds(req.TTL)})
 		if err == nil {
 			return d.newLock(key, h, req.TTL), nil

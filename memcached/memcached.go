@@ -73,6 +73,9 @@ type driver struct {
 	// batchHook, if set (by tests), runs in RefreshBatch between a
 	// server's gets and its cas commands.
 	batchHook func(addr net.Addr)
+	// forceHook, if set (by tests), runs in ForceRelease between the read
+	// of the item and its compare-and-delete.
+	forceHook func()
 }
 
 // newDriver is the one constructor behind New and the URL opener: it checks

@@ -53,17 +53,10 @@ func (s *servers) knowServers(c *memcache.Client, sel memcache.ServerSelector, t
 // metaServer returns the server of key if the final release should use the
 // meta protocol there.
 func (d *driver) metaServer(key string) (net.Addr, bool) {
-	if d.release == ReleaseCAS || d.raw == nil {
+	if d.release == ReleaseCAS {
 		return nil, false
 	}
-	addr, err := d.sel.PickServer(key)
-	if err != nil {
-		return nil, false
-	}
-	if _, no := d.noMeta.Load(addr.String()); no {
-		return nil, false
-	}
-	return addr, true
+	return d.metaReadable(key)
 }
 
 // ensurePinned runs the server-list guard for the server of key, once per

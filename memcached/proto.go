@@ -214,3 +214,83 @@ func (p *rawPool) fetch(ctx context.Context, addr net.Addr, key string) (data []
 	})
 	return data, ok, err
 }
+
+// metaItem is the answer to a meta get of an item's value, CAS value and
+// remaining TTL.
+type metaItem struct {
+	found bool
+	data  []byte
+	cas   uint64
+	ttl   int64 // seconds left by the server's clock; -1: no expiry
+}
+
+// metaGet sends "mg <key> t v c" to addr: the value, CAS value and
+// remaining TTL of one item, read together (memcached 1.6 answers
+// "VA <size> t<ttl> c<cas>" and the value, or EN on a miss). unsupported:
+// the server answered ERROR or CLIENT_ERROR, it lacks the meta protocol.
+func (p *rawPool) metaGet(ctx context.Context, addr net.Addr, key string) (mi metaItem, unsupported bool, err error) {
+	err = p.do(ctx, addr, func(rw *bufio.ReadWriter) error {
+		_, _ = fmt.Fprintf(rw, "mg %s t v c\r\n", key)
+		line, err := reply(rw)
+		if err != nil {
+			return err
+		}
+		switch {
+		case bytes.Equal(line, []byte("EN")):
+			return nil
+		case bytes.Equal(line, []byte("ERROR")), bytes.HasPrefix(line, []byte("CLIENT_ERROR")):
+			unsupported = true
+			return nil
+		case !bytes.HasPrefix(line, []byte("VA ")):
+			return &desyncError{reply: string(line)}
+		}
+		mi, err = parseMGHeader(line)
+		if err != nil {
+			return err
+		}
+		data := make([]byte, len(mi.data)+2)
+		if _, err := io.ReadFull(rw.Reader, data); err != nil {
+			return err
+		}
+		if !bytes.HasSuffix(data, []byte("\r\n")) {
+			return &desyncError{reply: "a value without its CRLF"}
+		}
+		mi.data = data[:len(mi.data)]
+		return nil
+	})
+	return mi, unsupported, err
+}
+
+// parseMGHeader reads "VA <size> t<ttl> c<cas>" (flags in any order); data
+// is allocated with the value's size, to be filled by the caller. A header
+// without both flags, or with a size over maxValue, is a *desyncError.
+func parseMGHeader(line []byte) (metaItem, error) {
+	f := bytes.Fields(line)
+	bad := &desyncError{reply: string(line)}
+	if len(f) < 2 {
+		return metaItem{}, bad
+	}
+	size, err := strconv.Atoi(string(f[1]))
+	if err != nil || size < 0 || size > maxValue {
+		return metaItem{}, bad
+	}
+	mi := metaItem{found: true, data: make([]byte, size)}
+	var sawT, sawC bool
+	for _, tok := range f[2:] {
+		if len(tok) < 2 {
+			return metaItem{}, bad
+		}
+		switch tok[0] {
+		case 't':
+			mi.ttl, err = strconv.ParseInt(string(tok[1:]), 10, 64)
+			sawT = err == nil
+		case 'c':
+			mi.cas, err = strconv.ParseUint(string(tok[1:]), 10, 64)
+			sawC = err == nil
+		}
+	}
+	if !sawT || !sawC {
+		return metaItem{}, bad
+	}
+	return mi, nil
+}

@@ -56,26 +56,38 @@ func checkPrefix(prefix string) error {
 // record is the value of a lock item:
 //
 //	DL1 <expiry> <tenure> <hold>[,<hold>...] <owner>
+//	DL2 <expiry> <tenure> <hold>[,<hold>...] <n> <metadata><owner>
 //
 // expiry is the server-side expiry the last writer asked for, in Unix
 // milliseconds by the writer's clock (a hint for waiters and for the
 // never-shorten rule, not used for safety); tenure is a random nonce made by
 // the acquisition that created the item and shared by the owner's nested
 // holds; each hold is the random id of one acquisition that has not been
-// released; owner is the rest of the value, any bytes.
+// released; owner is the rest of the value, any bytes. A lock taken with
+// metadata (WithMetadata) is written in the DL2 form, where n is the
+// metadata's length in bytes; one without is written in the DL1 form, which
+// Lockers of earlier versions read too.
 type record struct {
-	expMs  int64
-	tenure string
-	holds  []string
-	owner  string
+	expMs    int64
+	tenure   string
+	holds    []string
+	metadata string
+	owner    string
 }
 
-const recordMagic = "DL1 "
+const (
+	recordMagic   = "DL1 "
+	recordMagicMD = "DL2 "
+)
 
 func (r *record) encode() []byte {
-	n := len(recordMagic) + 21 + len(r.tenure) + 1 + len(r.holds)*(holdIDLen+1) + 1 + len(r.owner)
+	n := len(recordMagic) + 21 + len(r.tenure) + 1 + len(r.holds)*(holdIDLen+1) + 1 + 6 + len(r.metadata) + len(r.owner)
 	b := make([]byte, 0, n)
-	b = append(b, recordMagic...)
+	if r.metadata == "" {
+		b = append(b, recordMagic...)
+	} else {
+		b = append(b, recordMagicMD...)
+	}
 	b = strconv.AppendInt(b, r.expMs, 10)
 	b = append(b, ' ')
 	b = append(b, r.tenure...)
@@ -87,6 +99,11 @@ func (r *record) encode() []byte {
 		b = append(b, h...)
 	}
 	b = append(b, ' ')
+	if r.metadata != "" {
+		b = strconv.AppendInt(b, int64(len(r.metadata)), 10)
+		b = append(b, ' ')
+		b = append(b, r.metadata...)
+	}
 	b = append(b, r.owner...)
 	return b
 }
@@ -96,9 +113,14 @@ func (r *record) encode() []byte {
 // tombstone).
 func decodeRecord(v []byte) (record, bool) {
 	var r record
-	rest, ok := strings.CutPrefix(string(v), recordMagic)
+	s := string(v)
+	rest, ok := strings.CutPrefix(s, recordMagic)
+	withMD := false
 	if !ok {
-		return r, false
+		if rest, ok = strings.CutPrefix(s, recordMagicMD); !ok {
+			return r, false
+		}
+		withMD = true
 	}
 	exp, rest, ok := strings.Cut(rest, " ")
 	if !ok {
@@ -109,7 +131,18 @@ func decodeRecord(v []byte) (record, bool) {
 		return r, false
 	}
 	holds, owner, ok := strings.Cut(rest, " ")
-	if !ok || holds == "" || owner == "" {
+	if !ok || holds == "" {
+		return r, false
+	}
+	if withMD {
+		size, after, ok := strings.Cut(owner, " ")
+		n, err := strconv.Atoi(size)
+		if !ok || err != nil || n < 1 || n > len(after) || size != strconv.Itoa(n) {
+			return r, false
+		}
+		r.metadata, owner = after[:n], after[n:]
+	}
+	if owner == "" {
 		return r, false
 	}
 	expMs, err := strconv.ParseInt(exp, 10, 64)

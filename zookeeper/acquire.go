@@ -56,9 +56,10 @@ func (d *driver) acquire(ctx context.Context, req backend.Request, wait bool) (b
 }
 
 // nest joins the hold of the same owner on this key, if this driver has
-// one: reentrancy is per Locker (one session). The node is checked to
-// still exist first; an owner id held through another session's node is
-// an ordinary competitor, not a reentrant hold.
+// one: reentrancy is per Locker (one session). The new hold count is
+// written into the node (publishHolds), which also checks that the node
+// still exists in the session; an owner id held through another session's
+// node is an ordinary competitor, not a reentrant hold.
 func (d *driver) nest(ctx context.Context, ks *keyState, req backend.Request) (backend.Lock, bool, error) {
 	d.mu.Lock()
 	h := ks.hold
@@ -70,7 +71,7 @@ func (d *driver) nest(ctx context.Context, ks *keyState, req backend.Request) (b
 	l := &lock{d: d, h: h}
 	h.handles[l] = req.Lost
 	d.mu.Unlock()
-	held, err := d.verify(ctx, h)
+	held, err := d.publishHolds(ctx, h)
 	if err != nil {
 		d.spawn(func() {
 			ctx, cancel := context.WithTimeout(d.ctx, 10*time.Second)
@@ -134,7 +135,7 @@ type entry struct {
 // otherwise watch only the next-lower node.
 func (d *driver) attempt(ctx context.Context, s *session, ks *keyState, parent string, req backend.Request, wait bool) (backend.Lock, error) {
 	e := &entry{d: d, s: s, ks: ks, req: req, parent: parent, guid: newGUID()}
-	child, err := d.protectedCreate(ctx, s, parent, e.guid, []byte(req.Owner))
+	child, err := d.protectedCreate(ctx, s, parent, e.guid, encodeNode(req.Owner, req.Metadata, 1))
 	if err != nil {
 		return nil, err
 	}
@@ -246,7 +247,8 @@ func (d *driver) grant(s *session, ks *keyState, req backend.Request, path strin
 		d.sessionLost(s, "no contact with the ensemble before the grant")
 		return nil, fail(errRestart)
 	}
-	h := &hold{key: req.Key, owner: req.Owner, path: path, token: token, sess: s, count: 1, handles: map[*lock]func(error){}}
+	h := &hold{key: req.Key, owner: req.Owner, metadata: req.Metadata, path: path, token: token, sess: s, count: 1,
+		handles: map[*lock]func(error){}, pub: make(chan struct{}, 1)}
 	l := &lock{d: d, h: h}
 	h.handles[l] = req.Lost
 	stale := ks.hold

@@ -71,3 +71,45 @@ func BenchmarkHotKeyHandoff(b *testing.B) {
 	}
 	benchkit.Handoff(b, ctx, lockers, "bench/hot", goroutines)
 }
+
+// BenchmarkInspect: distlock.Inspect of a held key with one waiter, from
+// another session (Sync, getChildren, get).
+func BenchmarkInspect(b *testing.B) {
+	ls := benchLockers(b, 2)
+	ctx := context.Background()
+	lease, err := ls[0].TryAcquire(ctx, "bench/inspect", distlock.WithMetadata("bench"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = lease.Release(ctx) }()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if info, err := distlock.Inspect(ctx, ls[1], "bench/inspect"); err != nil || !info.Held {
+			b.Fatal(info, err)
+		}
+	}
+}
+
+// BenchmarkNested: a nested TryAcquire + Release on a held key: each
+// writes the new hold count into the node (one setData each).
+func BenchmarkNested(b *testing.B) {
+	l := benchLockers(b, 1)[0]
+	ctx := context.Background()
+	outer, err := l.TryAcquire(ctx, "bench/nested", distlock.WithOwner("bench"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = outer.Release(ctx) }()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		lease, err := l.TryAcquire(ctx, "bench/nested", distlock.WithOwner("bench"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := lease.Release(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -99,23 +99,9 @@ func (d *driver) pauseUnavailable(ctx context.Context, s *session, err error) er
 // was lost. It returns its name if it exists in session s, "" if the
 // create was not applied.
 func (d *driver) findGUID(ctx context.Context, s *session, parent, guid string) (string, error) {
-	// Let the server we are connected to catch up with the leader, so
-	// that a create applied through another server is visible.
-	err := d.retrying(ctx, s, func(c *zk.Conn) error { _, err := c.Sync(parent); return err })
-	if err != nil && !errors.Is(err, zk.ErrNoNode) {
-		return "", d.mapErr(s, err)
-	}
-	var children []string
-	err = d.retrying(ctx, s, func(c *zk.Conn) error {
-		var err error
-		children, _, err = c.Children(parent)
-		return err
-	})
-	if errors.Is(err, zk.ErrNoNode) {
-		return "", nil
-	}
+	children, err := d.syncedChildren(ctx, s, parent)
 	if err != nil {
-		return "", d.mapErr(s, err)
+		return "", err
 	}
 	for _, name := range children {
 		if m, ok := parseMember(name); ok && m.guid == guid {
@@ -195,4 +181,27 @@ func (d *driver) ensureBase(ctx context.Context, s *session) error {
 		}
 	}
 	return nil
+}
+
+// syncedChildren lists parent's children after a Sync, which lets the
+// server we are connected to catch up with the leader, so that a change
+// applied through another server is visible. A missing parent has none.
+func (d *driver) syncedChildren(ctx context.Context, s *session, parent string) ([]string, error) {
+	err := d.retrying(ctx, s, func(c *zk.Conn) error { _, err := c.Sync(parent); return err })
+	if err != nil && !errors.Is(err, zk.ErrNoNode) {
+		return nil, d.mapErr(s, err)
+	}
+	var children []string
+	err = d.retrying(ctx, s, func(c *zk.Conn) error {
+		var err error
+		children, _, err = c.Children(parent)
+		return err
+	})
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, d.mapErr(s, err)
+	}
+	return children, nil
 }

@@ -28,8 +28,10 @@
 // a create under a parent reaped in between is retried.
 //
 // An acquisition creates "_c_<guid>-lock-" with the ephemeral and sequence
-// flags, the owner id as data, and a fresh random GUID per attempt
-// (Curator's protected mode). It lists the children without a watch and
+// flags, a fresh random GUID per attempt
+// (Curator's protected mode), and as data the JSON
+// {"v":1,"owner":…,"metadata":…,"holds":1} (owner id, WithMetadata, nested
+// holds; readable with zkCli's get). It lists the children without a watch and
 // holds the lock if its node is the first lock node, ordering sequence
 // numbers as serial numbers so that the order survives the wrap of the
 // server's signed 32-bit counter (2147483647 is followed by -2147483648);
@@ -103,15 +105,56 @@
 // was already queued when the first was granted) and return its token. The
 // owner id is stored in the node, but the same id on another Locker is an
 // ordinary competitor: that session can be lost independently of this one,
-// so its node cannot stand for this Locker's hold.
+// so its node cannot stand for this Locker's hold. Each nested acquisition
+// and each nested release rewrites the node's data with the new hold count
+// (the same single request that checks the node still exists); the next
+// waiter's watch fires on that change and is set again, without listing
+// the queue.
+//
+// # Inspection and forced release
+//
+// distlock.Inspect, from any client, reads the key's queue (after a Sync,
+// so that it is as recent as the leader) and its first lock node, the
+// holder: Owner, Metadata (the first acquisition's) and Holds from the
+// node's data, Token its czxid, SessionBound true with TTL 0, and Waiters
+// the other lock nodes in the queue (nodes of the holder's own attempt, a
+// protected create's duplicate, are not counted). Holds is the count the
+// holding Locker last wrote: a nested acquisition or release whose ctx
+// ended before its write was answered may show a moment later, and a
+// holder of an earlier version of this package (its data was the bare
+// owner id) shows as one hold without metadata. What Inspect cannot show:
+// a session's liveness (a holder whose session the server has not yet
+// expired shows as the holder), and nodes written by other lock recipes
+// (foreign children are ignored).
+//
+// distlock.ForceRelease deletes the holder's node at the data version it
+// read: if the node changed in between (a nested hold came or went) or was
+// deleted (a release, and maybe a new holder), the delete fails and the
+// queue is read again (at most 10 rounds), so the reported holder, its
+// hold count and metadata are exactly those of the node deleted. Every
+// nested hold goes with the node. The next node in line is woken by its
+// watch as on a Release, and its token, the czxid of a node created later,
+// is higher. The evicted Locker learns of it at its next check of the
+// node: a Refresh (the automatic one runs every third of the TTL) or a
+// nested acquisition or release gets ErrNotHeld and ends every lease of
+// the hold with ErrLockLost; Release gets ErrNotHeld. It does not watch
+// its own node, so it is not told at once (see Not claimed). Duplicates of
+// the holder's attempt are deleted too.
+//
+// Parents do not pile up: per-key parents are container nodes, which the
+// server deletes once empty (every znode.container.checkIntervalMs, 60 s by
+// default); of 200 distinct keys locked and released one after another,
+// 165 parents were still there right after the last release and none
+// 1.0 s later (TestDistinctKeysLeaveNoParents, with a 300 ms interval).
 //
 // # Not claimed
 //
 // Expiring: locks do not expire on a TTL (see above). Also:
 //
-//   - A lock node deleted by a third party (breaking a lock by hand) is
-//     not reported on Done: the holder learns of it at its next Refresh,
-//     Release (ErrNotHeld) or nested acquisition. Waiters proceed at once.
+//   - A lock node deleted by a third party (ForceRelease, or by hand) is
+//     not reported on Done at once: the holder learns of it at its next
+//     Refresh (automatic every third of the TTL), Release (ErrNotHeld) or
+//     nested acquisition. Waiters proceed at once.
 //   - A paused holder process (SIGSTOP, a long GC pause) keeps its
 //     connection open; its session expires after the timeout and another
 //     client takes the lock. The local deadline runs on the monotonic

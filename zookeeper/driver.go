@@ -140,8 +140,9 @@ func (d *driver) isClosed() bool {
 
 // testHooks let tests interfere at precise points.
 type testHooks struct {
-	beforeCreate func(parent string)
-	sessionLost  func(id int64, cause string)
+	beforeCreate      func(parent string)
+	sessionLost       func(id int64, cause string)
+	beforeForceDelete func(path string) // ForceRelease read the holder at path
 }
 
 func withHooks(h *testHooks) Option { return func(c *config) { c.hooks = h } }

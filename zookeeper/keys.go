@@ -21,12 +21,14 @@ type keyState struct {
 // nested acquisitions of its owner.
 type hold struct {
 	key, owner string
+	metadata   string // the first acquisition's, kept by nested ones
 	path       string
 	token      uint64
 	sess       *session
 	count      int
 	handles    map[*lock]func(error) // live handles and their Lost callbacks
 	lost       bool
+	pub        chan struct{} // one publishHolds at a time
 }
 
 // refKey returns the state of key, kept while an acquisition of it runs

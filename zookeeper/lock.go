@@ -68,7 +68,7 @@ func (l *lock) Release(ctx context.Context) error {
 	s := h.sess
 	d.mu.Unlock()
 	if !last {
-		held, err := d.verify(ctx, h)
+		held, err := d.publishHolds(ctx, h)
 		if err != nil {
 			return err
 		}

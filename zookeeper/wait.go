@@ -15,27 +15,21 @@ import (
 // owner (changed), which the attempt then joins instead of queueing.
 func (e *entry) awaitPredecessor(ctx context.Context, pred string, changed <-chan struct{}) (l backend.Lock, done bool, err error) {
 	d, s := e.d, e.s
-	var (
-		exists bool
-		ch     <-chan zk.Event
-	)
-	err = d.retrying(ctx, s, func(c *zk.Conn) error {
-		var err error
-		exists, _, ch, err = c.ExistsW(pred)
-		return err
-	})
-	if err != nil {
-		return nil, true, e.fail(d.mapErr(s, err))
+	ch, exists, err := e.watchPredecessor(ctx, pred)
+	if err != nil || !exists {
+		return nil, err != nil, err
 	}
-	if !exists {
-		return nil, false, nil
-	}
-	d.stats.watches.Add(1)
 	for {
 		select {
-		case <-ch:
-			d.stats.watchEvents.Add(1)
-			return nil, false, nil
+		case ev := <-ch:
+			if ev.Type != zk.EventNodeDataChanged {
+				d.stats.watchEvents.Add(1)
+				return nil, false, nil
+			}
+			// The holder published a new nested hold count: watch again.
+			if ch, exists, err = e.watchPredecessor(ctx, pred); err != nil || !exists {
+				return nil, err != nil, err
+			}
 		case <-ctx.Done():
 			return nil, true, e.fail(ctxError(ctx, s.conn))
 		case <-d.ctx.Done():
@@ -58,4 +52,25 @@ func (e *entry) awaitPredecessor(ctx context.Context, pred string, changed <-cha
 			}
 		}
 	}
+}
+
+// watchPredecessor sets an exists watch on pred; exists false: it is gone
+// already. An error has ended the attempt (its node deleted).
+func (e *entry) watchPredecessor(ctx context.Context, pred string) (<-chan zk.Event, bool, error) {
+	var (
+		exists bool
+		ch     <-chan zk.Event
+	)
+	err := e.d.retrying(ctx, e.s, func(c *zk.Conn) error {
+		var err error
+		exists, _, ch, err = c.ExistsW(pred)
+		return err
+	})
+	if err != nil {
+		return nil, false, e.fail(e.d.mapErr(e.s, err))
+	}
+	if exists {
+		e.d.stats.watches.Add(1)
+	}
+	return ch, exists, nil
 }
