@@ -123,10 +123,14 @@ type entry struct {
 	path   string
 
 	// The node's stat (czxid: the fencing token; ephemeralOwner: the
-	// session it belongs to), fetched alongside the first listing.
+	// session it belongs to), fetched alongside the first listing, with a
+	// watch on the node.
+	// watch fires when the node is deleted or its data changes: the hold
+	// watches it for a deletion by another client (watchHold).
 	stat    func() error
 	exists  bool
 	st      *zk.Stat
+	watch   <-chan zk.Event
 	checked bool
 }
 
@@ -141,8 +145,11 @@ func (d *driver) attempt(ctx context.Context, s *session, ks *keyState, parent s
 	}
 	e.child, e.path = child, parent+"/"+child
 	e.stat = d.start(ctx, s, func(c *zk.Conn) error {
-		var err error
-		e.exists, e.st, err = c.Exists(e.path)
+		_, st, w, err := c.GetW(e.path)
+		if errors.Is(err, zk.ErrNoNode) {
+			return nil // no watch is left behind for a missing node
+		}
+		e.exists, e.st, e.watch = err == nil, st, w
 		return err
 	})
 	for {
@@ -157,7 +164,7 @@ func (d *driver) attempt(ctx context.Context, s *session, ks *keyState, parent s
 			return nil, err
 		}
 		if pred == "" {
-			return d.grant(s, ks, req, e.path, uint64(e.st.Czxid), e.fail)
+			return d.grant(s, ks, req, e.path, uint64(e.st.Czxid), e.watch, e.fail)
 		}
 		if !wait {
 			return nil, e.fail(backend.Busy(0))
@@ -236,7 +243,7 @@ func (e *entry) checkOwner() error {
 }
 
 // grant makes the first node a hold.
-func (d *driver) grant(s *session, ks *keyState, req backend.Request, path string, token uint64, fail func(error) error) (backend.Lock, error) {
+func (d *driver) grant(s *session, ks *keyState, req backend.Request, path string, token uint64, watch <-chan zk.Event, fail func(error) error) (backend.Lock, error) {
 	d.mu.Lock()
 	if s.dead {
 		d.mu.Unlock()
@@ -257,6 +264,9 @@ func (d *driver) grant(s *session, ks *keyState, req backend.Request, path strin
 	ks.changed = make(chan struct{})
 	s.holds[h] = struct{}{}
 	d.mu.Unlock()
+	if watch != nil {
+		d.spawn(func() { d.watchHold(h, watch) })
+	}
 	if stale != nil {
 		// Our node is first, so the node of an earlier hold of ours is
 		// gone (another client deleted it).

@@ -142,9 +142,8 @@ func TestNestedHoldsWakeNoWaiter(t *testing.T) {
 }
 
 // TestForceRelease: an operator on another session evicts the holder; the
-// queued waiter takes the lock with a higher token; the evicted Locker's
-// Refresh gets ErrNotHeld and ends its leases (the nested one too), and
-// their Release gets ErrNotHeld.
+// queued waiter takes the lock with a higher token; the evicted lease ends
+// at once (its node watch) and its Refresh and Release get ErrNotHeld.
 func TestForceRelease(t *testing.T) {
 	s := standalone(t)
 	addrs := []string{s.Addr()}
@@ -179,19 +178,17 @@ func TestForceRelease(t *testing.T) {
 	if next.Token() <= victim.Token() {
 		t.Errorf("token after the forced release %d, evicted %d", next.Token(), victim.Token())
 	}
-	// The evicted Locker learns of it at its next check of the node.
+	select {
+	case <-victim.Done():
+		if !errors.Is(victim.Err(), distlock.ErrLockLost) {
+			t.Errorf("evicted lease ended with %v, want ErrLockLost", victim.Err())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the evicted lease did not end within 10s of its node's deletion")
+	}
+	<-nested.Done()
 	if err := victim.Refresh(ctxT(t, 10*time.Second), time.Minute); !errors.Is(err, distlock.ErrNotHeld) {
 		t.Errorf("evicted Refresh: %v", err)
-	}
-	for _, l := range []*distlock.Lease{victim, nested} {
-		select {
-		case <-l.Done():
-			if !errors.Is(l.Err(), distlock.ErrLockLost) {
-				t.Errorf("evicted lease ended with %v, want ErrLockLost", l.Err())
-			}
-		case <-time.After(10 * time.Second):
-			t.Fatal("an evicted lease did not end within 10s of its refused Refresh")
-		}
 	}
 	for _, l := range []*distlock.Lease{nested, victim} {
 		if err := l.Release(ctxT(t, 10*time.Second)); !errors.Is(err, distlock.ErrNotHeld) {

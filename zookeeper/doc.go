@@ -134,12 +134,10 @@
 // hold count and metadata are exactly those of the node deleted. Every
 // nested hold goes with the node. The next node in line is woken by its
 // watch as on a Release, and its token, the czxid of a node created later,
-// is higher. The evicted Locker learns of it at its next check of the
-// node: a Refresh (the automatic one runs every third of the TTL) or a
-// nested acquisition or release gets ErrNotHeld and ends every lease of
-// the hold with ErrLockLost; Release gets ErrNotHeld. It does not watch
-// its own node, so it is not told at once (see Not claimed). Duplicates of
-// the holder's attempt are deleted too.
+// is higher. The evicted Locker watches its own node (the watch set with
+// the node's first read): the deletion ends its leases at once with
+// ErrLockLost (Request.Lost), and their Refresh and Release get ErrNotHeld.
+// Duplicates of the holder's attempt are deleted too.
 //
 // Parents do not pile up: per-key parents are container nodes, which the
 // server deletes once empty (every znode.container.checkIntervalMs, 60 s by
@@ -152,9 +150,11 @@
 // Expiring: locks do not expire on a TTL (see above). Also:
 //
 //   - A lock node deleted by a third party (ForceRelease, or by hand) is
-//     not reported on Done at once: the holder learns of it at its next
-//     Refresh (automatic every third of the TTL), Release (ErrNotHeld) or
-//     nested acquisition. Waiters proceed at once.
+//     reported on Done through the holder's watch on its node, as soon as
+//     the watch fires; if the watch could not be set again (a connection
+//     problem at that moment), the holder learns of it at its next
+//     Refresh, Release (ErrNotHeld) or nested acquisition. Waiters proceed
+//     at once.
 //   - A paused holder process (SIGSTOP, a long GC pause) keeps its
 //     connection open; its session expires after the timeout and another
 //     client takes the lock. The local deadline runs on the monotonic
