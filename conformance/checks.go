@@ -528,8 +528,13 @@ func checkStaleHolder(t T, h *Harness) {
 		if err != nil {
 			t.Fatalf("acquire after the backend dropped the lock: %v", err)
 		}
-		if err := stale.Err(); err != nil {
-			t.Fatalf("the stale lease already knows it ended (%v): the check cannot reach the backend's owner check", err)
+		// A backend that tells the holder of a third-party deletion (a
+		// watch on its own node) may end the stale lease first: then
+		// Refresh and Release must refuse locally, which the rest checks
+		// just the same.
+		toldAtOnce := stale.Err() != nil
+		if toldAtOnce && !errors.Is(stale.Err(), distlock.ErrLockLost) {
+			t.Errorf("stale lease ended with %v, want ErrLockLost", stale.Err())
 		}
 		if op == "Refresh" {
 			err = stale.Refresh(ctxFor(t, 10*time.Second), time.Minute)
@@ -544,7 +549,7 @@ func checkStaleHolder(t T, h *Harness) {
 			t.Errorf("new owner's Refresh after the stale holder's %s: %v", op, err)
 		}
 		mustRelease(t, other)
-		if op == "Refresh" && !errors.Is(stale.Err(), distlock.ErrLockLost) {
+		if op == "Refresh" && !toldAtOnce && !errors.Is(stale.Err(), distlock.ErrLockLost) {
 			t.Errorf("stale lease after a refused Refresh: Err = %v, want ErrLockLost", stale.Err())
 		}
 	}
