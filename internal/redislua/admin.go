@@ -68,7 +68,9 @@ func ForceRelease(ctx context.Context, c goredis.Scripter, k Keys) (LockState, e
 
 // parseState parses state.lua's reply: {fields, pttl, waiters}.
 func parseState(v []any) (LockState, error) {
-	bad := func() (LockState, error) { return LockState{}, fmt.Errorf("redislua: unexpected lock state reply %v", v) }
+	bad := func() (LockState, error) {
+		return LockState{}, fmt.Errorf("redislua: unexpected lock state reply %v", v)
+	}
 	if len(v) != 3 {
 		return bad()
 	}
