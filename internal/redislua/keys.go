@@ -87,7 +87,7 @@ func FenceKey(prefix string, slot int) string {
 func fenceKeyLen(prefix string) int { return len(prefix) + len("fence{}") + slotTagLen }
 
 func appendFenceKey(buf []byte, prefix string, slot int) []byte {
-	tag := &slotTags()[slot%SlotCount]
+	tag := &slotTags()[uint(slot)%SlotCount]
 	start := len(buf)
 	buf = append(buf, prefix...)
 	buf = append(buf, "fence{"...)

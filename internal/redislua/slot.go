@@ -94,6 +94,6 @@ var slotTags = sync.OnceValue(func() *[SlotCount][slotTagLen]byte {
 
 // SlotTag returns the hash tag (without braces) that places a key in slot.
 func SlotTag(slot int) string {
-	t := slotTags()[slot%SlotCount]
+	t := slotTags()[uint(slot)%SlotCount]
 	return string(t[:])
 }
