@@ -34,7 +34,8 @@ const floorDelSrc = `if redis.call("get",KEYS[1]) == ARGV[1] then return redis.c
 //   - floor/setnx+del: go-redis alone doing the seeds' lock: SET key random
 //     NX PX, then the EVALSHA compare-and-delete (2 round trips);
 //   - acquire+release, try-acquire+release: distlock, uncontended (target:
-//     within 1.15× of floor/setnx+del);
+//     within 1.15× of floor/setnx+del); .../metadata: with a 54-byte
+//     WithMetadata, which the lock hash stores;
 //   - handoff: 16 goroutines over 4 Lockers on one key, zero hold time:
 //     handoffs/s, release-to-next-acquire latency p50/p99 (from the
 //     releaser calling Release to the next holder's Acquire returning), and
@@ -87,6 +88,9 @@ func BenchmarkRedis(b *testing.B) {
 	b.Run("try-acquire+release", func(b *testing.B) { cycle(b, open(b), true) })
 	b.Run("try-acquire+release/no-auto-refresh", func(b *testing.B) {
 		cycle(b, open(b), true, distlock.WithAutoRefresh(false))
+	})
+	b.Run("try-acquire+release/no-auto-refresh/metadata", func(b *testing.B) {
+		cycle(b, open(b), true, distlock.WithAutoRefresh(false), distlock.WithMetadata("host=worker-17.example pid=4242 job=nightly-report"))
 	})
 	b.Run("paired", func(b *testing.B) { benchPaired(b, srv.Addr()) })
 	b.Run("handoff", func(b *testing.B) { benchHandoff(b, srv.Addr(), 4, 16) })

@@ -10,8 +10,9 @@
 // .lua files of internal/redislua, embedded, with one owner check shared by
 // release, fair release and refresh:
 //
-//   - Acquire: SET NX PX semantics — if the key is absent, INCR the key's
-//     fencing counter and create the hash with the TTL; if the same owner
+//   - Acquire: SET NX PX semantics — if the key is absent, INCR the
+//     fencing counter of the key's Cluster slot and create the hash with
+//     the TTL, the lock's plain name and its metadata; if the same owner
 //     holds it, add a hold (reentrancy) and extend the expiry to
 //     max(remaining, ttl); otherwise change nothing and report the holder's
 //     remaining PTTL.
@@ -28,8 +29,38 @@
 // All keys of one lock carry the same hash tag, derived from the SHA-256 of
 // the key, so they sit in one Cluster slot; any key of 1 to 1024 bytes with
 // any content maps to fixed-length names (see internal/redislua for the
-// layout). The fencing counter key (<prefix>{tag}:fence) has no expiry and
-// is left behind on purpose: it is what keeps tokens increasing.
+// layout). Because the names are hashed, the lock hash also stores the
+// lock's plain name (field "name") and the first hold's WithMetadata (field
+// "meta", only when not empty; a nested hold keeps the first one's): an
+// operator who runs redis-cli --scan --pattern 'distlock:*' and HGETALL on
+// a key sees what it locks, who holds it (field "o") and its token ("t").
+//
+// # Fencing records
+//
+// Tokens come from one counter per Redis Cluster hash slot, not one per
+// lock name: <prefix>fence{<tag>}, with a 4-character tag chosen (once,
+// deterministically) to land in that slot, and the lock key's slot computed
+// as Redis does (CRC16 mod 16384 of the hash tag). A script may touch only
+// keys of one slot in a Cluster, so each lock's counter lives in its slot;
+// on one server the same layout applies. The guarantees:
+//
+//   - tokens are strictly increasing per lock name, across owners,
+//     expiries, forced releases and takeovers (while the counter survives:
+//     see Capabilities);
+//   - at most 16,384 counter keys per prefix exist, ever, however many
+//     distinct names are locked (TestFenceKeysBounded: 100,000 distinct
+//     locks leave 16,349 keys, where per-name counters left 100,000); the
+//     counters have no expiry, on purpose: they keep tokens increasing;
+//   - names in one slot share a counter, so a lock's tokens jump by the
+//     acquisitions of the other names in its slot: compare tokens of one
+//     name only, never expect them consecutive.
+//
+// Upgrading from per-name counters (<prefix>{<key tag>}:fence): an
+// acquisition that finds the lock's old counter takes a token above both
+// it and the slot's counter, then deletes it, so tokens keep increasing
+// across the upgrade (TestFenceUpgrade). Stop clients of the old version
+// before starting new ones: an old client still taking tokens from the
+// per-name counter after a new one deleted it would start again from 1.
 //
 // Waiting: a waiter is woken by the release's pub/sub message. Every
 // Locker shares ONE pub/sub connection among all its waiters, subscribing
@@ -75,6 +106,28 @@
 // taken by one of them — each handed a hold of its own by the same script
 // and its own grant message, wherever it stands in the queue and in
 // whichever Locker it waits (TestFairSameOwnerQueued).
+//
+// # Inspection and forced release
+//
+// The Locker implements distlock.Inspect and distlock.ForceRelease
+// (backend.Inspector, backend.ForceReleaser), each one Lua script, atomic
+// on the server:
+//
+//   - Inspect reads the lock hash and its PTTL, changing nothing: holder
+//     (owner id), metadata, token, the number of nested holds, and the TTL
+//     left by the server's clock. Waiters is, with WithFair, the number of
+//     live entries in the fair queue (0 means none), and -1 otherwise:
+//     plain waiters wait in their own processes, subscribed to the key's
+//     channel, and Redis does not count them per lock.
+//   - ForceRelease deletes the lock whatever its owner and holds, and
+//     returns what it deleted (Held false, and nothing changed, for a free
+//     key). In the same script it hands the lock on as a release that frees
+//     it would: publishes the wake-up waiters listen to, or with WithFair
+//     grants it to the first live waiter of the queue. The fencing counter
+//     is untouched, so the next holder's token is higher than the evicted
+//     one; the evicted holder's holds are gone, so its Refresh and Release
+//     get ErrNotHeld and its lease ends at its next refresh. What ran under
+//     the lock is not stopped: a fenced resource refuses its old token.
 //
 // # Capabilities
 //

@@ -92,7 +92,7 @@ func (w *fairWait) granted(token uint64, at time.Time) backend.Lock {
 func (w *fairWait) attempt(ctx context.Context, n uint64) (redislua.AcquireResult, backend.Lock, error) {
 	d := w.d
 	w.sent[n%2] = time.Now()
-	a := redislua.FairAttempt{Hold: w.hold, N: n, Enqueue: true, QueueTTL: queueTTL}
+	a := redislua.FairAttempt{Hold: w.hold, N: n, Enqueue: true, QueueTTL: queueTTL, Metadata: w.req.Metadata}
 	r, err := d.attempt(ctx, w.k, w.req, func(ctx context.Context) (redislua.AcquireResult, error) {
 		return redislua.FairAcquire(ctx, d.client, w.k, w.req.Owner, w.req.TTL, a)
 	}, w.hold)

@@ -37,6 +37,9 @@ func newTestLocker(t *testing.T, o *goredis.Options, opts ...Option) *testLocker
 	return l
 }
 
+// Unwrap leads distlock.Inspect and distlock.ForceRelease to the driver.
+func (l *testLocker) Unwrap() distlock.Locker { return l.Locker }
+
 func adminClient(t *testing.T, addr string) *goredis.Client {
 	t.Helper()
 	c := goredis.NewClient(&goredis.Options{Addr: addr})

@@ -137,9 +137,9 @@ func (d *driver) TryAcquire(ctx context.Context, req backend.Request) (backend.L
 	sent := time.Now()
 	r, err := d.attempt(ctx, k, req, func(ctx context.Context) (redislua.AcquireResult, error) {
 		if d.fair {
-			return redislua.FairAcquire(ctx, d.client, k, req.Owner, req.TTL, redislua.FairAttempt{Hold: hold, N: 1})
+			return redislua.FairAcquire(ctx, d.client, k, req.Owner, req.TTL, redislua.FairAttempt{Hold: hold, N: 1, Metadata: req.Metadata})
 		}
-		return redislua.Acquire(ctx, d.client, k, req.Owner, hold, req.TTL)
+		return redislua.Acquire(ctx, d.client, k, req.Owner, hold, req.Metadata, req.TTL)
 	}, hold)
 	if err != nil {
 		return nil, err

@@ -22,8 +22,11 @@ func TestKeysFor(t *testing.T) {
 		if len(k.Lock) != len("p:")+2+redislua.TagLen {
 			t.Errorf("KeysFor(%q).Lock = %q: not fixed length", key, k.Lock)
 		}
-		if k.Fence != k.Lock+":fence" || k.Channel != k.Lock+":wake" {
+		if k.Legacy != k.Lock+":fence" || k.Channel != k.Lock+":wake" || k.Name != key {
 			t.Errorf("KeysFor(%q) = %+v: names do not share the lock name", key, k)
+		}
+		if want := "p:fence{" + redislua.SlotTag(redislua.Slot(k.Lock)) + "}"; k.Fence != want {
+			t.Errorf("KeysFor(%q).Fence = %q, want the slot's counter %q", key, k.Fence, want)
 		}
 		tag := k.Lock[strings.IndexByte(k.Lock, '{')+1 : strings.IndexByte(k.Lock, '}')]
 		if len(tag) != redislua.TagLen || strings.ContainsAny(tag, "{}") {
@@ -34,23 +37,22 @@ func TestKeysFor(t *testing.T) {
 		}
 		seen[k.Lock] = key
 	}
-	// A prefix containing braces still keeps the three names in one slot.
-	k := redislua.KeysFor("a{b", "key")
-	for _, name := range []string{k.Fence, k.Channel} {
-		if slot(name) != slot(k.Lock) {
-			t.Errorf("prefix with '{': %q and %q in different slots", name, k.Lock)
+	// Whatever braces the prefix has, every name sits in the lock key's
+	// slot: the fencing counter too. (Only the fencing counter for a prefix
+	// whose first '{' is followed by '}': Redis then hashes whole names,
+	// which differ by their suffixes.)
+	for _, prefix := range []string{"", "p:", "a{b", "a{}b", "{x}", "}{", "a}b{c", "{", "x{y}z{", "{}"} {
+		k := redislua.KeysFor(prefix, "key")
+		names := []string{k.Fence, k.Legacy, k.Channel}
+		if strings.Contains(prefix, "{}") {
+			names = names[:1]
+		}
+		for _, name := range names {
+			if redislua.Slot(name) != redislua.Slot(k.Lock) {
+				t.Errorf("prefix %q: %q and %q in different slots", prefix, name, k.Lock)
+			}
 		}
 	}
-}
-
-// slot returns the part of a name Redis Cluster hashes.
-func slot(name string) string {
-	if i := strings.IndexByte(name, '{'); i >= 0 {
-		if j := strings.IndexByte(name[i+1:], '}'); j > 0 {
-			return name[i+1 : i+1+j]
-		}
-	}
-	return name
 }
 
 func TestTTLValidation(t *testing.T) {

@@ -29,7 +29,7 @@ func (d *driver) TryAcquire(ctx context.Context, req backend.Request) (backend.L
 	if err != nil {
 		return nil, err
 	}
-	a := &attempt{d: d, h: holdRef{keys: d.keys(req.Key), owner: req.Owner, hold: d.holds.Next()}, ttl: req.TTL, validity: validity}
+	a := &attempt{d: d, h: holdRef{keys: d.keys(req.Key), owner: req.Owner, hold: d.holds.Next()}, metadata: req.Metadata, ttl: req.TTL, validity: validity}
 	// undo: how a failed attempt gives back its holds — silently. A
 	// give-back that announced itself would wake the waiters of every
 	// Locker, this one's first, after the very minority they just failed
@@ -70,6 +70,7 @@ type attempt struct {
 	d        *driver
 	h        holdRef
 	undoH    holdRef // h without the release channel: a give-back is silent
+	metadata string
 	ttl      time.Duration
 	validity time.Duration
 	unsure   []bool
@@ -77,7 +78,7 @@ type attempt struct {
 
 // node runs the acquire script on node nd.
 func (a *attempt) node(ctx context.Context, _ int, nd *node) nodeResult {
-	r, err := redislua.Acquire(ctx, nd.client, a.h.keys, a.h.owner, a.h.hold, a.ttl)
+	r, err := redislua.Acquire(ctx, nd.client, a.h.keys, a.h.owner, a.h.hold, a.metadata, a.ttl)
 	switch {
 	case err != nil:
 		return nodeResult{out: failed, err: err}

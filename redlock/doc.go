@@ -137,7 +137,41 @@
 // TTLs must be whole milliseconds (PX), leave validity after the drift
 // allowance (with the defaults at least 3ms) and should be far above the
 // per-node timeout. Keys are hashed (SHA-256) into fixed-length names, so any
-// key of 1 to 1024 bytes works; no fencing counter key is created.
+// key of 1 to 1024 bytes works; no fencing counter key is created. Each
+// node's lock hash also stores the lock's plain name (field "name") and the
+// first hold's WithMetadata (field "meta", only when not empty), so that an
+// operator who scans a node (redis-cli --scan, then HGETALL) can tell what
+// a hashed key locks.
+//
+// # Inspection and forced release
+//
+// The Locker implements distlock.Inspect and distlock.ForceRelease
+// (backend.Inspector, backend.ForceReleaser). There is no single truth to
+// read, so both ask every node in parallel (one script each, within the
+// per-node timeout; ForceRelease waits at least MinReleaseWait) and merge
+// the answers:
+//
+//   - Inspect reports the owner that a quorum of nodes shows as holder:
+//     its metadata, its nested holds (those present on a quorum of its
+//     nodes), Token 0 (no fencing), and as TTL the SMALLEST remaining PTTL
+//     among those nodes, by each node's own clock — a lower bound: the lock
+//     may stay held on a quorum somewhat longer. Waiters is -1 (waiters
+//     wait in their own processes). Held is false when no owner can have a
+//     quorum even counting every node that did not answer; when the nodes
+//     that did not answer could decide it either way (too many down) the
+//     error wraps ErrUnavailable.
+//   - ForceRelease deletes the lock on every node, whatever its owner,
+//     publishing the release wake-up on each, and reports the evicted
+//     holder as Inspect would (a holder on fewer than a quorum of the nodes
+//     that answered is still reported when the silent nodes could have
+//     completed its quorum). It succeeds when a quorum of nodes deleted it:
+//     no owner can hold a quorum then, the evicted holder's Refresh and
+//     Release get ErrNotHeld, and the next Acquire can succeed at once.
+//     Nodes that do not answer are left as they are (best effort: their
+//     copy expires with its TTL). Fewer than a quorum of nodes cleared is
+//     an error wrapping ErrUnavailable, with the lock deleted on those that
+//     answered. Without fencing, a forced release cannot stop the evicted
+//     holder's writes already under way: prefer waiting out its TTL.
 //
 // # URLs
 //

@@ -185,7 +185,7 @@ func (d *driver) Validity(ttl time.Duration) (time.Duration, error) {
 // keys names the lock's objects on every node: no fencing counter.
 func (d *driver) keys(key string) redislua.Keys {
 	k := redislua.KeysFor(d.prefix, key)
-	k.Fence = ""
+	k.Fence, k.Legacy = "", ""
 	return k
 }
 

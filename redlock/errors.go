@@ -73,8 +73,14 @@ func (d *driver) nodeError(ctx, nctx context.Context, n *node, err error) error 
 // for a quorum (see ErrorCode).
 func (r *round) unavailable(what string) error {
 	d, t := r.d, r.tally()
+	return r.unavailableMsg(fmt.Sprintf("%s: %d of %d nodes succeeded, quorum is %d", what, t.yes, len(d.nodes), d.quorum))
+}
+
+// unavailableMsg is unavailable with the message msg before the nodes'
+// outcomes.
+func (r *round) unavailableMsg(msg string) error {
 	o := r.outcomes()
-	err := fmt.Errorf("%s: %d of %d nodes succeeded, quorum is %d: %w", what, t.yes, len(d.nodes), d.quorum, o)
+	err := fmt.Errorf("%s: %w", msg, o)
 	if o.code == backend.CodeTransient {
 		return &backend.TransientError{Err: err}
 	}

@@ -80,10 +80,10 @@ func assertAcquireBounded(t *testing.T, l distlock.Locker, key string, d time.Du
 func holdMinorities(t *testing.T, c *cluster, key string, ttl time.Duration, nodes ...int) {
 	t.Helper()
 	k := redislua.KeysFor(prefix, key)
-	k.Fence = ""
+	k.Fence, k.Legacy = "", ""
 	hs := redislua.NewHoldSource()
 	for _, i := range nodes {
-		r, err := redislua.Acquire(t.Context(), c.admins[i], k, fmt.Sprintf("dead-%d", i), hs.Next(), ttl)
+		r, err := redislua.Acquire(t.Context(), c.admins[i], k, fmt.Sprintf("dead-%d", i), hs.Next(), "", ttl)
 		if err != nil || r.Outcome != redislua.Acquired {
 			t.Fatalf("node %d: %+v, %v", i, r, err)
 		}

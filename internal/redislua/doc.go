@@ -16,13 +16,24 @@
 //
 // # Data layout
 //
-// One lock named key lives under three names that share a hash tag, so that
-// they sit in one Redis Cluster slot (see KeysFor):
+// One lock named key lives under these names, all in one Redis Cluster
+// slot (see KeysFor):
 //
-//	<prefix>{<tag>}        hash: o=owner, t=token, one field "h…" per hold
-//	                       (its value: the server time in ms it was taken)
-//	<prefix>{<tag>}:fence  integer: the fencing counter (INCR), never expires
+//	<prefix>{<tag>}        hash: o=owner, t=token, name=key, meta=the first
+//	                       hold's metadata (absent when empty), one field
+//	                       "h…" per hold (its value: the server time in ms
+//	                       it was taken)
+//	<prefix>fence{<stag>}  integer: the fencing counter (INCR) of the lock
+//	                       key's slot, shared by every lock in that slot;
+//	                       never expires (FenceKey, SlotTag)
 //	<prefix>{<tag>}:wake   pub/sub channel: a message when the lock is freed
+//
+// and, from the layout before per-slot counters, <prefix>{<tag>}:fence:
+// the lock's own counter, which the next acquisition raises its token above
+// and deletes (fence.lua). <stag> is a fixed 4-character tag per slot,
+// computed once and the same in every process (TestSlotTagsStable): at most
+// 16,384 counters per prefix exist, and the tokens of one lock are strictly
+// increasing but not consecutive.
 //
 // <tag> is the unpadded base64url SHA-256 digest of the key (43 bytes), so
 // every key of 1 to 1024 bytes with any content, including '{', '}' and NUL,
@@ -42,9 +53,10 @@
 // A fair lock adds two names to the layout (see Keys.Fair):
 //
 //	<prefix>{<tag>}:q  sorted set: the waiters' hold ids in arrival order
-//	<prefix>{<tag>}:w  hash: per hold id "deadline seen attempt px owner"
-//	                   (server microseconds; the attempt number the waiter
-//	                   sent last; the TTL it asked for); "#", the
+//	<prefix>{<tag>}:w  hash: per hold id "deadline seen attempt px len
+//	                   owner metadata" (server microseconds; the attempt
+//	                   number the waiter sent last; the TTL it asked for;
+//	                   the owner's length); "#", the
 //	                   arrival counter that orders the sorted set; and per
 //	                   owner with queued waiters "c<owner>", their number
 //

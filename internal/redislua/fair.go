@@ -24,6 +24,9 @@ type FairAttempt struct {
 	Enqueue bool
 	// QueueTTL is how long the entry stays alive without another attempt.
 	QueueTTL time.Duration
+	// Metadata is stored with the lock when this waiter gets it ("":
+	// none).
+	Metadata string
 }
 
 // FairAcquire makes one attempt on a fair lock (k from Keys.Fair), in one
@@ -48,7 +51,7 @@ func FairAcquire(ctx context.Context, c goredis.Scripter, k Keys, owner string, 
 		enq = "1"
 	}
 	qttl := max(int64(a.QueueTTL/time.Millisecond), 1)
-	v, err := fairAcquireScript.Run(ctx, c, k.fairKeys(), owner, px, a.Hold, enq, a.N, qttl, k.Channel).Slice()
+	v, err := fairAcquireScript.Run(ctx, c, k.fairKeys(), owner, px, a.Hold, enq, a.N, qttl, k.Channel, k.Name, a.Metadata).Slice()
 	if err != nil {
 		return AcquireResult{}, err
 	}

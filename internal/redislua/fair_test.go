@@ -67,7 +67,7 @@ func TestFairQueue(t *testing.T) {
 		t.Fatalf("queue %v, want [B C]", q)
 	}
 	e := c.HGet(ctx, k.Waiters, hB).Val()
-	if f := strings.SplitN(e, " ", 5); len(f) != 5 || f[2] != "2" || f[3] != "60000" || f[4] != "B" {
+	if f := strings.SplitN(e, " ", 6); len(f) != 6 || f[2] != "2" || f[3] != "60000" || f[4] != "1" || f[5] != "B" {
 		t.Fatalf("B's entry %q", e)
 	}
 

@@ -15,15 +15,27 @@ import (
 // DefaultPrefix is the key prefix used when none is configured.
 const DefaultPrefix = "distlock:"
 
-// Keys names the server-side objects of one lock. All three share one hash
-// tag.
+// Keys names the server-side objects of one lock. All of them sit in one
+// Redis Cluster slot.
 type Keys struct {
-	// Lock is the hash holding owner ("o"), token ("t") and one field per
-	// hold. It carries the lock's expiry.
+	// Name is the lock's name as the caller gave it; the acquire scripts
+	// store it in the lock hash (field "name"), so that an operator who
+	// finds the hashed key can read what it locks.
+	Name string
+	// Lock is the hash holding owner ("o"), token ("t"), name ("name"),
+	// metadata ("meta", only when not empty) and one field per hold. It
+	// carries the lock's expiry.
 	Lock string
-	// Fence is the fencing counter, incremented for every new acquisition.
-	// It has no expiry. Empty: no fencing counter (tokens are 0).
+	// Fence is the fencing counter of the lock key's Cluster slot (see
+	// FenceKey), incremented for every new acquisition of any lock in
+	// that slot. It has no expiry. Empty: no fencing counter (tokens are
+	// 0).
 	Fence string
+	// Legacy is the lock's own fencing counter of the layout before
+	// per-slot counters (Lock + ":fence"): where it still exists, the next
+	// token is raised above it and it is deleted, so tokens keep
+	// increasing across the upgrade. Empty with Fence.
+	Legacy string
 	// Channel is the pub/sub channel on which a release that frees the lock
 	// publishes. Empty: no publication.
 	Channel string
@@ -35,18 +47,18 @@ type Keys struct {
 // TagLen is the length of the hash-tag content that KeysFor derives from a key.
 const TagLen = 43
 
-// KeysFor returns the names of the lock key under prefix. The names are
-// prefix + "{" + tag + "}" (+ ":fence" / ":wake") with tag the unpadded
-// base64url SHA-256 of key. Any prefix works: the hashed part of the names
-// (Redis Cluster uses the text between the first '{' and the next '}') is
-// the same for all three names, so they always share a slot.
+// KeysFor returns the names of the lock key under prefix. The lock's own
+// names are prefix + "{" + tag + "}" (+ ":wake", and ":fence" for the
+// legacy counter) with tag the unpadded base64url SHA-256 of key; the
+// fencing counter is the lock key's slot's (FenceKey). Any prefix works:
+// every name lands in the lock key's Cluster slot.
 func KeysFor(prefix, key string) Keys {
 	sum := sha256.Sum256([]byte(key))
 	var tag [TagLen]byte
 	base64.RawURLEncoding.Encode(tag[:], sum[:])
-	// One allocation: "<base>:fence<base>:wake", sliced.
+	// One allocation: "<base>:fence<base>:wake<fence>", sliced.
 	n := len(prefix) + 2 + TagLen
-	buf := make([]byte, 0, 2*n+len(":fence")+len(":wake"))
+	buf := make([]byte, 0, 2*n+len(":fence")+len(":wake")+fenceKeyLen(prefix))
 	buf = append(buf, prefix...)
 	buf = append(buf, '{')
 	buf = append(buf, tag[:]...)
@@ -54,8 +66,41 @@ func KeysFor(prefix, key string) Keys {
 	buf = append(buf, ":fence"...)
 	buf = append(buf, buf[:n]...)
 	buf = append(buf, ":wake"...)
+	m := len(buf)
+	buf = appendFenceKey(buf, prefix, slotOf(buf[:n]))
 	s := string(buf)
-	return Keys{Lock: s[:n], Fence: s[:n+len(":fence")], Channel: s[n+len(":fence"):]}
+	return Keys{
+		Name: key, Lock: s[:n], Legacy: s[:n+len(":fence")],
+		Channel: s[n+len(":fence") : m], Fence: s[m:],
+	}
+}
+
+// FenceKey returns the name of the fencing counter of Cluster slot slot
+// under prefix: prefix + "fence{" + SlotTag(slot) + "}", which Redis hashes
+// to slot; for a prefix whose own braces would change how the name hashes,
+// "{" + SlotTag(slot) + "}" + prefix + "fence" instead. At most SlotCount
+// counters exist per prefix, however many lock names are used.
+func FenceKey(prefix string, slot int) string {
+	return string(appendFenceKey(make([]byte, 0, fenceKeyLen(prefix)), prefix, slot))
+}
+
+func fenceKeyLen(prefix string) int { return len(prefix) + len("fence{}") + slotTagLen }
+
+func appendFenceKey(buf []byte, prefix string, slot int) []byte {
+	tag := &slotTags()[uint(slot)%SlotCount]
+	start := len(buf)
+	buf = append(buf, prefix...)
+	buf = append(buf, "fence{"...)
+	buf = append(buf, tag[:]...)
+	buf = append(buf, '}')
+	if slotOf(buf[start:]) == slot {
+		return buf
+	}
+	buf = append(buf[:start], '{')
+	buf = append(buf, tag[:]...)
+	buf = append(buf, '}')
+	buf = append(buf, prefix...)
+	return append(buf, "fence"...)
 }
 
 // PX returns ttl in whole milliseconds, the unit of Redis expiries. A TTL
@@ -108,4 +153,4 @@ func (k Keys) Fair() Keys {
 	return k
 }
 
-func (k Keys) fairKeys() []string { return []string{k.Lock, k.Fence, k.Queue, k.Waiters} }
+func (k Keys) fairKeys() []string { return []string{k.Lock, k.Fence, k.Queue, k.Waiters, k.Legacy} }

@@ -46,13 +46,15 @@ type AcquireResult struct {
 
 // Acquire makes one attempt, in one round trip (EVALSHA, falling back to
 // EVAL on NOSCRIPT): if the lock is free it is taken for owner with the
-// next fencing token (INCR of k.Fence) and expiry ttl; if owner holds it the
+// next fencing token (INCR of k.Fence, raised above k.Legacy where that
+// exists), expiry ttl, the lock's name k.Name and metadata (stored only
+// when not empty); if owner holds it the
 // hold id is added (reentrancy) and the expiry extended to max(remaining,
 // ttl); otherwise nothing changes and the holder's remaining time and
 // owner are returned. Repeating a call with the same hold id is idempotent, so a retry
 // after a lost reply does not add a second hold. hold must come from a
 // HoldSource; ttl must be whole milliseconds (see PX).
-func Acquire(ctx context.Context, c goredis.Scripter, k Keys, owner, hold string, ttl time.Duration) (AcquireResult, error) {
+func Acquire(ctx context.Context, c goredis.Scripter, k Keys, owner, hold, metadata string, ttl time.Duration) (AcquireResult, error) {
 	px, err := PX(ttl)
 	if err != nil {
 		return AcquireResult{}, err
@@ -62,11 +64,17 @@ func Acquire(ctx context.Context, c goredis.Scripter, k Keys, owner, hold string
 	}
 	var keys []string
 	if k.Fence != "" {
-		keys = []string{k.Lock, k.Fence}
+		keys = []string{k.Lock, k.Fence, k.Legacy}
 	} else {
 		keys = []string{k.Lock}
 	}
-	v, err := acquireScript.Run(ctx, c, keys, owner, px, hold).Slice()
+	var cmd *goredis.Cmd
+	if metadata == "" {
+		cmd = acquireScript.Run(ctx, c, keys, owner, px, hold, k.Name) // no metadata: not sent, not stored
+	} else {
+		cmd = acquireScript.Run(ctx, c, keys, owner, px, hold, k.Name, metadata)
+	}
+	v, err := cmd.Slice()
 	if err != nil {
 		return AcquireResult{}, err
 	}
@@ -152,7 +160,7 @@ func Release(ctx context.Context, c goredis.Scripter, k Keys, owner string, toke
 	var n int64
 	var err error
 	if k.Queue != "" {
-		n, err = fairReleaseScript.Run(ctx, c, k.fairKeys(), owner, token, hold, k.Channel).Int64()
+		n, err = fairReleaseScript.Run(ctx, c, k.fairKeys(), owner, token, hold, k.Channel, k.Name).Int64()
 	} else {
 		n, err = releaseScript.Run(ctx, c, []string{k.Lock}, owner, token, hold, k.Channel).Int64()
 	}

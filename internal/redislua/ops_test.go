@@ -42,22 +42,22 @@ func TestPerNodeOperations(t *testing.T) {
 	k := KeysFor("t:", "resource")
 
 	h1 := holds.Next()
-	r, err := Acquire(ctx, c, k, "A", h1, time.Minute)
+	r, err := Acquire(ctx, c, k, "A", h1, "", time.Minute)
 	if err != nil || r.Outcome != Acquired || r.Token != 1 {
 		t.Fatalf("first acquire = %+v, %v; want Acquired token 1", r, err)
 	}
 	// Same hold again (a retry after a lost reply): idempotent.
-	r, err = Acquire(ctx, c, k, "A", h1, time.Minute)
+	r, err = Acquire(ctx, c, k, "A", h1, "", time.Minute)
 	if err != nil || r.Outcome != Reentered || r.Token != 1 {
 		t.Fatalf("retry with the same hold = %+v, %v", r, err)
 	}
-	if n := c.HLen(ctx, k.Lock).Val(); n != 3 {
-		t.Fatalf("hash has %d fields after a retried acquire, want 3 (o, t, one hold)", n)
+	if n := c.HLen(ctx, k.Lock).Val(); n != 4 {
+		t.Fatalf("hash has %d fields after a retried acquire, want 4 (o, t, name, one hold)", n)
 	}
 	// Another owner: busy with the remaining time, the holder and the
 	// age of its newest hold.
 	time.Sleep(50 * time.Millisecond)
-	r, err = Acquire(ctx, c, k, "B", holds.Next(), time.Second)
+	r, err = Acquire(ctx, c, k, "B", holds.Next(), "", time.Second)
 	if err != nil || r.Outcome != Busy || r.PTTL < 50*time.Second || r.PTTL > time.Minute || r.Holder != "A" {
 		t.Fatalf("other owner = %+v, %v; want Busy with ~1m, held by A", r, err)
 	}
@@ -67,10 +67,10 @@ func TestPerNodeOperations(t *testing.T) {
 	// Nested hold of A: the newest hold decides the age.
 	h2 := holds.Next()
 	nestedAt := time.Now()
-	if r, err = Acquire(ctx, c, k, "A", h2, time.Second); err != nil || r.Outcome != Reentered || r.Token != 1 {
+	if r, err = Acquire(ctx, c, k, "A", h2, "", time.Second); err != nil || r.Outcome != Reentered || r.Token != 1 {
 		t.Fatalf("nested = %+v, %v", r, err)
 	}
-	if r, err := Acquire(ctx, c, k, "B", holds.Next(), time.Second); err != nil || r.Outcome != Busy || r.Age < 0 || r.Age > time.Since(nestedAt)+2*time.Millisecond {
+	if r, err := Acquire(ctx, c, k, "B", holds.Next(), "", time.Second); err != nil || r.Outcome != Busy || r.Age < 0 || r.Age > time.Since(nestedAt)+2*time.Millisecond {
 		t.Errorf("busy after a new nested hold = %+v, %v; want the nested hold's age", r, err)
 	}
 	// Refresh: owner, token and hold must match; never shortens.
@@ -133,7 +133,7 @@ func TestPerNodeOperations(t *testing.T) {
 		t.Errorf("after the last release: lock exists=%d fence=%q", c.Exists(ctx, k.Lock).Val(), c.Get(ctx, k.Fence).Val())
 	}
 	// The counter outlives the lock.
-	if r, err = Acquire(ctx, c, k, "B", holds.Next(), time.Minute); err != nil || r.Outcome != Acquired || r.Token != 2 {
+	if r, err = Acquire(ctx, c, k, "B", holds.Next(), "", time.Minute); err != nil || r.Outcome != Acquired || r.Token != 2 {
 		t.Errorf("next acquire = %+v, %v; want token 2", r, err)
 	}
 }
@@ -146,7 +146,7 @@ func TestNoFenceNoChannel(t *testing.T) {
 	k := KeysFor("t:", "x")
 	k.Fence, k.Channel = "", ""
 	h := NewHoldSource().Next()
-	r, err := Acquire(ctx, c, k, "A", h, time.Minute)
+	r, err := Acquire(ctx, c, k, "A", h, "", time.Minute)
 	if err != nil || r.Outcome != Acquired || r.Token != 0 {
 		t.Fatalf("acquire without fence = %+v, %v", r, err)
 	}
@@ -169,7 +169,7 @@ func TestRefreshBatchAndErrors(t *testing.T) {
 	for _, key := range []string{"a", "b", "c"} {
 		k := KeysFor("t:", key)
 		h := holds.Next()
-		if _, err := Acquire(ctx, c, k, "o", h, time.Second); err != nil {
+		if _, err := Acquire(ctx, c, k, "o", h, "", time.Second); err != nil {
 			t.Fatal(err)
 		}
 		ops = append(ops, RefreshOp{Keys: k, Owner: "o", Token: 1, Hold: h, TTL: time.Minute})
@@ -184,7 +184,7 @@ func TestRefreshBatchAndErrors(t *testing.T) {
 	if err := c.Set(ctx, "t:wrong", "x", 0).Err(); err != nil {
 		t.Fatal(err)
 	}
-	_, err := Acquire(ctx, c, Keys{Lock: "t:wrong"}, "o", holds.Next(), time.Second)
+	_, err := Acquire(ctx, c, Keys{Lock: "t:wrong"}, "o", holds.Next(), "", time.Second)
 	if err == nil || !IsReply(err) || Ambiguous(err) || errors.Is(Classify(ctx, err), backend.ErrUnavailable) {
 		t.Errorf("WRONGTYPE: %v (classified %v)", err, Classify(ctx, err))
 	}
@@ -192,7 +192,7 @@ func TestRefreshBatchAndErrors(t *testing.T) {
 	// was never sent, so not ambiguous.
 	dead := goredis.NewClient(&goredis.Options{Addr: "127.0.0.1:1", MaxRetries: -1})
 	defer dead.Close()
-	_, err = Acquire(ctx, dead, KeysFor("t:", "x"), "o", holds.Next(), time.Second)
+	_, err = Acquire(ctx, dead, KeysFor("t:", "x"), "o", holds.Next(), "", time.Second)
 	if err == nil || Ambiguous(err) || !errors.Is(Classify(ctx, err), backend.ErrUnavailable) {
 		t.Errorf("dead server: %v (ambiguous %v, classified %v)", err, Ambiguous(err), Classify(ctx, err))
 	}
@@ -216,7 +216,7 @@ func TestRefreshBatchAndErrors(t *testing.T) {
 	}()
 	mute := goredis.NewClient(&goredis.Options{Addr: ln.Addr().String(), MaxRetries: -1, ReadTimeout: 200 * time.Millisecond, Protocol: 2, DisableIdentity: true})
 	defer mute.Close()
-	_, err = Acquire(ctx, mute, KeysFor("t:", "x"), "o", holds.Next(), time.Second)
+	_, err = Acquire(ctx, mute, KeysFor("t:", "x"), "o", holds.Next(), "", time.Second)
 	if !Ambiguous(err) || !errors.Is(Classify(ctx, err), backend.ErrUnavailable) {
 		t.Errorf("mute server: %v (ambiguous %v, classified %v)", err, Ambiguous(err), Classify(ctx, err))
 	}

@@ -6,10 +6,11 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 )
 
-// The scripts live in lua/, one file per script plus two fragments that
-// Lua has no way to include: hold.lua (the owner check, and the removal of
-// one hold, that release, fair release and refresh share) and fair_lib.lua
-// (the fair queue's functions). Compose prepends the fragments at init, so
+// The scripts live in lua/, one file per script plus fragments that Lua
+// has no way to include: fence.lua (the next fencing token), hold.lua (the
+// owner check, and the removal of one hold, that release, fair release and
+// refresh share), fair_lib.lua (the fair queue's functions) and state.lua
+// (a lock's state as inspect and force release report it). Compose prepends the fragments at init, so
 // each check is written once and the server runs the composed text
 // (TestComposedScripts). Redis runs a script atomically; PTTL and PEXPIRE
 // inside it see one frozen clock.
@@ -36,19 +37,23 @@ func Compose(names ...string) string {
 
 // The composition of every script: its fragments, then its own file.
 var (
-	acquireParts     = []string{"acquire.lua"}
-	releaseParts     = []string{"hold.lua", "release.lua"}
-	refreshParts     = []string{"hold.lua", "refresh.lua"}
-	fairAcquireParts = []string{"fair_lib.lua", "fair_acquire.lua"}
-	fairReleaseParts = []string{"fair_lib.lua", "hold.lua", "fair_release.lua"}
+	acquireParts      = []string{"fence.lua", "acquire.lua"}
+	releaseParts      = []string{"hold.lua", "release.lua"}
+	refreshParts      = []string{"hold.lua", "refresh.lua"}
+	fairAcquireParts  = []string{"fence.lua", "fair_lib.lua", "fair_acquire.lua"}
+	fairReleaseParts  = []string{"fence.lua", "fair_lib.lua", "hold.lua", "fair_release.lua"}
+	inspectParts      = []string{"fence.lua", "fair_lib.lua", "state.lua", "inspect.lua"}
+	forceReleaseParts = []string{"fence.lua", "fair_lib.lua", "state.lua", "force_release.lua"}
 )
 
 var (
-	acquireScript     = goredis.NewScript(Compose(acquireParts...))
-	releaseScript     = goredis.NewScript(Compose(releaseParts...))
-	refreshScript     = goredis.NewScript(Compose(refreshParts...))
-	fairAcquireScript = goredis.NewScript(Compose(fairAcquireParts...))
-	fairReleaseScript = goredis.NewScript(Compose(fairReleaseParts...))
+	acquireScript      = goredis.NewScript(Compose(acquireParts...))
+	releaseScript      = goredis.NewScript(Compose(releaseParts...))
+	refreshScript      = goredis.NewScript(Compose(refreshParts...))
+	fairAcquireScript  = goredis.NewScript(Compose(fairAcquireParts...))
+	fairReleaseScript  = goredis.NewScript(Compose(fairReleaseParts...))
+	inspectScript      = goredis.NewScript(Compose(inspectParts...))
+	forceReleaseScript = goredis.NewScript(Compose(forceReleaseParts...))
 )
 
 // ScriptHashes returns the SHA-1 digests of the acquire, release and refresh

@@ -21,10 +21,17 @@ func TestComposition(t *testing.T) {
 			t.Errorf("%s does not include hold.lua", name)
 		}
 	}
-	check := "redis.call('HMGET', KEYS[1], 'o', 't', ARGV[3])"
+	for name, parts := range map[string][]string{
+		"acquire": acquireParts, "fair acquire": fairAcquireParts, "fair release": fairReleaseParts, "force release": forceReleaseParts,
+	} {
+		if !slices.Contains(parts, "fence.lua") {
+			t.Errorf("%s does not include fence.lua", name)
+		}
+	}
+	check := "redis.call('HMGET', KEYS[1], 'o', 't', ARGV[3]"
 	files, err := fs.Glob(luaFiles, "lua/*.lua")
-	if err != nil || len(files) != 7 {
-		t.Fatalf("embedded %v, %v; want 7 files", files, err)
+	if err != nil || len(files) != 11 {
+		t.Fatalf("embedded %v, %v; want 11 files", files, err)
 	}
 	for _, f := range files {
 		b, _ := luaFiles.ReadFile(f)
@@ -36,7 +43,8 @@ func TestComposition(t *testing.T) {
 		hash  string
 		parts []string
 	}{{acquireScript.Hash(), acquireParts}, {releaseScript.Hash(), releaseParts}, {refreshScript.Hash(), refreshParts},
-		{fairAcquireScript.Hash(), fairAcquireParts}, {fairReleaseScript.Hash(), fairReleaseParts}} {
+		{fairAcquireScript.Hash(), fairAcquireParts}, {fairReleaseScript.Hash(), fairReleaseParts},
+		{inspectScript.Hash(), inspectParts}, {forceReleaseScript.Hash(), forceReleaseParts}} {
 		var want strings.Builder
 		for _, p := range s.parts {
 			b, _ := luaFiles.ReadFile("lua/" + p)
@@ -62,7 +70,7 @@ func TestComposedScripts(t *testing.T) {
 	holds := NewHoldSource()
 	k := KeysFor("t:", "composed")
 	h := holds.Next()
-	if r, err := Acquire(ctx, c, k, "A", h, time.Minute); err != nil || r.Outcome != Acquired {
+	if r, err := Acquire(ctx, c, k, "A", h, "", time.Minute); err != nil || r.Outcome != Acquired {
 		t.Fatalf("acquire = %+v, %v", r, err)
 	}
 	if held, err := Refresh(ctx, c, k, "A", 1, h, time.Minute); err != nil || !held {

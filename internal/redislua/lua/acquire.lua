@@ -1,6 +1,8 @@
--- acquire.lua: KEYS[1] lock, KEYS[2] fence (optional); ARGV[1] owner,
--- ARGV[2] ttl ms, ARGV[3] hold id. Each hold field's value is the server
--- time (ms) at which it was added.
+-- acquire.lua (after fence.lua): KEYS[1] lock, KEYS[2] slot fence counter
+-- and KEYS[3] legacy counter (both optional: no fencing); ARGV[1] owner,
+-- ARGV[2] ttl ms, ARGV[3] hold id, ARGV[4] the lock's name, ARGV[5]
+-- metadata (absent when empty). Each hold field's value is the server time
+-- (ms) at which it was added; a new lock also stores its name and metadata.
 -- Returns {1, token} new lock, {2, token} reentrant hold, {0, pttl, holder,
 -- age} busy, with age the ms since the holder's newest hold was added (-1:
 -- unknown, such as a hold written by a fair script, whose value is 1).
@@ -10,8 +12,12 @@ local ms = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)
 local o = redis.call('HGET', KEYS[1], 'o')
 if not o then
 	local t = 0
-	if KEYS[2] then t = redis.call('INCR', KEYS[2]) end
-	redis.call('HSET', KEYS[1], 'o', ARGV[1], 't', t, ARGV[3], ms)
+	if KEYS[2] then t = next_token(KEYS[2], KEYS[3]) end
+	if ARGV[5] then
+		redis.call('HSET', KEYS[1], 'o', ARGV[1], 't', t, ARGV[3], ms, 'name', ARGV[4], 'meta', ARGV[5])
+	else
+		redis.call('HSET', KEYS[1], 'o', ARGV[1], 't', t, ARGV[3], ms, 'name', ARGV[4])
+	end
 	redis.call('PEXPIRE', KEYS[1], ARGV[2])
 	return {1, t}
 end

@@ -1,16 +1,17 @@
--- fair_release.lua (after fair_lib.lua and hold.lua): KEYS as fair_lib.lua;
--- ARGV[1] owner, ARGV[2] token ("0": not checked), ARGV[3] hold id,
--- ARGV[4] channel. It first takes the hold out of the queue (a waiter
--- leaving, or the undo of an attempt), then releases as release.lua does;
+-- fair_release.lua (after fence.lua, fair_lib.lua and hold.lua): KEYS as
+-- fair_lib.lua; ARGV[1] owner, ARGV[2] token ("0": not checked), ARGV[3]
+-- hold id, ARGV[4] channel, ARGV[5] the lock's name. It first takes the
+-- hold out of the queue (a waiter leaving, or the undo of an attempt),
+-- then releases as release.lua does;
 -- a freed lock goes to the first live waiter, and only without one is the
 -- plain wake-up published. A lock found free (expired) is served too.
 -- Returns 0 not held, 1 freed, 2 hold released and others remain.
 drop(ARGV[3])
 local r, v = release_hold()
 if r == 0 and not v[1] then
-	serve(ARGV[4])
+	serve(ARGV[4], ARGV[5])
 end
-if r == 1 and not serve(ARGV[4]) and ARGV[4] ~= '' then
+if r == 1 and not serve(ARGV[4], ARGV[5]) and ARGV[4] ~= '' then
 	redis.call('PUBLISH', ARGV[4], v[2])
 end
 return r
