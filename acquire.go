@@ -58,7 +58,7 @@ func (l *locker) attempt(ctx context.Context, op string, r *request, wait bool) 
 	}
 	defer l.inflight.Done()
 	lease := newLease(l, r)
-	req := backend.Request{Key: key, Owner: r.owner, TTL: r.ttl, Metadata: r.metadata, Lost: lease.backendLost}
+	req := backend.Request{Key: key, Owner: r.owner, TTL: r.ttl, Metadata: r.metadata(), Lost: lease.backendLost}
 	var (
 		lock     backend.Lock
 		sent     time.Time

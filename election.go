@@ -93,7 +93,7 @@ func NewElection(l Locker, key, identity string, opts ...ElectionOption) (*Elect
 		}
 		o(&probe)
 	}
-	if probe.owner != "" || probe.metadata != "" {
+	if probe.owner != "" || probe.metadata() != "" {
 		return nil, fmt.Errorf("%w: NewElection: WithOwner and WithMetadata are the Election's own (identity names the candidate)", ErrInvalidOption)
 	}
 	e.opts = append(e.opts, WithMetadata(identity))

@@ -27,13 +27,15 @@ type Lease struct {
 	owner string
 	lock  backend.Lock
 	token uint64
-	auto  bool
 
-	minHold      time.Duration // WithMinHold
-	minHoldUntil time.Time     // sent + minHold, set by start
+	// minHoldEnd is 0 without WithMinHold; else its duration until start,
+	// then its end: sent + the duration, as an offset from epoch on the
+	// monotonic clock (8 bytes, where a time.Time takes 24).
+	minHoldEnd time.Duration
 
 	mu     sync.Mutex
 	state  leaseState
+	auto   bool // packed beside state
 	err    error
 	done   chan struct{}           // made on demand
 	ctx    context.Context         // made on demand
@@ -61,7 +63,7 @@ var (
 )
 
 func newLease(l *locker, r *request) *Lease {
-	return &Lease{l: l, key: r.key, owner: r.owner, auto: r.autoRefresh, minHold: r.minHold, slot: slot{ttl: r.ttl, validity: r.validity, idx: -1},
+	return &Lease{l: l, key: r.key, owner: r.owner, auto: r.autoRefresh, minHoldEnd: r.minHold(), slot: slot{ttl: r.ttl, validity: r.validity, idx: -1},
 		w: newWatch(r, l.name)}
 }
 
@@ -190,8 +192,8 @@ func (ls *Lease) start(lock backend.Lock, sent time.Time) bool {
 		return false
 	}
 	ls.lock, ls.token, ls.state = lock, lock.Token(), held
-	if ls.minHold > 0 {
-		ls.minHoldUntil = sent.Add(ls.minHold)
+	if ls.minHoldEnd > 0 {
+		ls.minHoldEnd += sent.Sub(epoch)
 	}
 	if ls.w != nil {
 		ls.w.ev.Token, ls.w.sentAt = ls.token, sent

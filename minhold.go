@@ -10,11 +10,14 @@ import (
 // minHoldLeft is how long the lease's minimum hold (WithMinHold) lasts yet,
 // 0 when it has none or it has passed.
 func (ls *Lease) minHoldLeft() time.Duration {
-	if ls.minHoldUntil.IsZero() {
+	if ls.minHoldEnd == 0 {
 		return 0
 	}
-	return max(time.Until(ls.minHoldUntil), 0)
+	return max(ls.minHoldEnd-time.Since(epoch), 0)
 }
+
+// epoch is the origin of Lease.minHoldEnd; it carries a monotonic reading.
+var epoch = time.Now()
 
 // holdOut is Release within the minimum hold: the lease has ended; the
 // lock stays taken for left more. An Expiring lock is set to expire then

@@ -166,10 +166,13 @@ func WithLogger(l *slog.Logger) Option {
 	}
 }
 
-// watching is what WithObserver and WithLogger set.
+// watching holds the options few acquisitions use: what WithObserver,
+// WithLogger, WithMetadata and WithMinHold set.
 type watching struct {
 	observer Observer
 	logger   *slog.Logger
+	metadata string        // WithMetadata
+	minHold  time.Duration // WithMinHold
 }
 
 // watched returns s's watching to set, a copy of the one set before (an

@@ -23,10 +23,8 @@ const MaxTTL = 365 * 24 * time.Hour
 type Option func(*settings)
 
 type settings struct {
-	ttl      time.Duration
-	minHold  time.Duration
-	owner    string
-	metadata string
+	ttl   time.Duration
+	owner string
 	retry    RetryPolicy
 	err      error
 	// watching is set by WithObserver and WithLogger only: behind a
@@ -83,8 +81,22 @@ func WithMetadata(s string) Option {
 			st.err = fmt.Errorf("%w: WithMetadata: want valid UTF-8 of at most %d bytes, got %d bytes", ErrInvalidOption, MaxMetadataLen, len(s))
 			return
 		}
-		st.metadata = s
+		st.watched().metadata = s
 	}
+}
+
+func (s *settings) metadata() string {
+	if s.watching == nil {
+		return ""
+	}
+	return s.watching.metadata
+}
+
+func (s *settings) minHold() time.Duration {
+	if s.watching == nil {
+		return 0
+	}
+	return s.watching.minHold
 }
 
 // WithMinHold keeps the lock taken until at least d after the acquisition
@@ -120,7 +132,7 @@ func WithMinHold(d time.Duration) Option {
 			s.err = fmt.Errorf("%w: WithMinHold(%v): want 0 to MaxTTL (%v)", ErrInvalidOption, d, MaxTTL)
 			return
 		}
-		s.minHold = d
+		s.watched().minHold = d
 	}
 }
 

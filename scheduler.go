@@ -93,7 +93,7 @@ func (s *scheduler) remove(ls *Lease) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if ls.slot.idx >= 0 {
-		heap.Remove(&s.h, ls.slot.idx)
+		heap.Remove(&s.h, int(ls.slot.idx))
 		if len(s.h) == 0 {
 			s.arm() // stops the timer
 		}
@@ -126,7 +126,7 @@ func (s *scheduler) refreshed(ls *Lease, sent time.Time, ttl, validity time.Dura
 	}
 	ls.slot.refreshAt = refreshTime(sent, ttl, validity, ls.auto)
 	ls.setNext()
-	heap.Fix(&s.h, ls.slot.idx)
+	heap.Fix(&s.h, int(ls.slot.idx))
 	s.arm()
 	return true
 }
@@ -143,7 +143,7 @@ func (s *scheduler) retryLater(ls *Lease, now time.Time) {
 	pause := max(min(ls.slot.validity/10, ls.slot.deadline.Sub(now)/3), 5*time.Millisecond)
 	ls.slot.refreshAt = now.Add(pause)
 	ls.setNext()
-	heap.Fix(&s.h, ls.slot.idx)
+	heap.Fix(&s.h, int(ls.slot.idx))
 	s.arm()
 }
 
@@ -301,7 +301,7 @@ type slot struct {
 	deadline  time.Time     // local validity deadline; zero: no expiry
 	refreshAt time.Time
 	next      time.Time // min(refreshAt, deadline): the heap's key
-	idx       int       // heap index, -1 when not scheduled
+	idx       int32     // heap index, -1 when not scheduled (int32: packed with inflight)
 	inflight  bool      // an automatic refresh is running
 }
 
@@ -312,11 +312,11 @@ func (h leaseHeap) Len() int           { return len(h) }
 func (h leaseHeap) Less(i, j int) bool { return h[i].slot.next.Before(h[j].slot.next) }
 func (h leaseHeap) Swap(i, j int) {
 	h[i], h[j] = h[j], h[i]
-	h[i].slot.idx, h[j].slot.idx = i, j
+	h[i].slot.idx, h[j].slot.idx = int32(i), int32(j)
 }
 func (h *leaseHeap) Push(x any) {
 	ls := x.(*Lease)
-	ls.slot.idx = len(*h)
+	ls.slot.idx = int32(len(*h))
 	*h = append(*h, ls)
 }
 func (h *leaseHeap) Pop() any {
