@@ -25,8 +25,8 @@ type Option func(*settings)
 type settings struct {
 	ttl   time.Duration
 	owner string
-	retry    RetryPolicy
-	err      error
+	retry RetryPolicy
+	err   error
 	// watching is set by WithObserver and WithLogger only: behind a
 	// pointer, so that an unobserved acquisition's settings stay as small
 	// as before (they escape to the heap with every acquisition).
