@@ -27,7 +27,8 @@ type settings struct {
 	owner string
 	retry RetryPolicy
 	err   error
-	// watching is set by WithObserver and WithLogger only: behind a
+	// watching is set by WithObserver, WithLogger, WithMetadata and
+	// WithMinHold only: behind a
 	// pointer, so that an unobserved acquisition's settings stay as small
 	// as before (they escape to the heap with every acquisition).
 	watching *watching
