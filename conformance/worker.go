@@ -15,7 +15,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock"
-	"github.com/distlock/distlock/internal/testkit/fenced"
+	"github.com/distlock/distlock/fence"
 	"github.com/distlock/distlock/internal/testkit/history"
 )
 
@@ -155,11 +155,11 @@ func workerHold(ctx context.Context, l distlock.Locker, cfg workerConfig, say fu
 		return 1
 	}
 	say(workerMsg{Ev: "acquired", Token: lease.Token(), Deadline: history.Mono(lease.Deadline())})
-	var store *fenced.Store
+	var store *fencedResource
 	if cfg.Fenced != "" {
 		c := goredis.NewClient(&goredis.Options{Addr: cfg.Fenced})
 		defer c.Close()
-		store = fenced.New(c, cfg.Key)
+		store = newFencedResource(c, cfg.Key)
 	}
 	in := bufio.NewScanner(os.Stdin)
 	for in.Scan() {
@@ -171,8 +171,8 @@ func workerHold(ctx context.Context, l distlock.Locker, cfg workerConfig, say fu
 			if store == nil {
 				m.Err = "no fenced resource configured"
 			} else {
-				werr := store.Write(ctx, lease.Token(), cfg.ID, "from "+cfg.ID)
-				m.OK, m.Stale = werr == nil, errors.Is(werr, fenced.ErrStale)
+				werr := store.write(ctx, lease.Token(), cfg.ID)
+				m.OK, m.Stale = werr == nil, errors.Is(werr, fence.ErrStale)
 				if werr != nil {
 					m.Err = werr.Error()
 				}
