@@ -103,8 +103,10 @@ func merge(states []redislua.LockState, missing, quorum int) (info backend.LockI
 	}
 	agree := by[best]
 	switch {
-	case len(agree) == 0 || len(agree)+missing < quorum:
+	case len(agree)+missing < quorum:
 		return info, true
+	case len(agree) == 0: // the silent nodes could hold a quorum
+		return info, false
 	case len(agree) >= quorum:
 		sure = true
 	}

@@ -1,0 +1,80 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/memory"
+)
+
+// handOverLocker is a Locker whose Unwrap (which distlock.Inspect and
+// distlock.ForceRelease follow on every call) runs before(n) on its n-th
+// call: a way to change the lock's holder, on the real in-process backend,
+// exactly between unlock's last Inspect and its ForceRelease.
+type handOverLocker struct {
+	distlock.Locker
+	calls  int
+	before func(n int)
+}
+
+func (h *handOverLocker) Unwrap() distlock.Locker {
+	h.calls++
+	h.before(h.calls)
+	return h.Locker
+}
+
+// TestUnlockEvictsAHolderItNeverShowed: `unlock --force` says "The lock is
+// freed only if the holder is still the one shown" and exits 1 "when ...
+// the lock changed hands before it was freed". When the holder changes
+// after unlock's (re-)inspection and before its ForceRelease, unlock evicts
+// the new holder, which the operator never saw nor confirmed, and exits 0
+// with a warning. ForceRelease has no compare on the holder shown (owner,
+// token), so the promise cannot be kept; both with and without --yes.
+func TestUnlockEvictsAHolderItNeverShowed(t *testing.T) {
+	for _, yes := range []bool{false, true} {
+		t.Run(map[bool]string{false: "confirmed", true: "yes"}[yes], func(t *testing.T) {
+			ctx := t.Context()
+			ns := memory.NewNamespace()
+			a, b, op := memory.MustNew(ns), memory.MustNew(ns), memory.MustNew(ns)
+			defer a.Close()
+			defer b.Close()
+			defer op.Close()
+			shown, err := a.Acquire(ctx, "k", distlock.WithMetadata("shown holder"), distlock.WithTTL(time.Minute))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var next *distlock.Lease
+			forceCall := 3 // inspect, re-inspect after the answer, force
+			if yes {
+				forceCall = 2 // inspect, force
+			}
+			h := &handOverLocker{Locker: op, before: func(n int) {
+				if n != forceCall {
+					return
+				}
+				// The shown holder finishes; another takes the lock.
+				if err := shown.Release(ctx); err != nil {
+					t.Error(err)
+				}
+				if next, err = b.Acquire(ctx, "k", distlock.WithMetadata("never shown"), distlock.WithTTL(time.Minute)); err != nil {
+					t.Error(err)
+				}
+			}}
+			saved := confirmIn
+			confirmIn = strings.NewReader("y\n")
+			defer func() { confirmIn = saved }()
+			var stdout, stderr bytes.Buffer
+			u := unlocker{locker: h, key: "k", timeout: 10 * time.Second, stdout: &stdout, stderr: &stderr}
+			st := u.run(yes)
+			if next == nil {
+				t.Fatalf("the hand-over did not happen (%d Unwrap calls): %s %s", h.calls, stdout.String(), stderr.String())
+			}
+			if next.Err() != nil || st == ExitOK {
+				t.Errorf("unlock evicted a holder it never showed: exit %d, new holder's lease %v;\nstdout %q\nstderr %q\nwant exit %d and the new holder intact", st, next.Err(), stdout.String(), stderr.String(), ExitFailed)
+			}
+		})
+	}
+}

@@ -1,0 +1,115 @@
+package distlock_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/testkit/testserver"
+	_ "github.com/distlock/distlock/memcached"
+	"github.com/distlock/distlock/memory"
+	_ "github.com/distlock/distlock/redis"
+)
+
+// TestMinHoldLeftoverHoldOutlivesLaterRelease: a lease released within its
+// minimum hold leaves its hold in the backend (ReleaseAfter keeps the last
+// hold and only moves the expiry). A later acquisition by the same owner
+// (WithOwner, as a job runner naming itself does) during that minimum hold
+// nests onto the leftover hold, so its own Release does not free the lock:
+// the lock stays taken until that later lease's TTL, long after both the
+// minimum hold and the later lease have ended. WithMinHold says "a job that
+// runs longer than d is unaffected: the lock is released when the lease
+// is"; here the lock outlives every lease and every minimum hold.
+func TestMinHoldLeftoverHoldOutlivesLaterRelease(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		url  func(t *testing.T) string
+	}{
+		{"memory", func(t *testing.T) string { return "mem://minhold-leftover" }},
+		{"redis", func(t *testing.T) string {
+			return "redis://" + testserver.Redis(t, testserver.RedisConfig{}).Addr() + "/0"
+		}},
+		{"memcached", func(t *testing.T) string {
+			return "memcached://" + testserver.Memcached(t, testserver.MemcachedConfig{}).Addr()
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) { minHoldLeftover(t, c.url(t)) })
+	}
+}
+
+func minHoldLeftover(t *testing.T, url string) {
+	ctx := t.Context()
+	a, err := distlock.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := distlock.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	const hold = 2 * time.Second // whole seconds: memcached's expiry granularity
+	first, err := a.TryAcquire(ctx, "job", distlock.WithOwner("host-a"), distlock.WithMinHold(hold))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := first.Release(ctx); err != nil { // within the minimum hold
+		t.Fatal(err)
+	}
+	// The same owner takes the key again within the minimum hold, with a
+	// long TTL and no minimum hold, and releases it after the first hold
+	// has passed.
+	second, err := a.TryAcquire(ctx, "job", distlock.WithOwner("host-a"), distlock.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatalf("same owner within the minimum hold: %v", err)
+	}
+	time.Sleep(hold + time.Second)
+	if err := second.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if info, err := distlock.Inspect(ctx, b, "job"); err != nil || info.Held {
+		t.Errorf("after every lease was released and the minimum hold passed: %+v, %v; want free (the lock is left until the released lease's 1m TTL)", info, err)
+	}
+	if l, err := b.TryAcquire(ctx, "job"); err != nil {
+		t.Errorf("another owner after every release and past the minimum hold: %v, want the lock free", err)
+	} else {
+		l.Release(ctx)
+	}
+}
+
+// TestMinHoldNestedReleaseDropsMinimumHold: an owner holds key through
+// two reentrant leases; the inner one has a minimum hold and is released
+// within it, then the outer one (no minimum hold) is released. The lock
+// must stay taken until the inner lease's minimum hold ends (WithMinHold:
+// "keeps the lock taken until at least d after the acquisition"), but it
+// is freed at once: ReleaseAfter on a non-last hold just drops it.
+func TestMinHoldNestedReleaseDropsMinimumHold(t *testing.T) {
+	ns := memory.NewNamespace()
+	a, b := memory.MustNew(ns), memory.MustNew(ns)
+	defer a.Close()
+	defer b.Close()
+	ctx := t.Context()
+	const hold = 10 * time.Second
+	outer, err := a.TryAcquire(ctx, "job", distlock.WithOwner("host-a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	inner, err := a.TryAcquire(ctx, "job", distlock.WithOwner("host-a"), distlock.WithMinHold(hold))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := inner.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := outer.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if l, err := b.TryAcquire(ctx, "job"); err == nil {
+		if time.Since(start) < hold {
+			t.Errorf("another owner took the lock %v after a nested acquisition with a %v minimum hold", time.Since(start), hold)
+		}
+		l.Release(ctx)
+	}
+}
