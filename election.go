@@ -137,7 +137,11 @@ func (t *Term) Resign(ctx context.Context) error { return t.lease.Release(ctx) }
 // Campaign waits until this candidate leads or ctx ends. Its errors are
 // Acquire's: ErrNotAcquired with ctx's error when ctx ends first.
 func (e *Election) Campaign(ctx context.Context) (*Term, error) {
-	lease, err := e.locker.Acquire(ctx, e.key, e.opts...)
+	// A fresh owner id per term, after every other option: also a
+	// WithOwner among the Locker's defaults must not let two candidates
+	// nest into one term.
+	opts := append(e.opts[:len(e.opts):len(e.opts)], WithOwner(newOwnerID()))
+	lease, err := e.locker.Acquire(ctx, e.key, opts...)
 	if err != nil {
 		return nil, err
 	}

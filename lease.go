@@ -318,10 +318,22 @@ func (ls *Lease) Release(ctx context.Context) error {
 }
 
 func (ls *Lease) release(ctx context.Context) error {
-	if err := ls.lock.Release(ctx); err != nil {
-		return ls.l.err("release", ls.key, ls.l.classify(err))
+	return ls.releaseErr(ls.lock.Release(ctx))
+}
+
+// releaseErr shapes the backend's answer to a release of a lease that was
+// held until then: ErrNotHeld from the backend means the lock was lost
+// without the lease knowing (expired early, released by force), so it is
+// reported as ErrLockLost, as Do and TryDo promise.
+func (ls *Lease) releaseErr(err error) error {
+	if err == nil {
+		return nil
 	}
-	return nil
+	err = ls.l.classify(err)
+	if errors.Is(err, ErrNotHeld) && !errors.Is(err, ErrLockLost) {
+		err = fmt.Errorf("%w: the backend no longer held it: %w", ErrLockLost, err)
+	}
+	return ls.l.err("release", ls.key, err)
 }
 
 func (ls *Lease) observedRelease(ctx context.Context, release func(context.Context) error) error {

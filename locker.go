@@ -80,6 +80,7 @@ func New(d backend.Driver, name string, opts ...Option) Locker {
 	l.notifier, _ = d.(backend.Notifier)
 	l.ttlPolicy, _ = d.(backend.TTLPolicy)
 	l.batcher, _ = d.(backend.BatchRefresher)
+	l.delayed, _ = d.(backend.DelayedReleaser)
 	l.classifier, _ = d.(backend.ErrorClassifier)
 	l.closeCtx, l.closeFn = context.WithCancelCause(context.Background())
 	l.sched.l = l
@@ -176,7 +177,8 @@ func runLeased(ctx context.Context, lease *Lease, fn func(ctx context.Context) e
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseLimit())
 	defer cancel()
 	relErr := lease.Release(rctx)
-	if relErr != nil && !errors.Is(relErr, ErrNotHeld) {
+	if relErr != nil && (!errors.Is(relErr, ErrNotHeld) || errors.Is(relErr, ErrLockLost)) {
+		// A Release that finds the lock gone reports ErrLockLost.
 		return errors.Join(fnErr, relErr)
 	}
 	if lost := lease.Err(); lost != nil && errors.Is(lost, ErrLockLost) {
@@ -209,6 +211,7 @@ type locker struct {
 	notifier   backend.Notifier
 	ttlPolicy  backend.TTLPolicy
 	batcher    backend.BatchRefresher
+	delayed    backend.DelayedReleaser
 	classifier backend.ErrorClassifier
 
 	closeCtx context.Context // cancelled with ErrClosed by Close
@@ -262,6 +265,9 @@ func (l *locker) prepare(key string, opts []Option) (request, error) {
 		r.autoRefresh = false // nothing to refresh: the session keeps the lock
 	}
 	r.sharedOwner = r.owner != ""
+	if r.sharedOwner && r.minHold() > 0 && l.caps.Expiring && l.delayed == nil {
+		return r, fmt.Errorf("%w: WithMinHold with WithOwner needs a backend that can release with a delay (backend.DelayedReleaser): a later lease of the same owner would nest into the hold left behind; drop WithOwner", ErrInvalidOption)
+	}
 	if r.owner == "" {
 		r.owner = newOwnerID()
 	}

@@ -3,8 +3,6 @@ package distlock
 import (
 	"context"
 	"time"
-
-	"github.com/distlock/distlock/backend"
 )
 
 // minHoldLeft is how long the lease's minimum hold (WithMinHold) lasts yet,
@@ -29,15 +27,12 @@ func (ls *Lease) holdOut(ctx context.Context, left time.Duration) error {
 	if ls.l.caps.Expiring {
 		ttl := ls.l.coveringTTL(left)
 		var err error
-		if dr, ok := ls.lock.(backend.DelayedReleaser); ok {
-			err = dr.ReleaseAfter(ctx, ttl)
+		if ls.l.delayed != nil {
+			err = ls.l.delayed.ReleaseAfter(ctx, ls.lock, ttl)
 		} else {
 			err = ls.lock.Refresh(ctx, ttl)
 		}
-		if err != nil {
-			return ls.l.err("release", ls.key, ls.l.classify(err))
-		}
-		return nil
+		return ls.releaseErr(err)
 	}
 	lock := ls.lock
 	go func() {

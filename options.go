@@ -125,7 +125,10 @@ func (s *settings) minHold() time.Duration {
 //     the minimum hold ends (distlock run --min-hold does).
 //
 // In both cases the lease ends for its holder at Release (Err, Done and
-// Context report it released). d must be between 0 (none, the default)
+// Context report it released). On Expiring backends without
+// backend.DelayedReleaser (all but mem://) the refresh leaves the hold in
+// place, into which a later lease of the same owner would nest: there
+// WithMinHold together with WithOwner fails with ErrInvalidOption. d must be between 0 (none, the default)
 // and MaxTTL.
 func WithMinHold(d time.Duration) Option {
 	return func(s *settings) {

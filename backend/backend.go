@@ -130,16 +130,19 @@ type Lock interface {
 	Release(ctx context.Context) error
 }
 
-// DelayedReleaser is implemented by locks of Expiring backends that can
-// give up a hold and leave the lock to expire later (a minimum hold,
-// distlock.WithMinHold). ReleaseAfter gives up one hold as Release does,
-// owner-checked; when it was the last hold, the lock is not deleted but set
-// to expire d from now, shorter or longer than its current expiry; while
-// other holds of the owner remain, the lock is left as it is. ErrNotHeld as
-// for Release. Without it: distlock refreshes the lock to at least d (a
-// refresh never shortens), so the lock may stay up to one TTL longer.
+// DelayedReleaser is implemented by drivers of Expiring backends that can
+// give up a hold and leave the lock taken a while longer (a minimum hold,
+// distlock.WithMinHold). ReleaseAfter gives up one hold of lock as Release
+// does, owner-checked, and keeps the lock taken by its owner until at
+// least d from now: no other owner can take it until then, the owner can
+// (as a nested hold), and when its last hold is released the lock stays
+// taken until the latest such moment, then frees. ErrNotHeld as for
+// Release. Without it: distlock refreshes the lock to at least d (a refresh
+// never shortens) and leaves the hold, so the lock may stay up to one TTL
+// longer, and refuses WithMinHold together with WithOwner (a later lease
+// of the same owner would nest into the hold left behind).
 type DelayedReleaser interface {
-	ReleaseAfter(ctx context.Context, d time.Duration) error
+	ReleaseAfter(ctx context.Context, lock Lock, d time.Duration) error
 }
 
 // Blocker is implemented by drivers whose backend can wait for a lock

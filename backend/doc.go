@@ -40,9 +40,10 @@
 //     Request.Lost report loss.
 //   - BatchRefresher: many locks refreshed in one round trip. ctx: one ctx
 //     for the batch. Without it: one Refresh per lock, in parallel.
-//   - DelayedReleaser (on a Lock): give up a hold and let the lock expire
-//     a given time later. ctx: as Release. Without it: a refresh that never
-//     shortens, so a minimum hold may last up to one TTL longer.
+//   - DelayedReleaser: give up a hold and keep the lock taken a given time
+//     longer. ctx: as Release. Without it: a refresh that never shortens,
+//     so a minimum hold may last up to one TTL longer, and WithMinHold is
+//     refused together with WithOwner.
 //   - Inspector: the backend reads a lock without taking it (holder,
 //     metadata, token, server-side TTL, waiters). ctx: Inspect returns when
 //     ctx ends. Without it: distlock.Inspect returns errors.ErrUnsupported.

@@ -44,6 +44,9 @@ type entry struct {
 	owner    string
 	metadata string
 	holds    int
+	// lingerUntil keeps the lock taken by owner after its holds are gone,
+	// until then (ReleaseAfter: a minimum hold).
+	lingerUntil time.Time
 	token    uint64
 	expires  time.Time
 	sess     *driver
@@ -145,11 +148,12 @@ func (ns *Namespace) Expire(key string) bool {
 	ns.mu.Lock()
 	defer ns.mu.Unlock()
 	e := ns.locks[key]
-	if e == nil || e.holds == 0 {
+	now := time.Now()
+	if e == nil || (e.holds == 0 && !now.Before(e.lingerUntil)) {
 		return false
 	}
-	e.holds = 0
-	ns.settle(key, e, time.Now())
+	e.holds, e.lingerUntil = 0, time.Time{}
+	ns.settle(key, e, now)
 	return true
 }
 
@@ -192,7 +196,7 @@ func (d *driver) endSession(crash bool) {
 					lost = append(lost, f)
 				}
 			}
-			e.holds = 0
+			e.holds, e.lingerUntil = 0, time.Time{}
 			ns.settle(key, e, now)
 		}
 		// Waiters of this session are woken by their own context
@@ -213,6 +217,10 @@ func (ns *Namespace) settle(key string, e *entry, now time.Time) {
 	}
 	if e.holds > 0 {
 		return
+	}
+	if now.Before(e.lingerUntil) {
+		e.expires = e.lingerUntil
+		return // taken until the owner's minimum hold ends
 	}
 	clear(e.lost)
 	for len(e.waiters) > 0 {
@@ -261,6 +269,7 @@ func (ns *Namespace) grant(key string, e *entry, req backend.Request, sess *driv
 	token := ns.fences[key] + 1
 	ns.fences[key] = token
 	e.owner, e.metadata, e.holds, e.token, e.sess = req.Owner, req.Metadata, 1, token, sess
+	e.lingerUntil = time.Time{}
 	e.expires = now.Add(req.TTL)
 	l := &lock{d: sess, key: key, owner: req.Owner, token: token, issued: now}
 	if e.lost == nil {
@@ -286,7 +295,7 @@ func (d *driver) attempt(req backend.Request, now time.Time) (*lock, *entry) {
 		ns.locks[req.Key] = e
 		return ns.grant(req.Key, e, req, d, now), nil
 	}
-	if e.holds > 0 && e.owner == req.Owner {
+	if e.owner == req.Owner && (e.holds > 0 || now.Before(e.lingerUntil)) {
 		return e.nest(req, d, now), nil
 	}
 	return nil, e
@@ -415,10 +424,15 @@ func (l *lock) Release(context.Context) error {
 	return nil
 }
 
-// ReleaseAfter gives up one hold; the last leaves the lock to its owner
-// until d from now (shorter or longer than before), then it expires.
-func (l *lock) ReleaseAfter(_ context.Context, d time.Duration) error {
-	ns := l.d.ns
+// ReleaseAfter gives up one hold and keeps the lock taken by its owner
+// until at least d from now (backend.DelayedReleaser); when that moment
+// comes the lock is settled: handed to the first waiter or freed.
+func (d *driver) ReleaseAfter(_ context.Context, bl backend.Lock, dur time.Duration) error {
+	l, ok := bl.(*lock)
+	if !ok || l.d.ns != d.ns {
+		return fmt.Errorf("%w: not a lock of this namespace", backend.ErrNotHeld)
+	}
+	ns := d.ns
 	ns.mu.Lock()
 	defer ns.mu.Unlock()
 	now := time.Now()
@@ -427,11 +441,24 @@ func (l *lock) ReleaseAfter(_ context.Context, d time.Duration) error {
 		return fmt.Errorf("%w: expired or held by another owner", backend.ErrNotHeld)
 	}
 	delete(e.lost, l)
-	if e.holds > 1 {
-		e.holds--
-		return nil
+	e.holds--
+	until := now.Add(dur)
+	if until.After(e.lingerUntil) {
+		e.lingerUntil = until
 	}
-	e.expires = now.Add(d)
+	if e.holds == 0 {
+		ns.settle(l.key, e, now)
+	}
+	// Waiters sleep until the expiry they saw: settle for them when the
+	// minimum hold ends.
+	key := l.key
+	time.AfterFunc(dur, func() {
+		ns.mu.Lock()
+		defer ns.mu.Unlock()
+		if ns.locks[key] == e {
+			ns.settle(key, e, time.Now())
+		}
+	})
 	return nil
 }
 
@@ -468,7 +495,7 @@ func (d *driver) Inspect(ctx context.Context, key string) (backend.LockInfo, err
 	if e != nil {
 		now := time.Now()
 		ns.settle(key, e, now)
-		if ns.locks[key] == e && e.holds > 0 {
+		if ns.locks[key] == e {
 			info = e.info(key, now)
 		}
 	}
@@ -489,7 +516,7 @@ func (d *driver) ForceRelease(ctx context.Context, key string) (backend.LockInfo
 	if e != nil {
 		ns.settle(key, e, now)
 	}
-	if e == nil || ns.locks[key] != e || e.holds == 0 {
+	if e == nil || ns.locks[key] != e {
 		ns.mu.Unlock()
 		return backend.LockInfo{Key: key}, nil
 	}
@@ -498,7 +525,7 @@ func (d *driver) ForceRelease(ctx context.Context, key string) (backend.LockInfo
 	for _, f := range e.lost {
 		lost = append(lost, f)
 	}
-	e.holds = 0
+	e.holds, e.lingerUntil = 0, time.Time{}
 	ns.settle(key, e, now)
 	ns.mu.Unlock()
 	for _, f := range lost {
@@ -514,6 +541,9 @@ func (e *entry) info(key string, now time.Time) backend.LockInfo {
 		if !w.sess.closed {
 			waiters++
 		}
+	}
+	if e.holds == 0 && !now.Before(e.lingerUntil) {
+		return backend.LockInfo{Key: key, Waiters: waiters}
 	}
 	return backend.LockInfo{Key: key, Held: true, Owner: e.owner, Metadata: e.metadata, Token: e.token,
 		Holds: e.holds, TTL: e.expires.Sub(now), Waiters: waiters}

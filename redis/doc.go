@@ -118,7 +118,9 @@
 //     left by the server's clock. Waiters is, with WithFair, the number of
 //     live entries in the fair queue (0 means none), and -1 otherwise:
 //     plain waiters wait in their own processes, subscribed to the key's
-//     channel, and Redis does not count them per lock.
+//     channel, and Redis does not count them per lock. So a fair Locker's
+//     count leaves out waiters of Lockers without WithFair on the same key
+//     (every Locker of a fair key should use WithFair; see above).
 //   - ForceRelease deletes the lock whatever its owner and holds, and
 //     returns what it deleted (Held false, and nothing changed, for a free
 //     key). In the same script it hands the lock on as a release that frees
