@@ -47,11 +47,11 @@ type entry struct {
 	// lingerUntil keeps the lock taken by owner after its holds are gone,
 	// until then (ReleaseAfter: a minimum hold).
 	lingerUntil time.Time
-	token    uint64
-	expires  time.Time
-	sess     *driver
-	lost     map[*lock]func(error) // Request.Lost of the holder's live holds
-	waiters  []*waiter             // FIFO
+	token       uint64
+	expires     time.Time
+	sess        *driver
+	lost        map[*lock]func(error) // Request.Lost of the holder's live holds
+	waiters     []*waiter             // FIFO
 }
 
 type waiter struct {
