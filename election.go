@@ -16,6 +16,10 @@ import (
 //     their leases are valid: a term ends (its Context is cancelled, Err
 //     returns the cause) no later than the moment another candidate can
 //     acquire the lock, because a Lease keeps a local validity deadline.
+//     The one exception is an operator's ForceRelease: on backends that
+//     cannot tell the holder at once (redis, redlock, memcached, the row
+//     modes) the deposed leader learns of it at its next refresh, which
+//     is what the fencing token is for.
 //     A leader paused past its TTL (SIGSTOP, a long GC pause) sees its
 //     term ended as soon as it runs again, before it acts, if it checks
 //     Term.Err() first; its Context is cancelled at the same moment.
@@ -130,8 +134,9 @@ func (t *Term) Token() uint64 { return t.lease.Token() }
 // Lease returns the lock lease behind the term.
 func (t *Term) Lease() *Lease { return t.lease }
 
-// Resign ends the term and frees leadership for the other candidates.
-// ErrNotHeld if the term had already ended.
+// Resign ends the term and frees leadership for the other candidates (a
+// WithMinHold among the term options keeps it taken until the minimum
+// hold ends). ErrNotHeld if the term had already ended.
 func (t *Term) Resign(ctx context.Context) error { return t.lease.Release(ctx) }
 
 // Campaign waits until this candidate leads or ctx ends. Its errors are

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/backend"
@@ -130,13 +131,15 @@ func waiters(n *int) string {
 	return strconv.Itoa(*n)
 }
 
-// cell keeps a table cell on one line and one column: control characters,
-// tabs and newlines are quoted, and an empty value shows as "-".
+// cell keeps a table cell on one line and one column, and the terminal
+// safe from what a holder wrote into its metadata: a value with anything
+// but printable characters (controls, tabs, newlines, C1 controls, bidi
+// overrides, invalid UTF-8) is shown quoted, and an empty value as "-".
 func cell(s string) string {
 	if s == "" {
 		return "-"
 	}
-	if strings.ContainsFunc(s, func(r rune) bool { return r < ' ' || r == 0x7f }) {
+	if strings.ContainsFunc(s, func(r rune) bool { return !unicode.IsPrint(r) }) {
 		return strconv.Quote(s)
 	}
 	return s

@@ -206,3 +206,12 @@ func minHold(t *testing.T, url string) {
 		t.Errorf("next run after the minimum hold: status %d after %v (stderr %q); want 0, not before 3s", r.status, took, r.stderr)
 	}
 }
+
+func TestCellQuotesWhatIsNotPrintable(t *testing.T) {
+	for in, quoted := range map[string]bool{"host=a pid=1": false, "": false, "a\tb": true, "x\u009b31m": true, "evil\u202ecod": true, "\xff": true, "é ✓": false} {
+		got := cell(in)
+		if isQuoted := strings.HasPrefix(got, `"`); isQuoted != quoted {
+			t.Errorf("cell(%q) = %q, quoted %v, want %v", in, got, isQuoted, quoted)
+		}
+	}
+}
