@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/backend"
@@ -139,7 +140,7 @@ func cell(s string) string {
 	if s == "" {
 		return "-"
 	}
-	if strings.ContainsFunc(s, func(r rune) bool { return !unicode.IsPrint(r) }) {
+	if !utf8.ValidString(s) || strings.ContainsFunc(s, func(r rune) bool { return !unicode.IsPrint(r) }) {
 		return strconv.Quote(s)
 	}
 	return s
