@@ -36,27 +36,52 @@ func Inspect(ctx context.Context, l Locker, key string) (LockInfo, error) {
 	})
 }
 
-// ForceRelease frees the lock named key whatever its owner, for an
-// operator whose holder is stuck, and returns what it evicted (Held false
-// when the lock was free; nothing changed then). When it returns without
-// error, the lock was free at that moment (a queued waiter may take it at
-// once), the next acquisition of key gets a fencing token greater than the
-// evicted holder's, so a fenced resource refuses the old holder's writes,
-// and the old holder's lease ends with ErrLockLost at its next refresh (at
-// once where the backend tells its session). The old holder's work under
-// the lock is not stopped by anything but its lease's Context: prefer
-// waiting out its TTL when it may still be writing unfenced.
+// ForceOption configures ForceRelease.
+type ForceOption func(*backend.Holder)
+
+// IfHeldBy makes ForceRelease free the lock only if owner holds it now,
+// and, when token is not 0 and the backend claims Fencing, with that token:
+// the holder an operator saw with Inspect, compared atomically with the
+// eviction. Held by another holder, or free, the lock is left as it is and
+// the error wraps ErrNotHeld.
+func IfHeldBy(owner string, token uint64) ForceOption {
+	return func(h *backend.Holder) { h.Owner, h.Token = owner, token }
+}
+
+// ForceRelease frees the lock named key whatever its owner (or only if the
+// holder is the one IfHeldBy names), for an operator whose holder is stuck,
+// and returns what it evicted (Held false when the lock was free; nothing
+// changed then). When it returns without error, the lock was free at that
+// moment (a queued waiter may take it at once), the next acquisition of key
+// gets a fencing token greater than the evicted holder's, so a fenced
+// resource refuses the old holder's writes, and the old holder's lease
+// ends with ErrLockLost at its next refresh or release (at once where the
+// backend tells its session). The old holder's work under the lock is not
+// stopped by anything but its lease's Context: prefer waiting out its TTL
+// when it may still be writing unfenced.
 //
 // It is logged at Warn on the Locker's WithLogger logger, if it has one.
 // Errors are shaped as Inspect's; on a backend that cannot force a release
 // the error wraps errors.ErrUnsupported.
-func ForceRelease(ctx context.Context, l Locker, key string) (LockInfo, error) {
+func ForceRelease(ctx context.Context, l Locker, key string, opts ...ForceOption) (LockInfo, error) {
+	var want backend.Holder
+	for _, o := range opts {
+		if o != nil {
+			o(&want)
+		}
+	}
+	if want.Owner == "" && want.Token != 0 {
+		return LockInfo{}, &Error{Op: "force-release", Key: key, Backend: "distlock", Err: fmt.Errorf("%w: IfHeldBy with a token needs the owner", ErrInvalidOption)}
+	}
 	info, err := admin(ctx, l, "force-release", key, func(b *locker) (func(context.Context, string) (LockInfo, error), bool) {
 		f, ok := b.drv.(backend.ForceReleaser)
 		if !ok {
 			return nil, false
 		}
-		return f.ForceRelease, true
+		if !b.caps.Fencing {
+			want.Token = 0
+		}
+		return func(ctx context.Context, key string) (LockInfo, error) { return f.ForceRelease(ctx, key, want) }, true
 	})
 	if err == nil {
 		if b := base(l); b != nil {

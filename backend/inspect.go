@@ -49,10 +49,21 @@ type Inspector interface {
 	Inspect(ctx context.Context, key string) (LockInfo, error)
 }
 
+// Holder names one hold of a lock, for a conditional ForceRelease: the
+// owner id and, where the driver claims Fencing, the token (0: any).
+// The zero Holder matches whoever holds the lock.
+type Holder struct {
+	Owner string
+	Token uint64
+}
+
 // ForceReleaser is implemented by drivers that can free a lock whatever its
 // owner, for operators. ForceRelease frees every hold of the lock and
 // returns what it evicted (Held false when the lock was free: nothing
-// changed then). When it returns nil error:
+// changed then). With a non-zero want it frees the lock only if want holds
+// it now (owner, and token when want.Token is not 0), compared atomically
+// with the eviction; held by another holder or free, it changes nothing and
+// returns an error wrapping ErrNotHeld. When it returns nil error:
 //   - the lock is free at that moment, and the next acquisition of the key
 //     (a queued waiter may take it at once) gets a fencing token greater
 //     than the evicted holder's, where the driver claims Fencing;
@@ -64,5 +75,5 @@ type Inspector interface {
 // with a token that could repeat. Without it: distlock.ForceRelease returns
 // an error wrapping errors.ErrUnsupported.
 type ForceReleaser interface {
-	ForceRelease(ctx context.Context, key string) (LockInfo, error)
+	ForceRelease(ctx context.Context, key string, want Holder) (LockInfo, error)
 }

@@ -136,9 +136,9 @@ func checkForceRelease(t T, h *Harness) {
 	caps := holder.Capabilities()
 	key := h.key(t, "force")
 	const ttl = 10 * time.Second
-	force := func() distlock.LockInfo {
+	force := func(opts ...distlock.ForceOption) distlock.LockInfo {
 		t.Helper()
-		info, err := distlock.ForceRelease(ctxFor(t, 10*time.Second), operator, key)
+		info, err := distlock.ForceRelease(ctxFor(t, 10*time.Second), operator, key, opts...)
 		if errors.Is(err, errors.ErrUnsupported) {
 			t.Skipf("backend cannot force a release: %v", err)
 		}
@@ -151,7 +151,18 @@ func checkForceRelease(t T, h *Harness) {
 		t.Fatalf("ForceRelease of a free key = %+v, want not held", info)
 	}
 	victim := mustAcquire(t, holder, key, distlock.WithMetadata("victim"), distlock.WithTTL(ttl))
-	evicted := force()
+	// Conditional: another holder named, the lock stays as it is.
+	wrong := []distlock.ForceOption{distlock.IfHeldBy("someone-else", 0)}
+	if caps.Fencing { // the token is compared only where there is one
+		wrong = append(wrong, distlock.IfHeldBy(victim.Owner(), victim.Token()+1))
+	}
+	for i, w := range wrong {
+		if _, err := distlock.ForceRelease(ctxFor(t, 10*time.Second), operator, key, w); !errors.Is(err, distlock.ErrNotHeld) {
+			t.Errorf("ForceRelease naming another holder (case %d) of a held lock: %v, want ErrNotHeld", i, err)
+		}
+	}
+	expectHolder(t, caps, inspect(t, operator, key), victim, 1, "victim", ttl)
+	evicted := force(distlock.IfHeldBy(victim.Owner(), victim.Token()))
 	expectHolder(t, caps, evicted, victim, 1, "victim", ttl)
 	// The lock is free at once, with a higher token.
 	next := mustTry(t, operator, key, distlock.WithMetadata("next"), distlock.WithTTL(ttl))

@@ -65,7 +65,11 @@ func (d *driver) Inspect(ctx context.Context, key string) (backend.LockInfo, err
 // the one removed; an item changed in between is read again, at most
 // casRetries times. Every hold goes with the item: the evicted holder's
 // Refresh and Release find the item gone or another owner's, ErrNotHeld.
-func (d *driver) ForceRelease(ctx context.Context, key string) (backend.LockInfo, error) {
+//
+// With want's owner named, the item is deleted only if want holds it (the
+// CAS value makes the comparison and the deletion one step); held by
+// another owner or free, the error wraps ErrNotHeld.
+func (d *driver) ForceRelease(ctx context.Context, key string, want backend.Holder) (backend.LockInfo, error) {
 	mk := ItemKey(d.prefix, key)
 	return call(d, ctx, func(ctx context.Context) (backend.LockInfo, error) {
 		if err := d.ensurePinned(ctx, mk); err != nil {
@@ -73,6 +77,9 @@ func (d *driver) ForceRelease(ctx context.Context, key string) (backend.LockInfo
 		}
 		for range casRetries {
 			st, err := d.readItem(ctx, mk)
+			if err == nil && want.Owner != "" && (!st.found || st.info().Owner != want.Owner) {
+				return backend.LockInfo{}, fmt.Errorf("%w: not held by %s now", backend.ErrNotHeld, want.Owner)
+			}
 			if err != nil || !st.found {
 				return st.info(), shape(err)
 			}

@@ -170,7 +170,7 @@ func TestForceReleaseCASGuard(t *testing.T) {
 					}
 				}
 			}
-			info, err := op.ForceRelease(ctxT(t, 10*time.Second), key)
+			info, err := op.ForceRelease(ctxT(t, 10*time.Second), key, backend.Holder{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -199,7 +199,7 @@ func TestAdminForeignValue(t *testing.T) {
 		if _, err := d.Inspect(ctxT(t, 10*time.Second), key); !errors.Is(err, errForeign) {
 			t.Errorf("%s: Inspect of a foreign value: %v", m.name, err)
 		}
-		if _, err := d.ForceRelease(ctxT(t, 10*time.Second), key); !errors.Is(err, errForeign) {
+		if _, err := d.ForceRelease(ctxT(t, 10*time.Second), key, backend.Holder{}); !errors.Is(err, errForeign) {
 			t.Errorf("%s: ForceRelease of a foreign value: %v", m.name, err)
 		}
 		if it, err := admin.Get(mk); err != nil || string(it.Value) != "not a lock" {

@@ -505,7 +505,7 @@ func (d *driver) Inspect(ctx context.Context, key string) (backend.LockInfo, err
 // ForceRelease drops every hold of key, tells the holder's leases at once
 // (as a session loss would), and hands the lock to the first waiter. The
 // per-key fence counter is untouched, so the next token is higher.
-func (d *driver) ForceRelease(ctx context.Context, key string) (backend.LockInfo, error) {
+func (d *driver) ForceRelease(ctx context.Context, key string, want backend.Holder) (backend.LockInfo, error) {
 	if err := ctx.Err(); err != nil {
 		return backend.LockInfo{}, err
 	}
@@ -516,11 +516,18 @@ func (d *driver) ForceRelease(ctx context.Context, key string) (backend.LockInfo
 	if e != nil {
 		ns.settle(key, e, now)
 	}
-	if e == nil || ns.locks[key] != e {
+	var info backend.LockInfo
+	if e != nil && ns.locks[key] == e {
+		info = e.info(key, now)
+	}
+	if want != (backend.Holder{}) && (!info.Held || info.Owner != want.Owner || (want.Token != 0 && info.Token != want.Token)) {
+		ns.mu.Unlock()
+		return backend.LockInfo{}, fmt.Errorf("%w: not held by %s (token %d) now", backend.ErrNotHeld, want.Owner, want.Token)
+	}
+	if !info.Held {
 		ns.mu.Unlock()
 		return backend.LockInfo{Key: key}, nil
 	}
-	info := e.info(key, now)
 	lost := make([]func(error), 0, len(e.lost))
 	for _, f := range e.lost {
 		lost = append(lost, f)

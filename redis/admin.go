@@ -30,8 +30,10 @@ func (d *driver) Inspect(ctx context.Context, key string) (backend.LockInfo, err
 // as a release that frees it would (the first live waiter of a fair queue
 // gets it, or else the wake-up is published). The fencing counter keeps
 // counting, so the next token is higher than the evicted one.
-func (d *driver) ForceRelease(ctx context.Context, key string) (backend.LockInfo, error) {
-	return d.admin(ctx, key, redislua.ForceRelease)
+func (d *driver) ForceRelease(ctx context.Context, key string, want backend.Holder) (backend.LockInfo, error) {
+	return d.admin(ctx, key, func(ctx context.Context, c goredis.Scripter, k redislua.Keys) (redislua.LockState, error) {
+		return redislua.ForceRelease(ctx, c, k, want)
+	})
 }
 
 // admin runs op on key's lock, returning when ctx ends (the round trip

@@ -2,7 +2,9 @@ package redlock
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -42,12 +44,31 @@ func (d *driver) Inspect(ctx context.Context, key string) (backend.LockInfo, err
 // quorum — and nodes that did not answer are left as they are (their copy
 // expires with its TTL); fewer than a quorum is an error wrapping
 // ErrUnavailable, with the lock deleted on the nodes that answered.
-func (d *driver) ForceRelease(ctx context.Context, key string) (backend.LockInfo, error) {
-	info, r, answered, _ := d.admin(ctx, key, max(d.nodeTimeout, MinReleaseWait), redislua.ForceRelease)
-	if answered >= d.quorum {
-		return info, nil
+//
+// With want named, each node deletes the lock only where want holds it; if
+// want's copies deleted fall short of a quorum, want did not hold the lock:
+// the error wraps ErrNotHeld (its minority copies are gone, the other
+// holder's are untouched).
+func (d *driver) ForceRelease(ctx context.Context, key string, want backend.Holder) (backend.LockInfo, error) {
+	var deleted atomic.Int32
+	op := func(ctx context.Context, c goredis.Scripter, k redislua.Keys) (redislua.LockState, error) {
+		s, err := redislua.ForceRelease(ctx, c, k, want)
+		if errors.Is(err, backend.ErrNotHeld) {
+			return redislua.LockState{}, nil // answered: want does not hold it here
+		}
+		if err == nil && s.Held {
+			deleted.Add(1)
+		}
+		return s, err
 	}
-	return backend.LockInfo{}, r.undecided(ctx, "force-release", answered)
+	info, r, answered, _ := d.admin(ctx, key, max(d.nodeTimeout, MinReleaseWait), op)
+	if answered < d.quorum {
+		return backend.LockInfo{}, r.undecided(ctx, "force-release", answered)
+	}
+	if want.Owner != "" && int(deleted.Load()) < d.quorum {
+		return backend.LockInfo{}, fmt.Errorf("%w: not held by %s on a quorum of nodes", backend.ErrNotHeld, want.Owner)
+	}
+	return info, nil
 }
 
 // admin runs op on every node and merges the states it returns (see

@@ -3,6 +3,7 @@ package zookeeper
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/go-zookeeper/zk"
 
@@ -43,8 +44,15 @@ func (d *driver) Inspect(ctx context.Context, key string) (backend.LockInfo, err
 // the one evicted. The next node in line holds next; its czxid, hence its
 // token, is higher. Nodes of the holder's own attempt left by a
 // protected create are deleted too.
-func (d *driver) ForceRelease(ctx context.Context, key string) (backend.LockInfo, error) {
+//
+// With want named, only want's node is deleted (the versioned delete makes
+// the comparison and the eviction one step); held by another holder or
+// free, the error wraps ErrNotHeld.
+func (d *driver) ForceRelease(ctx context.Context, key string, want backend.Holder) (backend.LockInfo, error) {
 	return d.onHolder(ctx, key, func(s *session, h holder) (bool, error) {
+		if want.Owner != "" && (!h.info.Held || h.info.Owner != want.Owner || (want.Token != 0 && h.info.Token != want.Token)) {
+			return false, fmt.Errorf("%w: not held by %s (token %d) now", backend.ErrNotHeld, want.Owner, want.Token)
+		}
 		if !h.info.Held {
 			return false, nil
 		}

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -16,7 +17,8 @@ const unlockAbout = `
 Frees the lock KEY whatever its owner, for a holder that is stuck or gone.
 It shows the holder and asks for confirmation on the terminal (y to go on);
 --yes skips the question. The lock is freed only if the holder is still the
-one shown. Then it prints the evicted owner, metadata and token.
+one shown (owner and token, compared by the backend as it frees the lock).
+Then it prints the evicted owner, metadata and token.
 
 The next acquisition of KEY gets a higher fencing token than the evicted
 holder's, so a resource that checks tokens refuses the old holder's writes;
@@ -100,18 +102,21 @@ func (u *unlocker) run(yes bool) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), u.timeout)
 	defer cancel()
-	evicted, err := distlock.ForceRelease(ctx, u.locker, u.key)
+	// Only the holder shown: compared with the eviction, in the backend.
+	evicted, err := distlock.ForceRelease(ctx, u.locker, u.key, distlock.IfHeldBy(shown.Owner, shown.Token))
+	if errors.Is(err, distlock.ErrNotHeld) {
+		now, ierr := u.inspect()
+		state := "unknown"
+		if ierr == nil {
+			state = describeOrFree(now)
+		}
+		fmt.Fprintf(u.stderr, "distlock unlock: the lock changed hands before it was freed (now: %s): nothing released; run again\n", state)
+		return ExitFailed
+	}
 	if err != nil {
 		return u.fail(err)
 	}
-	if !evicted.Held {
-		fmt.Fprintf(u.stdout, "%s was already free when released: nothing changed\n", cell(u.key))
-		return ExitOK
-	}
 	fmt.Fprintf(u.stdout, "released %s by force: evicted %s\n", cell(u.key), describe(evicted))
-	if !sameHolder(evicted, shown) {
-		fmt.Fprintf(u.stderr, "distlock unlock: warning: the lock changed hands in the instant before it was freed: evicted %s, not the holder shown\n", describe(evicted))
-	}
 	return ExitOK
 }
 

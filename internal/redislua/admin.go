@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/distlock/distlock/backend"
 	goredis "github.com/redis/go-redis/v9"
 )
 
@@ -58,12 +59,23 @@ func Inspect(ctx context.Context, c goredis.Scripter, k Keys) (LockState, error)
 // fencing counter is not touched, so the next token exceeds the evicted
 // one; the evicted holds are gone, so their owner's Release and Refresh
 // find nothing.
-func ForceRelease(ctx context.Context, c goredis.Scripter, k Keys) (LockState, error) {
-	v, err := forceReleaseScript.Run(ctx, c, k.adminKeys(), k.Channel, k.Name).Slice()
+//
+// With want's owner set, the lock is deleted only if want holds it (with
+// want's token, unless 0); otherwise nothing changes and the error wraps
+// backend.ErrNotHeld.
+func ForceRelease(ctx context.Context, c goredis.Scripter, k Keys, want backend.Holder) (LockState, error) {
+	v, err := forceReleaseScript.Run(ctx, c, k.adminKeys(), k.Channel, k.Name, want.Owner, want.Token).Slice()
 	if err != nil {
 		return LockState{}, err
 	}
-	return parseState(v)
+	s, err := parseState(v)
+	if err != nil {
+		return LockState{}, err
+	}
+	if want.Owner != "" && (!s.Held || s.Owner != want.Owner || (want.Token != 0 && s.Token != want.Token)) {
+		return LockState{}, fmt.Errorf("%w: not held by %s (token %d) now", backend.ErrNotHeld, want.Owner, want.Token)
+	}
+	return s, nil
 }
 
 // parseState parses state.lua's reply: {fields, pttl, waiters}.

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/distlock/distlock/backend"
 )
 
 // TestNameAndMetadataStored: a new lock stores its plain name (so an
@@ -111,7 +113,7 @@ func TestForceRelease(t *testing.T) {
 	defer cancel()
 	holds := NewHoldSource()
 	k := KeysFor("t:", "force")
-	if s, err := ForceRelease(ctx, c, k); err != nil || s.Held {
+	if s, err := ForceRelease(ctx, c, k, backend.Holder{}); err != nil || s.Held {
 		t.Fatalf("ForceRelease of a free key = %+v, %v", s, err)
 	}
 	h1, h2 := holds.Next(), holds.Next()
@@ -125,7 +127,7 @@ func TestForceRelease(t *testing.T) {
 	if _, err := sub.Receive(ctx); err != nil {
 		t.Fatal(err)
 	}
-	s, err := ForceRelease(ctx, c, k)
+	s, err := ForceRelease(ctx, c, k, backend.Holder{})
 	if err != nil || !s.Held || s.Owner != "A" || s.Token != 1 || len(s.Holds) != 2 || s.Metadata != "m" {
 		t.Fatalf("ForceRelease = %+v, %v", s, err)
 	}
@@ -150,7 +152,7 @@ func TestForceRelease(t *testing.T) {
 	if r, _ := FairAcquire(ctx, c, fk, "W", time.Minute, FairAttempt{Hold: hW, N: 1, Enqueue: true, QueueTTL: time.Minute, Metadata: "w"}); r.Outcome != Busy {
 		t.Fatalf("W: %+v", r)
 	}
-	s, err = ForceRelease(ctx, c, fk)
+	s, err = ForceRelease(ctx, c, fk, backend.Holder{})
 	if err != nil || s.Owner != "A" || s.Waiters != 1 {
 		t.Fatalf("fair ForceRelease = %+v, %v", s, err)
 	}
