@@ -470,8 +470,8 @@ func TestRowAutoRefreshBatched(t *testing.T) {
 	held := time.Since(start)
 	batched, single, carried := batchStatements(w)
 	for i := range leases {
-		info, err := l.Inspect(ctx, fmt.Sprintf("auto/%d", i))
-		if err != nil || !info.Held || info.Remaining <= 0 {
+		info, err := distlock.Inspect(ctx, l, fmt.Sprintf("auto/%d", i))
+		if err != nil || !info.Held || info.TTL <= 0 {
 			t.Fatalf("auto/%d after %v: %+v, %v", i, held, info, err)
 		}
 	}

@@ -150,7 +150,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"database/sql"
-	"errors"
 	"fmt"
 	"regexp"
 	"time"
@@ -235,6 +234,17 @@ func WithKeepalive(d time.Duration) Option {
 	return func(c *config) { c.SetKeepalive(d) }
 }
 
+// WithCleanup sets row mode's deletion of free lease rows (see "Bounded
+// fencing records" in the package doc): every interval (jittered), each
+// Locker deletes rows of locks free for longer than grace, at most batch
+// per transaction, raising their buckets' fence floors first. interval 0
+// disables it (rows are then kept forever, as before). Defaults: every
+// minute, grace 10 minutes, batch 500. interval and grace must not be
+// negative, batch must be in [1, 100000]. Forupdate mode ignores it.
+func WithCleanup(interval, grace time.Duration, batch int) Option {
+	return func(c *config) { c.SetCleanup(interval, grace, batch) }
+}
+
 // WithDefaults sets distlock options applied to every acquisition of the
 // Locker (for example distlock.WithTTL).
 func WithDefaults(opts ...distlock.Option) Option {
@@ -244,13 +254,14 @@ func WithDefaults(opts ...distlock.Option) Option {
 // newConfig applies opts to the defaults; its error is the first invalid
 // option's.
 func newConfig(opts []Option) (config, error) {
-	c := config{sqllock.Config{Backend: "mysql", Mode: string(ModeRow), CreateTable: true, Keepalive: DefaultKeepalive}}
+	c := config{sqllock.Config{Backend: "mysql", Mode: string(ModeRow), CreateTable: true, Keepalive: DefaultKeepalive, Cleanup: sqllock.DefaultCleanup}}
 	err := sqllock.Apply(&c, &c.Config, schemas, opts)
 	return c, err
 }
 
 // Locker is a distlock.Locker on a MySQL or MariaDB database, in one Mode,
-// with the backend's own methods (Mode, Inspect).
+// with the backend's own method Mode. distlock.Inspect and
+// distlock.ForceRelease reach it through Unwrap.
 type Locker struct {
 	distlock.Locker // Acquire, TryAcquire, Capabilities, Close
 	mode            Mode
@@ -305,7 +316,8 @@ func newDriver(db *sql.DB, closeDB func() error, c config) modeDriver {
 // and background work.
 type base struct {
 	*sqllock.Base
-	db *sql.DB
+	db      *sql.DB
+	cleanup sqllock.Pass // row mode's cleanup pass
 }
 
 func (b *base) common() *base { return b }
@@ -326,7 +338,12 @@ func (b *base) ready(ctx context.Context) error {
 			}
 		}
 		if b.Mode == string(ModeRow) {
-			return b.rowSchema(ctx)
+			if err := b.rowSchema(ctx); err != nil {
+				return err
+			}
+			if b.cleanup != nil {
+				b.StartCleanup(b.Cleanup, b.cleanup)
+			}
 		}
 		return nil
 	})
@@ -334,63 +351,6 @@ func (b *base) ready(ctx context.Context) error {
 
 // Mode reports the Locker's mechanism.
 func (l *Locker) Mode() Mode { return l.mode }
-
-// Info describes a lock as the database sees it; see Locker.Inspect.
-type Info struct {
-	// Key is the lock's name.
-	Key string
-	// Held reports whether an owner holds the lock now (row mode only).
-	Held bool
-	// Owner and Holds are the holder's identity and reentrant hold count
-	// (row mode, when Held).
-	Owner string
-	Holds int
-	// Remaining is the holder's time left by the database clock (row mode,
-	// when Held).
-	Remaining time.Duration
-	// Fence is the last fencing token issued for the key (0 if none).
-	Fence uint64
-}
-
-// Inspect reads the lock named key without taking it, for monitoring and
-// tests. In row mode it returns the lease row; in forupdate mode only Fence
-// is known (the row lock itself is invisible without trying to take it). A
-// key never locked gives a zero Info (with Key set) and no error. Errors
-// are classified as the Locker's are (ErrInvalidKey, ErrUnavailable).
-func (l *Locker) Inspect(ctx context.Context, key string) (Info, error) {
-	if err := distlock.ValidateKey(key); err != nil {
-		return Info{}, err
-	}
-	h := keyHash(key)
-	info := Info{Key: key}
-	var q string
-	if l.mode == ModeRow {
-		q = `SELECT lock_key, owner, holds, fence,
-			IF(holds > 0 AND expires_at > UTC_TIMESTAMP(6), TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at), NULL) AS remaining_us
-			FROM ` + l.b.Table + ` WHERE key_hash = ?`
-	} else {
-		q = `SELECT lock_key, '' AS owner, 0 AS holds, fence, NULL AS remaining_us FROM ` + l.b.Table + ` WHERE key_hash = ? AND kind = 1`
-	}
-	var (
-		k, owner  []byte
-		remaining sql.NullInt64
-	)
-	err := l.b.db.QueryRowContext(ctx, q, h[:]).Scan(&k, &owner, &info.Holds, &info.Fence, &remaining)
-	if errors.Is(err, sql.ErrNoRows) {
-		return Info{Key: key}, nil
-	}
-	if err != nil {
-		return Info{}, sqllock.Classify(ctx, err, errorCode)
-	}
-	if !remaining.Valid {
-		info.Holds = 0
-		return info, nil
-	}
-	info.Held = true
-	info.Owner = string(owner)
-	info.Remaining = time.Duration(remaining.Int64) * time.Microsecond
-	return info, nil
-}
 
 // DDL returns the CREATE TABLE statement of the lock table for mode, for
 // users who manage the schema themselves (WithCreateTable(false)). table ""
@@ -409,6 +369,7 @@ func rowDDL(table string) string {
   expires_at DATETIME(6)     NOT NULL COMMENT 'UTC, database clock; in the past when free',
   fence      BIGINT UNSIGNED NOT NULL COMMENT 'last fencing token issued; never reset',
   hold_ids   MEDIUMBLOB      NULL     COMMENT 'one id per live hold: 32 hex digits and a comma each',
+  metadata   VARBINARY(1024) NULL     COMMENT 'the holder''s WithMetadata',
   PRIMARY KEY (key_hash)
 ) ENGINE=InnoDB COMMENT='distlock row-mode leases'`
 }
