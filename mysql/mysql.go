@@ -338,7 +338,7 @@ func (b *base) ready(ctx context.Context) error {
 			}
 		}
 		if b.Mode == string(ModeRow) {
-			if err := b.rowSchema(ctx); err != nil {
+			if err := b.Upgrade(ctx, rowColumns, b.schemaExec()); err != nil {
 				return err
 			}
 			if b.cleanup != nil {

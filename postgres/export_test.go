@@ -47,7 +47,7 @@ func RowAcquireRaw(ctx context.Context, l *Locker, key, owner string, id []byte,
 	}
 	var fence *int64
 	var remaining int64
-	return d.pool.QueryRow(ctx, d.qAcquire, []byte(key), []byte(owner), id, ttlMicros(ttl)).Scan(&fence, &remaining)
+	return d.pool.QueryRow(ctx, d.qAcquire, []byte(key), []byte(owner), id, ttlMicros(ttl), []byte(nil), floorKey(key)).Scan(&fence, &remaining)
 }
 
 // RowAbandon starts the background give-back of request id, as a lost

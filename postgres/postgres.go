@@ -263,6 +263,17 @@ func WithKeepalive(d time.Duration) Option {
 	return func(c *config) { c.SetKeepalive(d) }
 }
 
+// WithCleanup sets row mode's deletion of free lease rows (see "Bounded
+// fencing records" in the package doc): every interval (jittered), each
+// Locker deletes rows of locks free for longer than grace, at most batch
+// per transaction, raising their buckets' fence floors first. interval 0
+// disables it (rows are then kept forever, as before). Defaults: every
+// minute, grace 10 minutes, batch 500. interval and grace must not be
+// negative, batch must be in [1, 100000]. Advisory mode ignores it.
+func WithCleanup(interval, grace time.Duration, batch int) Option {
+	return func(c *config) { c.SetCleanup(interval, grace, batch) }
+}
+
 // WithDefaults sets distlock options applied to every acquisition of the
 // Locker (for example distlock.WithTTL).
 func WithDefaults(opts ...distlock.Option) Option {
@@ -272,7 +283,7 @@ func WithDefaults(opts ...distlock.Option) Option {
 // newConfig applies opts to the defaults; its error is the first invalid
 // option's.
 func newConfig(opts []Option) (config, error) {
-	c := config{Config: sqllock.Config{Backend: "postgres", Mode: string(ModeRow), Keepalive: DefaultKeepalive}}
+	c := config{Config: sqllock.Config{Backend: "postgres", Mode: string(ModeRow), Keepalive: DefaultKeepalive, Cleanup: sqllock.DefaultCleanup}}
 	err := sqllock.Apply(&c, &c.Config, schemas, opts)
 	return c, err
 }
@@ -334,7 +345,8 @@ func newDriver(pool *pgxpool.Pool, closePool func() error, c config) modeDriver 
 // base is what both modes share.
 type base struct {
 	*sqllock.Base
-	pool *pgxpool.Pool
+	pool    *pgxpool.Pool
+	cleanup sqllock.Pass // row mode's cleanup pass
 }
 
 func (b *base) common() *base { return b }
@@ -349,19 +361,41 @@ func (b *base) ErrorCode(err error) backend.Code { return errorCode(err) }
 // ended).
 func (b *base) ready(ctx context.Context) error {
 	return b.Ready(ctx, func(ctx context.Context) error {
-		if !b.Create {
-			return nil
-		}
-		if _, err := b.pool.Exec(ctx, b.CreateSQL); err != nil {
-			// Two sessions creating the table at once collide on a
-			// catalog's unique index (the loser waits for the winner's
-			// commit): the table exists then.
-			if c := pgCode(err); c != "23505" && c != "42P07" && c != "42710" {
-				return fmt.Errorf("create lock table: %w", failed(ctx, err))
+		if b.Create {
+			if _, err := b.pool.Exec(ctx, b.CreateSQL); err != nil {
+				// Two sessions creating the table at once collide on a
+				// catalog's unique index (the loser waits for the winner's
+				// commit): the table exists then.
+				if c := pgCode(err); c != "23505" && c != "42P07" && c != "42710" {
+					return fmt.Errorf("create lock table: %w", failed(ctx, err))
+				}
 			}
+		}
+		if err := b.Upgrade(ctx, modeColumns[Mode(b.Mode)], b.schemaExec()); err != nil {
+			return err
+		}
+		if b.cleanup != nil {
+			b.StartCleanup(b.Cleanup, b.cleanup)
 		}
 		return nil
 	})
+}
+
+// modeColumns are the columns a mode's table of an older release may lack.
+var modeColumns = map[Mode][]sqllock.Column{
+	ModeRow: {{Name: "metadata", Why: "predates lock metadata", Add: "ADD COLUMN IF NOT EXISTS metadata bytea"}},
+}
+
+// schemaExec is the schema access of sqllock.Base.Upgrade.
+func (b *base) schemaExec() sqllock.SchemaExec {
+	return sqllock.SchemaExec{
+		Exec: func(ctx context.Context, q string) error {
+			_, err := b.pool.Exec(ctx, q)
+			return err
+		},
+		Missing: func(err error) bool { return pgCode(err) == "42703" },
+		Exists:  func(err error) bool { return pgCode(err) == "42701" },
+	}
 }
 
 // Mode reports the Locker's mechanism.
@@ -380,7 +414,8 @@ func rowDDL(table string) string {
   owner      bytea       NOT NULL,
   holds      bytea[]     NOT NULL,
   expires_at timestamptz NOT NULL,
-  fence      bigint      NOT NULL
+  fence      bigint      NOT NULL,
+  metadata   bytea
 )`
 }
 

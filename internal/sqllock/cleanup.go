@@ -5,6 +5,8 @@ import (
 	"crypto/sha256"
 	"math/rand/v2"
 	"time"
+
+	"github.com/distlock/distlock/backend"
 )
 
 // The fencing-record bound. A lease row keeps its key's fence between
@@ -112,4 +114,15 @@ func RunCleanup(ctx context.Context, c Cleanup, pass Pass) (int, error) {
 		}
 	}
 	return total, nil
+}
+
+// CleanupParams reads the URL parameters of the cleanup policy, for a
+// driver's WithCleanup: cleanup_interval (a Go duration up to 24h; 0
+// disables cleanup), cleanup_grace (a Go duration up to 30 days) and
+// cleanup_batch (1 to 100000), each defaulting to DefaultCleanup's.
+func CleanupParams(p *backend.Params) (interval, grace time.Duration, batch int) {
+	interval = backend.Parse(p, "cleanup_interval", DefaultCleanupInterval, backend.DurationIn(0, 24*time.Hour))
+	grace = backend.Parse(p, "cleanup_grace", DefaultCleanupGrace, backend.DurationIn(0, 30*24*time.Hour))
+	batch = backend.Parse(p, "cleanup_batch", DefaultCleanupBatch, backend.IntIn(1, 100_000))
+	return interval, grace, batch
 }
