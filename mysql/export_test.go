@@ -1,5 +1,12 @@
 package mysql
 
+import (
+	"context"
+	"time"
+
+	"github.com/distlock/distlock/internal/sqllock"
+)
+
 // Test hooks: the connection ids of a forupdate Locker's pinned
 // connections, for KILL CONNECTION fault injection.
 
@@ -34,3 +41,15 @@ func PinnedCount(l *Locker) int {
 
 // TTLMicros exposes ttlMicros.
 var TTLMicros = ttlMicros
+
+// CleanupNow runs l's row-mode cleanup passes now, as the background loop
+// does, and returns the rows deleted.
+func CleanupNow(ctx context.Context, l *Locker, grace time.Duration, batch int) (int, error) {
+	if err := l.b.ready(ctx); err != nil {
+		return 0, err
+	}
+	return sqllock.RunCleanup(ctx, sqllock.Cleanup{Interval: time.Hour, Grace: grace, Batch: batch}, l.b.cleanup)
+}
+
+// FloorHash exposes floorHash.
+var FloorHash = floorHash

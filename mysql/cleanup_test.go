@@ -1,0 +1,210 @@
+package mysql_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/sqllock"
+	"github.com/distlock/distlock/mysql"
+)
+
+// keysInBucket returns n distinct keys with prefix whose floor bucket is
+// bucket.
+func keysInBucket(prefix string, bucket, n int) []string {
+	var keys []string
+	for i := 0; len(keys) < n; i++ {
+		k := fmt.Sprintf("%s/%d", prefix, i)
+		if sqllock.Bucket(k) == bucket {
+			keys = append(keys, k)
+		}
+	}
+	return keys
+}
+
+// leaseRows counts the lease rows of table (floor rows, whose lock_key is
+// empty, excluded).
+func leaseRows(t testing.TB, ctx context.Context, admin *sql.DB, table string) int {
+	t.Helper()
+	var n int
+	if err := admin.QueryRowContext(ctx, "SELECT COUNT(*) FROM `"+table+"` WHERE lock_key <> ''").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func acquireRelease(t testing.TB, ctx context.Context, l distlock.Locker, key string) uint64 {
+	t.Helper()
+	lease, err := l.TryAcquire(ctx, key)
+	if err != nil {
+		t.Fatalf("TryAcquire(%q): %v", key, err)
+	}
+	if err := lease.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return lease.Token()
+}
+
+// Cleanup deletes the rows of free locks, never a held one, and a key
+// locked again after its row went — or a never-locked key of the same
+// bucket — gets a token above every token its bucket issued.
+func TestRowCleanupKeepsTokensIncreasing(t *testing.T) {
+	srv := server(t)
+	admin := adminDB(t, srv)
+	table := uniqueTable("cleanup")
+	ctx := ctxT(t, time.Minute)
+	l := mustNew(t, openDB(t, config(t, srv)), mysql.WithTable(table), mysql.WithCleanup(0, 0, 1))
+	defer l.Close()
+	keys := keysInBucket("cleanup", 7, 3)
+	var last uint64
+	for range 5 {
+		last = acquireRelease(t, ctx, l, keys[0])
+	}
+	held, err := l.TryAcquire(ctx, keys[1], distlock.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := mysql.CleanupNow(ctx, l, 0, 1); err != nil || n != 1 {
+		t.Fatalf("cleanup deleted %d rows (%v), want 1: the free one", n, err)
+	}
+	if n := leaseRows(t, ctx, admin, table); n != 1 {
+		t.Errorf("%d lease rows after cleanup, want 1 (the held one)", n)
+	}
+	if err := held.Refresh(ctx, time.Minute); err != nil {
+		t.Errorf("the held lock after cleanup: %v", err)
+	}
+	if tok := acquireRelease(t, ctx, l, keys[0]); tok <= last {
+		t.Errorf("token %d after the row was deleted, the last before %d", tok, last)
+	}
+	if tok := acquireRelease(t, ctx, l, keys[2]); tok <= last {
+		t.Errorf("a new key of the bucket got token %d, the bucket issued %d", tok, last)
+	}
+	_ = held.Release(ctx)
+}
+
+// The acquire statement reads its bucket's floor with a shared lock: an
+// acquisition of a new key waits for a transaction that raised the floor,
+// and then starts above it (a consistent read would start at the old
+// floor).
+func TestRowFloorReadIsLocking(t *testing.T) {
+	srv := server(t)
+	admin := adminDB(t, srv)
+	table := uniqueTable("floorlock")
+	ctx := ctxT(t, time.Minute)
+	l := mustNew(t, openDB(t, config(t, srv)), mysql.WithTable(table), mysql.WithCleanup(0, 0, 1))
+	defer l.Close()
+	keys := keysInBucket("floorlock", 3, 2)
+	acquireRelease(t, ctx, l, keys[0])
+	if _, err := mysql.CleanupNow(ctx, l, 0, 10); err != nil { // creates the floor row
+		t.Fatal(err)
+	}
+	tx, err := admin.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	f := mysql.FloorHash(mysqlKeyHash(keys[1]))
+	if _, err := tx.ExecContext(ctx, "UPDATE `"+table+"` SET fence = 1000 WHERE key_hash = ?", f[:]); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan uint64, 1)
+	go func() {
+		lease, err := l.Acquire(ctx, keys[1])
+		if err != nil {
+			t.Error(err)
+			got <- 0
+			return
+		}
+		_ = lease.Release(ctx)
+		got <- lease.Token()
+	}()
+	// Wait until the acquisition is queued for the floor's lock.
+	waiting := false
+	for deadline := time.Now().Add(10 * time.Second); !waiting && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		var n int
+		if err := admin.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.INNODB_TRX WHERE trx_state = 'LOCK WAIT'").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		waiting = n > 0
+	}
+	if !waiting {
+		t.Error("the acquisition of a new key did not wait for the floor's exclusive lock")
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if tok := <-got; tok != 1001 {
+		t.Errorf("new key's first token %d, want 1001 (the raised floor + 1)", tok)
+	}
+}
+
+// Many processes' cleanups running against acquisitions of the same
+// keys: every key's tokens, in the order the holders got them, strictly
+// increase.
+func TestRowCleanupConcurrent(t *testing.T) {
+	srv := server(t)
+	table := uniqueTable("cleanconc")
+	ctx := ctxT(t, 2*time.Minute)
+	var lockers []*mysql.Locker
+	for range 3 {
+		l := mustNew(t, openDB(t, config(t, srv)), mysql.WithTable(table), mysql.WithCleanup(0, 0, 1))
+		defer l.Close()
+		lockers = append(lockers, l)
+	}
+	keys := append(keysInBucket("conc", 11, 3), keysInBucket("conc", 12, 3)...)
+	var mu sync.Mutex
+	tokens := map[string][]uint64{}
+	stop := make(chan struct{})
+	var cleaners sync.WaitGroup
+	for _, l := range lockers {
+		cleaners.Go(func() {
+			for i := 0; i < 2000; i++ { // bounded; stopped when the workers end
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if _, err := mysql.CleanupNow(ctx, l, 0, 3); err != nil && ctx.Err() == nil {
+					t.Errorf("cleanup: %v", err)
+					return
+				}
+			}
+		})
+	}
+	var workers sync.WaitGroup
+	for w := range 6 {
+		l := lockers[w%len(lockers)]
+		workers.Go(func() {
+			for i := range 60 {
+				key := keys[(w+i)%len(keys)]
+				lease, err := l.Acquire(ctx, key, distlock.WithTTL(10*time.Second))
+				if err != nil {
+					t.Errorf("Acquire: %v", err)
+					return
+				}
+				mu.Lock()
+				tokens[key] = append(tokens[key], lease.Token())
+				mu.Unlock()
+				if err := lease.Release(ctx); err != nil {
+					t.Errorf("Release: %v", err)
+					return
+				}
+			}
+		})
+	}
+	workers.Wait()
+	close(stop)
+	cleaners.Wait()
+	for k, ts := range tokens {
+		for i := 1; i < len(ts); i++ {
+			if ts[i] <= ts[i-1] {
+				t.Errorf("key %s: token %d after %d (tokens %v)", k, ts[i], ts[i-1], ts)
+				break
+			}
+		}
+	}
+}
