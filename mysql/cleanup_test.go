@@ -3,28 +3,13 @@ package mysql_test
 import (
 	"context"
 	"database/sql"
-	"fmt"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/distlock/distlock"
-	"github.com/distlock/distlock/internal/sqllock"
+	"github.com/distlock/distlock/internal/testkit/sqltest"
 	"github.com/distlock/distlock/mysql"
 )
-
-// keysInBucket returns n distinct keys with prefix whose floor bucket is
-// bucket.
-func keysInBucket(prefix string, bucket, n int) []string {
-	var keys []string
-	for i := 0; len(keys) < n; i++ {
-		k := fmt.Sprintf("%s/%d", prefix, i)
-		if sqllock.Bucket(k) == bucket {
-			keys = append(keys, k)
-		}
-	}
-	return keys
-}
 
 // leaseRows counts the lease rows of table (floor rows, whose lock_key is
 // empty, excluded).
@@ -37,18 +22,6 @@ func leaseRows(t testing.TB, ctx context.Context, admin *sql.DB, table string) i
 	return n
 }
 
-func acquireRelease(t testing.TB, ctx context.Context, l distlock.Locker, key string) uint64 {
-	t.Helper()
-	lease, err := l.TryAcquire(ctx, key)
-	if err != nil {
-		t.Fatalf("TryAcquire(%q): %v", key, err)
-	}
-	if err := lease.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	return lease.Token()
-}
-
 // Cleanup deletes the rows of free locks, never a held one, and a key
 // locked again after its row went — or a never-locked key of the same
 // bucket — gets a token above every token its bucket issued.
@@ -59,10 +32,10 @@ func TestRowCleanupKeepsTokensIncreasing(t *testing.T) {
 	ctx := ctxT(t, time.Minute)
 	l := mustNew(t, openDB(t, config(t, srv)), mysql.WithTable(table), mysql.WithCleanup(0, 0, 1))
 	defer l.Close()
-	keys := keysInBucket("cleanup", 7, 3)
+	keys := sqltest.KeysInBucket("cleanup", 7, 3)
 	var last uint64
 	for range 5 {
-		last = acquireRelease(t, ctx, l, keys[0])
+		last = sqltest.AcquireRelease(t, ctx, l, keys[0])
 	}
 	held, err := l.TryAcquire(ctx, keys[1], distlock.WithTTL(time.Minute))
 	if err != nil {
@@ -77,10 +50,10 @@ func TestRowCleanupKeepsTokensIncreasing(t *testing.T) {
 	if err := held.Refresh(ctx, time.Minute); err != nil {
 		t.Errorf("the held lock after cleanup: %v", err)
 	}
-	if tok := acquireRelease(t, ctx, l, keys[0]); tok <= last {
+	if tok := sqltest.AcquireRelease(t, ctx, l, keys[0]); tok <= last {
 		t.Errorf("token %d after the row was deleted, the last before %d", tok, last)
 	}
-	if tok := acquireRelease(t, ctx, l, keys[2]); tok <= last {
+	if tok := sqltest.AcquireRelease(t, ctx, l, keys[2]); tok <= last {
 		t.Errorf("a new key of the bucket got token %d, the bucket issued %d", tok, last)
 	}
 	_ = held.Release(ctx)
@@ -97,8 +70,8 @@ func TestRowFloorReadIsLocking(t *testing.T) {
 	ctx := ctxT(t, time.Minute)
 	l := mustNew(t, openDB(t, config(t, srv)), mysql.WithTable(table), mysql.WithCleanup(0, 0, 1))
 	defer l.Close()
-	keys := keysInBucket("floorlock", 3, 2)
-	acquireRelease(t, ctx, l, keys[0])
+	keys := sqltest.KeysInBucket("floorlock", 3, 2)
+	sqltest.AcquireRelease(t, ctx, l, keys[0])
 	if _, err := mysql.CleanupNow(ctx, l, 0, 10); err != nil { // creates the floor row
 		t.Fatal(err)
 	}
@@ -155,56 +128,12 @@ func TestRowCleanupConcurrent(t *testing.T) {
 		defer l.Close()
 		lockers = append(lockers, l)
 	}
-	keys := append(keysInBucket("conc", 11, 3), keysInBucket("conc", 12, 3)...)
-	var mu sync.Mutex
-	tokens := map[string][]uint64{}
-	stop := make(chan struct{})
-	var cleaners sync.WaitGroup
-	for _, l := range lockers {
-		cleaners.Go(func() {
-			for i := 0; i < 2000; i++ { // bounded; stopped when the workers end
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				if _, err := mysql.CleanupNow(ctx, l, 0, 3); err != nil && ctx.Err() == nil {
-					t.Errorf("cleanup: %v", err)
-					return
-				}
-			}
-		})
+	ls := make([]distlock.Locker, len(lockers))
+	for i, l := range lockers {
+		ls[i] = l
 	}
-	var workers sync.WaitGroup
-	for w := range 6 {
-		l := lockers[w%len(lockers)]
-		workers.Go(func() {
-			for i := range 60 {
-				key := keys[(w+i)%len(keys)]
-				lease, err := l.Acquire(ctx, key, distlock.WithTTL(10*time.Second))
-				if err != nil {
-					t.Errorf("Acquire: %v", err)
-					return
-				}
-				mu.Lock()
-				tokens[key] = append(tokens[key], lease.Token())
-				mu.Unlock()
-				if err := lease.Release(ctx); err != nil {
-					t.Errorf("Release: %v", err)
-					return
-				}
-			}
-		})
-	}
-	workers.Wait()
-	close(stop)
-	cleaners.Wait()
-	for k, ts := range tokens {
-		for i := 1; i < len(ts); i++ {
-			if ts[i] <= ts[i-1] {
-				t.Errorf("key %s: token %d after %d (tokens %v)", k, ts[i], ts[i-1], ts)
-				break
-			}
-		}
-	}
+	sqltest.CleanupRace(t, ctx, ls, func(ctx context.Context, i int) error {
+		_, err := mysql.CleanupNow(ctx, lockers[i], 0, 3)
+		return err
+	})
 }

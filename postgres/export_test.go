@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/internal/sqllock"
 )
 
 // Test hooks: the backend pids of an advisory Locker's pinned sessions, for
@@ -71,3 +72,15 @@ func Watching(l *Locker, key string) (int, bool) {
 	defer ln.mu.Unlock()
 	return len(ln.watchers[keyTag(key)]), ln.listening
 }
+
+// CleanupNow runs l's row-mode cleanup passes now, as the background loop
+// does, and returns the rows deleted.
+func CleanupNow(ctx context.Context, l *Locker, grace time.Duration, batch int) (int, error) {
+	if err := l.b.ready(ctx); err != nil {
+		return 0, err
+	}
+	return sqllock.RunCleanup(ctx, sqllock.Cleanup{Interval: time.Hour, Grace: grace, Batch: batch}, l.b.cleanup)
+}
+
+// FloorKey exposes floorKey.
+var FloorKey = floorKey

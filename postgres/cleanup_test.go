@@ -1,0 +1,166 @@
+package postgres_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/testkit/sqltest"
+	"github.com/distlock/distlock/postgres"
+)
+
+// leaseRows counts the lease rows of table (floor rows excluded).
+func leaseRows(t testing.TB, ctx context.Context, pool *pgxpool.Pool, table string) int {
+	t.Helper()
+	var n int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM "`+table+`" WHERE lock_key < '\xff'::bytea`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// Cleanup deletes the rows of free locks, never a held one, and a key
+// locked again after its row went — or a never-locked key of the same
+// bucket — gets a token above every token its bucket issued.
+func TestRowCleanupKeepsTokensIncreasing(t *testing.T) {
+	srv := server(t)
+	pool := openPool(t, srv, nil)
+	table := uniqueTable("cleanup")
+	ctx := ctxT(t, time.Minute)
+	l := mustNew(t, pool, postgres.WithTable(table), postgres.WithCreateTable(true), postgres.WithCleanup(0, 0, 1))
+	defer l.Close()
+	keys := sqltest.KeysInBucket("cleanup", 7, 3)
+	var last uint64
+	for range 5 {
+		last = sqltest.AcquireRelease(t, ctx, l, keys[0])
+	}
+	held, err := l.TryAcquire(ctx, keys[1], distlock.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := postgres.CleanupNow(ctx, l, 0, 1); err != nil || n != 1 {
+		t.Fatalf("cleanup deleted %d rows (%v), want 1: the free one", n, err)
+	}
+	if n := leaseRows(t, ctx, pool, table); n != 1 {
+		t.Errorf("%d lease rows after cleanup, want 1 (the held one)", n)
+	}
+	if err := held.Refresh(ctx, time.Minute); err != nil {
+		t.Errorf("the held lock after cleanup: %v", err)
+	}
+	if tok := sqltest.AcquireRelease(t, ctx, l, keys[0]); tok <= last {
+		t.Errorf("token %d after the row was deleted, the last before %d", tok, last)
+	}
+	if tok := sqltest.AcquireRelease(t, ctx, l, keys[2]); tok <= last {
+		t.Errorf("a new key of the bucket got token %d, the bucket issued %d", tok, last)
+	}
+	_ = held.Release(ctx)
+}
+
+// An acquisition waits for a transaction holding the table in SHARE ROW
+// EXCLUSIVE mode (as a cleanup pass does) and takes its snapshot after it:
+// a floor raised by that transaction is seen.
+func TestRowAcquireWaitsForCleanupLock(t *testing.T) {
+	srv := server(t)
+	pool := openPool(t, srv, nil)
+	table := uniqueTable("floorlock")
+	ctx := ctxT(t, time.Minute)
+	l := mustNew(t, pool, postgres.WithTable(table), postgres.WithCreateTable(true), postgres.WithCleanup(0, 0, 1))
+	defer l.Close()
+	keys := sqltest.KeysInBucket("floorlock", 3, 2)
+	sqltest.AcquireRelease(t, ctx, l, keys[0])
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, `LOCK TABLE "`+table+`" IN SHARE ROW EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO "`+table+`" (lock_key, owner, holds, expires_at, fence) VALUES ($1, '', '{}', 'epoch', 1000)`, postgres.FloorKey(keys[1])); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan uint64, 1)
+	go func() {
+		lease, err := l.Acquire(ctx, keys[1])
+		if err != nil {
+			t.Error(err)
+			got <- 0
+			return
+		}
+		_ = lease.Release(ctx)
+		got <- lease.Token()
+	}()
+	waiting := sqltest.Until(10*time.Second, func() bool {
+		var n int
+		err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE relation = $1::regclass AND NOT granted`, table).Scan(&n)
+		return err == nil && n > 0
+	})
+	if !waiting {
+		t.Error("the acquisition did not wait for the table lock")
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if tok := <-got; tok != 1001 {
+		t.Errorf("new key's first token %d, want 1001 (the raised floor + 1)", tok)
+	}
+}
+
+// Many processes' cleanups running against acquisitions of the same keys:
+// every key's tokens strictly increase.
+func TestRowCleanupConcurrent(t *testing.T) {
+	srv := server(t)
+	table := uniqueTable("cleanconc")
+	ctx := ctxT(t, 2*time.Minute)
+	var lockers []*postgres.Locker
+	var ls []distlock.Locker
+	for range 3 {
+		l := mustNew(t, openPool(t, srv, nil), postgres.WithTable(table), postgres.WithCreateTable(true), postgres.WithCleanup(0, 0, 1))
+		defer l.Close()
+		lockers, ls = append(lockers, l), append(ls, l)
+	}
+	sqltest.CleanupRace(t, ctx, ls, func(ctx context.Context, i int) error {
+		_, err := postgres.CleanupNow(ctx, lockers[i], 0, 3)
+		return err
+	})
+}
+
+// A row table without the metadata column is refused, with the ALTER
+// TABLE that upgrades it, when the Locker does not manage the schema, and
+// upgraded in place (fences kept) when it does.
+func TestRowSchemaUpgrade(t *testing.T) {
+	srv := server(t)
+	pool := openPool(t, srv, nil)
+	table := uniqueTable("oldshape")
+	ctx := ctxT(t, time.Minute)
+	if _, err := pool.Exec(ctx, `CREATE TABLE "`+table+`" (lock_key bytea PRIMARY KEY, owner bytea NOT NULL, holds bytea[] NOT NULL, expires_at timestamptz NOT NULL, fence bigint NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO "`+table+`" VALUES ('old', 'x', '{}', 'epoch', 41)`); err != nil {
+		t.Fatal(err)
+	}
+	manual := mustNew(t, pool, postgres.WithTable(table))
+	defer manual.Close()
+	_, err := manual.TryAcquire(ctx, "old")
+	if !errors.Is(err, distlock.ErrInvalidOption) || !strings.Contains(err.Error(), `ALTER TABLE "`+table+`" ADD COLUMN IF NOT EXISTS metadata bytea`) {
+		t.Fatalf("old table without WithCreateTable: %v, want ErrInvalidOption naming the ALTER TABLE", err)
+	}
+	managed := mustNew(t, pool, postgres.WithTable(table), postgres.WithCreateTable(true))
+	defer managed.Close()
+	lease, err := managed.TryAcquire(ctx, "old", distlock.WithMetadata("md"))
+	if err != nil {
+		t.Fatalf("old table with WithCreateTable: %v", err)
+	}
+	if lease.Token() != 42 {
+		t.Errorf("token %d after the upgrade, want 42 (the row's fence kept)", lease.Token())
+	}
+	if info, err := distlock.Inspect(ctx, manual, "old"); err != nil || info.Metadata != "md" {
+		t.Errorf("Inspect after the upgrade = %+v, %v", info, err)
+	}
+	_ = lease.Release(ctx)
+}
