@@ -384,6 +384,8 @@ func (b *base) ready(ctx context.Context) error {
 // modeColumns are the columns a mode's table of an older release may lack.
 var modeColumns = map[Mode][]sqllock.Column{
 	ModeRow: {{Name: "metadata", Why: "predates lock metadata", Add: "ADD COLUMN IF NOT EXISTS metadata bytea"}},
+	ModeAdvisory: {{Name: "owner, metadata, holds, pid", Why: "predates holder records",
+		Add: "ADD COLUMN IF NOT EXISTS owner bytea, ADD COLUMN IF NOT EXISTS metadata bytea, ADD COLUMN IF NOT EXISTS holds integer, ADD COLUMN IF NOT EXISTS pid integer"}},
 }
 
 // schemaExec is the schema access of sqllock.Base.Upgrade.
@@ -421,9 +423,13 @@ func rowDDL(table string) string {
 
 func advisoryDDL(table string) string {
 	return `CREATE TABLE IF NOT EXISTS ` + table + ` (
-  lock_id  bigint PRIMARY KEY,
-  lock_key bytea  NOT NULL UNIQUE,
-  fence    bigint NOT NULL
+  lock_id  bigint  PRIMARY KEY,
+  lock_key bytea   NOT NULL UNIQUE,
+  fence    bigint  NOT NULL,
+  owner    bytea,
+  metadata bytea,
+  holds    integer,
+  pid      integer
 )`
 }
 

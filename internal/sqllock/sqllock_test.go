@@ -21,8 +21,8 @@ type fakeServer struct {
 	unlocked, discarded, dropped atomic.Int32
 }
 
-func (f *fakeServer) Lock(ctx context.Context, key string, wait bool) (Pinned[*fakeConn], error) {
-	return f.lock(ctx, key, wait)
+func (f *fakeServer) Lock(ctx context.Context, req backend.Request, wait bool) (Pinned[*fakeConn], error) {
+	return f.lock(ctx, req.Key, wait)
 }
 
 func (f *fakeServer) Ping(context.Context, *fakeConn) error {
