@@ -8,7 +8,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
 )
 
 // TestMeasureRowsLeft (DISTLOCK_MEASURE_ROWS=N): N distinct short-lived
