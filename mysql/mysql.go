@@ -337,6 +337,9 @@ func (b *base) ready(ctx context.Context) error {
 				return fmt.Errorf("create lock table: %w", sqllock.Failed(ctx, err))
 			}
 		}
+		if b.Mode == string(ModeForUpdate) {
+			return b.Upgrade(ctx, fuColumns, b.schemaExec())
+		}
 		if b.Mode == string(ModeRow) {
 			if err := b.Upgrade(ctx, rowColumns, b.schemaExec()); err != nil {
 				return err
@@ -380,6 +383,10 @@ func forUpdateDDL(table string) string {
   kind     TINYINT UNSIGNED NOT NULL COMMENT '0: the row locked FOR UPDATE; 1: the fence counter',
   lock_key VARBINARY(1024)  NOT NULL COMMENT 'the lock key',
   fence    BIGINT UNSIGNED  NOT NULL DEFAULT 0 COMMENT 'kind 1: last fencing token issued',
+  owner    VARBINARY(256)   NULL COMMENT 'kind 1: the holder of the last token',
+  metadata VARBINARY(1024)  NULL COMMENT 'kind 1: its WithMetadata',
+  holds    INT              NULL COMMENT 'kind 1: its nested holds',
+  conn_id  BIGINT UNSIGNED  NULL COMMENT 'kind 1: its connection id',
   PRIMARY KEY (key_hash, kind)
 ) ENGINE=InnoDB COMMENT='distlock forupdate-mode lock rows'`
 }

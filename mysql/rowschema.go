@@ -36,3 +36,9 @@ func (b *base) schemaExec() sqllock.SchemaExec {
 		Exists:  func(err error) bool { return mysqlCode(err) == erDupFieldName },
 	}
 }
+
+// fuColumns are the forupdate-mode columns an older table may lack: the
+// holder record of the fence row (kind 1), read by Inspect and
+// ForceRelease.
+var fuColumns = []sqllock.Column{{Name: "owner, metadata, holds, conn_id", Why: "predates holder records",
+	Add: "ADD COLUMN owner VARBINARY(256) NULL, ADD COLUMN metadata VARBINARY(1024) NULL, ADD COLUMN holds INT NULL, ADD COLUMN conn_id BIGINT UNSIGNED NULL"}}

@@ -63,7 +63,7 @@ FROM %[1]s a WHERE a.lock_key = $1`
 const forceAttempts = 20
 
 // RecordHolds implements sqllock.HoldRecorder.
-func (d *advDriver) RecordHolds(ctx context.Context, p sqllock.Pinned[*advConn], delta int) error {
+func (d *advDriver) RecordHolds(ctx context.Context, _ string, p sqllock.Pinned[*advConn], delta int) error {
 	_, err := d.pool.Exec(ctx, fmt.Sprintf(advHoldsSQL, d.Table), p.Conn.id, int64(p.Token), delta)
 	return failed(ctx, err)
 }

@@ -86,7 +86,7 @@ func (h *Hold[C]) Release(ctx context.Context) error {
 		if rec, ok := t.srv.(HoldRecorder[C]); ok {
 			// Only the operators' count depends on it: the hold is given
 			// up whatever the answer.
-			_ = rec.RecordHolds(ctx, e.p, -1)
+			_ = rec.RecordHolds(ctx, e.k.key, e.p, -1)
 		}
 		return nil
 	}

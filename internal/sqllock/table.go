@@ -38,9 +38,9 @@ type Server[C any] interface {
 // HoldRecorder is implemented by a Server that records the number of
 // nested holds of a lock for operators: RecordHolds adds delta (+1 when an
 // owner nests, -1 when it gives up a hold that is not its last) to the
-// record of p's lock.
+// record of p's lock of key.
 type HoldRecorder[C any] interface {
-	RecordHolds(ctx context.Context, p Pinned[C], delta int) error
+	RecordHolds(ctx context.Context, key string, p Pinned[C], delta int) error
 }
 
 // Pinned is a connection whose session holds a lock.
@@ -168,7 +168,7 @@ func (t *Table[C]) recordNested(ctx context.Context, h *Hold[C]) error {
 	if !ok {
 		return nil
 	}
-	err := rec.RecordHolds(ctx, h.e.p, 1)
+	err := rec.RecordHolds(ctx, h.e.k.key, h.e.p, 1)
 	if err != nil {
 		t.mu.Lock()
 		delete(h.e.locks, h)
