@@ -131,12 +131,102 @@
 // as the primary. Failover to an asynchronous replica can lose committed
 // rows — two owners may then hold a lock and fences may repeat — so it is
 // not claimed safe. Durability of rows and fences assumes
-// innodb_flush_log_at_trx_commit=1 (the default). Rows are never deleted:
-// the fence lives in them, so the table keeps one row (two in forupdate
-// mode) per distinct key ever locked. The lock tables of the two modes
+// innodb_flush_log_at_trx_commit=1 (the default). Row mode deletes the
+// rows of locks long free (below); forupdate mode keeps two rows per
+// distinct key ever locked (the locked row and the fence row, which also
+// records the holder). The lock tables of the two modes
 // differ; give each mode its own table (the defaults do). Statements use
 // only parameters for keys and owners; the table name is validated as an
 // identifier and quoted.
+//
+// # Inspection and forced release (distlock.Inspect, distlock.ForceRelease)
+//
+// Both modes store the acquisition's WithMetadata with the lock (a nested
+// acquisition keeps the first hold's). The Locker's own Inspect method and
+// Info type of earlier releases are gone: use distlock.Inspect.
+//
+// Row mode: Inspect reads the lease row — owner, metadata, token, nested
+// holds and the TTL left by the database clock; Waiters is -1 (pollers are
+// queued nowhere). ForceRelease reads the row FOR UPDATE and frees it (no
+// holds, expiry in the past, fence kept) in one transaction, so it returns
+// exactly the tenure it ended; the evicted holder's Refresh and Release get
+// ErrNotHeld, and the next tenure's token is the fence + 1.
+//
+// Forupdate mode: the statement that issues the token records the holder
+// (owner, metadata, one hold, connection id) in the key's fence row while
+// the row lock is held; nested holds add to the recorded count (one
+// statement each). Inspect tells whether the row is locked with a locking
+// read NOWAIT rolled back at once (when the row is free it is taken for
+// that instant, so a TryAcquire at the same moment may find it busy) and
+// shows the recorded holder (SessionBound, TTL 0); Waiters is -1: InnoDB's
+// information_schema lock tables are served from a cache that stays frozen
+// while anyone reads them more often than every 0.1s, so a count from them
+// is not reliable. ForceRelease queues a connection of its own for the row
+// lock, checks (after letting that cache refresh) that
+// INNODB_LOCK_WAITS shows the recorded connection's running transaction
+// blocking it — a connection that merely reuses the pooled session for
+// another lock blocks nothing there — then ends that connection with KILL
+// CONNECTION and waits until it is gone (its transaction rolled back, the
+// lock free), and gives its own place in the queue up. The check and the
+// KILL are two statements: a holder that commits in that instant and whose
+// pooled connection takes another lock before the KILL arrives would lose
+// that lock instead (MariaDB has no conditional KILL; the window is one
+// round trip). KILL needs the same user or CONNECTION ADMIN. The evicted
+// holder's keepalive finds its connection gone (ErrLockLost); the next
+// grant's token is the fence + 1.
+//
+// # Bounded fencing records (row mode)
+//
+// Each row-mode Locker runs a background cleanup (WithCleanup; URL
+// cleanup_interval, cleanup_grace, cleanup_batch; default every minute,
+// jittered, grace 10 minutes, 500 rows per transaction, at most 20
+// transactions per run; interval 0 disables it). A pass finds rows free for
+// longer than the grace period (a released row counts as free since 1970),
+// then in one transaction locks their buckets' floor rows (FOR UPDATE, in
+// key order), re-reads the candidates FOR UPDATE, deletes those still free
+// and raises each floor to at least the deleted rows' fences. The floors
+// are 1,024 rows of the same table: key_hash 30 zero bytes and the bucket
+// (the first bits of the key's SHA-256; no key hashes to such a value),
+// lock_key empty (a lock key never is), never held. A new row's first fence
+// is its bucket's floor + 1:
+//
+//	INSERT INTO distlock_leases (…, fence, …) VALUES (…,
+//	  LAST_INSERT_ID(1 + IFNULL((SELECT f.fence FROM (SELECT fence FROM distlock_leases
+//	    WHERE key_hash = <floor>) AS f), 0)), …) ON DUPLICATE KEY UPDATE …
+//
+// Guarantee: a key's tokens stay strictly increasing across deletions, and
+// a held row is never deleted. Under REPEATABLE READ (InnoDB's default)
+// InnoDB reads the rows a non-SELECT statement reads with shared locks, so
+// the acquisition's floor read waits for a pass holding that floor, and a
+// pass waits for an acquisition that read it: either the acquisition
+// committed first (and the pass, re-reading the row with a lock, keeps it)
+// or it reads the raised floor. Both take the floor's lock before any lease
+// row's, so they cannot deadlock; passes of many processes serialize on
+// the floors. Sessions at READ COMMITTED or below read the floor without a
+// lock: where any Locker's sessions on the table use a weaker isolation,
+// disable cleanup on every Locker of the table (WithCleanup(0, 0, 1)). Cost: an acquisition reads its floor row in the same statement
+// (a primary-key lookup with a shared lock; measured below the noise of the
+// round trip). The table then holds the rows of locks held or free for
+// less than the grace period, plus at most 1,024 floor rows.
+//
+// The row-mode table (DDL returns it for any name):
+//
+//	CREATE TABLE IF NOT EXISTS distlock_leases (
+//	  key_hash   BINARY(32)      NOT NULL, -- SHA-256 of the key; 0…0+bucket: a floor row
+//	  lock_key   VARBINARY(1024) NOT NULL, -- the key; empty in a floor row
+//	  owner      VARBINARY(256)  NOT NULL,
+//	  holds      INT UNSIGNED    NOT NULL, -- 0 when free
+//	  expires_at DATETIME(6)     NOT NULL, -- UTC, database clock
+//	  fence      BIGINT UNSIGNED NOT NULL, -- last token issued; a floor row: the floor
+//	  hold_ids   MEDIUMBLOB      NULL,
+//	  metadata   VARBINARY(1024) NULL,     -- the holder's WithMetadata
+//	  PRIMARY KEY (key_hash)
+//	) ENGINE=InnoDB
+//
+// A table of an older release lacking hold_ids or metadata (or, in
+// forupdate mode, the holder columns) gets them added on first use with
+// WithCreateTable (the default); without it, it is refused with
+// ErrInvalidOption and the ALTER TABLE statement that upgrades it.
 //
 // Tested on MariaDB 10.11. The SQL is also valid on MySQL 8.0+; the
 // differences handled are: NOWAIT fails with 1205 on MariaDB and 3572 on
