@@ -51,6 +51,24 @@ WHERE key_hash IN (%[2]s) AND lock_key <> '' AND expires_at < UTC_TIMESTAMP(6) -
 	cleanupRaiseSQL  = `UPDATE %[1]s SET fence = GREATEST(fence, CASE key_hash %[2]s END) WHERE key_hash IN (%[3]s)`
 )
 
+// ensureFloors creates the floor rows that do not exist yet, once per
+// Locker: the acquire statement's floor read must find a row, because a
+// locking read of a missing row takes a gap lock, and two acquisitions
+// holding it would deadlock inserting their new rows into that gap.
+func (b *base) ensureFloors(ctx context.Context) error {
+	args := make([]any, sqllock.FloorBuckets)
+	for i := range args {
+		var f [32]byte
+		f[30], f[31] = byte(i>>8), byte(i)
+		args[i] = f[:]
+	}
+	q := fmt.Sprintf(cleanupFloorsSQL, b.Table) + strings.Repeat(cleanupFloorRow+",", len(args)-1) + cleanupFloorRow
+	if _, err := b.db.ExecContext(ctx, q, args...); err != nil {
+		return fmt.Errorf("create the fence floor rows: %w", sqllock.Failed(ctx, err))
+	}
+	return nil
+}
+
 // cleanupPass is row mode's sqllock.Pass.
 func (d *rowDriver) cleanupPass(ctx context.Context, grace time.Duration, batch int) (int, error) {
 	rows, err := d.db.QueryContext(ctx, fmt.Sprintf(cleanupCandidatesSQL, d.Table), ttlMicros(grace), batch)
@@ -87,7 +105,8 @@ func (d *rowDriver) cleanupPass(ctx context.Context, grace time.Duration, batch 
 		fl = append(fl, f[:])
 	}
 	// The floor rows exist before they are locked (a locking read of a
-	// missing row would take a gap lock).
+	// missing row would take a gap lock); ensureFloors created them, but
+	// someone may have deleted some.
 	if _, err := d.db.ExecContext(ctx, fmt.Sprintf(cleanupFloorsSQL, d.Table)+strings.Repeat(cleanupFloorRow+",", len(fl)-1)+cleanupFloorRow, fl...); err != nil {
 		return 0, err
 	}

@@ -187,8 +187,11 @@
 // and raises each floor to at least the deleted rows' fences. The floors
 // are 1,024 rows of the same table: key_hash 30 zero bytes and the bucket
 // (the first bits of the key's SHA-256; no key hashes to such a value),
-// lock_key empty (a lock key never is), never held. A new row's first fence
-// is its bucket's floor + 1:
+// lock_key empty (a lock key never is), never held, created by each
+// Locker on first use (INSERT IGNORE; the floor read must find a row: a
+// locking read of a missing row would take a gap lock, and acquisitions
+// inserting into that gap would deadlock). A new row's first fence is its
+// bucket's floor + 1:
 //
 //	INSERT INTO distlock_leases (…, fence, …) VALUES (…,
 //	  LAST_INSERT_ID(1 + IFNULL((SELECT f.fence FROM (SELECT fence FROM distlock_leases
@@ -432,6 +435,9 @@ func (b *base) ready(ctx context.Context) error {
 		}
 		if b.Mode == string(ModeRow) {
 			if err := b.Upgrade(ctx, rowColumns, b.schemaExec()); err != nil {
+				return err
+			}
+			if err := b.ensureFloors(ctx); err != nil {
 				return err
 			}
 			if b.cleanup != nil {
