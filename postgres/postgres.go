@@ -460,7 +460,7 @@ func (b *base) schemaExec() sqllock.SchemaExec {
 	return sqllock.SchemaExec{
 		Exec: func(ctx context.Context, q string) error {
 			_, err := b.pool.Exec(ctx, q)
-			return err
+			return failed(ctx, err) // with the hint when the table is missing
 		},
 		Missing: func(err error) bool { return pgCode(err) == "42703" },
 		Exists:  func(err error) bool { return pgCode(err) == "42701" },
