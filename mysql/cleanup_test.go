@@ -32,31 +32,9 @@ func TestRowCleanupKeepsTokensIncreasing(t *testing.T) {
 	ctx := ctxT(t, time.Minute)
 	l := mustNew(t, openDB(t, config(t, srv)), mysql.WithTable(table), mysql.WithCleanup(0, 0, 1))
 	defer l.Close()
-	keys := sqltest.KeysInBucket("cleanup", 7, 3)
-	var last uint64
-	for range 5 {
-		last = sqltest.AcquireRelease(t, ctx, l, keys[0])
-	}
-	held, err := l.TryAcquire(ctx, keys[1], distlock.WithTTL(time.Minute))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n, err := mysql.CleanupNow(ctx, l, 0, 1); err != nil || n != 1 {
-		t.Fatalf("cleanup deleted %d rows (%v), want 1: the free one", n, err)
-	}
-	if n := leaseRows(t, ctx, admin, table); n != 1 {
-		t.Errorf("%d lease rows after cleanup, want 1 (the held one)", n)
-	}
-	if err := held.Refresh(ctx, time.Minute); err != nil {
-		t.Errorf("the held lock after cleanup: %v", err)
-	}
-	if tok := sqltest.AcquireRelease(t, ctx, l, keys[0]); tok <= last {
-		t.Errorf("token %d after the row was deleted, the last before %d", tok, last)
-	}
-	if tok := sqltest.AcquireRelease(t, ctx, l, keys[2]); tok <= last {
-		t.Errorf("a new key of the bucket got token %d, the bucket issued %d", tok, last)
-	}
-	_ = held.Release(ctx)
+	sqltest.CleanupKeepsTokens(t, ctx, l,
+		func() (int, error) { return mysql.CleanupNow(ctx, l, 0, 1) },
+		func() int { return leaseRows(t, ctx, admin, table) })
 }
 
 // The acquire statement reads its bucket's floor with a shared lock: an

@@ -1,18 +1,18 @@
 package postgres_test
 
 import (
-	"fmt"
 	"os"
 	"strconv"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/distlock/distlock/internal/testkit/sqltest"
+	"github.com/distlock/distlock/postgres"
 )
 
 // TestMeasureRowsLeft (DISTLOCK_MEASURE_ROWS=N): N distinct short-lived
-// locks (TryAcquire+Release, 16 workers), then the lease rows left, before
-// and after a forced cleanup.
+// row-mode locks, then the lease rows left, before and after a forced
+// cleanup (all free rows, grace 0).
 func TestMeasureRowsLeft(t *testing.T) {
 	n, _ := strconv.Atoi(os.Getenv("DISTLOCK_MEASURE_ROWS"))
 	if n <= 0 {
@@ -22,36 +22,18 @@ func TestMeasureRowsLeft(t *testing.T) {
 	pool := openPool(t, srv, nil)
 	table := uniqueTable("measure")
 	ctx := ctxT(t, 20*time.Minute)
-	l := mustNew(t, pool, measureOpts(table)...)
+	l := mustNew(t, pool, postgres.WithTable(table), postgres.WithCreateTable(true), postgres.WithCleanup(0, 0, 1))
 	defer l.Close()
-	var next, fails atomic.Int64
-	start := time.Now()
-	var wg sync.WaitGroup
-	for range 16 {
-		wg.Go(func() {
-			for i := next.Add(1); i <= int64(n) && time.Since(start) < 15*time.Minute; i = next.Add(1) {
-				lease, err := l.TryAcquire(ctx, fmt.Sprintf("measure/%d", i))
-				if err == nil {
-					err = lease.Release(ctx)
-				}
-				if err != nil {
-					if fails.Add(1) < 5 {
-						t.Logf("lock %d: %v", i, err)
-					}
-				}
+	sqltest.MeasureRowsLeft(t, ctx, l, n, func() int { return leaseRows(t, ctx, pool, table) }, func() int {
+		deleted := 0
+		for {
+			m, err := postgres.CleanupNow(ctx, l, 0, 5000)
+			if err != nil {
+				t.Fatal(err)
 			}
-		})
-	}
-	wg.Wait()
-	count := func() int {
-		var rows int
-		if err := pool.QueryRow(ctx, `SELECT count(*) FROM "`+table+`" WHERE lock_key < '\xff'::bytea`).Scan(&rows); err != nil {
-			t.Fatal(err)
+			if deleted += m; m == 0 {
+				return deleted
+			}
 		}
-		return rows
-	}
-	t.Logf("%d locks in %v, %d failures; lease rows left: %d", n, time.Since(start).Round(time.Millisecond), fails.Load(), count())
-	cstart := time.Now()
-	deleted := forceCleanup(t, ctx, l)
-	t.Logf("forced cleanup: deleted %d in %v; lease rows left: %d", deleted, time.Since(cstart).Round(time.Millisecond), count())
+	})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -95,4 +96,67 @@ func CleanupRace(t *testing.T, ctx context.Context, lockers []distlock.Locker, c
 			}
 		}
 	}
+}
+
+// CleanupKeepsTokens checks a row-mode cleanup on l: of three keys of one
+// floor bucket, the first is locked five times and left free, the second
+// is held; cleanup (which must delete every free row) deletes exactly one
+// row, rows (the lease rows left) is then 1, the held lock still
+// refreshes, and both the first key locked again and the never-locked
+// third key get tokens above the first's last.
+func CleanupKeepsTokens(t *testing.T, ctx context.Context, l distlock.Locker, cleanup func() (int, error), rows func() int) {
+	t.Helper()
+	keys := KeysInBucket("cleanup", 7, 3)
+	var last uint64
+	for range 5 {
+		last = AcquireRelease(t, ctx, l, keys[0])
+	}
+	held, err := l.TryAcquire(ctx, keys[1], distlock.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = held.Release(ctx) }()
+	if n, err := cleanup(); err != nil || n != 1 {
+		t.Fatalf("cleanup deleted %d rows (%v), want 1: the free one", n, err)
+	}
+	if n := rows(); n != 1 {
+		t.Errorf("%d lease rows after cleanup, want 1 (the held one)", n)
+	}
+	if err := held.Refresh(ctx, time.Minute); err != nil {
+		t.Errorf("the held lock after cleanup: %v", err)
+	}
+	if tok := AcquireRelease(t, ctx, l, keys[0]); tok <= last {
+		t.Errorf("token %d after the row was deleted, the last before %d", tok, last)
+	}
+	if tok := AcquireRelease(t, ctx, l, keys[2]); tok <= last {
+		t.Errorf("a new key of the bucket got token %d, the bucket issued %d", tok, last)
+	}
+}
+
+// MeasureRowsLeft locks n distinct keys once each for a moment
+// (TryAcquire+Release, 16 workers, at most 15 minutes), and logs the
+// lease rows left (rows), then again after cleanup (which reports the rows
+// it deleted).
+func MeasureRowsLeft(t *testing.T, ctx context.Context, l distlock.Locker, n int, rows func() int, cleanup func() int) {
+	var next, fails atomic.Int64
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Go(func() {
+			for i := next.Add(1); i <= int64(n) && time.Since(start) < 15*time.Minute; i = next.Add(1) {
+				lease, err := l.TryAcquire(ctx, fmt.Sprintf("measure/%d", i))
+				if err == nil {
+					err = lease.Release(ctx)
+				}
+				if err != nil && fails.Add(1) < 5 {
+					t.Logf("lock %d: %v", i, err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	t.Logf("%d locks in %v, %d failures; lease rows left: %d", n, time.Since(start).Round(time.Millisecond), fails.Load(), rows())
+	cstart := time.Now()
+	deleted := cleanup()
+	t.Logf("forced cleanup: deleted %d in %v; lease rows left: %d", deleted, time.Since(cstart).Round(time.Millisecond), rows())
 }
