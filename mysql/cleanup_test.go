@@ -62,33 +62,13 @@ func TestRowFloorReadIsLocking(t *testing.T) {
 	if _, err := tx.ExecContext(ctx, "UPDATE `"+table+"` SET fence = 1000 WHERE key_hash = ?", f[:]); err != nil {
 		t.Fatal(err)
 	}
-	got := make(chan uint64, 1)
-	go func() {
-		lease, err := l.Acquire(ctx, keys[1])
-		if err != nil {
-			t.Error(err)
-			got <- 0
-			return
-		}
-		_ = lease.Release(ctx)
-		got <- lease.Token()
-	}()
-	// Wait until the acquisition is queued for the floor's lock.
-	waiting := false
-	for deadline := time.Now().Add(10 * time.Second); !waiting && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+	// InnoDB's information_schema cache refreshes only after 0.1s unread.
+	tok := sqltest.TokenAfterCommit(t, ctx, l, keys[1], 150*time.Millisecond, func() bool {
 		var n int
-		if err := admin.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.INNODB_TRX WHERE trx_state = 'LOCK WAIT'").Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		waiting = n > 0
-	}
-	if !waiting {
-		t.Error("the acquisition of a new key did not wait for the floor's exclusive lock")
-	}
-	if err := tx.Commit(); err != nil {
-		t.Fatal(err)
-	}
-	if tok := <-got; tok != 1001 {
+		err := admin.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.INNODB_TRX WHERE trx_state = 'LOCK WAIT'").Scan(&n)
+		return err == nil && n > 0
+	}, tx.Commit)
+	if tok != 1001 {
 		t.Errorf("new key's first token %d, want 1001 (the raised floor + 1)", tok)
 	}
 }

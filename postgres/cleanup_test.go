@@ -62,29 +62,12 @@ func TestRowAcquireWaitsForCleanupLock(t *testing.T) {
 	if _, err := tx.Exec(ctx, `INSERT INTO "`+table+`" (lock_key, owner, holds, expires_at, fence) VALUES ($1, '', '{}', 'epoch', 1000)`, postgres.FloorKey(keys[1])); err != nil {
 		t.Fatal(err)
 	}
-	got := make(chan uint64, 1)
-	go func() {
-		lease, err := l.Acquire(ctx, keys[1])
-		if err != nil {
-			t.Error(err)
-			got <- 0
-			return
-		}
-		_ = lease.Release(ctx)
-		got <- lease.Token()
-	}()
-	waiting := sqltest.Until(10*time.Second, func() bool {
+	tok := sqltest.TokenAfterCommit(t, ctx, l, keys[1], 10*time.Millisecond, func() bool {
 		var n int
 		err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE relation = $1::regclass AND NOT granted`, table).Scan(&n)
 		return err == nil && n > 0
-	})
-	if !waiting {
-		t.Error("the acquisition did not wait for the table lock")
-	}
-	if err := tx.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if tok := <-got; tok != 1001 {
+	}, func() error { return tx.Commit(ctx) })
+	if tok != 1001 {
 		t.Errorf("new key's first token %d, want 1001 (the raised floor + 1)", tok)
 	}
 }

@@ -160,3 +160,34 @@ func MeasureRowsLeft(t *testing.T, ctx context.Context, l distlock.Locker, n int
 	deleted := cleanup()
 	t.Logf("forced cleanup: deleted %d in %v; lease rows left: %d", deleted, time.Since(cstart).Round(time.Millisecond), rows())
 }
+
+// TokenAfterCommit starts l.Acquire(key) in the background, waits until
+// waiting reports it queued behind the caller's open transaction (polled
+// every poll, at most 10s; an error if never), runs commit, and returns
+// the token the acquisition then got.
+func TokenAfterCommit(t *testing.T, ctx context.Context, l distlock.Locker, key string, poll time.Duration, waiting func() bool, commit func() error) uint64 {
+	t.Helper()
+	got := make(chan uint64, 1)
+	go func() {
+		lease, err := l.Acquire(ctx, key)
+		if err != nil {
+			t.Error(err)
+			got <- 0
+			return
+		}
+		_ = lease.Release(ctx)
+		got <- lease.Token()
+	}()
+	queued := false
+	for deadline := time.Now().Add(10 * time.Second); !queued && time.Now().Before(deadline); {
+		time.Sleep(poll)
+		queued = waiting()
+	}
+	if !queued {
+		t.Error("the acquisition did not wait for the open transaction")
+	}
+	if err := commit(); err != nil {
+		t.Fatal(err)
+	}
+	return <-got
+}
