@@ -235,6 +235,26 @@ func TestConfigFail(t *testing.T) {
 	}
 }
 
+// WithCleanup's values are checked: interval 0 disables, a negative
+// interval or grace, or a batch outside [1, 100000], is refused.
+func TestSetCleanup(t *testing.T) {
+	for _, bad := range []struct {
+		interval, grace time.Duration
+		batch           int
+	}{{-time.Second, 0, 1}, {time.Second, -1, 1}, {time.Second, 0, 0}, {time.Second, 0, 100_001}} {
+		c := Config{Backend: "x"}
+		c.SetCleanup(bad.interval, bad.grace, bad.batch)
+		if !errors.Is(c.Err, backend.ErrInvalidOption) || !strings.Contains(c.Err.Error(), "WithCleanup") {
+			t.Errorf("SetCleanup(%v, %v, %d): %v", bad.interval, bad.grace, bad.batch, c.Err)
+		}
+	}
+	c := Config{Backend: "x"}
+	c.SetCleanup(0, 0, 0)
+	if c.Err != nil || c.Cleanup.Interval != 0 {
+		t.Errorf("disabled cleanup: %v, %+v", c.Err, c.Cleanup)
+	}
+}
+
 // Undo stops at the first try that gives the hold back.
 func TestUndoStopsWhenDone(t *testing.T) {
 	b := NewBase(Dialect{}, nil, &Config{}, nil)
