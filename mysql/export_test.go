@@ -53,3 +53,23 @@ func CleanupNow(ctx context.Context, l *Locker, grace time.Duration, batch int) 
 
 // FloorHash exposes floorHash.
 var FloorHash = floorHash
+
+// RowAcquireSQL returns l's row-mode acquire and release statements, and
+// the arguments of one acquisition of key by owner (hold id fixed) with
+// the TTL in µs, and of its release.
+func RowAcquireSQL(l *Locker, key, owner string, us int64) (acquire, release string, acqArgs, relArgs []any) {
+	d := newRowDriver(l.b)
+	h := keyHash(key)
+	floor := floorHash(h)
+	hold := newHoldID()
+	o := []byte(owner)
+	md := []byte("metadata")
+	return d.qAcquire, d.qRelease,
+		[]any{h[:], []byte(key), o, us, floor[:], hold[:], md, o, o, o, hold[:], o, hold[:], md, us, o, us},
+		[]any{hold[:], h[:], o}
+}
+
+// FloorReadSQL is the floor read in the acquire statement of l's table.
+func FloorReadSQL(l *Locker) string {
+	return "(SELECT f.fence FROM (SELECT fence FROM " + l.b.Table + " WHERE key_hash = ?) AS f)"
+}

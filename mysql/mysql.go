@@ -210,9 +210,8 @@
 // disable cleanup on every Locker of the table (WithCleanup(0, 0, 1)). Cost: an acquisition reads its floor row in the same statement
 // (a primary-key lookup with a shared lock, through a derived table,
 // which MySQL needs to read the table an INSERT writes; the round trips
-// are unchanged, and BenchmarkUncontended/row measured about +10% per
-// acquire-release cycle on a loaded machine, not statistically
-// significant). The table then holds the rows of locks held or free for
+// are unchanged, and BenchmarkRowFloorRead, the cycle with and without it
+// side by side, measured no difference: 768µs against 775µs, ±17%). The table then holds the rows of locks held or free for
 // less than the grace period, plus at most 1,024 floor rows.
 //
 // The row-mode table (DDL returns it for any name):
