@@ -18,11 +18,18 @@ import (
 // row kind 1 holds the fence counter, advanced on another connection while
 // the kind-0 row is locked (so the token is committed before it is used).
 const (
-	fuLockNowaitSQL = `SELECT 1 FROM %[1]s WHERE key_hash = ? AND kind = 0 FOR UPDATE NOWAIT`
-	fuLockWaitSQL   = `SELECT 1 FROM %[1]s WHERE key_hash = ? AND kind = 0 FOR UPDATE`
+	// The locking reads return the session's connection id (for the
+	// holder record and KILL QUERY) at no extra round trip.
+	fuLockNowaitSQL = `SELECT CONNECTION_ID() FROM %[1]s WHERE key_hash = ? AND kind = 0 FOR UPDATE NOWAIT`
+	fuLockWaitSQL   = `SELECT CONNECTION_ID() FROM %[1]s WHERE key_hash = ? AND kind = 0 FOR UPDATE`
 	fuCreateSQL     = `INSERT IGNORE INTO %[1]s (key_hash, kind, lock_key, fence) VALUES (?, 0, ?, 0)`
-	fuFenceSQL      = `INSERT INTO %[1]s (key_hash, kind, lock_key, fence) VALUES (?, 1, ?, LAST_INSERT_ID(1))
-ON DUPLICATE KEY UPDATE fence = LAST_INSERT_ID(fence + 1)`
+	// fuFenceSQL advances the fence and records the holder (owner,
+	// metadata, one hold, connection id) for Inspect and ForceRelease.
+	// Arguments: hash, key, owner, metadata, conn id, owner, metadata,
+	// conn id.
+	fuFenceSQL = `INSERT INTO %[1]s (key_hash, kind, lock_key, fence, owner, metadata, holds, conn_id)
+VALUES (?, 1, ?, LAST_INSERT_ID(1), ?, ?, 1, ?)
+ON DUPLICATE KEY UPDATE fence = LAST_INSERT_ID(fence + 1), owner = ?, metadata = ?, holds = 1, conn_id = ?`
 )
 
 const (
@@ -113,7 +120,8 @@ func (d *fuDriver) limit(pinned int) error {
 // committed and was issued while the row lock was held. On any failure the
 // connection is rolled back or discarded, never returned to the pool
 // holding a lock.
-func (d *fuDriver) Lock(ctx context.Context, key string, wait bool) (sqllock.Pinned[*sql.Conn], error) {
+func (d *fuDriver) Lock(ctx context.Context, req backend.Request, wait bool) (sqllock.Pinned[*sql.Conn], error) {
+	key := req.Key
 	var none sqllock.Pinned[*sql.Conn]
 	conn, err := d.db.Conn(ctx)
 	if err != nil {
@@ -125,7 +133,7 @@ func (d *fuDriver) Lock(ctx context.Context, key string, wait bool) (sqllock.Pin
 		return none, a.fail(err)
 	}
 	a.clean = false // the transaction holds the row lock
-	tok, err := d.issueFence(ctx, h, key)
+	tok, err := d.issueFence(ctx, h, req, a.connID)
 	if err != nil {
 		return none, a.fail(err)
 	}
@@ -198,7 +206,7 @@ func (a *fuAttempt) lockRow(ctx context.Context, h [32]byte, wait bool) (found b
 		if _, err := a.conn.ExecContext(ctx, "START TRANSACTION"); err != nil {
 			return false, sqllock.Failed(ctx, err)
 		}
-		found, err := lockRead(ctx, a.conn, a.d.qNowait, h)
+		found, err := a.lockRead(ctx, a.d.qNowait, h)
 		if isLockBusy(err) {
 			if !wait {
 				if rollback(ctx, a.conn) == nil {
@@ -247,7 +255,7 @@ func (a *fuAttempt) waitRow(ctx context.Context, h [32]byte) (found bool, err er
 		return false, err
 	}
 	_, err = a.d.killable(ctx, id, 0, func(qctx context.Context) error {
-		found, err = lockRead(qctx, a.conn, a.d.qWait, h)
+		found, err = a.lockRead(qctx, a.d.qWait, h)
 		return err
 	})
 	return found, err
@@ -288,8 +296,9 @@ func (a *fuAttempt) createRow(ctx context.Context, h [32]byte, key string, wait 
 // issueFence advances the key's fence on another connection while the
 // row is locked: it commits at once, so a token is never handed out twice,
 // even when the pinned connection dies before COMMIT.
-func (d *fuDriver) issueFence(ctx context.Context, h [32]byte, key string) (uint64, error) {
-	res, err := d.db.ExecContext(ctx, d.qFence, h[:], []byte(key))
+func (d *fuDriver) issueFence(ctx context.Context, h [32]byte, req backend.Request, connID int64) (uint64, error) {
+	owner, md := []byte(req.Owner), []byte(req.Metadata)
+	res, err := d.db.ExecContext(ctx, d.qFence, h[:], []byte(req.Key), owner, md, connID, owner, md, connID)
 	if err != nil {
 		return 0, sqllock.Failed(ctx, err)
 	}
@@ -301,14 +310,23 @@ func (d *fuDriver) issueFence(ctx context.Context, h [32]byte, key string) (uint
 }
 
 // lockRead runs a locking read and reports whether the row exists (and is
-// now locked).
-func lockRead(ctx context.Context, conn *sql.Conn, q string, h [32]byte) (bool, error) {
-	var one int
-	err := conn.QueryRowContext(ctx, q, h[:]).Scan(&one)
-	if errors.Is(err, sql.ErrNoRows) {
-		return false, nil
+// now locked); it learns the connection's id from it.
+func (a *fuAttempt) lockRead(ctx context.Context, q string, h [32]byte) (bool, error) {
+	id, found, err := lockRead(ctx, a.conn, q, h)
+	if found {
+		a.connID = id
 	}
-	return err == nil, err
+	return found, err
+}
+
+// lockRead runs a locking read on conn and reports whether the row exists
+// (and is now locked), with the connection's id.
+func lockRead(ctx context.Context, conn *sql.Conn, q string, h [32]byte) (id int64, found bool, err error) {
+	err = conn.QueryRowContext(ctx, q, h[:]).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, false, nil
+	}
+	return id, err == nil, err
 }
 
 // killable runs a statement that may wait for a row lock on the pinned

@@ -39,6 +39,12 @@ const DefaultMaxConns = 32
 //	mode             row (default) or forupdate
 //	table            lock table name (default distlock_leases / distlock_rowlocks)
 //	create_table     true (default): CREATE TABLE IF NOT EXISTS on first use
+//	cleanup_interval row: how often free rows are deleted, a Go duration up
+//	                 to 24h; 0 disables (default 1m)
+//	cleanup_grace    row: how long a lock stays free before its row may go,
+//	                 a Go duration up to 720h (default 10m)
+//	cleanup_batch    row: the most rows one cleanup transaction deletes,
+//	                 1-100000 (default 500)
 //	keepalive        forupdate ping interval, a Go duration in [1ms, 1h] (default 1s)
 //	session_timeout  forupdate: the connections' wait_timeout, whole seconds
 //	                 in [1s, 24h] (default 30s): a holder cut off for that
@@ -126,6 +132,7 @@ func parseURL(u *url.URL) (*gomysql.Config, urlConfig, error) {
 	opts := []Option{
 		WithCreateTable(backend.Parse(p, "create_table", true, strconv.ParseBool)),
 		WithKeepalive(backend.Parse(p, "keepalive", DefaultKeepalive, backend.DurationIn(time.Millisecond, time.Hour))),
+		WithCleanup(sqllock.CleanupParams(p)),
 	}
 	if m, ok := sqllock.Param(p, "mode"); ok {
 		opts = append(opts, WithMode(Mode(m)))

@@ -30,10 +30,15 @@ const freeExpiry = "'1970-01-01 00:00:01'"
 // assigned last in the upsert, and owner, assigned first, equals the new
 // owner exactly when the row is granted.
 const (
-	// Arguments: hash, key, owner, ttl µs, hold, owner, owner, owner,
-	// hold, owner, hold, ttl µs, owner, ttl µs.
-	rowAcquireSQL = `INSERT INTO %[1]s (key_hash, lock_key, owner, holds, expires_at, fence, hold_ids)
-VALUES (?, ?, ?, 1, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, LAST_INSERT_ID(1), ?)
+	// Arguments: hash, key, owner, ttl µs, floor hash, hold, metadata,
+	// owner, owner, owner, hold, owner, hold, metadata, ttl µs, owner,
+	// ttl µs. A new row's first fence is its bucket's floor + 1 (see
+	// cleanup.go); the floor is read with a locking read (InnoDB reads
+	// other rows of a non-SELECT statement with shared locks under
+	// REPEATABLE READ), so a cleanup raising it is waited for.
+	rowAcquireSQL = `INSERT INTO %[1]s (key_hash, lock_key, owner, holds, expires_at, fence, hold_ids, metadata)
+VALUES (?, ?, ?, 1, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND,
+  LAST_INSERT_ID(1 + IFNULL((SELECT f.fence FROM (SELECT fence FROM %[1]s WHERE key_hash = ?) AS f), 0)), ?, ?)
 ON DUPLICATE KEY UPDATE
   owner = IF(expires_at <= UTC_TIMESTAMP(6), ?, owner),
   fence = IF(expires_at <= UTC_TIMESTAMP(6), LAST_INSERT_ID(fence + 1),
@@ -41,6 +46,7 @@ ON DUPLICATE KEY UPDATE
           IF(LAST_INSERT_ID(` + "0x8000000000000000" + ` | GREATEST(1, TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at))) > 0, fence, fence))),
   holds = IF(expires_at <= UTC_TIMESTAMP(6), 1, IF(owner = ?, holds + 1, holds)),
   hold_ids = IF(expires_at <= UTC_TIMESTAMP(6), ?, IF(owner = ?, CONCAT(IFNULL(hold_ids, ''), ?), hold_ids)),
+  metadata = IF(expires_at <= UTC_TIMESTAMP(6), ?, metadata),
   expires_at = IF(expires_at <= UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND,
                IF(owner = ?, GREATEST(expires_at, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND), expires_at))`
 
@@ -93,7 +99,7 @@ type rowDriver struct {
 }
 
 func newRowDriver(b *base) *rowDriver {
-	return &rowDriver{
+	d := &rowDriver{
 		base:       b,
 		qAcquire:   fmt.Sprintf(rowAcquireSQL, b.Table),
 		qRefresh:   fmt.Sprintf(rowRefreshSQL, b.Table),
@@ -102,6 +108,8 @@ func newRowDriver(b *base) *rowDriver {
 		qBatchHead: fmt.Sprintf(rowRefreshBatchHead, b.Table),
 		batchMax:   rowBatchMax,
 	}
+	b.cleanup = d.cleanupPass
+	return d
 }
 
 func (d *rowDriver) Capabilities() backend.Capabilities {
@@ -121,9 +129,11 @@ func (d *rowDriver) TryAcquire(ctx context.Context, req backend.Request) (backen
 	owner := []byte(req.Owner)
 	us := ttlMicros(req.TTL)
 	hold := newHoldID()
+	floor := floorHash(h)
+	md := []byte(req.Metadata)
 	res, err := d.db.ExecContext(ctx, d.qAcquire,
-		h[:], []byte(req.Key), owner, us, hold[:],
-		owner, owner, owner, hold[:], owner, hold[:], us, owner, us)
+		h[:], []byte(req.Key), owner, us, floor[:], hold[:], md,
+		owner, owner, owner, hold[:], owner, hold[:], md, us, owner, us)
 	if err != nil {
 		if !serverRejected(err) {
 			d.abandon(h, owner, hold, req.TTL)

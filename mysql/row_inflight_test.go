@@ -45,14 +45,14 @@ func TestRowLostRequestOwnerRetry(t *testing.T) {
 		t.Fatalf("acquire with its request in flight: %v, want the ctx error", err)
 	}
 	// Wait for the lost statement to land: it holds the row.
-	waitInfo(t, other, key, 5*time.Second, "the lost statement's hold", func(i mysql.Info) bool { return i.Held && i.Holds == 1 })
+	waitInfo(t, other, key, 5*time.Second, "the lost statement's hold", func(i distlock.LockInfo) bool { return i.Held && i.Holds == 1 })
 	t.Logf("lost statement landed %v after the acquire started", time.Since(start).Round(time.Millisecond))
 
 	retry, err := l.TryAcquire(ctx, key, owner, distlock.WithTTL(10*time.Minute))
 	if err != nil {
 		t.Fatalf("the owner's retry: %v", err)
 	}
-	if info, err := other.Inspect(ctx, key); err != nil || info.Holds < 1 {
+	if info, err := distlock.Inspect(ctx, other, key); err != nil || info.Holds < 1 {
 		t.Fatalf("after the retry: %+v, %v", info, err)
 	} else {
 		t.Logf("after the retry: %d holds (2 if it nested before the give-back ran)", info.Holds)
@@ -62,7 +62,7 @@ func TestRowLostRequestOwnerRetry(t *testing.T) {
 	}
 	// The give-back runs on its schedule (0, 250ms, 1s, 2s, 4s after the
 	// timeout): within 10s the lock must be free for another owner.
-	waitInfo(t, other, key, 10*time.Second, "the lock free after the owner's only Release", func(i mysql.Info) bool { return !i.Held })
+	waitInfo(t, other, key, 10*time.Second, "the lock free after the owner's only Release", func(i distlock.LockInfo) bool { return !i.Held })
 	lease, err := other.TryAcquire(ctx, key)
 	if err != nil {
 		t.Fatalf("another owner after the owner's only Release: %v", err)
@@ -71,11 +71,11 @@ func TestRowLostRequestOwnerRetry(t *testing.T) {
 }
 
 // waitInfo polls Inspect until ok holds, for at most d.
-func waitInfo(t *testing.T, l *mysql.Locker, key string, d time.Duration, what string, ok func(mysql.Info) bool) {
+func waitInfo(t *testing.T, l *mysql.Locker, key string, d time.Duration, what string, ok func(distlock.LockInfo) bool) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for {
-		info, err := l.Inspect(ctxT(t, 10*time.Second), key)
+		info, err := distlock.Inspect(ctxT(t, 10*time.Second), l, key)
 		if err != nil {
 			t.Fatal(err)
 		}

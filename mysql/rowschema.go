@@ -2,9 +2,7 @@ package mysql
 
 import (
 	"context"
-	"fmt"
 
-	"github.com/distlock/distlock/backend"
 	"github.com/distlock/distlock/internal/sqllock"
 )
 
@@ -14,32 +12,33 @@ const (
 	erDupFieldName = 1060 // column exists (a concurrent migration added it)
 )
 
-// rowMigrateDDL adds the hold_ids column to a row-mode table created by a
-// distlock release that kept one request id per row (acq_id, now unused).
-// Adding a nullable column at the end is an instant change on MariaDB 10.3+
-// and MySQL 8.0.12+; rows written before it have no hold ids, which only
-// means that an acquisition lost during the upgrade is not given back early.
-func rowMigrateDDL(table string) string {
-	return `ALTER TABLE ` + table + ` ADD COLUMN hold_ids MEDIUMBLOB NULL COMMENT 'one id per live hold: 32 hex digits and a comma each'`
+// rowColumns are the row-mode columns an older table may lack, in the order
+// they were added:
+//   - hold_ids: one id per live hold (older releases kept one request id
+//     per row, in acq_id, now unused). Rows written before it have no hold
+//     ids, which only means that an acquisition lost during the upgrade is
+//     not given back early.
+//   - metadata: the holder's WithMetadata, shown by Inspect. Rows written
+//     before it show no metadata.
+var rowColumns = []sqllock.Column{
+	{Name: "hold_ids", Why: "predates per-hold ids", Add: "ADD COLUMN hold_ids MEDIUMBLOB NULL COMMENT 'one id per live hold: 32 hex digits and a comma each'"},
+	{Name: "metadata", Why: "predates lock metadata", Add: "ADD COLUMN metadata VARBINARY(1024) NULL COMMENT 'the holder''s WithMetadata'"},
 }
 
-// rowSchema checks that the row-mode table has the hold_ids column, and
-// adds it when the Locker manages the schema (WithCreateTable, the
-// default). Without it, a table of an older release is refused with the
-// statement that upgrades it: its statements would fail on every call.
-func (b *base) rowSchema(ctx context.Context) error {
-	_, err := b.db.ExecContext(ctx, `SELECT hold_ids FROM `+b.Table+` WHERE FALSE`)
-	if err == nil {
-		return nil
+// schemaExec is the schema access of sqllock.Base.Upgrade.
+func (b *base) schemaExec() sqllock.SchemaExec {
+	return sqllock.SchemaExec{
+		Exec: func(ctx context.Context, q string) error {
+			_, err := b.db.ExecContext(ctx, q)
+			return err
+		},
+		Missing: func(err error) bool { return mysqlCode(err) == erBadField },
+		Exists:  func(err error) bool { return mysqlCode(err) == erDupFieldName },
 	}
-	if mysqlCode(err) != erBadField {
-		return fmt.Errorf("check lock table: %w", sqllock.Failed(ctx, err))
-	}
-	if !b.Create {
-		return fmt.Errorf("%w: lock table %s predates per-hold ids (no hold_ids column); upgrade it with: %s", backend.ErrInvalidOption, b.Table, rowMigrateDDL(b.Table))
-	}
-	if _, err := b.db.ExecContext(ctx, rowMigrateDDL(b.Table)); err != nil && mysqlCode(err) != erDupFieldName {
-		return fmt.Errorf("upgrade lock table %s: %w", b.Table, sqllock.Failed(ctx, err))
-	}
-	return nil
 }
+
+// fuColumns are the forupdate-mode columns an older table may lack: the
+// holder record of the fence row (kind 1), read by Inspect and
+// ForceRelease.
+var fuColumns = []sqllock.Column{{Name: "owner, metadata, holds, conn_id", Why: "predates holder records",
+	Add: "ADD COLUMN owner VARBINARY(256) NULL, ADD COLUMN metadata VARBINARY(1024) NULL, ADD COLUMN holds INT NULL, ADD COLUMN conn_id BIGINT UNSIGNED NULL"}}

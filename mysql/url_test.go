@@ -215,8 +215,8 @@ func TestManagedSchema(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s with the table: %v", mode, err)
 		}
-		info, err := l.Inspect(ctx, "k")
-		if err != nil || info.Fence != lease.Token() {
+		info, err := distlock.Inspect(ctx, l, "k")
+		if err != nil || info.Token != lease.Token() {
 			t.Errorf("%s: Inspect = %+v, %v; want fence %d", mode, info, err, lease.Token())
 		}
 		_ = lease.Release(ctx)

@@ -18,10 +18,13 @@ import (
 // when it was granted, advance the key's fence in the same statement (a
 // data-modifying CTE gated on the lock's result); the UPDATE follows the
 // row's newest committed version even when the statement waited (READ
-// COMMITTED re-check), so fences never repeat. Arguments: lock id, key.
+// COMMITTED re-check), so fences never repeat. The same UPDATE records the
+// holder (owner, metadata, one hold, backend pid) for Inspect and
+// ForceRelease. Arguments: lock id, key, owner, metadata.
 const (
 	advLockSQL = `WITH l AS MATERIALIZED (%[2]s),
-u AS (UPDATE %[1]s SET fence = fence + 1 WHERE lock_id = $1 AND lock_key = $2 AND (SELECT ok FROM l) RETURNING fence)
+u AS (UPDATE %[1]s SET fence = fence + 1, owner = $3, metadata = $4, holds = 1, pid = pg_backend_pid()
+  WHERE lock_id = $1 AND lock_key = $2 AND (SELECT ok FROM l) RETURNING fence)
 SELECT (SELECT ok FROM l), (SELECT fence FROM u), pg_backend_pid()`
 
 	// Registers key under candidate id $1 unless the id or the key is
@@ -133,13 +136,13 @@ func (d *advDriver) Close() error {
 // statement. On any failure after the lock statement was sent, the
 // connection is closed — never returned to the pool — which frees whatever
 // the session held.
-func (d *advDriver) Lock(ctx context.Context, key string, wait bool) (sqllock.Pinned[*advConn], error) {
-	id, err := d.lockID(ctx, key)
+func (d *advDriver) Lock(ctx context.Context, req backend.Request, wait bool) (sqllock.Pinned[*advConn], error) {
+	id, err := d.lockID(ctx, req.Key)
 	if err != nil {
 		return sqllock.Pinned[*advConn]{}, err
 	}
 	for {
-		p, retry, err := d.lockOnce(ctx, key, id, wait)
+		p, retry, err := d.lockOnce(ctx, req, id, wait)
 		if !retry || ctx.Err() != nil {
 			return p, err
 		}
@@ -148,7 +151,9 @@ func (d *advDriver) Lock(ctx context.Context, key string, wait bool) (sqllock.Pi
 
 // lockOnce is one attempt of Lock; retry reports a wait ended by a
 // server-side timeout (statement_timeout, lock_timeout) while ctx lives.
-func (d *advDriver) lockOnce(ctx context.Context, key string, id int64, wait bool) (p sqllock.Pinned[*advConn], retry bool, err error) {
+func (d *advDriver) lockOnce(ctx context.Context, req backend.Request, id int64, wait bool) (p sqllock.Pinned[*advConn], retry bool, err error) {
+	key := req.Key
+	owner, md := []byte(req.Owner), []byte(req.Metadata)
 	conn, err := d.pool.Acquire(ctx)
 	if err != nil {
 		return p, false, failed(ctx, err)
@@ -164,10 +169,10 @@ func (d *advDriver) lockOnce(ctx context.Context, key string, id int64, wait boo
 	sent := time.Now()
 	if wait {
 		err = d.cancellable(ctx, conn, func(qctx context.Context) error {
-			return conn.QueryRow(qctx, d.qWait, id, []byte(key)).Scan(&ok, &fence, &pid)
+			return conn.QueryRow(qctx, d.qWait, id, []byte(key), owner, md).Scan(&ok, &fence, &pid)
 		})
 	} else {
-		err = conn.QueryRow(ctx, d.qTry, id, []byte(key)).Scan(&ok, &fence, &pid)
+		err = conn.QueryRow(ctx, d.qTry, id, []byte(key), owner, md).Scan(&ok, &fence, &pid)
 	}
 	switch {
 	case err != nil && wait && ctx.Err() != nil:

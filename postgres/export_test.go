@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/internal/sqllock"
 )
 
 // Test hooks: the backend pids of an advisory Locker's pinned sessions, for
@@ -47,7 +48,7 @@ func RowAcquireRaw(ctx context.Context, l *Locker, key, owner string, id []byte,
 	}
 	var fence *int64
 	var remaining int64
-	return d.pool.QueryRow(ctx, d.qAcquire, []byte(key), []byte(owner), id, ttlMicros(ttl)).Scan(&fence, &remaining)
+	return d.pool.QueryRow(ctx, d.qAcquire, []byte(key), []byte(owner), id, ttlMicros(ttl), []byte(nil), floorKey(key)).Scan(&fence, &remaining)
 }
 
 // RowAbandon starts the background give-back of request id, as a lost
@@ -71,3 +72,15 @@ func Watching(l *Locker, key string) (int, bool) {
 	defer ln.mu.Unlock()
 	return len(ln.watchers[keyTag(key)]), ln.listening
 }
+
+// CleanupNow runs l's row-mode cleanup passes now, as the background loop
+// does, and returns the rows deleted.
+func CleanupNow(ctx context.Context, l *Locker, grace time.Duration, batch int) (int, error) {
+	if err := l.b.ready(ctx); err != nil {
+		return 0, err
+	}
+	return sqllock.RunCleanup(ctx, sqllock.Cleanup{Interval: time.Hour, Grace: grace, Batch: batch}, l.b.cleanup)
+}
+
+// FloorKey exposes floorKey.
+var FloorKey = floorKey

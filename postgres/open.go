@@ -57,6 +57,12 @@ var sslModes = []string{"disable", "allow", "prefer", "require", "verify-ca", "v
 //	table            table name (default distlock_leases / distlock_advisory)
 //	create_table     true: CREATE TABLE IF NOT EXISTS on first use (default false)
 //	notify           row: true wakes waiters with LISTEN/NOTIFY (default false)
+//	cleanup_interval row: how often free rows are deleted, a Go duration up
+//	                 to 24h; 0 disables (default 1m)
+//	cleanup_grace    row: how long a lock stays free before its row may go,
+//	                 a Go duration up to 720h (default 10m)
+//	cleanup_batch    row: the most rows one cleanup transaction deletes,
+//	                 1-100000 (default 500)
 //	keepalive        advisory: check interval, a Go duration up to 1h (default 1s)
 //	session_timeout  advisory: the sessions' idle_session_timeout, a Go duration
 //	                 of whole milliseconds from 1s to 24h (default 30s); TCP
@@ -113,6 +119,7 @@ func parseURL(u *url.URL) (*pgxpool.Config, config, error) {
 		WithCreateTable(backend.Parse(p, "create_table", false, strconv.ParseBool)),
 		WithNotify(backend.Parse(p, "notify", false, strconv.ParseBool)),
 		WithKeepalive(backend.Parse(p, "keepalive", DefaultKeepalive, backend.DurationIn(time.Millisecond, maxKeepalive))),
+		WithCleanup(sqllock.CleanupParams(p)),
 	}
 	if m, ok := sqllock.Param(p, "mode"); ok {
 		opts = append(opts, WithMode(Mode(m)))

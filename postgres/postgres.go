@@ -78,7 +78,7 @@
 // avoided, not just improbable: each key is registered in the advisory table
 // (lock_id primary key, lock_key unique); a key whose hash is already taken
 // by another key probes the next candidate (SHA-256 with a counter), and the
-// row it claims is its id for good (rows are never deleted), so every
+// row it claims is its id for good (advisory rows are never deleted), so every
 // client maps a key to the same id and two keys never share one. The
 // mapping is cached per Locker. Advisory ids of other applications on the
 // same database are outside this table: pick a distinct namespace (table)
@@ -132,32 +132,99 @@
 // the pool; an acquisition beyond the pool's size waits for a connection
 // within its ctx.
 //
+// # Inspection and forced release (distlock.Inspect, distlock.ForceRelease)
+//
+// Both modes store the acquisition's WithMetadata with the lock (a nested
+// acquisition keeps the first hold's).
+//
+// Row mode: Inspect reads the lease row — owner, metadata, token, nested
+// holds (the holds array), and the TTL left by the database clock; Waiters
+// is -1 (pollers are queued nowhere). ForceRelease reads the row FOR UPDATE
+// and frees it (no holds, expiry at the epoch, fence kept) in one
+// transaction, with WithNotify also notifying its waiters, and returns
+// exactly the tenure it ended; the evicted holder's Refresh and Release get
+// ErrNotHeld, and the next tenure's token is the fence + 1.
+//
+// Advisory mode: the lock statement records the holder (owner, metadata,
+// one hold, backend pid) in the key's advisory-table row while it takes
+// the lock; nested holds add to the recorded count (one statement each).
+// Inspect joins that row with pg_locks: held when a session holds the
+// advisory lock (SessionBound, TTL 0), the holder shown from the record
+// (read again, a few times, while a new grant is recording itself), and
+// Waiters the sessions waiting for it in pg_locks. ForceRelease locks the
+// record (so no new grant can record itself meanwhile) and ends the
+// holder's session with pg_terminate_backend(pid, 5000) — only if pg_locks
+// shows that recorded pid holding the lock, checked in the same statement,
+// so a pid whose session no longer holds it is never terminated — and
+// waits for the session to exit, which frees the lock. It needs the
+// pg_signal_backend role (or superuser; a superuser's session can only be
+// terminated by a superuser). The evicted holder's keepalive or next
+// Refresh finds its session gone (ErrLockLost); the next grant's token is
+// the recorded fence + 1.
+//
+// # Bounded fencing records (row mode)
+//
+// The fence lives in the lease row, so a table that kept every row would
+// grow by one row per distinct key ever locked. Each row-mode Locker runs a
+// background cleanup (WithCleanup; URL cleanup_interval, cleanup_grace,
+// cleanup_batch; default every minute, jittered, grace 10 minutes, 500 rows
+// per transaction, at most 20 transactions per run; interval 0 disables
+// it). A pass finds rows free for longer than the grace period (released
+// rows count as free since the epoch), then, in one transaction, takes the
+// table in SHARE ROW EXCLUSIVE mode (lock_timeout 2s), deletes those rows
+// still free, and raises their buckets' floor rows to at least each deleted
+// row's fence. The floors are 1,024 rows of the same table, keyed 0xFF 0xFE
+// and the bucket (the first bits of the key's SHA-256) — never valid
+// UTF-8, so never a lock key — with an expiry at the epoch. A new row's
+// first fence is its bucket's floor + 1.
+//
+// Guarantee: a key's tokens stay strictly increasing across deletions.
+// The table lock conflicts with the ROW EXCLUSIVE lock every writing
+// statement holds until it commits, and PostgreSQL takes a statement's
+// table locks before its snapshot: an acquisition either committed before
+// the pass deleted (the pass then sees its row held or fresh and keeps
+// it), or takes its snapshot after the pass committed and reads the raised
+// floor. A held row is never deleted. Passes of many processes serialize
+// on the table lock. Cost: an acquisition reads its floor row in the same
+// statement (a primary-key lookup); every write on the table waits for the
+// few milliseconds a pass holds the table lock. The table then holds the
+// rows of locks held or free for less than the grace period, plus at most
+// 1,024 floor rows. The advisory table is not cleaned up (its row is also
+// the key's lock id registration): it keeps one row per distinct key.
+//
 // # Schema
 //
 // Tables are created only when asked (WithCreateTable, create_table=true).
-// Row mode (default table distlock_leases):
+// A table of an older release lacking a column is upgraded on first use
+// (ALTER TABLE … ADD COLUMN IF NOT EXISTS, nullable) with WithCreateTable;
+// without it, it is refused with ErrInvalidOption and the ALTER TABLE
+// statement that upgrades it. Row mode (default table distlock_leases):
 //
 //	CREATE TABLE IF NOT EXISTS distlock_leases (
-//	  lock_key   bytea       PRIMARY KEY, -- the key's bytes
+//	  lock_key   bytea       PRIMARY KEY, -- the key's bytes; 0xFFFE…: a floor row
 //	  owner      bytea       NOT NULL,    -- holder identity
 //	  holds      bytea[]     NOT NULL,    -- request id of each live hold
 //	  expires_at timestamptz NOT NULL,    -- database clock; past when free
-//	  fence      bigint      NOT NULL     -- last token issued; never reset
+//	  fence      bigint      NOT NULL,    -- last token issued; a floor row: the floor
+//	  metadata   bytea                    -- the holder's WithMetadata
 //	)
 //
 // Advisory mode (default table distlock_advisory):
 //
 //	CREATE TABLE IF NOT EXISTS distlock_advisory (
-//	  lock_id  bigint PRIMARY KEY,   -- the pg_advisory_lock id
-//	  lock_key bytea  NOT NULL UNIQUE,
-//	  fence    bigint NOT NULL       -- last token issued; never reset
+//	  lock_id  bigint  PRIMARY KEY,   -- the pg_advisory_lock id
+//	  lock_key bytea   NOT NULL UNIQUE,
+//	  fence    bigint  NOT NULL,      -- last token issued; never reset
+//	  owner    bytea,                 -- holder of the last token
+//	  metadata bytea,                 -- its WithMetadata
+//	  holds    integer,               -- its nested holds
+//	  pid      integer                -- its backend pid
 //	)
 //
-// DDL returns these statements for a table name. Rows are never deleted:
-// the fence lives in them. One database is a single point of failure; an
-// asynchronous replica promoted after a failover may lack committed rows
-// (fences could repeat, two owners could hold a row), so failover is not
-// claimed safe.
+// DDL returns these statements for a table name. One database is a single
+// point of failure; an asynchronous replica promoted after a failover may
+// lack committed rows (fences could repeat, two owners could hold a row),
+// so failover is not claimed safe.
 //
 // Tested on PostgreSQL 15.
 package postgres
@@ -263,6 +330,17 @@ func WithKeepalive(d time.Duration) Option {
 	return func(c *config) { c.SetKeepalive(d) }
 }
 
+// WithCleanup sets row mode's deletion of free lease rows (see "Bounded
+// fencing records" in the package doc): every interval (jittered), each
+// Locker deletes rows of locks free for longer than grace, at most batch
+// per transaction, raising their buckets' fence floors first. interval 0
+// disables it (rows are then kept forever, as before). Defaults: every
+// minute, grace 10 minutes, batch 500. interval and grace must not be
+// negative, batch must be in [1, 100000]. Advisory mode ignores it.
+func WithCleanup(interval, grace time.Duration, batch int) Option {
+	return func(c *config) { c.SetCleanup(interval, grace, batch) }
+}
+
 // WithDefaults sets distlock options applied to every acquisition of the
 // Locker (for example distlock.WithTTL).
 func WithDefaults(opts ...distlock.Option) Option {
@@ -272,7 +350,7 @@ func WithDefaults(opts ...distlock.Option) Option {
 // newConfig applies opts to the defaults; its error is the first invalid
 // option's.
 func newConfig(opts []Option) (config, error) {
-	c := config{Config: sqllock.Config{Backend: "postgres", Mode: string(ModeRow), Keepalive: DefaultKeepalive}}
+	c := config{Config: sqllock.Config{Backend: "postgres", Mode: string(ModeRow), Keepalive: DefaultKeepalive, Cleanup: sqllock.DefaultCleanup}}
 	err := sqllock.Apply(&c, &c.Config, schemas, opts)
 	return c, err
 }
@@ -334,7 +412,8 @@ func newDriver(pool *pgxpool.Pool, closePool func() error, c config) modeDriver 
 // base is what both modes share.
 type base struct {
 	*sqllock.Base
-	pool *pgxpool.Pool
+	pool    *pgxpool.Pool
+	cleanup sqllock.Pass // row mode's cleanup pass
 }
 
 func (b *base) common() *base { return b }
@@ -349,19 +428,43 @@ func (b *base) ErrorCode(err error) backend.Code { return errorCode(err) }
 // ended).
 func (b *base) ready(ctx context.Context) error {
 	return b.Ready(ctx, func(ctx context.Context) error {
-		if !b.Create {
-			return nil
-		}
-		if _, err := b.pool.Exec(ctx, b.CreateSQL); err != nil {
-			// Two sessions creating the table at once collide on a
-			// catalog's unique index (the loser waits for the winner's
-			// commit): the table exists then.
-			if c := pgCode(err); c != "23505" && c != "42P07" && c != "42710" {
-				return fmt.Errorf("create lock table: %w", failed(ctx, err))
+		if b.Create {
+			if _, err := b.pool.Exec(ctx, b.CreateSQL); err != nil {
+				// Two sessions creating the table at once collide on a
+				// catalog's unique index (the loser waits for the winner's
+				// commit): the table exists then.
+				if c := pgCode(err); c != "23505" && c != "42P07" && c != "42710" {
+					return fmt.Errorf("create lock table: %w", failed(ctx, err))
+				}
 			}
+		}
+		if err := b.Upgrade(ctx, modeColumns[Mode(b.Mode)], b.schemaExec()); err != nil {
+			return err
+		}
+		if b.cleanup != nil {
+			b.StartCleanup(b.Cleanup, b.cleanup)
 		}
 		return nil
 	})
+}
+
+// modeColumns are the columns a mode's table of an older release may lack.
+var modeColumns = map[Mode][]sqllock.Column{
+	ModeRow: {{Name: "metadata", Why: "predates lock metadata", Add: "ADD COLUMN IF NOT EXISTS metadata bytea"}},
+	ModeAdvisory: {{Name: "owner, metadata, holds, pid", Why: "predates holder records",
+		Add: "ADD COLUMN IF NOT EXISTS owner bytea, ADD COLUMN IF NOT EXISTS metadata bytea, ADD COLUMN IF NOT EXISTS holds integer, ADD COLUMN IF NOT EXISTS pid integer"}},
+}
+
+// schemaExec is the schema access of sqllock.Base.Upgrade.
+func (b *base) schemaExec() sqllock.SchemaExec {
+	return sqllock.SchemaExec{
+		Exec: func(ctx context.Context, q string) error {
+			_, err := b.pool.Exec(ctx, q)
+			return failed(ctx, err) // with the hint when the table is missing
+		},
+		Missing: func(err error) bool { return pgCode(err) == "42703" },
+		Exists:  func(err error) bool { return pgCode(err) == "42701" },
+	}
 }
 
 // Mode reports the Locker's mechanism.
@@ -380,15 +483,20 @@ func rowDDL(table string) string {
   owner      bytea       NOT NULL,
   holds      bytea[]     NOT NULL,
   expires_at timestamptz NOT NULL,
-  fence      bigint      NOT NULL
+  fence      bigint      NOT NULL,
+  metadata   bytea
 )`
 }
 
 func advisoryDDL(table string) string {
 	return `CREATE TABLE IF NOT EXISTS ` + table + ` (
-  lock_id  bigint PRIMARY KEY,
-  lock_key bytea  NOT NULL UNIQUE,
-  fence    bigint NOT NULL
+  lock_id  bigint  PRIMARY KEY,
+  lock_key bytea   NOT NULL UNIQUE,
+  fence    bigint  NOT NULL,
+  owner    bytea,
+  metadata bytea,
+  holds    integer,
+  pid      integer
 )`
 }
 

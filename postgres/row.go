@@ -18,15 +18,19 @@ import (
 // once; "now" is that expiry less the TTL, so every condition of the
 // statement sees the same instant.
 const (
-	// Arguments: key, owner, request id, ttl µs. Returns (fence, 0) when
-	// granted or nested, (NULL, remaining µs) when busy, or no row when
-	// the conflicting row is not yet visible (a concurrent first insert):
-	// busy too.
+	// Arguments: key, owner, request id, ttl µs, metadata, floor key.
+	// Returns (fence, 0) when granted or nested, (NULL, remaining µs) when
+	// busy, or no row when the conflicting row is not yet visible (a
+	// concurrent first insert): busy too. A new row's first fence is its
+	// bucket's floor + 1 (cleanup.go).
 	rowAcquireSQL = `WITH up AS (
-  INSERT INTO %[1]s AS l (lock_key, owner, holds, expires_at, fence)
-  VALUES ($1, $2, ARRAY[$3::bytea], clock_timestamp() + $4::bigint * interval '1 microsecond', 1)
+  INSERT INTO %[1]s AS l (lock_key, owner, holds, expires_at, fence, metadata)
+  VALUES ($1, $2, ARRAY[$3::bytea], clock_timestamp() + $4::bigint * interval '1 microsecond',
+    1 + COALESCE((SELECT f.fence FROM %[1]s f WHERE f.lock_key = $6::bytea), 0), $5::bytea)
   ON CONFLICT (lock_key) DO UPDATE SET
     owner = EXCLUDED.owner,
+    metadata = CASE WHEN l.expires_at <= EXCLUDED.expires_at - $4::bigint * interval '1 microsecond'
+                 THEN EXCLUDED.metadata ELSE l.metadata END,
     holds = CASE WHEN l.expires_at <= EXCLUDED.expires_at - $4::bigint * interval '1 microsecond'
                  THEN EXCLUDED.holds ELSE l.holds || EXCLUDED.holds END,
     fence = CASE WHEN l.expires_at <= EXCLUDED.expires_at - $4::bigint * interval '1 microsecond'
@@ -96,6 +100,7 @@ func newRowDriver(b *base, notify bool) *rowDriver {
 	}
 	d.qRelease = fmt.Sprintf(rowReleaseSQL, b.Table, extra)
 	d.qAbandon = fmt.Sprintf(rowAbandonSQL, b.Table, extra)
+	b.cleanup = d.cleanupPass
 	return d
 }
 
@@ -115,7 +120,7 @@ func (d *rowDriver) TryAcquire(ctx context.Context, req backend.Request) (backen
 	_, _ = rand.Read(id)
 	var fence *int64
 	var remaining int64
-	err := d.pool.QueryRow(ctx, d.qAcquire, key, owner, id, ttlMicros(req.TTL)).Scan(&fence, &remaining)
+	err := d.pool.QueryRow(ctx, d.qAcquire, key, owner, id, ttlMicros(req.TTL), []byte(req.Metadata), floorKey(req.Key)).Scan(&fence, &remaining)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return nil, backend.Busy(0)

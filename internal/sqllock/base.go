@@ -16,6 +16,8 @@ type Base struct {
 	Name   string // unquoted
 	Create bool   // the driver creates the table on first use
 	Mode   string
+	// Cleanup is the policy of the background deletion of free rows.
+	Cleanup Cleanup
 	// CreateSQL is the CREATE TABLE IF NOT EXISTS statement of the
 	// mode's table.
 	CreateSQL string
@@ -24,6 +26,8 @@ type Base struct {
 
 	schemaMu sync.Mutex
 	schemaOK atomic.Bool
+
+	cleanupStarted atomic.Bool
 
 	group *async.Group
 	life  context.Context // cancelled by Close; bounds background work
@@ -34,7 +38,7 @@ type Base struct {
 // on table d quotes, with the mode's schema. closeDB, if not nil, closes a
 // database the driver owns (URL-opened); Close calls it last.
 func NewBase(d Dialect, schemas []Schema, c *Config, closeDB func() error) *Base {
-	b := &Base{Table: d.QuoteTable(c.Table), Name: c.Table, Create: c.CreateTable, Mode: c.Mode, closeDB: closeDB, group: async.NewGroup()}
+	b := &Base{Table: d.QuoteTable(c.Table), Name: c.Table, Create: c.CreateTable, Mode: c.Mode, Cleanup: c.Cleanup, closeDB: closeDB, group: async.NewGroup()}
 	if s, ok := schemaOf(schemas, c.Mode); ok {
 		b.CreateSQL = s.DDL(b.Table)
 	}

@@ -20,6 +20,7 @@ type Config struct {
 	CreateTable bool
 	Keepalive   time.Duration
 	Defaults    []distlock.Option
+	Cleanup     Cleanup // the background deletion of free rows (row modes)
 	Err         error
 }
 

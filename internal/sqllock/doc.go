@@ -18,6 +18,15 @@
 //     state never returned to the pool.
 //   - Stoppable: a statement that waits for a lock inside the server,
 //     stopped from the server side when its ctx ends.
+//   - Cleanup, StartCleanup, Bucket: the background deletion of free lease
+//     rows, bounded (interval, batch, passes per run), with per-bucket
+//     fence floors so tokens stay strictly increasing per key; the driver
+//     writes the pass (its SQL and its argument why racing acquisitions
+//     read the raised floor).
+//   - Column, Upgrade: a mode's columns added after its first release,
+//     added on first use when the Locker manages the schema, else refused
+//     with the ALTER TABLE statement.
+//   - HoldRecorder: a Server that records nested holds for operators.
 //   - NetCode, NoAnswer, OpenError: the error shapes both drivers use in
 //     their backend.ErrorClassifier.
 package sqllock

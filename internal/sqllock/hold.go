@@ -83,6 +83,11 @@ func (h *Hold[C]) Release(ctx context.Context) error {
 	delete(e.locks, h)
 	if len(e.locks) > 0 {
 		t.mu.Unlock()
+		if rec, ok := t.srv.(HoldRecorder[C]); ok {
+			// Only the operators' count depends on it: the hold is given
+			// up whatever the answer.
+			_ = rec.RecordHolds(ctx, e.k.key, e.p, -1)
+		}
 		return nil
 	}
 	e.state = gone

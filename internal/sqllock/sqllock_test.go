@@ -21,8 +21,8 @@ type fakeServer struct {
 	unlocked, discarded, dropped atomic.Int32
 }
 
-func (f *fakeServer) Lock(ctx context.Context, key string, wait bool) (Pinned[*fakeConn], error) {
-	return f.lock(ctx, key, wait)
+func (f *fakeServer) Lock(ctx context.Context, req backend.Request, wait bool) (Pinned[*fakeConn], error) {
+	return f.lock(ctx, req.Key, wait)
 }
 
 func (f *fakeServer) Ping(context.Context, *fakeConn) error {
@@ -232,6 +232,26 @@ func TestConfigFail(t *testing.T) {
 	c.SetMode("bogus", "a", "b")
 	if c.Err == nil || !strings.HasSuffix(c.Err.Error(), `x: WithMode("bogus"): want "a" or "b"`) {
 		t.Errorf("%v", c.Err)
+	}
+}
+
+// WithCleanup's values are checked: interval 0 disables, a negative
+// interval or grace, or a batch outside [1, 100000], is refused.
+func TestSetCleanup(t *testing.T) {
+	for _, bad := range []struct {
+		interval, grace time.Duration
+		batch           int
+	}{{-time.Second, 0, 1}, {time.Second, -1, 1}, {time.Second, 0, 0}, {time.Second, 0, 100_001}} {
+		c := Config{Backend: "x"}
+		c.SetCleanup(bad.interval, bad.grace, bad.batch)
+		if !errors.Is(c.Err, backend.ErrInvalidOption) || !strings.Contains(c.Err.Error(), "WithCleanup") {
+			t.Errorf("SetCleanup(%v, %v, %d): %v", bad.interval, bad.grace, bad.batch, c.Err)
+		}
+	}
+	c := Config{Backend: "x"}
+	c.SetCleanup(0, 0, 0)
+	if c.Err != nil || c.Cleanup.Interval != 0 {
+		t.Errorf("disabled cleanup: %v, %+v", c.Err, c.Cleanup)
 	}
 }
 

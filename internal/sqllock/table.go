@@ -14,11 +14,12 @@ import (
 // that takes, checks and gives up a lock, and how its server discards a
 // connection. C is the driver's pinned connection.
 type Server[C any] interface {
-	// Lock pins a connection and takes key's lock in its session,
-	// waiting in the server when wait is set. On error nothing stays
-	// pinned: the connection is back in the pool holding nothing, or
-	// discarded.
-	Lock(ctx context.Context, key string, wait bool) (Pinned[C], error)
+	// Lock pins a connection and takes req.Key's lock in its session,
+	// waiting in the server when wait is set, and records the holder
+	// (req.Owner, req.Metadata) where an operator can read it. On error
+	// nothing stays pinned: the connection is back in the pool holding
+	// nothing, or discarded.
+	Lock(ctx context.Context, req backend.Request, wait bool) (Pinned[C], error)
 	// Ping proves the session alive and still the one that took the
 	// lock. Its ctx is the keepalive's, never a caller's (a cancelled
 	// command would break the connection and so drop the lock).
@@ -32,6 +33,14 @@ type Server[C any] interface {
 	// Abandon discards the connection of a lock still held when the
 	// driver closes (rolling back first, bounded, where that helps).
 	Abandon(conn C)
+}
+
+// HoldRecorder is implemented by a Server that records the number of
+// nested holds of a lock for operators: RecordHolds adds delta (+1 when an
+// owner nests, -1 when it gives up a hold that is not its last) to the
+// record of p's lock of key.
+type HoldRecorder[C any] interface {
+	RecordHolds(ctx context.Context, key string, p Pinned[C], delta int) error
 }
 
 // Pinned is a connection whose session holds a lock.
@@ -140,10 +149,32 @@ func (t *Table[C]) Acquire(ctx context.Context, req backend.Request, wait bool) 
 func (t *Table[C]) acquire(ctx context.Context, req backend.Request, wait bool) (*Hold[C], error) {
 	e, nested, err := t.enter(ctx, req, wait)
 	if e == nil {
-		return nested, err
+		if err == nil {
+			err = t.recordNested(ctx, nested)
+		}
+		if err != nil {
+			return nil, err
+		}
+		return nested, nil
 	}
-	p, err := t.srv.Lock(ctx, req.Key, wait)
+	p, err := t.srv.Lock(ctx, req, wait)
 	return t.settle(e, req.Lost, p, err)
+}
+
+// recordNested records a new nested hold h with a HoldRecorder; if that
+// fails the hold is given up again and the acquisition fails.
+func (t *Table[C]) recordNested(ctx context.Context, h *Hold[C]) error {
+	rec, ok := t.srv.(HoldRecorder[C])
+	if !ok {
+		return nil
+	}
+	err := rec.RecordHolds(ctx, h.e.k.key, h.e.p, 1)
+	if err != nil {
+		t.mu.Lock()
+		delete(h.e.locks, h)
+		t.mu.Unlock()
+	}
+	return err
 }
 
 // enter returns a nested hold of the owner's held lock, or a new entry in

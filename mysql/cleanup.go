@@ -1,0 +1,168 @@
+package mysql
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/distlock/distlock/internal/sqllock"
+)
+
+// Row mode's fencing-record bound (sqllock.Cleanup): a pass deletes lease
+// rows free for longer than the grace period, raising their buckets' floor
+// rows first, in one transaction. A floor row lives in the lease table
+// itself: key_hash is 30 zero bytes and the bucket number (two bytes,
+// big-endian), lock_key is empty (a lock key never is), holds 0, and fence
+// the floor. The SHA-256 of a key is never such a hash (that would be a
+// preimage), so a lock never names a floor row.
+//
+// Why a racing acquisition cannot reuse a token: the acquire statement
+// reads its bucket's floor, and InnoDB reads the rows of a statement that
+// is not a plain SELECT with shared locks (under REPEATABLE READ, the
+// default; the pass checks the isolation level and refuses to run under a
+// weaker one). A pass takes its floors' exclusive locks first, so an
+// acquisition of one of its buckets either read the floor before (and the
+// pass, which then waits for it, finds the row held or fresh and keeps it)
+// or reads the raised floor after the pass committed. Both take the floor's
+// lock before any lease row's, so they cannot deadlock.
+
+// floorHash is the key_hash of the floor row of the bucket of h.
+func floorHash(h [32]byte) [32]byte {
+	var f [32]byte
+	b := sqllock.BucketOfHash(h)
+	f[30], f[31] = byte(b>>8), byte(b)
+	return f
+}
+
+const (
+	// Arguments: grace µs, batch.
+	cleanupCandidatesSQL = `SELECT key_hash FROM %[1]s
+WHERE lock_key <> '' AND expires_at < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND LIMIT ?`
+	cleanupFloorsSQL  = `INSERT IGNORE INTO %[1]s (key_hash, lock_key, owner, holds, expires_at, fence) VALUES `
+	cleanupFloorRow   = `(?, '', '', 0, ` + freeExpiry + `, 0)`
+	cleanupLockFloors = `SELECT key_hash FROM %[1]s WHERE key_hash IN (%[2]s) ORDER BY key_hash FOR UPDATE`
+	// Arguments: candidates, grace µs.
+	cleanupConfirmSQL = `SELECT key_hash, fence FROM %[1]s
+WHERE key_hash IN (%[2]s) AND lock_key <> '' AND expires_at < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND FOR UPDATE`
+	cleanupDeleteSQL = `DELETE FROM %[1]s WHERE key_hash IN (%[2]s)`
+	cleanupRaiseSQL  = `UPDATE %[1]s SET fence = GREATEST(fence, CASE key_hash %[2]s END) WHERE key_hash IN (%[3]s)`
+)
+
+// ensureFloors creates the floor rows that do not exist yet, once per
+// Locker: the acquire statement's floor read must find a row, because a
+// locking read of a missing row takes a gap lock, and two acquisitions
+// holding it would deadlock inserting their new rows into that gap.
+func (b *base) ensureFloors(ctx context.Context) error {
+	args := make([]any, sqllock.FloorBuckets)
+	for i := range args {
+		var f [32]byte
+		f[30], f[31] = byte(i>>8), byte(i)
+		args[i] = f[:]
+	}
+	q := fmt.Sprintf(cleanupFloorsSQL, b.Table) + strings.Repeat(cleanupFloorRow+",", len(args)-1) + cleanupFloorRow
+	if _, err := b.db.ExecContext(ctx, q, args...); err != nil {
+		return fmt.Errorf("create the fence floor rows: %w", sqllock.Failed(ctx, err))
+	}
+	return nil
+}
+
+// cleanupPass is row mode's sqllock.Pass.
+func (d *rowDriver) cleanupPass(ctx context.Context, grace time.Duration, batch int) (int, error) {
+	rows, err := d.db.QueryContext(ctx, fmt.Sprintf(cleanupCandidatesSQL, d.Table), ttlMicros(grace), batch)
+	if err != nil {
+		return 0, err
+	}
+	var cands [][]byte
+	for rows.Next() {
+		var h []byte
+		if err := rows.Scan(&h); err != nil {
+			rows.Close()
+			return 0, err
+		}
+		cands = append(cands, h)
+	}
+	if err := rows.Err(); err != nil {
+		return 0, err
+	}
+	if len(cands) == 0 {
+		return 0, nil
+	}
+	floors := map[[32]byte]bool{}
+	for _, c := range cands {
+		floors[floorHash([32]byte(c))] = true
+	}
+	fl := make([]any, 0, len(floors))
+	for _, f := range slices.SortedFunc(func(yield func([32]byte) bool) {
+		for f := range floors {
+			if !yield(f) {
+				return
+			}
+		}
+	}, func(a, b [32]byte) int { return strings.Compare(string(a[:]), string(b[:])) }) {
+		fl = append(fl, f[:])
+	}
+	// The floor rows exist before they are locked (a locking read of a
+	// missing row would take a gap lock); ensureFloors created them, but
+	// someone may have deleted some.
+	if _, err := d.db.ExecContext(ctx, fmt.Sprintf(cleanupFloorsSQL, d.Table)+strings.Repeat(cleanupFloorRow+",", len(fl)-1)+cleanupFloorRow, fl...); err != nil {
+		return 0, err
+	}
+	tx, err := d.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead})
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = tx.Rollback() }()
+	if _, err := tx.ExecContext(ctx, fmt.Sprintf(cleanupLockFloors, d.Table, marks(len(fl))), fl...); err != nil {
+		return 0, err
+	}
+	args := make([]any, 0, len(cands)+1)
+	for _, c := range cands {
+		args = append(args, c)
+	}
+	rows, err = tx.QueryContext(ctx, fmt.Sprintf(cleanupConfirmSQL, d.Table, marks(len(cands))), append(args, ttlMicros(grace))...)
+	if err != nil {
+		return 0, err
+	}
+	raise := map[[32]byte]uint64{}
+	var gone []any
+	for rows.Next() {
+		var h []byte
+		var fence uint64
+		if err := rows.Scan(&h, &fence); err != nil {
+			rows.Close()
+			return 0, err
+		}
+		gone = append(gone, h)
+		f := floorHash([32]byte(h))
+		raise[f] = max(raise[f], fence)
+	}
+	if err := rows.Err(); err != nil {
+		return 0, err
+	}
+	if len(gone) == 0 {
+		return 0, tx.Commit()
+	}
+	if _, err := tx.ExecContext(ctx, fmt.Sprintf(cleanupDeleteSQL, d.Table, marks(len(gone))), gone...); err != nil {
+		return 0, err
+	}
+	var cases strings.Builder
+	var cargs, in []any
+	for f, fence := range raise {
+		cases.WriteString("WHEN ? THEN ? ")
+		cargs = append(cargs, f[:], fence)
+		in = append(in, f[:])
+	}
+	if _, err := tx.ExecContext(ctx, fmt.Sprintf(cleanupRaiseSQL, d.Table, cases.String(), marks(len(in))), append(cargs, in...)...); err != nil {
+		return 0, err
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, err
+	}
+	return len(gone), nil
+}
+
+// marks is n comma-separated placeholders.
+func marks(n int) string { return strings.TrimSuffix(strings.Repeat("?,", n), ",") }

@@ -1,0 +1,41 @@
+package mysql_test
+
+import (
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock/internal/testkit/sqltest"
+	"github.com/distlock/distlock/mysql"
+)
+
+// TestMeasureRowsLeft (DISTLOCK_MEASURE_ROWS=N): N distinct short-lived
+// row-mode locks, then the lease rows left, before and after a forced
+// cleanup (all free rows, grace 0).
+func TestMeasureRowsLeft(t *testing.T) {
+	n, _ := strconv.Atoi(os.Getenv("DISTLOCK_MEASURE_ROWS"))
+	if n <= 0 {
+		t.Skip("set DISTLOCK_MEASURE_ROWS")
+	}
+	srv := server(t)
+	admin := adminDB(t, srv)
+	table := uniqueTable("measure")
+	ctx := ctxT(t, 20*time.Minute)
+	db := openDB(t, config(t, srv))
+	db.SetMaxIdleConns(32)
+	l := mustNew(t, db, mysql.WithTable(table), mysql.WithCleanup(0, 0, 1))
+	defer l.Close()
+	sqltest.MeasureRowsLeft(t, ctx, l, n, func() int { return leaseRows(t, ctx, admin, table) }, func() int {
+		deleted := 0
+		for {
+			m, err := mysql.CleanupNow(ctx, l, 0, 5000)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if deleted += m; m == 0 {
+				return deleted
+			}
+		}
+	})
+}

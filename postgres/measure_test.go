@@ -1,0 +1,39 @@
+package postgres_test
+
+import (
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock/internal/testkit/sqltest"
+	"github.com/distlock/distlock/postgres"
+)
+
+// TestMeasureRowsLeft (DISTLOCK_MEASURE_ROWS=N): N distinct short-lived
+// row-mode locks, then the lease rows left, before and after a forced
+// cleanup (all free rows, grace 0).
+func TestMeasureRowsLeft(t *testing.T) {
+	n, _ := strconv.Atoi(os.Getenv("DISTLOCK_MEASURE_ROWS"))
+	if n <= 0 {
+		t.Skip("set DISTLOCK_MEASURE_ROWS")
+	}
+	srv := server(t)
+	pool := openPool(t, srv, nil)
+	table := uniqueTable("measure")
+	ctx := ctxT(t, 20*time.Minute)
+	l := mustNew(t, pool, postgres.WithTable(table), postgres.WithCreateTable(true), postgres.WithCleanup(0, 0, 1))
+	defer l.Close()
+	sqltest.MeasureRowsLeft(t, ctx, l, n, func() int { return leaseRows(t, ctx, pool, table) }, func() int {
+		deleted := 0
+		for {
+			m, err := postgres.CleanupNow(ctx, l, 0, 5000)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if deleted += m; m == 0 {
+				return deleted
+			}
+		}
+	})
+}
