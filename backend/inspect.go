@@ -2,6 +2,7 @@ package backend
 
 import (
 	"context"
+	"fmt"
 	"time"
 )
 
@@ -76,4 +77,22 @@ type Holder struct {
 // an error wrapping errors.ErrUnsupported.
 type ForceReleaser interface {
 	ForceRelease(ctx context.Context, key string, want Holder) (LockInfo, error)
+}
+
+// Matches reports whether info shows the hold that h names; the zero
+// Holder matches whatever info shows.
+func (h Holder) Matches(info LockInfo) bool {
+	if h == (Holder{}) {
+		return true
+	}
+	return info.Held && info.Owner == h.Owner && (h.Token == 0 || info.Token == h.Token)
+}
+
+// Refusal is the error of a ForceRelease whose named holder does not hold
+// the lock: it wraps ErrNotHeld.
+func (h Holder) Refusal() error {
+	if h.Token == 0 {
+		return fmt.Errorf("%w: not held by %s now", ErrNotHeld, h.Owner)
+	}
+	return fmt.Errorf("%w: not held by %s with token %d now", ErrNotHeld, h.Owner, h.Token)
 }

@@ -135,13 +135,13 @@ func (d *fuDriver) Inspect(ctx context.Context, key string) (backend.LockInfo, e
 // (MariaDB has no conditional KILL; the window is one round trip). Needs
 // the privilege to kill the holders' connections (the same user, or
 // CONNECTION ADMIN).
-func (d *fuDriver) ForceRelease(ctx context.Context, key string) (backend.LockInfo, error) {
+func (d *fuDriver) ForceRelease(ctx context.Context, key string, want backend.Holder) (backend.LockInfo, error) {
 	if err := d.ready(ctx); err != nil {
 		return backend.LockInfo{}, err
 	}
 	h := keyHash(key)
 	for range forceAttempts {
-		info, again, err := d.forceOnce(ctx, h)
+		info, again, err := d.forceOnce(ctx, h, want)
 		if err != nil || !again {
 			return info, err
 		}
@@ -152,7 +152,7 @@ func (d *fuDriver) ForceRelease(ctx context.Context, key string) (backend.LockIn
 // forceOnce is one attempt of ForceRelease; again reports that the
 // recorded connection did not hold the lock (a new holder is recording
 // itself).
-func (d *fuDriver) forceOnce(ctx context.Context, h [32]byte) (info backend.LockInfo, again bool, err error) {
+func (d *fuDriver) forceOnce(ctx context.Context, h [32]byte, want backend.Holder) (info backend.LockInfo, again bool, err error) {
 	conn, err := d.db.Conn(ctx)
 	if err != nil {
 		return backend.LockInfo{}, false, sqllock.Failed(ctx, err)
@@ -193,12 +193,20 @@ func (d *fuDriver) forceOnce(ctx context.Context, h [32]byte) (info backend.Lock
 		if waitErr != nil {
 			return backend.LockInfo{}, false, sqllock.Failed(ctx, waitErr)
 		}
+		if want != (backend.Holder{}) {
+			return backend.LockInfo{}, false, want.Refusal()
+		}
 		return backend.LockInfo{Waiters: -1}, false, nil // free (or no row: never locked)
 	default:
 	}
 	info, holder, found, err := d.record(ctx, h)
 	if err != nil || !found {
 		return backend.LockInfo{}, found || err == nil, err
+	}
+	if !want.Matches(info) {
+		// The record names another holder than want; the holder it names
+		// is proved below before anything is killed.
+		return backend.LockInfo{}, false, want.Refusal()
 	}
 	blocked, err := d.blocks(ctx, me, holder)
 	if err != nil || !blocked {

@@ -73,7 +73,7 @@ func (d *rowDriver) Inspect(ctx context.Context, key string) (backend.LockInfo, 
 // it ended. The evicted holder's Refresh and Release then match no row
 // (they require a live expiry) and get ErrNotHeld; the next acquisition
 // starts a new tenure with fence + 1.
-func (d *rowDriver) ForceRelease(ctx context.Context, key string) (backend.LockInfo, error) {
+func (d *rowDriver) ForceRelease(ctx context.Context, key string, want backend.Holder) (backend.LockInfo, error) {
 	if err := d.ready(ctx); err != nil {
 		return backend.LockInfo{}, err
 	}
@@ -84,6 +84,9 @@ func (d *rowDriver) ForceRelease(ctx context.Context, key string) (backend.LockI
 	}
 	defer func() { _ = tx.Rollback() }()
 	info, err := d.readRow(ctx, tx, h, " FOR UPDATE")
+	if err == nil && !want.Matches(info) {
+		return backend.LockInfo{}, want.Refusal()
+	}
 	if err != nil || !info.Held {
 		return info, err
 	}

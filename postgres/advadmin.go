@@ -120,12 +120,12 @@ func (d *advDriver) Inspect(ctx context.Context, key string) (backend.LockInfo, 
 // another session that reuses the connection later. The evicted holder's
 // keepalive or next Refresh finds its session gone (ErrLockLost); the next
 // grant advances the recorded fence past the evicted token.
-func (d *advDriver) ForceRelease(ctx context.Context, key string) (backend.LockInfo, error) {
+func (d *advDriver) ForceRelease(ctx context.Context, key string, want backend.Holder) (backend.LockInfo, error) {
 	if err := d.ready(ctx); err != nil {
 		return backend.LockInfo{}, err
 	}
 	for range forceAttempts {
-		info, again, err := d.forceOnce(ctx, key)
+		info, again, err := d.forceOnce(ctx, key, want)
 		if err != nil || !again {
 			return info, err
 		}
@@ -139,7 +139,7 @@ func (d *advDriver) ForceRelease(ctx context.Context, key string) (backend.LockI
 // forceOnce is one attempt of ForceRelease; again reports that another
 // session than the recorded one holds the lock (its grant is recording
 // itself).
-func (d *advDriver) forceOnce(ctx context.Context, key string) (info backend.LockInfo, again bool, err error) {
+func (d *advDriver) forceOnce(ctx context.Context, key string, want backend.Holder) (info backend.LockInfo, again bool, err error) {
 	err = pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error {
 		var (
 			owner, md   []byte
@@ -148,10 +148,19 @@ func (d *advDriver) forceOnce(ctx context.Context, key string) (info backend.Loc
 		)
 		err := tx.QueryRow(ctx, fmt.Sprintf(advRecordLockSQL, d.Table), []byte(key)).Scan(&owner, &md, &fence, &holds, &rpid, &id)
 		if errors.Is(err, pgx.ErrNoRows) {
+			if want != (backend.Holder{}) {
+				return want.Refusal()
+			}
 			return nil
 		}
 		if err != nil {
 			return err
+		}
+		// The record names the last holder, locked until the end of this
+		// transaction; the terminate below acts only if that holder's
+		// session holds the lock.
+		if !want.Matches(backend.LockInfo{Held: rpid != nil, Owner: string(owner), Token: uint64(fence)}) {
+			return want.Refusal()
 		}
 		var pid int32
 		if rpid != nil {

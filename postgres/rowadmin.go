@@ -74,15 +74,21 @@ func (d *rowDriver) Inspect(ctx context.Context, key string) (backend.LockInfo, 
 // — so what it returns is exactly the tenure it ended. The evicted holder's
 // Refresh and Release match no live hold and get ErrNotHeld; the next
 // acquisition starts a new tenure with fence + 1.
-func (d *rowDriver) ForceRelease(ctx context.Context, key string) (backend.LockInfo, error) {
+func (d *rowDriver) ForceRelease(ctx context.Context, key string, want backend.Holder) (backend.LockInfo, error) {
 	if err := d.ready(ctx); err != nil {
 		return backend.LockInfo{}, err
 	}
 	var info backend.LockInfo
 	err := pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error {
 		var err error
-		if info, err = d.readRow(ctx, tx, key, " FOR UPDATE"); err != nil || !info.Held {
+		if info, err = d.readRow(ctx, tx, key, " FOR UPDATE"); err != nil {
 			return err
+		}
+		if !want.Matches(info) {
+			return want.Refusal()
+		}
+		if !info.Held {
+			return nil
 		}
 		if _, err := tx.Exec(ctx, fmt.Sprintf(rowEvictSQL, d.Table), []byte(key)); err != nil {
 			return err
