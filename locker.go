@@ -179,6 +179,9 @@ func runLeased(ctx context.Context, lease *Lease, fn func(ctx context.Context) e
 	relErr := lease.Release(rctx)
 	if relErr != nil && (!errors.Is(relErr, ErrNotHeld) || errors.Is(relErr, ErrLockLost)) {
 		// A Release that finds the lock gone reports ErrLockLost.
+		if fnErr == nil {
+			return relErr // an *Error naming the key
+		}
 		return errors.Join(fnErr, relErr)
 	}
 	if lost := lease.Err(); lost != nil && errors.Is(lost, ErrLockLost) {

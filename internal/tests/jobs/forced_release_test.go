@@ -1,4 +1,4 @@
-package distlock_test
+package jobs_test
 
 import (
 	"context"
