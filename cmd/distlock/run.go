@@ -58,7 +58,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	noWait := fs.Bool("no-wait", false, "give up with status 75 at once if the lock is held")
 	owner := fs.String("owner", "", "owner id: runs with the same owner id nest instead of excluding each other (default: a random id)")
 	minHold := fs.Duration("min-hold", 0, "keep the lock taken until at least this long after it was acquired, even if CMD ends sooner, so that a host whose timer fires a little later skips the job (cron)")
-	metadata := fs.String("metadata", "", "description stored with the lock for distlock status (default: host=HOST pid=PID cmd=NAME; the command's arguments are left out, they may hold secrets)")
+	metadata := fs.String("metadata", "", "description stored with the lock for distlock status (default: host=HOST pid=PID cmd=NAME; the command's arguments are left out: they may hold passwords)")
 	grace := fs.Duration("grace", 10*time.Second, "after the lock is lost: time between SIGTERM and SIGKILL to the command's process group")
 	verbose := fs.Bool("v", false, "report acquisition and release on stderr")
 	if st := parseFlags(fs, args, stderr); st >= 0 {
