@@ -191,13 +191,10 @@ func (d *driver) endSession(crash bool) {
 	now := time.Now()
 	for key, e := range ns.locks {
 		if e.sess == d && e.holds > 0 {
+			told := ns.drop(key, e, now)
 			if crash {
-				for _, f := range e.lost {
-					lost = append(lost, f)
-				}
+				lost = append(lost, told...)
 			}
-			e.holds, e.lingerUntil = 0, time.Time{}
-			ns.settle(key, e, now)
 		}
 		// Waiters of this session are woken by their own context
 		// (Locker.Close cancels them) or, after Crash, fail at their
@@ -207,6 +204,19 @@ func (d *driver) endSession(crash bool) {
 	for _, f := range lost {
 		f(fmt.Errorf("%w: session ended", backend.ErrLockLost))
 	}
+}
+
+// drop ends every hold of e and its minimum hold, hands it on (settle),
+// and returns the Lost callbacks of the holds it ended, for the caller to
+// call once ns.mu is released. Callers hold ns.mu.
+func (ns *Namespace) drop(key string, e *entry, now time.Time) []func(error) {
+	lost := make([]func(error), 0, len(e.lost))
+	for _, f := range e.lost {
+		lost = append(lost, f)
+	}
+	e.holds, e.lingerUntil = 0, time.Time{}
+	ns.settle(key, e, now)
+	return lost
 }
 
 // settle expires e if its time is up and, when it is free, hands it to the
@@ -520,20 +530,15 @@ func (d *driver) ForceRelease(ctx context.Context, key string, want backend.Hold
 	if e != nil && ns.locks[key] == e {
 		info = e.info(key, now)
 	}
-	if want != (backend.Holder{}) && (!info.Held || info.Owner != want.Owner || (want.Token != 0 && info.Token != want.Token)) {
+	if !want.Matches(info) {
 		ns.mu.Unlock()
-		return backend.LockInfo{}, fmt.Errorf("%w: not held by %s (token %d) now", backend.ErrNotHeld, want.Owner, want.Token)
+		return backend.LockInfo{}, want.Refusal()
 	}
 	if !info.Held {
 		ns.mu.Unlock()
 		return backend.LockInfo{Key: key}, nil
 	}
-	lost := make([]func(error), 0, len(e.lost))
-	for _, f := range e.lost {
-		lost = append(lost, f)
-	}
-	e.holds, e.lingerUntil = 0, time.Time{}
-	ns.settle(key, e, now)
+	lost := ns.drop(key, e, now)
 	ns.mu.Unlock()
 	for _, f := range lost {
 		f(fmt.Errorf("%w: released by force", backend.ErrLockLost))
