@@ -13,8 +13,6 @@ import (
 	"syscall"
 	"time"
 
-	goredis "github.com/redis/go-redis/v9"
-
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/internal/testkit/history"
 )
@@ -23,7 +21,7 @@ import (
 func faultChecks() []Check {
 	return []Check{
 		{"processes", "mutual exclusion and fencing order hold across processes: 4 worker processes, 1,000 critical sections, a checked history", false, checkProcesses},
-		{"pause-holder", "a holder paused past its lease learns of the loss on resume, and with fencing its stale write is refused", false, checkPauseHolder},
+		{"pause-holder", "a holder paused past its lease learns of the loss on resume, and with fencing its stale write is refused by the fence package guards (fence.Redis; fence.SQL where the harness has PostgreSQL)", false, checkPauseHolder},
 		{"crash-holder", "a holder killed with SIGKILL frees the lock after its TTL (or session timeout)", false, checkCrashHolder},
 		{"late-grant", "a grant that arrives after the TTL is refused and cleaned up", false, checkLateGrant},
 		{"partitioned-holder", "a holder cut off from the backend reports the loss no later than another owner acquires", false, checkPartitionedHolder},
@@ -105,7 +103,7 @@ func checkPauseHolder(t T, h *Harness) {
 	b := h.locker(t)
 	caps := b.Capabilities()
 	key := h.key(t, "pause")
-	w := startWorker(t, workerConfig{ID: "paused", URL: h.URL, Key: key, Mode: "hold", TTL: h.ttl(), Fenced: h.FencedRedis})
+	w := startWorker(t, workerConfig{ID: "paused", URL: h.URL, Key: key, Mode: "hold", TTL: h.ttl(), Fenced: h.FencedRedis, FencedPG: h.FencedPostgres})
 	m, ok := w.recv(time.Minute)
 	if !ok || m.Ev != "acquired" {
 		t.Fatalf("worker did not acquire: %+v", m)
@@ -124,15 +122,19 @@ func checkPauseHolder(t T, h *Harness) {
 		t.Fatalf("no takeover while the holder was paused %v: %v", time.Since(paused), err)
 	}
 	t.Logf("taken over %v after the pause", time.Since(paused).Round(time.Millisecond))
-	// The fenced resource is a Redis hash behind the public guard users
-	// get (package fence), on a Redis of its own.
-	var store *fencedResource
-	if h.FencedRedis != "" && caps.Fencing {
-		c := goredis.NewClient(&goredis.Options{Addr: h.FencedRedis})
-		defer c.Close()
-		store = newFencedResource(c, key)
-		if err := store.write(t.Context(), lease.Token(), "new-owner"); err != nil {
-			t.Fatalf("new owner's fenced write: %v", err)
+	// The fenced resources, behind the guards users get (package fence):
+	// the new owner writes to each.
+	var stores []fencedStore
+	if caps.Fencing {
+		stores, err = openFencedStores(t.Context(), h.FencedRedis, h.FencedPostgres, key)
+		if err != nil {
+			t.Fatalf("fenced resources: %v", err)
+		}
+		defer closeStores(stores)
+		for _, s := range stores {
+			if err := s.write(t.Context(), lease.Token(), "new-owner"); err != nil {
+				t.Fatalf("new owner's fenced write to %s: %v", s.name(), err)
+			}
 		}
 	}
 	if err := w.signal(syscall.SIGCONT); err != nil {
@@ -148,21 +150,24 @@ func checkPauseHolder(t T, h *Harness) {
 	if !m.Lost {
 		t.Errorf("the resumed holder still believes it holds the lock that another owner took")
 	}
-	if store != nil {
+	if len(stores) > 0 {
 		if m.OK || !m.Stale {
-			t.Errorf("the paused holder's write with its old token %d was not refused by the fenced resource: %+v", m.Token, m)
+			t.Errorf("the paused holder's write with its old token %d was not refused by every fenced resource: %+v", m.Token, m)
 		}
-		if writer, _ := store.writer(t.Context()); writer != "new-owner" {
-			t.Errorf("fenced resource written by %q, want the new owner's write intact", writer)
+		for _, s := range stores {
+			if writer, _ := s.writer(t.Context()); writer != "new-owner" {
+				t.Errorf("%s written by %q, want the new owner's write intact", s.name(), writer)
+			}
 		}
 	}
 	mustRelease(t, lease)
 	switch {
 	case !caps.Fencing:
 		t.Skipf("documented unsafe: no fencing tokens — the resumed holder saw its loss, but a holder that writes without checking overwrites the new owner")
-	case store == nil:
-		t.Skipf("no fenced resource (Harness.FencedRedis): loss on resume checked, stale write not")
+	case len(stores) == 0:
+		t.Skipf("no fenced resource (Harness.FencedRedis, FencedPostgres): loss on resume checked, stale write not")
 	}
+	t.Logf("the paused holder's write was refused by %d fenced resource(s): %s", len(stores), storeNames(stores))
 }
 
 func checkCrashHolder(t T, h *Harness) {
@@ -514,4 +519,12 @@ func RefusesURLs(t T, urls ...string) {
 			}
 		}()
 	}
+}
+
+func storeNames(stores []fencedStore) string {
+	names := make([]string, len(stores))
+	for i, s := range stores {
+		names[i] = s.name()
+	}
+	return strings.Join(names, ", ")
 }

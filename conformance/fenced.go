@@ -2,34 +2,124 @@ package conformance
 
 import (
 	"context"
+	"errors"
+	"fmt"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock/fence"
 )
 
-// fencedResource is what the fault checks write to: a Redis hash guarded
-// by fence.Redis, the guard users get, so that the published fault matrix
-// shows a paused holder's write refused by the real helper.
-type fencedResource struct {
+// The resources the fault checks write to, each behind a guard of package
+// fence, the guards users get: the published fault matrix shows a paused
+// holder's write refused by the real helper, on Redis and on PostgreSQL.
+
+// fencedStore is one fenced resource.
+type fencedStore interface {
+	// write records writer in the resource with token; a token older
+	// than the highest accepted gets an error wrapping fence.ErrStale.
+	write(ctx context.Context, token uint64, writer string) error
+	// writer returns the last writer accepted.
+	writer(ctx context.Context) (string, error)
+	name() string
+	close()
+}
+
+// openFencedStores opens the resources configured (a Redis address, a
+// PostgreSQL URL) for the lock named key. The caller closes them.
+func openFencedStores(ctx context.Context, redisAddr, postgresURL, key string) ([]fencedStore, error) {
+	var stores []fencedStore
+	if redisAddr != "" {
+		c := goredis.NewClient(&goredis.Options{Addr: redisAddr})
+		stores = append(stores, &fencedRedis{c: c, guard: fence.NewRedis(c), res: key, data: "distlock:conformance:fenced:" + key})
+	}
+	if postgresURL != "" {
+		s, err := openFencedPostgres(ctx, postgresURL, key)
+		if err != nil {
+			closeStores(stores)
+			return nil, err
+		}
+		stores = append(stores, s)
+	}
+	return stores, nil
+}
+
+func closeStores(stores []fencedStore) {
+	for _, s := range stores {
+		s.close()
+	}
+}
+
+// fencedRedis is a Redis hash behind fence.Redis.
+type fencedRedis struct {
 	c     *goredis.Client
 	guard *fence.Redis
-	name  string // the lock key: the guard's resource
+	res   string // the guard's resource: the lock key
 	data  string // the hash written
 }
 
-func newFencedResource(c *goredis.Client, name string) *fencedResource {
-	return &fencedResource{c: c, guard: fence.NewRedis(c), name: name, data: "distlock:conformance:fenced:" + name}
-}
-
-// write records writer in the resource with token; an older token than
-// the highest accepted gets an error wrapping fence.ErrStale.
-func (r *fencedResource) write(ctx context.Context, token uint64, writer string) error {
-	_, err := r.guard.HSet(ctx, r.name, token, r.data, "writer", writer)
+func (r *fencedRedis) write(ctx context.Context, token uint64, writer string) error {
+	_, err := r.guard.HSet(ctx, r.res, token, r.data, "writer", writer)
 	return err
 }
 
-// writer returns the last writer accepted.
-func (r *fencedResource) writer(ctx context.Context) (string, error) {
+func (r *fencedRedis) writer(ctx context.Context) (string, error) {
 	return r.c.HGet(ctx, r.data, "writer").Result()
 }
+
+func (r *fencedRedis) name() string { return "redis (fence.Redis)" }
+func (r *fencedRedis) close()       { _ = r.c.Close() }
+
+// fencedPostgres is a row of a PostgreSQL table behind fence.SQL (the
+// per-resource token table shape).
+type fencedPostgres struct {
+	pool  *pgxpool.Pool
+	guard *fence.SQL
+	res   string
+}
+
+const fencedDataDDL = `CREATE TABLE IF NOT EXISTS distlock_conformance_fenced (resource text PRIMARY KEY, writer text NOT NULL)`
+
+func openFencedPostgres(ctx context.Context, url, key string) (*fencedPostgres, error) {
+	guard, err := fence.NewSQLTable(fence.Postgres, "distlock_conformance_fence")
+	if err != nil {
+		return nil, err
+	}
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		return nil, fmt.Errorf("fenced PostgreSQL store: %w", err)
+	}
+	for _, ddl := range []string{guard.DDL(), fencedDataDDL} {
+		if _, err := pool.Exec(ctx, ddl); err != nil && !isDuplicateDDL(err) {
+			pool.Close()
+			return nil, fmt.Errorf("fenced PostgreSQL store: %w", err)
+		}
+	}
+	return &fencedPostgres{pool: pool, guard: guard, res: key}, nil
+}
+
+// isDuplicateDDL: two checks creating the tables at once may collide on
+// the catalog (CREATE TABLE IF NOT EXISTS is not atomic in PostgreSQL).
+func isDuplicateDDL(err error) bool {
+	var pe interface{ SQLState() string }
+	return errors.As(err, &pe) && (pe.SQLState() == "23505" || pe.SQLState() == "42P07")
+}
+
+func (p *fencedPostgres) write(ctx context.Context, token uint64, writer string) error {
+	return p.guard.TxPgx(ctx, p.pool, p.res, token, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `INSERT INTO distlock_conformance_fenced (resource, writer) VALUES ($1, $2)
+ON CONFLICT (resource) DO UPDATE SET writer = EXCLUDED.writer`, p.res, writer)
+		return err
+	})
+}
+
+func (p *fencedPostgres) writer(ctx context.Context) (string, error) {
+	var w string
+	err := p.pool.QueryRow(ctx, `SELECT writer FROM distlock_conformance_fenced WHERE resource = $1`, p.res).Scan(&w)
+	return w, err
+}
+
+func (p *fencedPostgres) name() string { return "postgres (fence.SQL)" }
+func (p *fencedPostgres) close()       { p.pool.Close() }

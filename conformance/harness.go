@@ -44,6 +44,11 @@ type Harness struct {
 	// fenced resource (a store that refuses stale tokens), to show what
 	// fencing buys when a paused holder wakes up.
 	FencedRedis string
+	// FencedPostgres is the URL of a PostgreSQL database
+	// (postgres://user:pass@host:5432/db) the suite may use as a second
+	// fenced resource: a table guarded by fence.SQL (it creates two small
+	// tables, distlock_conformance_fence and distlock_conformance_fenced).
+	FencedPostgres string
 	// UnreachableURL points at a backend that does not answer (a closed
 	// loopback port); the bad-input check expects ErrUnavailable from it.
 	UnreachableURL string

@@ -9,10 +9,9 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"strings"
 	"syscall"
 	"time"
-
-	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/fence"
@@ -55,10 +54,11 @@ type workerConfig struct {
 	Key      string        `json:"key"`
 	Mode     string        `json:"mode"` // "loop" or "hold"
 	TTL      time.Duration `json:"ttl"`
-	Count    int           `json:"count"`    // loop: critical sections
-	Duration time.Duration `json:"duration"` // loop: at most this long
-	History  string        `json:"history"`  // loop: JSON-lines history file
-	Fenced   string        `json:"fenced"`   // hold: Redis address of the fenced resource
+	Count    int           `json:"count"`     // loop: critical sections
+	Duration time.Duration `json:"duration"`  // loop: at most this long
+	History  string        `json:"history"`   // loop: JSON-lines history file
+	Fenced   string        `json:"fenced"`    // hold: Redis address of a fenced resource
+	FencedPG string        `json:"fenced_pg"` // hold: PostgreSQL URL of a fenced resource
 }
 
 // workerMsg is one line a worker prints on stdout.
@@ -155,12 +155,12 @@ func workerHold(ctx context.Context, l distlock.Locker, cfg workerConfig, say fu
 		return 1
 	}
 	say(workerMsg{Ev: "acquired", Token: lease.Token(), Deadline: history.Mono(lease.Deadline())})
-	var store *fencedResource
-	if cfg.Fenced != "" {
-		c := goredis.NewClient(&goredis.Options{Addr: cfg.Fenced})
-		defer c.Close()
-		store = newFencedResource(c, cfg.Key)
+	stores, err := openFencedStores(ctx, cfg.Fenced, cfg.FencedPG, cfg.Key)
+	if err != nil {
+		say(workerMsg{Ev: "error", Err: err.Error()})
+		return 1
 	}
+	defer closeStores(stores)
 	in := bufio.NewScanner(os.Stdin)
 	for in.Scan() {
 		switch in.Text() {
@@ -168,13 +168,23 @@ func workerHold(ctx context.Context, l distlock.Locker, cfg workerConfig, say fu
 			// Kleppmann's holder: it does not look at the lease first
 			// (as if paused between the check and the write).
 			m := workerMsg{Ev: "write"}
-			if store == nil {
+			if len(stores) == 0 {
 				m.Err = "no fenced resource configured"
 			} else {
-				werr := store.write(ctx, lease.Token(), cfg.ID)
-				m.OK, m.Stale = werr == nil, errors.Is(werr, fence.ErrStale)
-				if werr != nil {
-					m.Err = werr.Error()
+				// OK: every store took the write; Stale: every one refused
+				// it as stale.
+				m.OK, m.Stale = true, true
+				var errs []error
+				for _, s := range stores {
+					werr := s.write(ctx, lease.Token(), cfg.ID)
+					m.OK = m.OK && werr == nil
+					m.Stale = m.Stale && errors.Is(werr, fence.ErrStale)
+					if werr != nil {
+						errs = append(errs, fmt.Errorf("%s: %w", s.name(), werr))
+					}
+				}
+				if err := errors.Join(errs...); err != nil {
+					m.Err = oneLineErr(err)
 				}
 			}
 			m.Lost = lease.Err() != nil
@@ -284,3 +294,6 @@ func (w *worker) waitExit(d time.Duration) error {
 		return fmt.Errorf("worker still running after %v", d)
 	}
 }
+
+// oneLineErr is err's message with joined errors on one line.
+func oneLineErr(err error) string { return strings.ReplaceAll(err.Error(), "\n", "; ") }

@@ -149,6 +149,7 @@ func (h *harness) harness() conformance.Harness {
 		BadURLs:        badURLs,
 		UnreachableURL: closedPortURL(h.t),
 		FencedRedis:    h.fenced,
+		FencedPostgres: h.srv.DSN(),
 		Client:         h,
 		KillAllName:    "pg_terminate_backend every client session",
 	}

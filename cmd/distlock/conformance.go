@@ -29,6 +29,7 @@ func cmdConformance(args []string, stdout, stderr io.Writer) int {
 	timeout := fs.Duration("timeout", 20*time.Minute, "give up on the whole run after this long")
 	asJSON := fs.Bool("json", false, "print the results as JSON instead of a table")
 	fencedRedis := fs.String("fenced-redis", "", "host:port of a Redis the pause check may use as a fenced resource")
+	fencedPostgres := fs.String("fenced-postgres", "", "URL of a PostgreSQL database the pause-holder check may also write to through fence.SQL (creates two small tables)")
 	if st := parseFlags(fs, args, stderr); st >= 0 {
 		return st
 	}
@@ -53,6 +54,7 @@ func cmdConformance(args []string, stdout, stderr io.Writer) int {
 		return exitFor(err)
 	}
 	h.FencedRedis = *fencedRedis
+	h.FencedPostgres = *fencedPostgres
 	progress := func(r conformance.Result) {
 		if *asJSON {
 			return

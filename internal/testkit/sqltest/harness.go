@@ -28,6 +28,9 @@ type Harness struct {
 	BadURLs        []string
 	UnreachableURL string
 	FencedRedis    string
+	// FencedPostgres: a PostgreSQL URL the pause-holder check may also
+	// write to through fence.SQL (conformance.Harness.FencedPostgres).
+	FencedPostgres string
 	Client         Client
 	// KillAllName names Client.KillAll in reports.
 	KillAllName string
@@ -100,6 +103,7 @@ func (h Harness) Conformance() conformance.Harness {
 		NewLocker:      h.Client.NewLocker,
 		URL:            h.URL,
 		FencedRedis:    h.FencedRedis,
+		FencedPostgres: h.FencedPostgres,
 		UnreachableURL: h.UnreachableURL,
 		BadURLs:        h.BadURLs,
 		Faults: conformance.Faults{
