@@ -130,7 +130,9 @@
 // Expiring and Reentrant — and only these:
 //
 //   - Not Fencing. memcached has no durable counter: CAS values restart at 1
-//     after a restart, and incr counters can be evicted. Token is always 0.
+//     after a restart, and incr counters can be evicted. Token is always 0,
+//     so the guards of package fence refuse its leases (fence.ErrZeroToken):
+//     a resource cannot be protected from a paused holder with it.
 //   - Not Durable. memcached keeps nothing on disk. A restart or flush_all
 //     drops every lock at once; another owner can then acquire a lock whose
 //     holder still believes it holds it, until that holder's next refresh

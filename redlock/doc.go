@@ -101,8 +101,9 @@
 //     loss (Done, Err, Context) as soon as it runs again, but cannot stop a
 //     write it already issued. Where the lock guards correctness rather than
 //     efficiency, use a backend with fencing tokens — redis (one master),
-//     zookeeper or mysql — and have the protected resource refuse stale
-//     tokens.
+//     zookeeper, mysql or postgres — and have the protected resource refuse
+//     stale tokens (package fence); its guards refuse Redlock's token 0
+//     (fence.ErrZeroToken).
 //   - Not Durable, and restarts are the known hazard. A master restarted
 //     without persistence (or crashed under appendfsync everysec) has
 //     forgotten the locks it granted. If a holder has a bare quorum — A, B,
