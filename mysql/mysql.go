@@ -412,7 +412,7 @@ func newDriver(db *sql.DB, closeDB func() error, c config) modeDriver {
 type base struct {
 	*sqllock.Base
 	db      *sql.DB
-	cleanup sqllock.Pass // row mode's cleanup pass
+	cleanup sqllock.Pass // the mode's cleanup pass
 }
 
 func (b *base) common() *base { return b }
@@ -432,19 +432,18 @@ func (b *base) ready(ctx context.Context) error {
 				return fmt.Errorf("create lock table: %w", sqllock.Failed(ctx, err))
 			}
 		}
+		cols, floors := rowColumns, rowInsertFloors
 		if b.Mode == string(ModeForUpdate) {
-			return b.Upgrade(ctx, fuColumns, b.schemaExec())
+			cols, floors = fuColumns, fuInsertFloors
 		}
-		if b.Mode == string(ModeRow) {
-			if err := b.Upgrade(ctx, rowColumns, b.schemaExec()); err != nil {
-				return err
-			}
-			if err := b.ensureFloors(ctx); err != nil {
-				return err
-			}
-			if b.cleanup != nil {
-				b.StartCleanup(b.Cleanup, b.cleanup)
-			}
+		if err := b.Upgrade(ctx, cols, b.schemaExec()); err != nil {
+			return err
+		}
+		if err := b.ensureFloors(ctx, floors); err != nil {
+			return err
+		}
+		if b.cleanup != nil {
+			b.StartCleanup(b.Cleanup, b.cleanup)
 		}
 		return nil
 	})
@@ -478,13 +477,14 @@ func rowDDL(table string) string {
 func forUpdateDDL(table string) string {
 	return `CREATE TABLE IF NOT EXISTS ` + table + ` (
   key_hash BINARY(32)       NOT NULL COMMENT 'SHA-256 of the lock key',
-  kind     TINYINT UNSIGNED NOT NULL COMMENT '0: the row locked FOR UPDATE; 1: the fence counter',
-  lock_key VARBINARY(1024)  NOT NULL COMMENT 'the lock key',
-  fence    BIGINT UNSIGNED  NOT NULL DEFAULT 0 COMMENT 'kind 1: last fencing token issued',
+  kind     TINYINT UNSIGNED NOT NULL COMMENT '0: the row locked FOR UPDATE; 1: the fence counter; 2: a fence floor',
+  lock_key VARBINARY(1024)  NOT NULL COMMENT 'the lock key; empty in a floor row',
+  fence    BIGINT UNSIGNED  NOT NULL DEFAULT 0 COMMENT 'kind 1: last fencing token issued; kind 2: the floor',
   owner    VARBINARY(256)   NULL COMMENT 'kind 1: the holder of the last token',
   metadata VARBINARY(1024)  NULL COMMENT 'kind 1: its WithMetadata',
   holds    INT              NULL COMMENT 'kind 1: its nested holds',
   conn_id  BIGINT UNSIGNED  NULL COMMENT 'kind 1: its connection id',
+  granted_at DATETIME(6)    NULL COMMENT 'kind 1: when the last token was issued (UTC, database clock)',
   PRIMARY KEY (key_hash, kind)
 ) ENGINE=InnoDB COMMENT='distlock forupdate-mode lock rows'`
 }
