@@ -109,15 +109,21 @@ func (d *rowDriver) cleanupPass(ctx context.Context, grace time.Duration, batch 
 	if _, err := tx.ExecContext(ctx, fmt.Sprintf(cleanupLockFloors, d.Table, marks(len(fl))), fl...); err != nil {
 		return 0, err
 	}
-	args := make([]any, 0, len(cands)+1)
-	for _, c := range cands {
-		args = append(args, c)
-	}
-	rows, err = tx.QueryContext(ctx, fmt.Sprintf(cleanupConfirmSQL, d.Table, marks(len(cands))), append(args, ttlMicros(grace))...)
+	args := anys(cands)
+	return d.deleteAndRaise(ctx, tx, fmt.Sprintf(cleanupConfirmSQL, d.Table, marks(len(cands))), append(args, ttlMicros(grace)), cleanupDeleteSQL, cleanupRaiseSQL)
+}
+
+// deleteAndRaise ends a cleanup pass in tx, which holds the floor rows
+// locked: confirm (a locking read of key_hash, fence) names the rows to
+// delete; del (table, marks) deletes them and raise (table, cases, marks)
+// raises each floor to at least their fences; then it commits and returns
+// how many keys went.
+func (b *base) deleteAndRaise(ctx context.Context, tx *sql.Tx, confirm string, args []any, del, raise string) (int, error) {
+	rows, err := tx.QueryContext(ctx, confirm, args...)
 	if err != nil {
 		return 0, err
 	}
-	raise := map[[32]byte]uint64{}
+	floors := map[[32]byte]uint64{}
 	var gone []any
 	for rows.Next() {
 		var h []byte
@@ -128,7 +134,7 @@ func (d *rowDriver) cleanupPass(ctx context.Context, grace time.Duration, batch 
 		}
 		gone = append(gone, h)
 		f := floorHash([32]byte(h))
-		raise[f] = max(raise[f], fence)
+		floors[f] = max(floors[f], fence)
 	}
 	if err := rows.Err(); err != nil {
 		return 0, err
@@ -136,17 +142,17 @@ func (d *rowDriver) cleanupPass(ctx context.Context, grace time.Duration, batch 
 	if len(gone) == 0 {
 		return 0, tx.Commit()
 	}
-	if _, err := tx.ExecContext(ctx, fmt.Sprintf(cleanupDeleteSQL, d.Table, marks(len(gone))), gone...); err != nil {
+	if _, err := tx.ExecContext(ctx, fmt.Sprintf(del, b.Table, marks(len(gone))), gone...); err != nil {
 		return 0, err
 	}
 	var cases strings.Builder
 	var cargs, in []any
-	for f, fence := range raise {
+	for f, fence := range floors {
 		cases.WriteString("WHEN ? THEN ? ")
 		cargs = append(cargs, f[:], fence)
 		in = append(in, f[:])
 	}
-	if _, err := tx.ExecContext(ctx, fmt.Sprintf(cleanupRaiseSQL, d.Table, cases.String(), marks(len(in))), append(cargs, in...)...); err != nil {
+	if _, err := tx.ExecContext(ctx, fmt.Sprintf(raise, b.Table, cases.String(), marks(len(in))), append(cargs, in...)...); err != nil {
 		return 0, err
 	}
 	if err := tx.Commit(); err != nil {

@@ -116,46 +116,7 @@ func (d *fuDriver) cleanupPass(ctx context.Context, grace time.Duration, batch i
 	if err != nil || len(free) == 0 {
 		return 0, err
 	}
-	rows, err := tx.QueryContext(ctx, fmt.Sprintf(fuConfirmSQL, d.Table, marks(len(free))), append(anys(free), ttlMicros(grace))...)
-	if err != nil {
-		return 0, err
-	}
-	raise := map[[32]byte]uint64{}
-	var gone []any
-	for rows.Next() {
-		var h []byte
-		var fence uint64
-		if err := rows.Scan(&h, &fence); err != nil {
-			rows.Close()
-			return 0, err
-		}
-		gone = append(gone, h)
-		f := floorHash([32]byte(h))
-		raise[f] = max(raise[f], fence)
-	}
-	if err := rows.Err(); err != nil {
-		return 0, err
-	}
-	if len(gone) == 0 {
-		return 0, tx.Commit()
-	}
-	if _, err := tx.ExecContext(ctx, fmt.Sprintf(fuDeleteSQL, d.Table, marks(len(gone))), gone...); err != nil {
-		return 0, err
-	}
-	var cases strings.Builder
-	var cargs, in []any
-	for f, fence := range raise {
-		cases.WriteString("WHEN ? THEN ? ")
-		cargs = append(cargs, f[:], fence)
-		in = append(in, f[:])
-	}
-	if _, err := tx.ExecContext(ctx, fmt.Sprintf(fuRaiseSQL, d.Table, cases.String(), marks(len(in))), append(cargs, in...)...); err != nil {
-		return 0, err
-	}
-	if err := tx.Commit(); err != nil {
-		return 0, err
-	}
-	return len(gone), nil
+	return d.deleteAndRaise(ctx, tx, fmt.Sprintf(fuConfirmSQL, d.Table, marks(len(free))), append(anys(free), ttlMicros(grace)), fuDeleteSQL, fuRaiseSQL)
 }
 
 // sortedFloors returns the distinct floor hashes of the key hashes hs, in

@@ -16,12 +16,7 @@ import (
 // fuKeys counts the keys of a forupdate table (kind-0 rows; floor rows
 // are kind 2).
 func fuKeys(t testing.TB, ctx context.Context, admin *sql.DB, table string) int {
-	t.Helper()
-	var n int
-	if err := admin.QueryRowContext(ctx, "SELECT COUNT(*) FROM `"+table+"` WHERE kind = 0").Scan(&n); err != nil {
-		t.Fatal(err)
-	}
-	return n
+	return countRows(t, ctx, admin, table, "kind = 0")
 }
 
 // Forupdate mode's cleanup deletes the rows of free keys, never a held
@@ -37,9 +32,8 @@ func TestForUpdateCleanupKeepsTokensIncreasing(t *testing.T) {
 	sqltest.CleanupKeepsTokens(t, ctx, l,
 		func() (int, error) { return mysql.CleanupNow(ctx, l, 0, 1) },
 		func() int { return fuKeys(t, ctx, admin, table) })
-	var kind1 int
-	if err := admin.QueryRowContext(ctx, "SELECT COUNT(*) FROM `"+table+"` WHERE kind = 1").Scan(&kind1); err != nil || kind1 != 3 {
-		t.Errorf("%d fence rows (%v), want 3 (the keys locked since the cleanup)", kind1, err)
+	if n := countRows(t, ctx, admin, table, "kind = 1"); n != 3 {
+		t.Errorf("%d fence rows, want 3 (the keys locked since the cleanup)", n)
 	}
 }
 
@@ -78,11 +72,7 @@ func TestForUpdateFloorReadIsLocking(t *testing.T) {
 	if _, err := tx.ExecContext(ctx, "UPDATE `"+table+"` SET fence = 1000 WHERE key_hash = ? AND kind = 2", f[:]); err != nil {
 		t.Fatal(err)
 	}
-	tok := sqltest.TokenAfterCommit(t, ctx, l, keys[1], 150*time.Millisecond, func() bool {
-		var n int
-		err := admin.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.INNODB_TRX WHERE trx_state = 'LOCK WAIT'").Scan(&n)
-		return err == nil && n > 0
-	}, tx.Commit)
+	tok := sqltest.TokenAfterCommit(t, ctx, l, keys[1], 150*time.Millisecond, lockWaitSeen(ctx, admin), tx.Commit)
 	if tok != 1001 {
 		t.Errorf("new key's first token %d, want 1001 (the raised floor + 1)", tok)
 	}

@@ -26,18 +26,7 @@ func TestMeasureRowsLeft(t *testing.T) {
 	db.SetMaxIdleConns(32)
 	l := mustNew(t, db, mysql.WithTable(table), mysql.WithCleanup(0, 0, 1))
 	defer l.Close()
-	sqltest.MeasureRowsLeft(t, ctx, l, n, func() int { return leaseRows(t, ctx, admin, table) }, func() int {
-		deleted := 0
-		for {
-			m, err := mysql.CleanupNow(ctx, l, 0, 5000)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if deleted += m; m == 0 {
-				return deleted
-			}
-		}
-	})
+	sqltest.MeasureRowsLeft(t, ctx, l, n, func() int { return leaseRows(t, ctx, admin, table) }, forcedCleanup(t, ctx, l))
 }
 
 // TestMeasureForUpdateRowsLeft (DISTLOCK_MEASURE_ROWS=N): N distinct
@@ -56,16 +45,5 @@ func TestMeasureForUpdateRowsLeft(t *testing.T) {
 	db := openDB(t, config(t, srv))
 	db.SetMaxIdleConns(32)
 	l := fuLocker(t, db, table, mysql.WithCleanup(0, 0, 1))
-	sqltest.MeasureRowsLeft(t, ctx, l, n, func() int { return fuKeys(t, ctx, admin, table) }, func() int {
-		deleted := 0
-		for {
-			m, err := mysql.CleanupNow(ctx, l, 0, 5000)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if deleted += m; m == 0 {
-				return deleted
-			}
-		}
-	})
+	sqltest.MeasureRowsLeft(t, ctx, l, n, func() int { return fuKeys(t, ctx, admin, table) }, forcedCleanup(t, ctx, l))
 }
