@@ -46,4 +46,5 @@ func TestMeasureForUpdateRowsLeft(t *testing.T) {
 	db.SetMaxIdleConns(32)
 	l := fuLocker(t, db, table, mysql.WithCleanup(0, 0, 1))
 	sqltest.MeasureRowsLeft(t, ctx, l, n, func() int { return fuKeys(t, ctx, admin, table) }, forcedCleanup(t, ctx, l))
+	t.Logf("table rows left (floors included): %d", countRows(t, ctx, admin, table, "TRUE"))
 }
