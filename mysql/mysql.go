@@ -246,7 +246,11 @@
 // held (its locking probe finds the row locked). A grant whose pinned
 // connection dies while its token statement is in flight may deadlock with
 // a pass; InnoDB rolls one back (the pass retries on its next run, the
-// grant fails as it would anyway). The table then holds two rows per key
+// grant fails as it would anyway). Every process using the table must run
+// a release that starts new fence rows at the floor: an older one starts a
+// deleted key's fence again at 1, so upgrade them all before any Locker
+// runs the cleanup (or disable it, WithCleanup(0, 0, 1), until then). The
+// table then holds two rows per key
 // held or granted within the grace period, plus at most 1,024 floor rows:
 // 100,000 distinct short-lived locks left 100,000 keys (200,000 rows)
 // before; a forced cleanup (grace 0) deleted all 100,000 in about 4s,
