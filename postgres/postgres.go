@@ -207,8 +207,12 @@
 // the floor read with FOR SHARE, because the registering INSERT … ON
 // CONFLICT waits on the deleted row's unique entry after its snapshot was
 // taken, so a plain floor read there could see the floor from before the
-// pass and reissue a token. These were not built and tested in the time of
-// this change, so the table is left unbounded rather than bounded unsoundly.
+// pass and reissue a token. Row mode's table lock cannot stand in for
+// (1)–(3): a waiting Acquire's statement holds the table's ROW EXCLUSIVE
+// lock for as long as it waits in pg_advisory_lock, so a pass would queue
+// behind it until lock_timeout, stalling every writer queued behind the
+// pass. These were not built and tested in the time of this change, so the
+// table is left unbounded rather than bounded unsoundly.
 //
 // # Schema
 //
