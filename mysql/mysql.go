@@ -253,7 +253,7 @@
 // table then holds two rows per key
 // held or granted within the grace period, plus at most 1,024 floor rows:
 // 100,000 distinct short-lived locks left 100,000 keys (200,000 rows)
-// before; a forced cleanup (grace 0) deleted all 100,000 in about 4s,
+// before; a forced cleanup (grace 0) deleted all 100,000 in 3 to 4s,
 // leaving only the floors (TestMeasureForUpdateRowsLeft,
 // DISTLOCK_MEASURE_ROWS=100000).
 //
