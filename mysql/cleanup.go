@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -52,21 +51,26 @@ WHERE key_hash IN (%[2]s) AND lock_key <> '' AND expires_at < UTC_TIMESTAMP(6) -
 )
 
 // ensureFloors creates the floor rows that do not exist yet, once per
-// Locker: the acquire statement's floor read must find a row, because a
-// locking read of a missing row takes a gap lock, and two acquisitions
-// holding it would deadlock inserting their new rows into that gap.
-func (b *base) ensureFloors(ctx context.Context) error {
+// Locker, with insert (the mode's INSERT IGNORE of n floor rows): the
+// acquire statement's floor read must find a row, because a locking read of
+// a missing row takes a gap lock, and two acquisitions holding it would
+// deadlock inserting their new rows into that gap.
+func (b *base) ensureFloors(ctx context.Context, insert func(table string, n int) string) error {
 	args := make([]any, sqllock.FloorBuckets)
 	for i := range args {
 		var f [32]byte
 		f[30], f[31] = byte(i>>8), byte(i)
 		args[i] = f[:]
 	}
-	q := fmt.Sprintf(cleanupFloorsSQL, b.Table) + strings.Repeat(cleanupFloorRow+",", len(args)-1) + cleanupFloorRow
-	if _, err := b.db.ExecContext(ctx, q, args...); err != nil {
+	if _, err := b.db.ExecContext(ctx, insert(b.Table, len(args)), args...); err != nil {
 		return fmt.Errorf("create the fence floor rows: %w", sqllock.Failed(ctx, err))
 	}
 	return nil
+}
+
+// rowInsertFloors is row mode's INSERT IGNORE of n floor rows.
+func rowInsertFloors(table string, n int) string {
+	return fmt.Sprintf(cleanupFloorsSQL, table) + strings.Repeat(cleanupFloorRow+",", n-1) + cleanupFloorRow
 }
 
 // cleanupPass is row mode's sqllock.Pass.
@@ -90,24 +94,11 @@ func (d *rowDriver) cleanupPass(ctx context.Context, grace time.Duration, batch 
 	if len(cands) == 0 {
 		return 0, nil
 	}
-	floors := map[[32]byte]bool{}
-	for _, c := range cands {
-		floors[floorHash([32]byte(c))] = true
-	}
-	fl := make([]any, 0, len(floors))
-	for _, f := range slices.SortedFunc(func(yield func([32]byte) bool) {
-		for f := range floors {
-			if !yield(f) {
-				return
-			}
-		}
-	}, func(a, b [32]byte) int { return strings.Compare(string(a[:]), string(b[:])) }) {
-		fl = append(fl, f[:])
-	}
+	fl := sortedFloors(cands)
 	// The floor rows exist before they are locked (a locking read of a
 	// missing row would take a gap lock); ensureFloors created them, but
 	// someone may have deleted some.
-	if _, err := d.db.ExecContext(ctx, fmt.Sprintf(cleanupFloorsSQL, d.Table)+strings.Repeat(cleanupFloorRow+",", len(fl)-1)+cleanupFloorRow, fl...); err != nil {
+	if _, err := d.db.ExecContext(ctx, rowInsertFloors(d.Table, len(fl)), fl...); err != nil {
 		return 0, err
 	}
 	tx, err := d.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead})
@@ -118,15 +109,21 @@ func (d *rowDriver) cleanupPass(ctx context.Context, grace time.Duration, batch 
 	if _, err := tx.ExecContext(ctx, fmt.Sprintf(cleanupLockFloors, d.Table, marks(len(fl))), fl...); err != nil {
 		return 0, err
 	}
-	args := make([]any, 0, len(cands)+1)
-	for _, c := range cands {
-		args = append(args, c)
-	}
-	rows, err = tx.QueryContext(ctx, fmt.Sprintf(cleanupConfirmSQL, d.Table, marks(len(cands))), append(args, ttlMicros(grace))...)
+	args := anys(cands)
+	return d.deleteAndRaise(ctx, tx, fmt.Sprintf(cleanupConfirmSQL, d.Table, marks(len(cands))), append(args, ttlMicros(grace)), cleanupDeleteSQL, cleanupRaiseSQL)
+}
+
+// deleteAndRaise ends a cleanup pass in tx, which holds the floor rows
+// locked: confirm (a locking read of key_hash, fence) names the rows to
+// delete; del (table, marks) deletes them and raise (table, cases, marks)
+// raises each floor to at least their fences; then it commits and returns
+// how many keys went.
+func (b *base) deleteAndRaise(ctx context.Context, tx *sql.Tx, confirm string, args []any, del, raise string) (int, error) {
+	rows, err := tx.QueryContext(ctx, confirm, args...)
 	if err != nil {
 		return 0, err
 	}
-	raise := map[[32]byte]uint64{}
+	floors := map[[32]byte]uint64{}
 	var gone []any
 	for rows.Next() {
 		var h []byte
@@ -137,7 +134,7 @@ func (d *rowDriver) cleanupPass(ctx context.Context, grace time.Duration, batch 
 		}
 		gone = append(gone, h)
 		f := floorHash([32]byte(h))
-		raise[f] = max(raise[f], fence)
+		floors[f] = max(floors[f], fence)
 	}
 	if err := rows.Err(); err != nil {
 		return 0, err
@@ -145,17 +142,17 @@ func (d *rowDriver) cleanupPass(ctx context.Context, grace time.Duration, batch 
 	if len(gone) == 0 {
 		return 0, tx.Commit()
 	}
-	if _, err := tx.ExecContext(ctx, fmt.Sprintf(cleanupDeleteSQL, d.Table, marks(len(gone))), gone...); err != nil {
+	if _, err := tx.ExecContext(ctx, fmt.Sprintf(del, b.Table, marks(len(gone))), gone...); err != nil {
 		return 0, err
 	}
 	var cases strings.Builder
 	var cargs, in []any
-	for f, fence := range raise {
+	for f, fence := range floors {
 		cases.WriteString("WHEN ? THEN ? ")
 		cargs = append(cargs, f[:], fence)
 		in = append(in, f[:])
 	}
-	if _, err := tx.ExecContext(ctx, fmt.Sprintf(cleanupRaiseSQL, d.Table, cases.String(), marks(len(in))), append(cargs, in...)...); err != nil {
+	if _, err := tx.ExecContext(ctx, fmt.Sprintf(raise, b.Table, cases.String(), marks(len(in))), append(cargs, in...)...); err != nil {
 		return 0, err
 	}
 	if err := tx.Commit(); err != nil {

@@ -14,9 +14,14 @@ import (
 // leaseRows counts the lease rows of table (floor rows, whose lock_key is
 // empty, excluded).
 func leaseRows(t testing.TB, ctx context.Context, admin *sql.DB, table string) int {
+	return countRows(t, ctx, admin, table, "lock_key <> ''")
+}
+
+// countRows counts the rows of table matching where.
+func countRows(t testing.TB, ctx context.Context, admin *sql.DB, table, where string) int {
 	t.Helper()
 	var n int
-	if err := admin.QueryRowContext(ctx, "SELECT COUNT(*) FROM `"+table+"` WHERE lock_key <> ''").Scan(&n); err != nil {
+	if err := admin.QueryRowContext(ctx, "SELECT COUNT(*) FROM `"+table+"` WHERE "+where).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	return n
@@ -62,12 +67,7 @@ func TestRowFloorReadIsLocking(t *testing.T) {
 	if _, err := tx.ExecContext(ctx, "UPDATE `"+table+"` SET fence = 1000 WHERE key_hash = ?", f[:]); err != nil {
 		t.Fatal(err)
 	}
-	// InnoDB's information_schema cache refreshes only after 0.1s unread.
-	tok := sqltest.TokenAfterCommit(t, ctx, l, keys[1], 150*time.Millisecond, func() bool {
-		var n int
-		err := admin.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.INNODB_TRX WHERE trx_state = 'LOCK WAIT'").Scan(&n)
-		return err == nil && n > 0
-	}, tx.Commit)
+	tok := sqltest.TokenAfterCommit(t, ctx, l, keys[1], 150*time.Millisecond, lockWaitSeen(ctx, admin), tx.Commit)
 	if tok != 1001 {
 		t.Errorf("new key's first token %d, want 1001 (the raised floor + 1)", tok)
 	}
@@ -94,4 +94,32 @@ func TestRowCleanupConcurrent(t *testing.T) {
 		_, err := mysql.CleanupNow(ctx, lockers[i], 0, 3)
 		return err
 	})
+}
+
+// lockWaitSeen reports whether some transaction waits for a lock (poll it
+// every 150ms or slower: InnoDB's information_schema cache refreshes only
+// after 0.1s unread).
+func lockWaitSeen(ctx context.Context, admin *sql.DB) func() bool {
+	return func() bool {
+		var n int
+		err := admin.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.INNODB_TRX WHERE trx_state = 'LOCK WAIT'").Scan(&n)
+		return err == nil && n > 0
+	}
+}
+
+// forcedCleanup runs l's cleanup with no grace until a pass deletes
+// nothing, and returns the rows (keys) deleted.
+func forcedCleanup(t testing.TB, ctx context.Context, l *mysql.Locker) func() int {
+	return func() int {
+		deleted := 0
+		for {
+			m, err := mysql.CleanupNow(ctx, l, 0, 5000)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if deleted += m; m == 0 {
+				return deleted
+			}
+		}
+	}
 }

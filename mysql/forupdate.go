@@ -24,12 +24,15 @@ const (
 	fuLockWaitSQL   = `SELECT CONNECTION_ID() FROM %[1]s WHERE key_hash = ? AND kind = 0 FOR UPDATE`
 	fuCreateSQL     = `INSERT IGNORE INTO %[1]s (key_hash, kind, lock_key, fence) VALUES (?, 0, ?, 0)`
 	// fuFenceSQL advances the fence and records the holder (owner,
-	// metadata, one hold, connection id) for Inspect and ForceRelease.
-	// Arguments: hash, key, owner, metadata, conn id, owner, metadata,
-	// conn id.
-	fuFenceSQL = `INSERT INTO %[1]s (key_hash, kind, lock_key, fence, owner, metadata, holds, conn_id)
-VALUES (?, 1, ?, LAST_INSERT_ID(1), ?, ?, 1, ?)
-ON DUPLICATE KEY UPDATE fence = LAST_INSERT_ID(fence + 1), owner = ?, metadata = ?, holds = 1, conn_id = ?`
+	// metadata, one hold, connection id) for Inspect and ForceRelease,
+	// and the grant time for the cleanup. A new fence row starts at its
+	// bucket's floor + 1 (fucleanup.go); the floor is read with a shared
+	// lock (a non-SELECT statement's reads lock under REPEATABLE READ), so
+	// a cleanup raising it is waited for. Arguments: hash, key, floor
+	// hash, owner, metadata, conn id, owner, metadata, conn id.
+	fuFenceSQL = `INSERT INTO %[1]s (key_hash, kind, lock_key, fence, owner, metadata, holds, conn_id, granted_at)
+VALUES (?, 1, ?, LAST_INSERT_ID(1 + IFNULL((SELECT f.fence FROM (SELECT fence FROM %[1]s WHERE key_hash = ? AND kind = 2) AS f), 0)), ?, ?, 1, ?, UTC_TIMESTAMP(6))
+ON DUPLICATE KEY UPDATE fence = LAST_INSERT_ID(fence + 1), owner = ?, metadata = ?, holds = 1, conn_id = ?, granted_at = UTC_TIMESTAMP(6)`
 )
 
 const (
@@ -70,6 +73,7 @@ func newFUDriver(b *base, keepalive time.Duration) *fuDriver {
 		qFence:  fmt.Sprintf(fuFenceSQL, b.Table),
 	}
 	d.t = sqllock.NewTable[*sql.Conn](d, b.Base, sqllock.TableConfig{Keepalive: keepalive, Noun: "connection", IDName: "id", Limit: d.limit})
+	b.cleanup = d.cleanupPass
 	return d
 }
 
@@ -298,7 +302,8 @@ func (a *fuAttempt) createRow(ctx context.Context, h [32]byte, key string, wait 
 // even when the pinned connection dies before COMMIT.
 func (d *fuDriver) issueFence(ctx context.Context, h [32]byte, req backend.Request, connID int64) (uint64, error) {
 	owner, md := []byte(req.Owner), []byte(req.Metadata)
-	res, err := d.db.ExecContext(ctx, d.qFence, h[:], []byte(req.Key), owner, md, connID, owner, md, connID)
+	floor := floorHash(h)
+	res, err := d.db.ExecContext(ctx, d.qFence, h[:], []byte(req.Key), floor[:], owner, md, connID, owner, md, connID)
 	if err != nil {
 		return 0, sqllock.Failed(ctx, err)
 	}

@@ -131,10 +131,8 @@
 // as the primary. Failover to an asynchronous replica can lose committed
 // rows — two owners may then hold a lock and fences may repeat — so it is
 // not claimed safe. Durability of rows and fences assumes
-// innodb_flush_log_at_trx_commit=1 (the default). Row mode deletes the
-// rows of locks long free (below); forupdate mode keeps two rows per
-// distinct key ever locked (the locked row and the fence row, which also
-// records the holder). The lock tables of the two modes
+// innodb_flush_log_at_trx_commit=1 (the default). Both modes delete the
+// rows of locks long free (below). The lock tables of the two modes
 // differ; give each mode its own table (the defaults do). Statements use
 // only parameters for keys and owners; the table name is validated as an
 // identifier and quoted.
@@ -177,7 +175,7 @@
 //
 // # Bounded fencing records (row mode)
 //
-// Each row-mode Locker runs a background cleanup (WithCleanup; URL
+// (Forupdate mode: see the next section.) Each row-mode Locker runs a background cleanup (WithCleanup; URL
 // cleanup_interval, cleanup_grace, cleanup_batch; default every minute,
 // jittered, grace 10 minutes, 500 rows per transaction, at most 20
 // transactions per run; interval 0 disables it). A pass finds rows free for
@@ -214,6 +212,51 @@
 // side by side, measured no difference: 768µs against 775µs, ±17%). The table then holds the rows of locks held or free for
 // less than the grace period, plus at most 1,024 floor rows.
 //
+// # Bounded fencing records (forupdate mode)
+//
+// A key has two rows: kind 0, the row locked FOR UPDATE, and kind 1, its
+// fence and holder record. The statement that issues the token (already
+// one round trip of every grant) also sets kind 1's granted_at to the
+// database clock's UTC_TIMESTAMP(6) and starts a new kind-1 row at its
+// bucket's floor + 1; the floors are 1,024 rows of kind 2 in the same table
+// (key_hash as in row mode, lock_key empty), created by each Locker on
+// first use. The same background cleanup (WithCleanup, same defaults) runs
+// passes that, in one REPEATABLE READ transaction, lock the candidates'
+// floor rows (FOR UPDATE, in key order), lock at most a batch of the
+// candidates' kind-0 rows with FOR UPDATE SKIP LOCKED (candidates: twice a
+// batch of keys last granted longer than the grace ago, read from a random
+// point of the key space, so held keys neither fill a batch nor hide the
+// others), re-read their kind-1 rows FOR UPDATE, delete both rows of those
+// still granted longer than the grace ago and raise each floor to at least
+// their fences. A held lock's kind-0 row is locked by its holder, so the
+// pass skips it: a held key is never deleted, however long ago it was
+// granted. Rows written before granted_at existed count as granted long
+// ago.
+//
+// Guarantee: a key's tokens stay strictly increasing across deletions. A
+// token is issued only while the acquisition holds the kind-0 row lock. An
+// acquisition that held it before a pass made the pass skip the key; any
+// other waits for the pass's lock on the row, finds the row deleted,
+// recreates it, locks it, and its grant statement reads the floor the pass
+// raised and committed (with a shared lock, as in row mode: a pass raising
+// it is waited for). Costs and limits: the floor read in the grant statement
+// (no extra round trip); while a pass holds a long-free key's row (one
+// transaction, milliseconds), TryAcquire of that key reports it busy,
+// Acquire waits for the pass, and Inspect shows the last holder's record as
+// held (its locking probe finds the row locked). A grant whose pinned
+// connection dies while its token statement is in flight may deadlock with
+// a pass; InnoDB rolls one back (the pass retries on its next run, the
+// grant fails as it would anyway). Every process using the table must run
+// a release that starts new fence rows at the floor: an older one starts a
+// deleted key's fence again at 1, so upgrade them all before any Locker
+// runs the cleanup (or disable it, WithCleanup(0, 0, 1), until then). The
+// table then holds two rows per key
+// held or granted within the grace period, plus at most 1,024 floor rows:
+// 100,000 distinct short-lived locks left 100,000 keys (200,000 rows)
+// before; a forced cleanup (grace 0) deleted all 100,000 in 3 to 4s,
+// leaving only the floors (TestMeasureForUpdateRowsLeft,
+// DISTLOCK_MEASURE_ROWS=100000).
+//
 // The row-mode table (DDL returns it for any name):
 //
 //	CREATE TABLE IF NOT EXISTS distlock_leases (
@@ -229,7 +272,7 @@
 //	) ENGINE=InnoDB
 //
 // A table of an older release lacking hold_ids or metadata (or, in
-// forupdate mode, the holder columns) gets them added on first use with
+// forupdate mode, the holder columns or granted_at) gets them added on first use with
 // WithCreateTable (the default); without it, it is refused with
 // ErrInvalidOption and the ALTER TABLE statement that upgrades it.
 //
@@ -329,13 +372,15 @@ func WithKeepalive(d time.Duration) Option {
 	return func(c *config) { c.SetKeepalive(d) }
 }
 
-// WithCleanup sets row mode's deletion of free lease rows (see "Bounded
-// fencing records" in the package doc): every interval (jittered), each
-// Locker deletes rows of locks free for longer than grace, at most batch
-// per transaction, raising their buckets' fence floors first. interval 0
-// disables it (rows are then kept forever, as before). Defaults: every
-// minute, grace 10 minutes, batch 500. interval and grace must not be
-// negative, batch must be in [1, 100000]. Forupdate mode ignores it.
+// WithCleanup sets the deletion of the rows of free locks (see "Bounded
+// fencing records" in the package doc, for each mode): every interval
+// (jittered), each Locker deletes rows of locks free (row mode) or, in
+// forupdate mode, not held and last granted for longer than grace, at most
+// batch per transaction, raising their buckets' fence floors first, so
+// every key's tokens stay strictly increasing. interval 0 disables it (rows
+// are then kept forever, as before). Defaults: every minute, grace 10
+// minutes, batch 500. interval and grace must not be negative, batch must
+// be in [1, 100000].
 func WithCleanup(interval, grace time.Duration, batch int) Option {
 	return func(c *config) { c.SetCleanup(interval, grace, batch) }
 }
@@ -412,7 +457,7 @@ func newDriver(db *sql.DB, closeDB func() error, c config) modeDriver {
 type base struct {
 	*sqllock.Base
 	db      *sql.DB
-	cleanup sqllock.Pass // row mode's cleanup pass
+	cleanup sqllock.Pass // the mode's cleanup pass
 }
 
 func (b *base) common() *base { return b }
@@ -432,19 +477,18 @@ func (b *base) ready(ctx context.Context) error {
 				return fmt.Errorf("create lock table: %w", sqllock.Failed(ctx, err))
 			}
 		}
+		cols, floors := rowColumns, rowInsertFloors
 		if b.Mode == string(ModeForUpdate) {
-			return b.Upgrade(ctx, fuColumns, b.schemaExec())
+			cols, floors = fuColumns, fuInsertFloors
 		}
-		if b.Mode == string(ModeRow) {
-			if err := b.Upgrade(ctx, rowColumns, b.schemaExec()); err != nil {
-				return err
-			}
-			if err := b.ensureFloors(ctx); err != nil {
-				return err
-			}
-			if b.cleanup != nil {
-				b.StartCleanup(b.Cleanup, b.cleanup)
-			}
+		if err := b.Upgrade(ctx, cols, b.schemaExec()); err != nil {
+			return err
+		}
+		if err := b.ensureFloors(ctx, floors); err != nil {
+			return err
+		}
+		if b.cleanup != nil {
+			b.StartCleanup(b.Cleanup, b.cleanup)
 		}
 		return nil
 	})
@@ -478,13 +522,14 @@ func rowDDL(table string) string {
 func forUpdateDDL(table string) string {
 	return `CREATE TABLE IF NOT EXISTS ` + table + ` (
   key_hash BINARY(32)       NOT NULL COMMENT 'SHA-256 of the lock key',
-  kind     TINYINT UNSIGNED NOT NULL COMMENT '0: the row locked FOR UPDATE; 1: the fence counter',
-  lock_key VARBINARY(1024)  NOT NULL COMMENT 'the lock key',
-  fence    BIGINT UNSIGNED  NOT NULL DEFAULT 0 COMMENT 'kind 1: last fencing token issued',
+  kind     TINYINT UNSIGNED NOT NULL COMMENT '0: the row locked FOR UPDATE; 1: the fence counter; 2: a fence floor',
+  lock_key VARBINARY(1024)  NOT NULL COMMENT 'the lock key; empty in a floor row',
+  fence    BIGINT UNSIGNED  NOT NULL DEFAULT 0 COMMENT 'kind 1: last fencing token issued; kind 2: the floor',
   owner    VARBINARY(256)   NULL COMMENT 'kind 1: the holder of the last token',
   metadata VARBINARY(1024)  NULL COMMENT 'kind 1: its WithMetadata',
   holds    INT              NULL COMMENT 'kind 1: its nested holds',
   conn_id  BIGINT UNSIGNED  NULL COMMENT 'kind 1: its connection id',
+  granted_at DATETIME(6)    NULL COMMENT 'kind 1: when the last token was issued (UTC, database clock)',
   PRIMARY KEY (key_hash, kind)
 ) ENGINE=InnoDB COMMENT='distlock forupdate-mode lock rows'`
 }

@@ -39,11 +39,11 @@ const DefaultMaxConns = 32
 //	mode             row (default) or forupdate
 //	table            lock table name (default distlock_leases / distlock_rowlocks)
 //	create_table     true (default): CREATE TABLE IF NOT EXISTS on first use
-//	cleanup_interval row: how often free rows are deleted, a Go duration up
+//	cleanup_interval how often free rows are deleted, a Go duration up
 //	                 to 24h; 0 disables (default 1m)
-//	cleanup_grace    row: how long a lock stays free before its row may go,
-//	                 a Go duration up to 720h (default 10m)
-//	cleanup_batch    row: the most rows one cleanup transaction deletes,
+//	cleanup_grace    how long a lock stays free (forupdate: not granted)
+//	                 before its rows may go, up to 720h (default 10m)
+//	cleanup_batch    the most keys one cleanup transaction deletes,
 //	                 1-100000 (default 500)
 //	keepalive        forupdate ping interval, a Go duration in [1ms, 1h] (default 1s)
 //	session_timeout  forupdate: the connections' wait_timeout, whole seconds

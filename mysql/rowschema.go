@@ -37,8 +37,16 @@ func (b *base) schemaExec() sqllock.SchemaExec {
 	}
 }
 
-// fuColumns are the forupdate-mode columns an older table may lack: the
-// holder record of the fence row (kind 1), read by Inspect and
-// ForceRelease.
-var fuColumns = []sqllock.Column{{Name: "owner, metadata, holds, conn_id", Why: "predates holder records",
-	Add: "ADD COLUMN owner VARBINARY(256) NULL, ADD COLUMN metadata VARBINARY(1024) NULL, ADD COLUMN holds INT NULL, ADD COLUMN conn_id BIGINT UNSIGNED NULL"}}
+// fuColumns are the forupdate-mode columns an older table may lack, in the
+// order they were added:
+//   - owner, metadata, holds, conn_id: the holder record of the fence row
+//     (kind 1), read by Inspect and ForceRelease.
+//   - granted_at: when the last token was issued, read by the cleanup.
+//     Rows written before it count as granted long ago (deleted by the
+//     next cleanup pass when their lock is free).
+var fuColumns = []sqllock.Column{
+	{Name: "owner, metadata, holds, conn_id", Why: "predates holder records",
+		Add: "ADD COLUMN owner VARBINARY(256) NULL, ADD COLUMN metadata VARBINARY(1024) NULL, ADD COLUMN holds INT NULL, ADD COLUMN conn_id BIGINT UNSIGNED NULL"},
+	{Name: "granted_at", Why: "predates the fencing-record cleanup",
+		Add: "ADD COLUMN granted_at DATETIME(6) NULL COMMENT 'kind 1: when the last token was issued (UTC, database clock)'"},
+}

@@ -189,8 +189,30 @@
 // statement (a primary-key lookup); every write on the table waits for the
 // few milliseconds a pass holds the table lock. The table then holds the
 // rows of locks held or free for less than the grace period, plus at most
-// 1,024 floor rows. The advisory table is not cleaned up (its row is also
-// the key's lock id registration): it keeps one row per distinct key.
+// 1,024 floor rows.
+//
+// The advisory table is not cleaned up: it keeps one row per distinct key
+// ever locked. Its row is both the key's fence counter and its lock-id
+// registration, and every process caches key → lock id, so deleting a row
+// soundly needs all of the following, none of which this release has:
+// (1) the pass must prove the key free by taking its lock id with
+// pg_try_advisory_xact_lock in the deleting transaction (a session lock on
+// the id makes it fail), raising a floor in that transaction; (2) a grant
+// that finds no row for its cached (id, key) after taking the advisory
+// lock — the pass deleted it while the grant waited, or the id now belongs
+// to another key — must give the lock back and re-register instead of
+// failing with ErrUnavailable as it does now (today no token is issued
+// then, so nothing unsound happens, but every such race would fail an
+// acquisition); (3) re-registration must start the new row's fence from
+// the floor read with FOR SHARE, because the registering INSERT … ON
+// CONFLICT waits on the deleted row's unique entry after its snapshot was
+// taken, so a plain floor read there could see the floor from before the
+// pass and reissue a token. Row mode's table lock cannot stand in for
+// (1)–(3): a waiting Acquire's statement holds the table's ROW EXCLUSIVE
+// lock for as long as it waits in pg_advisory_lock, so a pass would queue
+// behind it until lock_timeout, stalling every writer queued behind the
+// pass. These were not built and tested in the time of this change, so the
+// table is left unbounded rather than bounded unsoundly.
 //
 // # Schema
 //

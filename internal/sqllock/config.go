@@ -20,7 +20,7 @@ type Config struct {
 	CreateTable bool
 	Keepalive   time.Duration
 	Defaults    []distlock.Option
-	Cleanup     Cleanup // the background deletion of free rows (row modes)
+	Cleanup     Cleanup // the background deletion of free rows (row modes, mysql forupdate)
 	Err         error
 }
 

@@ -98,7 +98,7 @@ func CleanupRace(t *testing.T, ctx context.Context, lockers []distlock.Locker, c
 	}
 }
 
-// CleanupKeepsTokens checks a row-mode cleanup on l: of three keys of one
+// CleanupKeepsTokens checks a cleanup on l (any mode with one): of three keys of one
 // floor bucket, the first is locked five times and left free, the second
 // is held; cleanup (which must delete every free row) deletes exactly one
 // row, rows (the lease rows left) is then 1, the held lock still
