@@ -77,8 +77,8 @@ func (d *driver) ForceRelease(ctx context.Context, key string, want backend.Hold
 		}
 		for range casRetries {
 			st, err := d.readItem(ctx, mk)
-			if err == nil && want.Owner != "" && (!st.found || st.info().Owner != want.Owner) {
-				return backend.LockInfo{}, fmt.Errorf("%w: not held by %s now", backend.ErrNotHeld, want.Owner)
+			if err == nil && !want.Matches(st.info()) {
+				return backend.LockInfo{}, want.Refusal()
 			}
 			if err != nil || !st.found {
 				return st.info(), shape(err)

@@ -58,16 +58,25 @@ func TestRowFloorReadIsLocking(t *testing.T) {
 	if _, err := mysql.CleanupNow(ctx, l, 0, 10); err != nil { // creates the floor row
 		t.Fatal(err)
 	}
+	expectFloorWaited(t, ctx, admin, l, keys[1], "UPDATE `"+table+"` SET fence = 1000 WHERE key_hash = ?")
+}
+
+// expectFloorWaited raises key's floor to 1000 by raise (its argument the
+// floor row's hash) in a transaction left open, and checks that a first
+// acquisition of key waits for it and then gets 1001: the floor read is
+// a locking read.
+func expectFloorWaited(t *testing.T, ctx context.Context, admin *sql.DB, l *mysql.Locker, key, raise string) {
+	t.Helper()
 	tx, err := admin.BeginTx(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = tx.Rollback() }()
-	f := mysql.FloorHash(mysqlKeyHash(keys[1]))
-	if _, err := tx.ExecContext(ctx, "UPDATE `"+table+"` SET fence = 1000 WHERE key_hash = ?", f[:]); err != nil {
+	f := mysql.FloorHash(mysqlKeyHash(key))
+	if _, err := tx.ExecContext(ctx, raise, f[:]); err != nil {
 		t.Fatal(err)
 	}
-	tok := sqltest.TokenAfterCommit(t, ctx, l, keys[1], 150*time.Millisecond, lockWaitSeen(ctx, admin), tx.Commit)
+	tok := sqltest.TokenAfterCommit(t, ctx, l, key, 150*time.Millisecond, lockWaitSeen(ctx, admin), tx.Commit)
 	if tok != 1001 {
 		t.Errorf("new key's first token %d, want 1001 (the raised floor + 1)", tok)
 	}
@@ -86,6 +95,13 @@ func TestRowCleanupConcurrent(t *testing.T) {
 		defer l.Close()
 		lockers = append(lockers, l)
 	}
+	raceCleanups(t, ctx, lockers)
+}
+
+// raceCleanups runs sqltest.CleanupRace over lockers, each cleaning with
+// no grace, 3 rows a pass.
+func raceCleanups(t *testing.T, ctx context.Context, lockers []*mysql.Locker) {
+	t.Helper()
 	ls := make([]distlock.Locker, len(lockers))
 	for i, l := range lockers {
 		ls[i] = l

@@ -63,19 +63,7 @@ func TestForUpdateFloorReadIsLocking(t *testing.T) {
 	l := fuLocker(t, openDB(t, config(t, srv)), table, mysql.WithCleanup(0, 0, 1))
 	keys := sqltest.KeysInBucket("fufloorlock", 5, 2)
 	sqltest.AcquireRelease(t, ctx, l, keys[0]) // creates the table and floors
-	tx, err := admin.BeginTx(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = tx.Rollback() }()
-	f := mysql.FloorHash(mysqlKeyHash(keys[1]))
-	if _, err := tx.ExecContext(ctx, "UPDATE `"+table+"` SET fence = 1000 WHERE key_hash = ? AND kind = 2", f[:]); err != nil {
-		t.Fatal(err)
-	}
-	tok := sqltest.TokenAfterCommit(t, ctx, l, keys[1], 150*time.Millisecond, lockWaitSeen(ctx, admin), tx.Commit)
-	if tok != 1001 {
-		t.Errorf("new key's first token %d, want 1001 (the raised floor + 1)", tok)
-	}
+	expectFloorWaited(t, ctx, admin, l, keys[1], "UPDATE `"+table+"` SET fence = 1000 WHERE key_hash = ? AND kind = 2")
 }
 
 // Cleanups of many Lockers racing acquisitions of the same keys: every
@@ -88,14 +76,7 @@ func TestForUpdateCleanupConcurrent(t *testing.T) {
 	for range 3 {
 		lockers = append(lockers, fuLocker(t, openDB(t, config(t, srv)), table, mysql.WithCleanup(0, 0, 1)))
 	}
-	ls := make([]distlock.Locker, len(lockers))
-	for i, l := range lockers {
-		ls[i] = l
-	}
-	sqltest.CleanupRace(t, ctx, ls, func(ctx context.Context, i int) error {
-		_, err := mysql.CleanupNow(ctx, lockers[i], 0, 3)
-		return err
-	})
+	raceCleanups(t, ctx, lockers)
 }
 
 // A forupdate table without granted_at is refused with the ALTER that adds

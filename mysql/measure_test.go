@@ -14,10 +14,7 @@ import (
 // row-mode locks, then the lease rows left, before and after a forced
 // cleanup (all free rows, grace 0).
 func TestMeasureRowsLeft(t *testing.T) {
-	n, _ := strconv.Atoi(os.Getenv("DISTLOCK_MEASURE_ROWS"))
-	if n <= 0 {
-		t.Skip("set DISTLOCK_MEASURE_ROWS")
-	}
+	n := measureN(t)
 	srv := server(t)
 	admin := adminDB(t, srv)
 	table := uniqueTable("measure")
@@ -34,10 +31,7 @@ func TestMeasureRowsLeft(t *testing.T) {
 // has a kind-1 fence row too), before and after a forced cleanup (all free
 // keys, grace 0).
 func TestMeasureForUpdateRowsLeft(t *testing.T) {
-	n, _ := strconv.Atoi(os.Getenv("DISTLOCK_MEASURE_ROWS"))
-	if n <= 0 {
-		t.Skip("set DISTLOCK_MEASURE_ROWS")
-	}
+	n := measureN(t)
 	srv := server(t)
 	admin := adminDB(t, srv)
 	table := uniqueTable("fumeasure")
@@ -47,4 +41,13 @@ func TestMeasureForUpdateRowsLeft(t *testing.T) {
 	l := fuLocker(t, db, table, mysql.WithCleanup(0, 0, 1))
 	sqltest.MeasureRowsLeft(t, ctx, l, n, func() int { return fuKeys(t, ctx, admin, table) }, forcedCleanup(t, ctx, l))
 	t.Logf("table rows left (floors included): %d", countRows(t, ctx, admin, table, "TRUE"))
+}
+
+// measureN is $DISTLOCK_MEASURE_ROWS; the measurement is skipped without it.
+func measureN(t *testing.T) int {
+	n, _ := strconv.Atoi(os.Getenv("DISTLOCK_MEASURE_ROWS"))
+	if n <= 0 {
+		t.Skip("set DISTLOCK_MEASURE_ROWS")
+	}
+	return n
 }

@@ -3,7 +3,6 @@ package zookeeper
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/go-zookeeper/zk"
 
@@ -50,8 +49,8 @@ func (d *driver) Inspect(ctx context.Context, key string) (backend.LockInfo, err
 // free, the error wraps ErrNotHeld.
 func (d *driver) ForceRelease(ctx context.Context, key string, want backend.Holder) (backend.LockInfo, error) {
 	return d.onHolder(ctx, key, func(s *session, h holder) (bool, error) {
-		if want.Owner != "" && (!h.info.Held || h.info.Owner != want.Owner || (want.Token != 0 && h.info.Token != want.Token)) {
-			return false, fmt.Errorf("%w: not held by %s (token %d) now", backend.ErrNotHeld, want.Owner, want.Token)
+		if !want.Matches(h.info) {
+			return false, want.Refusal()
 		}
 		if !h.info.Held {
 			return false, nil

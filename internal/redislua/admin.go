@@ -72,8 +72,8 @@ func ForceRelease(ctx context.Context, c goredis.Scripter, k Keys, want backend.
 	if err != nil {
 		return LockState{}, err
 	}
-	if want.Owner != "" && (!s.Held || s.Owner != want.Owner || (want.Token != 0 && s.Token != want.Token)) {
-		return LockState{}, fmt.Errorf("%w: not held by %s (token %d) now", backend.ErrNotHeld, want.Owner, want.Token)
+	if !want.Matches(backend.LockInfo{Held: s.Held, Owner: s.Owner, Token: s.Token}) {
+		return LockState{}, want.Refusal()
 	}
 	return s, nil
 }

@@ -45,17 +45,8 @@ func TestDoReportsForcedReleaseDuringFn(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			url := c.url(t)
 			ctx := t.Context()
-			holder, err := distlock.Open(ctx, url)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer holder.Close()
-			op, err := distlock.Open(ctx, url)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer op.Close()
-			err = distlock.Do(ctx, holder, "job", func(context.Context) error {
+			holder, op := openTwo(t, url)
+			err := distlock.Do(ctx, holder, "job", func(context.Context) error {
 				info, err := distlock.ForceRelease(ctx, op, "job")
 				if err != nil || !info.Held {
 					t.Fatalf("ForceRelease = %+v, %v", info, err)

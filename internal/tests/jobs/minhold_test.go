@@ -43,16 +43,7 @@ func TestMinHoldLeftoverHoldOutlivesLaterRelease(t *testing.T) {
 
 func minHoldLeftover(t *testing.T, url string) {
 	ctx := t.Context()
-	a, err := distlock.Open(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	b, err := distlock.Open(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	a, b := openTwo(t, url)
 	const hold = 2 * time.Second // whole seconds: memcached's expiry granularity
 	first, err := a.TryAcquire(ctx, "job", distlock.WithOwner("host-a"), distlock.WithMinHold(hold))
 	if !strings.HasPrefix(url, "mem:") {

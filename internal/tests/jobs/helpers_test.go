@@ -1,0 +1,22 @@
+package jobs_test
+
+import (
+	"testing"
+
+	"github.com/distlock/distlock"
+)
+
+// openTwo opens two Lockers (two clients) on url, closed when the test ends.
+func openTwo(t *testing.T, url string) (a, b distlock.Locker) {
+	t.Helper()
+	var ls [2]distlock.Locker
+	for i := range ls {
+		l, err := distlock.Open(t.Context(), url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = l.Close() })
+		ls[i] = l
+	}
+	return ls[0], ls[1]
+}
