@@ -144,8 +144,9 @@ func (t *Term) Resign(ctx context.Context) error { return t.lease.Release(ctx) }
 func (e *Election) Campaign(ctx context.Context) (*Term, error) {
 	// A fresh owner id per term, after every other option: also a
 	// WithOwner among the Locker's defaults must not let two candidates
-	// nest into one term.
-	opts := append(e.opts[:len(e.opts):len(e.opts)], WithOwner(newOwnerID()))
+	// nest into one term. It is no shared owner id (WithMinHold is
+	// allowed with it: nothing nests into a term's hold).
+	opts := append(e.opts[:len(e.opts):len(e.opts)], termOwner(newOwnerID()))
 	lease, err := e.locker.Acquire(ctx, e.key, opts...)
 	if err != nil {
 		return nil, err

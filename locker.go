@@ -267,7 +267,7 @@ func (l *locker) prepare(key string, opts []Option) (request, error) {
 	if r.validity == 0 {
 		r.autoRefresh = false // nothing to refresh: the session keeps the lock
 	}
-	r.sharedOwner = r.owner != ""
+	r.sharedOwner = r.owner != "" && !r.freshOwner
 	if r.sharedOwner && r.minHold() > 0 && l.caps.Expiring && l.delayed == nil {
 		return r, fmt.Errorf("%w: WithMinHold with WithOwner needs a backend that can release with a delay (backend.DelayedReleaser): a later lease of the same owner would nest into the hold left behind; drop WithOwner", ErrInvalidOption)
 	}

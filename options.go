@@ -35,6 +35,7 @@ type settings struct {
 
 	autoRefresh      bool
 	retryUnavailable bool // WithRetryUnavailable
+	freshOwner       bool // owner is a random id of this acquisition's own (termOwner), not a WithOwner id
 }
 
 func defaultSettings() settings {
@@ -62,8 +63,15 @@ func WithOwner(id string) Option {
 			s.err = fmt.Errorf("%w: owner id must be valid UTF-8 of 1 to 256 bytes", ErrInvalidOption)
 			return
 		}
-		s.owner = id
+		s.owner, s.freshOwner = id, false
 	}
+}
+
+// termOwner gives the acquisition a random owner id made for it alone
+// (newOwnerID), overriding any WithOwner: it is then no shared identity,
+// so nothing can nest into its lock (Election's terms).
+func termOwner(id string) Option {
+	return func(s *settings) { s.owner, s.freshOwner = id, true }
 }
 
 // MaxMetadataLen is the longest WithMetadata string, in bytes.

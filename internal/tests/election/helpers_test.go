@@ -1,0 +1,54 @@
+package election_test
+
+import (
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/testkit/testserver"
+	_ "github.com/distlock/distlock/memory"
+	_ "github.com/distlock/distlock/redis"
+	_ "github.com/distlock/distlock/zookeeper"
+)
+
+func redisURL(t *testing.T) string {
+	return "redis://" + testserver.Redis(t, testserver.RedisConfig{}).Addr() + "/0"
+}
+
+func zkURL(t *testing.T) string {
+	return "zookeeper://" + testserver.ZooKeeper(t, testserver.ZooKeeperConfig{}).Addr() + "/election"
+}
+
+// open opens a Locker on url, closed when the test ends.
+func open(t *testing.T, url string, opts ...distlock.Option) distlock.Locker {
+	t.Helper()
+	l, err := distlock.Open(t.Context(), url, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	return l
+}
+
+func election(t *testing.T, l distlock.Locker, key, id string, opts ...distlock.ElectionOption) *distlock.Election {
+	t.Helper()
+	e, err := distlock.NewElection(l, key, id, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// settleGoroutines waits, up to 10s, for the goroutine count to fall to at
+// most n, and returns the last count seen.
+func settleGoroutines(n int) int {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		g := runtime.NumGoroutine()
+		if g <= n || time.Now().After(deadline) {
+			return g
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
