@@ -1,0 +1,55 @@
+package election_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock"
+)
+
+// TestLeadWithEndedCtxNeverLeads: Lead with a ctx that has already ended
+// must return ctx's error without running fn: fn would start as leader (the
+// term is valid) of a candidate that was told to stop, and act on it.
+func TestLeadWithEndedCtxNeverLeads(t *testing.T) {
+	for _, b := range []struct {
+		name string
+		url  func(t *testing.T) string
+	}{{"memory", func(*testing.T) string { return "mem://lead-ended" }}, {"redis", redisURL}} {
+		t.Run(b.name, func(t *testing.T) {
+			l := open(t, b.url(t))
+			e := election(t, l, "leader", "host-a")
+			ctx, cancel := context.WithCancel(t.Context())
+			cancel()
+			ran := false
+			err := e.Lead(ctx, func(context.Context, *distlock.Term) error { ran = true; return nil })
+			if !errors.Is(err, context.Canceled) || ran {
+				t.Errorf("Lead with a cancelled ctx: %v, fn ran %v; want context.Canceled and fn not run", err, ran)
+			}
+			if info, err := e.Leader(t.Context()); err != nil || info.Held {
+				t.Errorf("after Lead with a cancelled ctx: %+v, %v; want nobody leading", info, err)
+			}
+		})
+	}
+}
+
+// TestLeadCancelledDuringFnResigns: the outer ctx ends while fn runs; Lead
+// returns ctx's error and the term is resigned before it returns (another
+// candidate can campaign at once, not after the TTL).
+func TestLeadCancelledDuringFnResigns(t *testing.T) {
+	l := open(t, redisURL(t))
+	e := election(t, l, "leader", "host-a", distlock.WithTermOptions(distlock.WithTTL(time.Minute)))
+	ctx, cancel := context.WithCancel(t.Context())
+	err := e.Lead(ctx, func(tctx context.Context, _ *distlock.Term) error {
+		cancel()
+		<-tctx.Done()
+		return tctx.Err()
+	})
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("Lead: %v, want context.Canceled", err)
+	}
+	if info, err := e.Leader(t.Context()); err != nil || info.Held {
+		t.Errorf("after Lead returned: %+v, %v; want the term resigned", info, err)
+	}
+}
