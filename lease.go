@@ -317,6 +317,15 @@ func (ls *Lease) Release(ctx context.Context) error {
 	return release(ctx)
 }
 
+// releaseDetached is Release on a ctx that keeps ctx's values but not its
+// end, bounded by releaseLimit: the release after work whose ctx may have
+// ended (Do, TryDo, Lead).
+func (ls *Lease) releaseDetached(ctx context.Context) error {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseLimit())
+	defer cancel()
+	return ls.Release(rctx)
+}
+
 func (ls *Lease) release(ctx context.Context) error {
 	return ls.releaseErr(ls.lock.Release(ctx))
 }

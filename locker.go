@@ -142,7 +142,8 @@ func urlReason(err error) string {
 // Do acquires key, runs fn with the lease's context (cancelled if the lock is
 // lost), and releases the lock. It returns fn's error, joined with ErrLockLost
 // if the lock was lost while fn ran (fn's work may then have overlapped with
-// another owner's), or the acquire error.
+// another owner's), or the acquire error. If fn panics, the lock is
+// released before the panic goes on.
 func Do(ctx context.Context, l Locker, key string, fn func(ctx context.Context) error, opts ...Option) error {
 	lease, err := l.Acquire(ctx, key, opts...)
 	if err != nil {
@@ -173,10 +174,15 @@ func TryDo(ctx context.Context, l Locker, key string, fn func(ctx context.Contex
 
 // runLeased runs fn under lease and releases it: Do's and TryDo's body.
 func runLeased(ctx context.Context, lease *Lease, fn func(ctx context.Context) error) error {
+	returned := false
+	defer func() {
+		if !returned { // fn panicked: free the lock before the panic goes on, or it is refreshed for ever
+			_ = lease.releaseDetached(ctx)
+		}
+	}()
 	fnErr := fn(lease.Context())
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseLimit())
-	defer cancel()
-	relErr := lease.Release(rctx)
+	returned = true
+	relErr := lease.releaseDetached(ctx)
 	if relErr != nil && (!errors.Is(relErr, ErrNotHeld) || errors.Is(relErr, ErrLockLost)) {
 		// A Release that finds the lock gone reports ErrLockLost.
 		if fnErr == nil {
