@@ -161,7 +161,8 @@ func (e *Election) Campaign(ctx context.Context) (*Term, error) {
 // When fn returns while the term still lasts, Lead resigns; it returns
 // fn's error, or nil when fn returned nil (the candidate is done). When
 // fn returns after its term was lost, its error is dropped and Lead
-// campaigns again. Lead returns ctx's error when ctx ends, and at once an
+// campaigns again. If fn panics, the term is resigned before the panic
+// goes on. Lead returns ctx's error when ctx ends, and at once an
 // error that waiting cannot cure (ErrInvalidOption, ErrInvalidKey,
 // ErrInvalidTTL, ErrClosed); a backend outage is waited out.
 func (e *Election) Lead(ctx context.Context, fn func(ctx context.Context, t *Term) error) error {
@@ -188,24 +189,26 @@ func (e *Election) Lead(ctx context.Context, fn func(ctx context.Context, t *Ter
 	}
 }
 
-// serve runs fn for one term and reports whether Lead is done.
-func (e *Election) serve(ctx context.Context, term *Term, fn func(context.Context, *Term) error) (bool, error) {
+// serve runs fn for one term and reports whether Lead is done. The term
+// is resigned in a deferred call, so that also a panic in fn (or
+// runtime.Goexit) gives leadership up before it goes on: a term left
+// behind would be refreshed for as long as the process lives.
+func (e *Election) serve(ctx context.Context, term *Term, fn func(context.Context, *Term) error) (done bool, err error) {
 	tctx, cancel := context.WithCancelCause(term.Context())
 	stop := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
-	fnErr := fn(tctx, term)
-	stop()
-	cancel(nil)
-	stillLeading := term.Err() == nil
-	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), releaseLimit())
-	_ = term.Resign(rctx) // ErrNotHeld after a lost term: nothing to free
-	rcancel()
-	switch {
-	case ctx.Err() != nil:
-		return true, ctx.Err()
-	case stillLeading:
-		return true, fnErr
-	}
-	return false, nil
+	defer func() {
+		stop()
+		cancel(nil)
+		stillLeading := term.Err() == nil
+		_ = term.lease.releaseDetached(ctx) // ErrNotHeld after a lost term: nothing to free
+		switch {
+		case ctx.Err() != nil:
+			done, err = true, ctx.Err()
+		case !stillLeading:
+			done, err = false, nil
+		}
+	}()
+	return true, fn(tctx, term) // fn's error when it returns while the term lasts
 }
 
 // permanent reports whether an acquisition error cannot be cured by
