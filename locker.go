@@ -54,7 +54,9 @@ type Locker interface {
 	Capabilities() Capabilities
 	// Close ends the Locker: in-flight acquisitions return ErrClosed,
 	// leases still held end with ErrClosed at once and are released (best
-	// effort), and the backend's connections are closed. Close is
+	// effort; on an Expiring backend a lease within its WithMinHold
+	// minimum hold is left to expire when the hold ends), and the
+	// backend's connections are closed. Close is
 	// idempotent. It returns within the release bound (5 s) plus the time
 	// the driver's own Close takes, whatever the backend answers or fails
 	// to answer: releases, automatic refreshes and acquisitions still
@@ -385,10 +387,10 @@ func (l *locker) Close() error {
 	l.mu.Unlock()
 	limit := time.Now().Add(releaseLimit())
 	l.closeFn(ErrClosed) // ends waits and automatic refreshes in flight
-	locks := make([]backend.Lock, 0, len(held))
+	locks := make([]*Lease, 0, len(held))
 	for _, ls := range held {
 		if ls.closeByLocker() {
-			locks = append(locks, ls.lock)
+			locks = append(locks, ls)
 		}
 	}
 	l.sched.stop()
@@ -401,7 +403,7 @@ func (l *locker) Close() error {
 		go func() {
 			defer released.Done()
 			for i := int(next.Add(1)) - 1; i < len(locks); i = int(next.Add(1)) - 1 {
-				_ = locks[i].Release(ctx)
+				_ = locks[i].giveBack(ctx)
 			}
 		}()
 	}

@@ -49,6 +49,16 @@ func (ls *Lease) holdOut(ctx context.Context, left time.Duration) error {
 	return nil
 }
 
+// giveBack frees the lock of a lease that Close ended: at once, or on an
+// Expiring backend within the minimum hold, when the hold ends (holdOut:
+// the server keeps it; no process needs to stay up).
+func (ls *Lease) giveBack(ctx context.Context) error {
+	if left := ls.minHoldLeft(); left > 0 && ls.l.caps.Expiring {
+		return ls.holdOut(ctx, left)
+	}
+	return ls.lock.Release(ctx)
+}
+
 // coveringTTL is the shortest TTL of at least d that the backend honours
 // exactly: d itself, else d rounded up to whole seconds (coarse server
 // clocks), else the backend's minimum if it is below a few seconds.

@@ -124,7 +124,9 @@ func (s *settings) minHold() time.Duration {
 //     granularity) and stops refreshing it. The lock then expires on the
 //     server: no process needs to stay alive for it. If that refresh
 //     cannot reach the backend, Release returns the error and the lock
-//     expires at its TTL, possibly before the minimum hold ends.
+//     expires at its TTL, possibly before the minimum hold ends. Close of
+//     the Locker with the lease still held does the same (the process
+//     may exit; the lock stays taken until the minimum hold ends).
 //   - Session-bound backends whose locks do not expire (ZooKeeper, MySQL
 //     forupdate, PostgreSQL advisory): the lock lives as long as the
 //     session, so Release returns at once and the Locker releases the lock
