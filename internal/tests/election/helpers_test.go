@@ -7,7 +7,10 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/internal/testkit/testserver"
+	_ "github.com/distlock/distlock/memcached"
 	_ "github.com/distlock/distlock/memory"
+	_ "github.com/distlock/distlock/mysql"
+	_ "github.com/distlock/distlock/postgres"
 	_ "github.com/distlock/distlock/redis"
 	_ "github.com/distlock/distlock/zookeeper"
 )
@@ -18,6 +21,19 @@ func redisURL(t *testing.T) string {
 
 func zkURL(t *testing.T) string {
 	return "zookeeper://" + testserver.ZooKeeper(t, testserver.ZooKeeperConfig{}).Addr() + "/election"
+}
+
+func memcachedURL(t *testing.T) string {
+	return "memcached://" + testserver.Memcached(t, testserver.MemcachedConfig{}).Addr()
+}
+
+func mysqlURL(t *testing.T) string {
+	m := testserver.MariaDBServer(t)
+	return "mysql://" + m.User + ":" + m.Password + "@" + m.Addr() + "/" + m.DB + "?mode=forupdate"
+}
+
+func postgresURL(t *testing.T) string {
+	return testserver.PostgresServer(t).DSN() + "&create_table=true&mode=advisory"
 }
 
 // open opens a Locker on url, closed when the test ends.

@@ -15,7 +15,8 @@ func TestObserveEndsWhenLockerCloses(t *testing.T) {
 	for _, b := range []struct {
 		name string
 		url  func(t *testing.T) string
-	}{{"memory", func(*testing.T) string { return "mem://observe-close" }}, {"redis", redisURL}, {"zookeeper", zkURL}} {
+	}{{"memory", func(*testing.T) string { return "mem://observe-close" }}, {"redis", redisURL}, {"zookeeper", zkURL},
+		{"memcached", memcachedURL}, {"mysql-forupdate", mysqlURL}, {"postgres-advisory", postgresURL}} {
 		t.Run(b.name, func(t *testing.T) {
 			l, err := distlock.Open(t.Context(), b.url(t))
 			if err != nil {
