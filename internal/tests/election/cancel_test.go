@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/testkit/testserver"
 )
 
 // TestLeadWithEndedCtxNeverLeads: Lead with a ctx that has already ended
@@ -51,5 +52,31 @@ func TestLeadCancelledDuringFnResigns(t *testing.T) {
 	}
 	if info, err := e.Leader(t.Context()); err != nil || info.Held {
 		t.Errorf("after Lead returned: %+v, %v; want the term resigned", info, err)
+	}
+}
+
+// TestLeadCancelledDuringBackoff: the backend is down, so Lead waits out
+// its recampaign backoff (an hour here); ctx ending must end that wait.
+func TestLeadCancelledDuringBackoff(t *testing.T) {
+	srv := testserver.Redis(t, testserver.RedisConfig{})
+	l := open(t, "redis://"+srv.Addr()+"/0")
+	e := election(t, l, "leader", "host-a", distlock.WithRecampaignBackoff(distlock.Backoff{Min: time.Hour, Max: time.Hour}))
+	if err := srv.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		done <- e.Lead(ctx, func(context.Context, *distlock.Term) error { return errors.New("led with the backend down") })
+	}()
+	time.Sleep(200 * time.Millisecond) // in the backoff by now
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("Lead: %v, want context.Canceled", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Lead still waiting out its backoff 30s after ctx ended")
 	}
 }
