@@ -275,6 +275,9 @@ func (l *locker) prepare(key string, opts []Option) (request, error) {
 	if r.validity == 0 {
 		r.autoRefresh = false // nothing to refresh: the session keeps the lock
 	}
+	if err := l.checkMinHold(r.minHold()); err != nil {
+		return r, err
+	}
 	r.sharedOwner = r.owner != "" && !r.freshOwner
 	if r.sharedOwner && r.minHold() > 0 && l.caps.Expiring && l.delayed == nil {
 		return r, fmt.Errorf("%w: WithMinHold with WithOwner needs a backend that can release with a delay (backend.DelayedReleaser): a later lease of the same owner would nest into the hold left behind; drop WithOwner", ErrInvalidOption)

@@ -2,6 +2,7 @@ package distlock
 
 import (
 	"context"
+	"fmt"
 	"time"
 )
 
@@ -57,6 +58,19 @@ func (ls *Lease) giveBack(ctx context.Context) error {
 		return ls.holdOut(ctx, left)
 	}
 	return ls.lock.Release(ctx)
+}
+
+// checkMinHold refuses, at acquisition, a minimum hold that an Expiring
+// backend could not keep with the one refresh (or delayed release) that
+// Release makes within it, such as more than memcached's 30 days.
+func (l *locker) checkMinHold(d time.Duration) error {
+	if d == 0 || !l.caps.Expiring {
+		return nil
+	}
+	if _, err := l.validityFor(l.coveringTTL(d)); err != nil {
+		return fmt.Errorf("%w: WithMinHold(%v): longer than %s can keep a lock (%v)", ErrInvalidOption, d, l.name, err)
+	}
+	return nil
 }
 
 // coveringTTL is the shortest TTL of at least d that the backend honours

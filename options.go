@@ -139,7 +139,9 @@ func (s *settings) minHold() time.Duration {
 // backend.DelayedReleaser (all but mem://) the refresh leaves the hold in
 // place, into which a later lease of the same owner would nest: there
 // WithMinHold together with WithOwner fails with ErrInvalidOption. d must be between 0 (none, the default)
-// and MaxTTL.
+// and MaxTTL, and on an Expiring backend no longer than a TTL the backend
+// accepts (memcached: 30 days); else the acquisition fails with
+// ErrInvalidOption before anything is taken.
 func WithMinHold(d time.Duration) Option {
 	return func(s *settings) {
 		if d < 0 || d > MaxTTL {
