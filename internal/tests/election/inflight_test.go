@@ -3,6 +3,7 @@ package election_test
 import (
 	"context"
 	"errors"
+	"runtime"
 	"testing"
 	"time"
 
@@ -16,7 +17,8 @@ import (
 // before it arrives; the grant then lands on the server after Campaign
 // has returned. The term must not be left behind: another candidate
 // becomes leader long before the orphan's one-minute TTL, and the
-// cancelled candidate's Locker ends no lease of its own later.
+// cancelled candidate's Locker ends no lease of its own later, and no
+// goroutine is left once both Lockers are closed.
 func TestCampaignCancelledWhileGrantInFlight(t *testing.T) {
 	srv := testserver.Redis(t, testserver.RedisConfig{})
 	p, err := netfault.Listen(srv.Addr())
@@ -24,6 +26,7 @@ func TestCampaignCancelledWhileGrantInFlight(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close()
+	base := runtime.NumGoroutine()
 	slow := open(t, "redis://"+p.Addr()+"/0")
 	fast := open(t, "redis://"+srv.Addr()+"/0")
 	opts := distlock.WithTermOptions(distlock.WithTTL(time.Minute))
@@ -50,8 +53,16 @@ func TestCampaignCancelledWhileGrantInFlight(t *testing.T) {
 		info, _ := b.Leader(t.Context())
 		t.Fatalf("the other candidate could not lead within 20s after a cancelled campaign: %v (leader %+v)", err, info)
 	}
-	defer tb.Resign(t.Context())
 	if err := tb.Err(); err != nil {
 		t.Errorf("the new leader's term: %v", err)
+	}
+	if err := tb.Resign(t.Context()); err != nil {
+		t.Error(err)
+	}
+	_, _ = slow.Close(), fast.Close()
+	// The proxy's two pipes per connection close with the Lockers' connections.
+	if g := settleGoroutines(base); g > base {
+		buf := make([]byte, 1<<16)
+		t.Errorf("%d goroutines after both Lockers closed, %d before:\n%s", g, base, buf[:runtime.Stack(buf, true)])
 	}
 }
