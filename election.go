@@ -22,7 +22,10 @@ import (
 //     is what the fencing token is for.
 //     A leader paused past its TTL (SIGSTOP, a long GC pause) sees its
 //     term ended as soon as it runs again, before it acts, if it checks
-//     Term.Err() first; its Context is cancelled at the same moment.
+//     Term.Err() first; its Context is cancelled at the same moment. A
+//     pause that falls between a check that said nil and the action it
+//     guards cannot be seen by any check: there only Token, checked by
+//     the resource the leader writes, stops the deposed leader.
 //   - Where Capabilities().Fencing, Term.Token() strictly increases with
 //     every new term: pass it to the resources the leader writes, and they
 //     can refuse a deposed leader that has not noticed yet. Where the
