@@ -109,7 +109,8 @@ func (s *settings) minHold() time.Duration {
 }
 
 // WithMinHold keeps the lock taken until at least d after the acquisition
-// (measured from the moment its request was sent), even when the lease is
+// (measured from the moment the grant reached this process, after any
+// wait for the lock), even when the lease is
 // released sooner: ShedLock's lockAtLeastFor, for jobs that run on several
 // hosts whose timers fire at slightly different moments, so that a host
 // whose timer fires late finds the lock still taken instead of running the
