@@ -15,19 +15,7 @@ import (
 // closed the same Done channel) nor run a second campaign; the first
 // campaign keeps going and Done closes once it ends.
 func TestElectorStartTwice(t *testing.T) {
-	l, err := distlock.Open(t.Context(), "mem://elector-start-twice")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	e, err := distlock.NewElection(l, "scheduler", "a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	el, err := gocronlock.NewElector(e)
-	if err != nil {
-		t.Fatal(err)
-	}
+	el := memElector(t, "elector-start-twice")
 	ctx, stop := context.WithCancel(t.Context())
 	el.Start(ctx)
 	el.Start(ctx)
@@ -46,12 +34,29 @@ func TestElectorStartTwice(t *testing.T) {
 // TestElectorStartWithEndedCtx: Start with a ctx that has already ended
 // never leads, and Done closes.
 func TestElectorStartWithEndedCtx(t *testing.T) {
-	l, err := distlock.Open(t.Context(), "mem://elector-ended")
-	if err != nil {
-		t.Fatal(err)
+	el := memElector(t, "elector-ended")
+	ctx, stop := context.WithCancel(t.Context())
+	stop()
+	el.Start(ctx)
+	for stopped := false; !stopped; time.Sleep(time.Millisecond) {
+		select {
+		case <-el.Done():
+			stopped = true
+		default:
+		}
+		if el.IsLeader(t.Context()) == nil {
+			t.Fatal("an Elector started with an ended ctx leads")
+		}
 	}
-	defer l.Close()
-	e, err := distlock.NewElection(l, "scheduler", "a")
+	if err := el.Err(); !errors.Is(err, context.Canceled) {
+		t.Errorf("Err: %v, want context.Canceled", err)
+	}
+}
+
+// memElector is an Elector on its own mem:// namespace.
+func memElector(t *testing.T, ns string) *gocronlock.Elector {
+	t.Helper()
+	e, err := distlock.NewElection(open(t, "mem://"+ns), "scheduler", "a")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,25 +64,5 @@ func TestElectorStartWithEndedCtx(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, stop := context.WithCancel(t.Context())
-	stop()
-	el.Start(ctx)
-	for !isClosed(el.Done()) {
-		if el.IsLeader(t.Context()) == nil {
-			t.Fatal("an Elector started with an ended ctx leads")
-		}
-		time.Sleep(time.Millisecond)
-	}
-	if err := el.Err(); !errors.Is(err, context.Canceled) {
-		t.Errorf("Err: %v, want context.Canceled", err)
-	}
-}
-
-func isClosed(ch <-chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
-	}
+	return el
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/testkit/sqltest"
 	"github.com/distlock/distlock/internal/testkit/testserver"
 	_ "github.com/distlock/distlock/memcached"
 	_ "github.com/distlock/distlock/memory"
@@ -59,12 +60,6 @@ func election(t *testing.T, l distlock.Locker, key, id string, opts ...distlock.
 // settleGoroutines waits, up to 10s, for the goroutine count to fall to at
 // most n, and returns the last count seen.
 func settleGoroutines(n int) int {
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		g := runtime.NumGoroutine()
-		if g <= n || time.Now().After(deadline) {
-			return g
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	sqltest.Until(10*time.Second, func() bool { return runtime.NumGoroutine() <= n })
+	return runtime.NumGoroutine()
 }

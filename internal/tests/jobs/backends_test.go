@@ -1,6 +1,8 @@
 package jobs_test
 
 import (
+	"fmt"
+	"sync/atomic"
 	"testing"
 
 	"github.com/distlock/distlock/internal/testkit/testserver"
@@ -9,13 +11,21 @@ import (
 	_ "github.com/distlock/distlock/zookeeper"
 )
 
+// memNames makes each test's mem:// namespace its own (a minimum hold left
+// in one must not reach the next).
+var memNames atomic.Int64
+
+// expiringBackends are the Expiring backends that inspect and force:
+// in-process, one with exact expiries, one with whole-second ones.
+var expiringBackends = everyBackend[:3]
+
 // everyBackend is one URL maker per backend and mode, each starting its
 // own server.
 var everyBackend = []struct {
 	name string
 	url  func(t *testing.T) string
 }{
-	{"memory", func(t *testing.T) string { return "mem://jobs-every-backend" }},
+	{"memory", func(t *testing.T) string { return fmt.Sprintf("mem://jobs%d", memNames.Add(1)) }},
 	{"redis", func(t *testing.T) string {
 		return "redis://" + testserver.Redis(t, testserver.RedisConfig{}).Addr() + "/0"
 	}},

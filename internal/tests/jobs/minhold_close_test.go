@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
-	"github.com/distlock/distlock/internal/testkit/testserver"
 )
 
 // TestMinHoldSurvivesCloseOnExpiringBackends: a process shuts down (Close
@@ -17,18 +16,7 @@ import (
 // released the lock at once, and a host whose timer fires a moment later
 // ran the job again.
 func TestMinHoldSurvivesCloseOnExpiringBackends(t *testing.T) {
-	for _, b := range []struct {
-		name string
-		url  func(t *testing.T) string
-	}{
-		{"memory", func(t *testing.T) string { return "mem://minhold-close" }},
-		{"redis", func(t *testing.T) string {
-			return "redis://" + testserver.Redis(t, testserver.RedisConfig{}).Addr() + "/0"
-		}},
-		{"memcached", func(t *testing.T) string {
-			return "memcached://" + testserver.Memcached(t, testserver.MemcachedConfig{}).Addr()
-		}},
-	} {
+	for _, b := range expiringBackends {
 		t.Run(b.name, func(t *testing.T) {
 			a, other := openTwo(t, b.url(t))
 			ctx := t.Context()

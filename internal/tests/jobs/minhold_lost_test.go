@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
-	"github.com/distlock/distlock/internal/testkit/testserver"
 )
 
 // TestMinHoldReleaseAfterLossLeavesNewOwner: a lease with a minimum hold
@@ -16,18 +15,7 @@ import (
 // minimum-hold refresh is owner-checked, and must not stretch the new
 // owner's expiry either).
 func TestMinHoldReleaseAfterLossLeavesNewOwner(t *testing.T) {
-	for _, b := range []struct {
-		name string
-		url  func(t *testing.T) string
-	}{
-		{"memory", func(t *testing.T) string { return "mem://minhold-lost" }},
-		{"redis", func(t *testing.T) string {
-			return "redis://" + testserver.Redis(t, testserver.RedisConfig{}).Addr() + "/0"
-		}},
-		{"memcached", func(t *testing.T) string {
-			return "memcached://" + testserver.Memcached(t, testserver.MemcachedConfig{}).Addr()
-		}},
-	} {
+	for _, b := range expiringBackends {
 		t.Run(b.name, func(t *testing.T) {
 			a, other := openTwo(t, b.url(t))
 			ctx := t.Context()
