@@ -165,10 +165,14 @@ func (e *Election) Campaign(ctx context.Context) (*Term, error) {
 // fn's error, or nil when fn returned nil (the candidate is done). When
 // fn returns after its term was lost, its error is dropped and Lead
 // campaigns again. If fn panics, the term is resigned before the panic
-// goes on. Lead returns ctx's error when ctx ends, and at once an
-// error that waiting cannot cure (ErrInvalidOption, ErrInvalidKey,
-// ErrInvalidTTL, ErrClosed); a backend outage is waited out.
+// goes on. Lead returns ctx's error when ctx ends, and at once an error
+// that waiting cannot cure (ErrInvalidOption, also for a nil fn,
+// ErrInvalidKey, ErrInvalidTTL, ErrClosed); a backend outage is waited
+// out.
 func (e *Election) Lead(ctx context.Context, fn func(ctx context.Context, t *Term) error) error {
+	if fn == nil {
+		return nilFn("lead", e.key)
+	}
 	attempt := 0
 	for {
 		term, err := e.Campaign(ctx)

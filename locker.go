@@ -147,6 +147,9 @@ func urlReason(err error) string {
 // another owner's), or the acquire error. If fn panics, the lock is
 // released before the panic goes on.
 func Do(ctx context.Context, l Locker, key string, fn func(ctx context.Context) error, opts ...Option) error {
+	if fn == nil {
+		return nilFn("do", key)
+	}
 	lease, err := l.Acquire(ctx, key, opts...)
 	if err != nil {
 		return err
@@ -164,6 +167,9 @@ func Do(ctx context.Context, l Locker, key string, fn func(ctx context.Context) 
 // Give WithMinHold so that a host whose timer fires a little later still
 // finds the lock taken after a short job.
 func TryDo(ctx context.Context, l Locker, key string, fn func(ctx context.Context) error, opts ...Option) (ran bool, err error) {
+	if fn == nil {
+		return false, nilFn("try-do", key)
+	}
 	lease, err := l.TryAcquire(ctx, key, opts...)
 	if err != nil {
 		if errors.Is(err, ErrNotAcquired) && !errors.Is(err, ErrUnavailable) && ctx.Err() == nil {
@@ -172,6 +178,12 @@ func TryDo(ctx context.Context, l Locker, key string, fn func(ctx context.Contex
 		return false, err
 	}
 	return true, runLeased(ctx, lease, fn)
+}
+
+// nilFn is the error of Do, TryDo and Lead given a nil function: nothing
+// is taken.
+func nilFn(op, key string) error {
+	return &Error{Op: op, Key: key, Backend: "distlock", Err: fmt.Errorf("%w: nil function", ErrInvalidOption)}
 }
 
 // runLeased runs fn under lease and releases it: Do's and TryDo's body.
