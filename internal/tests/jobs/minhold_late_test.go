@@ -50,3 +50,33 @@ func TestTryDoMinHoldEveryBackend(t *testing.T) {
 		})
 	}
 }
+
+// TestMinHoldJobOutlivesTTL: a job runs longer than its TTL (auto-refresh
+// keeps the lease) but shorter than its minimum hold, on Expiring
+// backends; the lock is not free before the minimum hold has passed.
+func TestMinHoldJobOutlivesTTL(t *testing.T) {
+	for _, b := range expiringBackends {
+		t.Run(b.name, func(t *testing.T) {
+			a, other := openTwo(t, b.url(t))
+			ctx := t.Context()
+			const ttl, job, hold = 2 * time.Second, 3 * time.Second, 5 * time.Second
+			start := time.Now()
+			ran, err := distlock.TryDo(ctx, a, "nightly", func(ctx context.Context) error {
+				time.Sleep(job)
+				return ctx.Err()
+			}, distlock.WithTTL(ttl), distlock.WithMinHold(hold))
+			if !ran || err != nil {
+				t.Fatalf("TryDo: ran %v, %v", ran, err)
+			}
+			for ; time.Since(start) < hold; time.Sleep(50 * time.Millisecond) {
+				lease, err := other.TryAcquire(ctx, "nightly", distlock.WithTTL(ttl))
+				if err == nil {
+					if elapsed := time.Since(start); elapsed < hold {
+						t.Fatalf("lock free %v after the acquisition, within the %v minimum hold (job %v, TTL %v)", elapsed, hold, job, ttl)
+					}
+					_ = lease.Release(ctx)
+				}
+			}
+		})
+	}
+}
