@@ -215,6 +215,9 @@ func (e *Election) serve(ctx context.Context, term *Term, fn func(context.Contex
 			done, err = false, nil
 		}
 	}()
+	if ctx.Err() != nil {
+		return true, ctx.Err() // ctx ended as the campaign won: told to stop, it does not begin
+	}
 	return true, fn(tctx, term) // fn's error when it returns while the term lasts
 }
 

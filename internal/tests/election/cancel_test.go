@@ -80,3 +80,35 @@ func TestLeadCancelledDuringBackoff(t *testing.T) {
 		t.Fatal("Lead still waiting out its backoff 30s after ctx ended")
 	}
 }
+
+// cancelAtGrant is an Observer that ends a ctx the moment an acquisition
+// succeeds: the caller's ctx ending while the grant is on its way back.
+type cancelAtGrant struct {
+	distlock.NopObserver
+	cancel context.CancelFunc
+}
+
+func (c cancelAtGrant) AcquireEnd(_ context.Context, r distlock.AcquireResult) {
+	if r.Err == nil {
+		c.cancel()
+	}
+}
+
+// TestLeadCtxEndsAtGrantNeverRunsFn: Lead's ctx ends just as the campaign
+// wins. Lead must resign and return ctx's error without starting fn: a
+// candidate told to stop does not begin leading (gocronlock's Elector
+// would report it leader, and gocron run a job, after its ctx ended).
+func TestLeadCtxEndsAtGrantNeverRunsFn(t *testing.T) {
+	l := open(t, "mem://lead-ctx-at-grant")
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	e := election(t, l, "leader", "host-a", distlock.WithTermOptions(distlock.WithObserver(cancelAtGrant{cancel: cancel})))
+	ran := false
+	err := e.Lead(ctx, func(context.Context, *distlock.Term) error { ran = true; return nil })
+	if !errors.Is(err, context.Canceled) || ran {
+		t.Errorf("Lead whose ctx ended at the grant: %v, fn ran %v; want context.Canceled and fn not run", err, ran)
+	}
+	if info, err := e.Leader(t.Context()); err != nil || info.Held {
+		t.Errorf("after Lead returned: %+v, %v; want the term resigned", info, err)
+	}
+}
