@@ -66,3 +66,32 @@ func TestCampaignCancelledWhileGrantInFlight(t *testing.T) {
 		t.Errorf("%d goroutines after both Lockers closed, %d before:\n%s", g, base, buf[:runtime.Stack(buf, true)])
 	}
 }
+
+// TestLeadCancelledDuringResign: fn returns while leading and the resign's
+// request is slow on its way (delayed 300ms); ctx ends meanwhile. The
+// resign must still reach the backend (it runs detached from ctx, bounded):
+// when Lead returns, nobody leads.
+func TestLeadCancelledDuringResign(t *testing.T) {
+	srv := testserver.Redis(t, testserver.RedisConfig{})
+	p, err := netfault.Listen(srv.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	l := open(t, "redis://"+p.Addr()+"/0")
+	e := election(t, l, "leader", "host-a", distlock.WithTermOptions(distlock.WithTTL(time.Minute)))
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	err = e.Lead(ctx, func(context.Context, *distlock.Term) error {
+		p.DelayRequests(300 * time.Millisecond)
+		time.AfterFunc(100*time.Millisecond, cancel) // while the resign is on its way
+		return nil
+	})
+	if err != nil && !errors.Is(err, context.Canceled) {
+		t.Errorf("Lead: %v, want nil or context.Canceled", err)
+	}
+	p.DelayRequests(0)
+	if info, err := distlock.Inspect(t.Context(), open(t, "redis://"+srv.Addr()+"/0"), e.Key()); err != nil || info.Held {
+		t.Errorf("after Lead returned: %+v, %v; want the term resigned", info, err)
+	}
+}
