@@ -21,7 +21,7 @@ func TestElectionCrowd(t *testing.T) {
 	for _, b := range []struct {
 		name string
 		url  func(t *testing.T) string
-	}{{"memory", func(*testing.T) string { return "mem://crowd" }}, {"redis", redisURL}} {
+	}{{"memory", func(*testing.T) string { return "mem://crowd" }}, {"redis", redisURL}, {"zookeeper", zkURL}} {
 		t.Run(b.name, func(t *testing.T) {
 			url := b.url(t)
 			if testing.Short() {
