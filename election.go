@@ -162,9 +162,10 @@ func (e *Election) Campaign(ctx context.Context) (*Term, error) {
 // lost term, pausing per the recampaign backoff, until ctx ends.
 //
 // When fn returns while the term still lasts, Lead resigns; it returns
-// fn's error, or nil when fn returned nil (the candidate is done). When
-// fn returns after its term was lost, its error is dropped and Lead
-// campaigns again. If fn panics, the term is resigned before the panic
+// fn's error, or nil when fn returned nil (the candidate is done); so it
+// does when fn resigned the term itself (Term.Resign). When fn returns
+// after its term was lost (ErrLockLost, or the Locker closed), its error
+// is dropped and Lead campaigns again. If fn panics, the term is resigned before the panic
 // goes on. Lead returns ctx's error when ctx ends, and at once an error
 // that waiting cannot cure (ErrInvalidOption, also for a nil fn,
 // ErrInvalidKey, ErrInvalidTTL, ErrClosed); a backend outage is waited
@@ -206,12 +207,13 @@ func (e *Election) serve(ctx context.Context, term *Term, fn func(context.Contex
 	defer func() {
 		stop()
 		cancel(nil)
-		stillLeading := term.Err() == nil
-		_ = term.lease.releaseDetached(ctx) // ErrNotHeld after a lost term: nothing to free
+		// Lost, not given up by fn's own Resign: campaign again.
+		lost := errors.Is(term.Err(), ErrLockLost) || errors.Is(term.Err(), ErrClosed)
+		_ = term.lease.releaseDetached(ctx) // ErrNotHeld after a lost or resigned term: nothing to free
 		switch {
 		case ctx.Err() != nil:
 			done, err = true, ctx.Err()
-		case !stillLeading:
+		case lost:
 			done, err = false, nil
 		}
 	}()
