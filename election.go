@@ -208,7 +208,8 @@ func (e *Election) serve(ctx context.Context, term *Term, fn func(context.Contex
 		stop()
 		cancel(nil)
 		// Lost, not given up by fn's own Resign: campaign again.
-		lost := errors.Is(term.Err(), ErrLockLost) || errors.Is(term.Err(), ErrClosed)
+		end := term.Err()
+		lost := errors.Is(end, ErrLockLost) || errors.Is(end, ErrClosed)
 		_ = term.lease.releaseDetached(ctx) // ErrNotHeld after a lost or resigned term: nothing to free
 		switch {
 		case ctx.Err() != nil:
