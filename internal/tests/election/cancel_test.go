@@ -14,10 +14,7 @@ import (
 // must return ctx's error without running fn: fn would start as leader (the
 // term is valid) of a candidate that was told to stop, and act on it.
 func TestLeadWithEndedCtxNeverLeads(t *testing.T) {
-	for _, b := range []struct {
-		name string
-		url  func(t *testing.T) string
-	}{{"memory", func(*testing.T) string { return "mem://lead-ended" }}, {"redis", redisURL}} {
+	for _, b := range candidateBackends[:2] {
 		t.Run(b.name, func(t *testing.T) {
 			l := open(t, b.url(t))
 			e := election(t, l, "leader", "host-a")

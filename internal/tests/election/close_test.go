@@ -17,10 +17,7 @@ import (
 // each Lead returns ErrClosed, each Observe channel closes, and no
 // goroutine is left.
 func TestCloseEndsEveryCandidateAndObserver(t *testing.T) {
-	for _, b := range []struct {
-		name string
-		url  func(t *testing.T) string
-	}{{"memory", func(*testing.T) string { return "mem://close-all" }}, {"redis", redisURL}, {"zookeeper", zkURL}} {
+	for _, b := range candidateBackends {
 		t.Run(b.name, func(t *testing.T) {
 			url := b.url(t)
 			base := runtime.NumGoroutine()

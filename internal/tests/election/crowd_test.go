@@ -18,10 +18,7 @@ import (
 // candidate leads exactly once, all of it within a bound, and no goroutine
 // is left once every Lead has returned and the Lockers are closed.
 func TestElectionCrowd(t *testing.T) {
-	for _, b := range []struct {
-		name string
-		url  func(t *testing.T) string
-	}{{"memory", func(*testing.T) string { return "mem://crowd" }}, {"redis", redisURL}, {"zookeeper", zkURL}} {
+	for _, b := range candidateBackends {
 		t.Run(b.name, func(t *testing.T) {
 			url := b.url(t)
 			if testing.Short() {

@@ -1,7 +1,9 @@
 package election_test
 
 import (
+	"fmt"
 	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,6 +17,20 @@ import (
 	_ "github.com/distlock/distlock/redis"
 	_ "github.com/distlock/distlock/zookeeper"
 )
+
+// backend names a backend and starts its server (a fresh namespace for
+// mem://).
+type backend struct {
+	name string
+	url  func(t *testing.T) string
+}
+
+// candidateBackends are in-process, Expiring and session-bound backends.
+var candidateBackends = []backend{{"memory", memURL}, {"redis", redisURL}, {"zookeeper", zkURL}}
+
+var memNames atomic.Int64
+
+func memURL(*testing.T) string { return fmt.Sprintf("mem://election%d", memNames.Add(1)) }
 
 func redisURL(t *testing.T) string {
 	return "redis://" + testserver.Redis(t, testserver.RedisConfig{}).Addr() + "/0"

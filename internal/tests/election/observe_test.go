@@ -13,11 +13,8 @@ import (
 // closes the channel; on real backends the poll after Close must see
 // ErrClosed (not an error that is skipped and polled again until ctx).
 func TestObserveEndsWhenLockerCloses(t *testing.T) {
-	for _, b := range []struct {
-		name string
-		url  func(t *testing.T) string
-	}{{"memory", func(*testing.T) string { return "mem://observe-close" }}, {"redis", redisURL}, {"zookeeper", zkURL},
-		{"memcached", memcachedURL}, {"mysql-forupdate", mysqlURL}, {"postgres-advisory", postgresURL}} {
+	for _, b := range append(candidateBackends[:3:3], backend{"memcached", memcachedURL},
+		backend{"mysql-forupdate", mysqlURL}, backend{"postgres-advisory", postgresURL}) {
 		t.Run(b.name, func(t *testing.T) {
 			l, err := distlock.Open(t.Context(), b.url(t))
 			if err != nil {
