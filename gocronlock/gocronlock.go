@@ -79,7 +79,8 @@ var ErrNotLeader = errors.New("gocronlock: not the leader")
 // validity deadline on each call, so a scheduler paused past its lease
 // does not run a job on waking).
 type Elector struct {
-	e *distlock.Election
+	e     *distlock.Election
+	start sync.Once
 
 	mu   sync.Mutex
 	term *distlock.Term
@@ -98,20 +99,24 @@ func NewElector(e *distlock.Election) (*Elector, error) {
 }
 
 // Start campaigns until ctx ends (then the term, if any, is resigned);
-// Done is closed after that. It must be called once.
+// Done is closed after that. Only the first call starts a campaign: later
+// ones do nothing.
 func (el *Elector) Start(ctx context.Context) {
-	go func() {
-		defer close(el.done)
-		err := el.e.Lead(ctx, func(tctx context.Context, t *distlock.Term) error {
-			el.set(t)
-			<-tctx.Done()
-			el.set(nil)
-			return nil
-		})
-		el.mu.Lock()
-		el.err = err
-		el.mu.Unlock()
-	}()
+	el.start.Do(func() { go el.campaign(ctx) })
+}
+
+// campaign is Start's goroutine.
+func (el *Elector) campaign(ctx context.Context) {
+	defer close(el.done)
+	err := el.e.Lead(ctx, func(tctx context.Context, t *distlock.Term) error {
+		el.set(t)
+		<-tctx.Done()
+		el.set(nil)
+		return nil
+	})
+	el.mu.Lock()
+	el.err = err
+	el.mu.Unlock()
 }
 
 func (el *Elector) set(t *distlock.Term) {
