@@ -252,8 +252,10 @@ func (e *Election) Leader(ctx context.Context) (LockInfo, error) {
 
 // Observe reports the leader each time it changes (a new term, or nobody
 // leading), starting with the current one, by asking the backend every
-// observe interval (WithObserveInterval): a term shorter than the interval
-// may go unseen. The channel is closed when ctx ends. Errors of the
+// observe interval (WithObserveInterval) and, where the backend announces
+// releases, as soon as the leader's lock is released and then quickly
+// until a new term begins. A term shorter than the interval may go unseen
+// on a backend without notifications. The channel is closed when ctx ends. Errors of the
 // backend are skipped (the next poll tries again); ErrUnsupported or a
 // closed Locker closes the channel.
 func (e *Election) Observe(ctx context.Context) <-chan LockInfo {
@@ -261,7 +263,10 @@ func (e *Election) Observe(ctx context.Context) <-chan LockInfo {
 	go func() {
 		defer close(ch)
 		var last *LockInfo
+		w := e.leaderWatch()
+		defer w.stop()
 		for {
+			w.arm(ctx)
 			info, err := e.Leader(ctx)
 			if errors.Is(err, errors.ErrUnsupported) || errors.Is(err, ErrClosed) {
 				return
@@ -274,7 +279,7 @@ func (e *Election) Observe(ctx context.Context) <-chan LockInfo {
 					return
 				}
 			}
-			if sleepCtx(ctx, e.interval) != nil {
+			if w.wait(ctx, err == nil && info.Held) != nil {
 				return
 			}
 		}
