@@ -38,6 +38,7 @@ type Namespace struct {
 	mu     sync.Mutex
 	locks  map[string]*entry
 	fences map[string]uint64 // last token per key; outlives the lock
+	semt   semTable          // semaphores (semaphore.go)
 }
 
 type entry struct {
@@ -199,6 +200,9 @@ func (d *driver) endSession(crash bool) {
 		// Waiters of this session are woken by their own context
 		// (Locker.Close cancels them) or, after Crash, fail at their
 		// next expiry check.
+	}
+	if told := ns.endPermits(d); crash {
+		lost = append(lost, told...)
 	}
 	ns.mu.Unlock()
 	for _, f := range lost {
