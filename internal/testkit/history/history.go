@@ -270,8 +270,14 @@ func checkKey(hs []Hold) []Violation {
 		}
 		active = append(active, h)
 	}
-	// Fencing: a fresh acquisition b gets a token larger than that of every
-	// hold that had returned before b was called.
+	return append(v, checkFencing(hs, fresh)...)
+}
+
+// checkFencing checks that a fresh acquisition b (fresh[i]) gets a token
+// larger than that of every hold that had returned before b was called. hs
+// is sorted by Start.
+func checkFencing(hs []Hold, fresh []bool) []Violation {
+	var v []Violation
 	var calls []int
 	for i := range hs {
 		if fresh[i] && hs[i].Token != 0 {

@@ -1,0 +1,39 @@
+package history
+
+import "sort"
+
+// CheckCounting returns every violation of a counting semaphore of permits
+// permits per key in the holds: "permits" when a hold starts while permits
+// others of its key are active (each acquisition is a distinct holder), and
+// "fencing" as Check reports it (tokens, where not 0, strictly increasing
+// in real-time order over every permit of the key).
+func CheckCounting(holds []Hold, permits int) []Violation {
+	var v []Violation
+	byKey := map[string][]Hold{}
+	for _, h := range holds {
+		byKey[h.Key] = append(byKey[h.Key], h)
+	}
+	for _, hs := range byKey {
+		sort.Slice(hs, func(i, j int) bool { return hs[i].Start < hs[j].Start })
+		var active []Hold
+		for _, h := range hs {
+			kept := active[:0]
+			for _, a := range active {
+				if a.End > h.Start {
+					kept = append(kept, a)
+				}
+			}
+			active = kept
+			if len(active) >= permits {
+				v = append(v, Violation{"permits", active[0], h})
+			}
+			active = append(active, h)
+		}
+		fresh := make([]bool, len(hs))
+		for i := range fresh {
+			fresh[i] = true
+		}
+		v = append(v, checkFencing(hs, fresh)...)
+	}
+	return v
+}
