@@ -79,10 +79,11 @@ func checkMultiOverlap(t T, h *Harness) {
 func checkMultiProcesses(t T, h *Harness) {
 	needURL(t, h)
 	const workers, perWorker = 4, 50
-	holds, total := runWorkers(t, h, workers, workerConfig{Keys: multiKeys(t, h, "multi-procs", 5), Count: perWorker})
+	holds, total := runWorkers(t, h, workers, workerConfig{Keys: multiKeys(t, h, "multi-procs", 5), Count: perWorker, HoldFor: time.Millisecond})
 	if total < workers*perWorker {
 		t.Fatalf("%d AcquireAll reported, want %d", total, workers*perWorker)
 	}
+	t.Logf("%d member holds by %d processes", len(holds), workers)
 	if v := history.Check(holds); len(v) > 0 {
 		t.Errorf("%d violations in %d member holds across %d processes; first: %v", len(v), len(holds), workers, v[0])
 	}

@@ -83,6 +83,7 @@ func checkSemPermits(t T, h *Harness) {
 	}
 	wg.Wait()
 	holds := history.Holds(rec.Events(), history.Now())
+	t.Logf("%d permits held, at most %d at once", len(holds), history.MaxActive(holds))
 	if v := history.CheckCounting(holds, permits); len(v) > 0 {
 		t.Errorf("%d violations in %d permits held; first: %v", len(v), len(holds), v[0])
 	}
@@ -93,10 +94,11 @@ func checkSemProcesses(t T, h *Harness) {
 	semaphore(t, h.locker(t), h.key(t, "probe"), 1) // skips without semaphores
 	const workers, perWorker, permits = 4, 100, 2
 	key := h.key(t, "sem-procs")
-	holds, total := runWorkers(t, h, workers, workerConfig{Key: key, Permits: permits, Count: perWorker})
+	holds, total := runWorkers(t, h, workers, workerConfig{Key: key, Permits: permits, Count: perWorker, HoldFor: time.Millisecond})
 	if len(holds) < workers*perWorker || total < workers*perWorker {
 		t.Fatalf("%d permits recorded (%d reported), want %d", len(holds), total, workers*perWorker)
 	}
+	t.Logf("%d permits held by %d processes, at most %d at once", len(holds), workers, history.MaxActive(holds))
 	if v := history.CheckCounting(holds, permits); len(v) > 0 {
 		t.Errorf("%d violations in %d permits across %d processes; first: %v", len(v), len(holds), workers, v[0])
 	}
@@ -115,8 +117,13 @@ func runWorkers(t T, h *Harness, workers int, cfg workerConfig) ([]history.Hold,
 	for i := range workers {
 		c := cfg
 		c.ID, c.URL, c.Mode, c.TTL, c.Duration = fmt.Sprintf("w%d", i), h.URL, "loop", 10*time.Second, 4*time.Minute
-		c.History = filepath.Join(dir, c.ID+".jsonl")
+		c.History, c.WaitGo = filepath.Join(dir, c.ID+".jsonl"), true
 		ws = append(ws, startWorker(t, c))
+	}
+	for i, w := range ws {
+		if err := w.send("go"); err != nil {
+			t.Fatalf("worker %d: %v", i, err)
+		}
 	}
 	total := 0
 	for i, w := range ws {

@@ -61,6 +61,8 @@ type workerConfig struct {
 	FencedPG string        `json:"fenced_pg"` // hold: PostgreSQL URL of a fenced resource
 	Permits  int           `json:"permits"`   // a permit of a semaphore of Key, not the lock
 	Keys     []string      `json:"keys"`      // loop: AcquireAll of 3 of these, not the lock of Key
+	WaitGo   bool          `json:"wait_go"`   // loop: start on a "go" line on stdin, so that workers contend
+	HoldFor  time.Duration `json:"hold_for"`  // loop: sleep this long in each critical section
 }
 
 // workerMsg is one line a worker prints on stdout.
@@ -117,6 +119,9 @@ func workerLoop(ctx context.Context, l distlock.Locker, cfg workerConfig, say fu
 		say(workerMsg{Ev: "error", Err: err.Error()})
 		return 1
 	}
+	if cfg.WaitGo {
+		bufio.NewScanner(os.Stdin).Scan()
+	}
 	for seq := 0; done < cfg.Count && time.Now().Before(stop); seq++ {
 		keys := take.keys(seq)
 		for i, key := range keys {
@@ -138,6 +143,7 @@ func workerLoop(ctx context.Context, l distlock.Locker, cfg workerConfig, say fu
 			rec.Add(history.Event{Process: cfg.ID, Seq: memberSeq(seq, i, len(keys)), Op: history.AcquireOK, Key: lease.Key(), Owner: lease.Owner(),
 				Token: lease.Token(), Deadline: history.Mono(lease.Deadline())})
 		}
+		time.Sleep(cfg.HoldFor)
 		for i, lease := range leases {
 			if err := lease.Err(); err != nil {
 				rec.Add(history.Event{Process: cfg.ID, Seq: memberSeq(seq, i, len(keys)), Op: history.Lost, Key: lease.Key()})

@@ -37,3 +37,31 @@ func CheckCounting(holds []Hold, permits int) []Violation {
 	}
 	return v
 }
+
+// MaxActive returns the most holds of one key active at one instant: how
+// much contention a history shows.
+func MaxActive(holds []Hold) int {
+	type edge struct {
+		at    int64
+		delta int
+	}
+	byKey := map[string][]edge{}
+	for _, h := range holds {
+		byKey[h.Key] = append(byKey[h.Key], edge{h.Start, 1}, edge{h.End, -1})
+	}
+	most := 0
+	for _, es := range byKey {
+		sort.Slice(es, func(i, j int) bool {
+			if es[i].at != es[j].at {
+				return es[i].at < es[j].at
+			}
+			return es[i].delta < es[j].delta // an end before a start at one instant
+		})
+		n := 0
+		for _, e := range es {
+			n += e.delta
+			most = max(most, n)
+		}
+	}
+	return most
+}
