@@ -72,7 +72,7 @@ func checkSemPermits(t T, h *Harness) {
 					return
 				}
 				rec.Add(history.Event{Process: p, Seq: seq, Op: history.AcquireOK, Key: key, Owner: lease.Owner(), Token: lease.Token(), Deadline: history.Mono(lease.Deadline())})
-				time.Sleep(time.Millisecond)
+				time.Sleep(10 * time.Millisecond) // long enough for the others to be admitted meanwhile
 				rec.Add(history.Event{Process: p, Seq: seq, Op: history.ReleaseCall, Key: key, Deadline: history.Mono(lease.Deadline())})
 				if err := lease.Release(ctx); err != nil {
 					failed.Do(func() { t.Errorf("Release of a permit: %v", err) })
@@ -94,7 +94,7 @@ func checkSemProcesses(t T, h *Harness) {
 	semaphore(t, h.locker(t), h.key(t, "probe"), 1) // skips without semaphores
 	const workers, perWorker, permits = 4, 100, 2
 	key := h.key(t, "sem-procs")
-	holds, total := runWorkers(t, h, workers, workerConfig{Key: key, Permits: permits, Count: perWorker, HoldFor: time.Millisecond})
+	holds, total := runWorkers(t, h, workers, workerConfig{Key: key, Permits: permits, Count: perWorker, HoldFor: 5 * time.Millisecond})
 	if len(holds) < workers*perWorker || total < workers*perWorker {
 		t.Fatalf("%d permits recorded (%d reported), want %d", len(holds), total, workers*perWorker)
 	}
