@@ -132,6 +132,11 @@ func checkMultiLostMember(t T, h *Harness) {
 			t.Skipf("no way to make one member lost (Faults.Expire, ForceRelease): %v", err)
 		}
 	}
+	if !a.Capabilities().Expiring {
+		// No automatic refresh: a session-bound holder notices at its
+		// keepalive, or at once at a refresh.
+		_ = m.Refresh(ctx, ttl)
+	}
 	select {
 	case <-m.Done():
 	case <-time.After(ttl + 10*time.Second):

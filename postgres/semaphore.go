@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -71,50 +70,33 @@ WHERE sem_key = $1 AND id = $2 AND id <> ''::bytea AND expires_at > clock_timest
 	permitAbandonSQL = `DELETE FROM %[1]s WHERE sem_key = $1 AND id = $2 AND id <> ''::bytea`
 )
 
-// permitTable is a row-mode driver's permit table, its statements made once.
+// permitTable is a row-mode driver's permit table and its statements,
+// made once.
 type permitTable struct {
-	once                                      sync.Once
-	err                                       error // the table name is unusable
-	table                                     string
-	qLock, qCount, qGrant, qRefresh, qRelease string
-	qAbandon, ddl                             string
-	createMu                                  sync.Mutex
-	created                                   bool
+	sqllock.Permits
+	qLock, qCount, qGrant, qRefresh, qRelease, qAbandon, ddl string
 }
 
-func (d *rowDriver) permits() (*permitTable, error) {
+func (d *rowDriver) permits(ctx context.Context) (*permitTable, error) {
 	pt := &d.sem
-	pt.once.Do(func() {
-		name := d.Name + "_permits"
-		if err := dialect.Check(name); err != nil {
-			pt.err = fmt.Errorf("%w: the permit table's name %q (the lock table's with \"_permits\"): %v; use a shorter table name", backend.ErrInvalidOption, name, err)
-			return
-		}
-		t := dialect.QuoteTable(name)
-		pt.table, pt.ddl = t, fmt.Sprintf(permitTableDDL, t)
+	if err := pt.Init(dialect, d.Name, func(t string) {
+		pt.ddl = fmt.Sprintf(permitTableDDL, t)
 		pt.qLock, pt.qCount, pt.qGrant = fmt.Sprintf(semLockSQL, t), fmt.Sprintf(semCountSQL, t), fmt.Sprintf(semGrantSQL, t)
 		pt.qRefresh, pt.qRelease, pt.qAbandon = fmt.Sprintf(permitRefreshSQL, t), fmt.Sprintf(permitReleaseSQL, t), fmt.Sprintf(permitAbandonSQL, t)
-	})
-	return pt, pt.err
-}
-
-// ready creates the permit table once, if the Locker creates its tables.
-func (d *rowDriver) permitsReady(ctx context.Context, pt *permitTable) error {
+	}); err != nil {
+		return nil, err
+	}
 	if err := d.ready(ctx); err != nil {
-		return err
+		return nil, err
 	}
-	pt.createMu.Lock()
-	defer pt.createMu.Unlock()
-	if pt.created || !d.Create {
-		return nil
-	}
-	if _, err := d.pool.Exec(ctx, pt.ddl); err != nil {
-		if c := pgCode(err); c != "23505" && c != "42P07" && c != "42710" {
-			return fmt.Errorf("create permit table: %w", failed(ctx, err))
+	return pt, pt.Ready(ctx, d.Create, func(ctx context.Context) error {
+		if _, err := d.pool.Exec(ctx, pt.ddl); err != nil {
+			if c := pgCode(err); c != "23505" && c != "42P07" && c != "42710" {
+				return failed(ctx, err)
+			}
 		}
-	}
-	pt.created = true
-	return nil
+		return nil
+	})
 }
 
 // PermitCapabilities: Fencing, Expiring, Durable.
@@ -125,11 +107,8 @@ func (d *rowDriver) PermitCapabilities() backend.Capabilities {
 // TryAcquirePermit takes one of permits permits of req.Key in one
 // transaction (see above).
 func (d *rowDriver) TryAcquirePermit(ctx context.Context, req backend.Request, permits int) (backend.Lock, error) {
-	pt, err := d.permits()
+	pt, err := d.permits(ctx)
 	if err != nil {
-		return nil, err
-	}
-	if err := d.permitsReady(ctx, pt); err != nil {
 		return nil, err
 	}
 	key := []byte(req.Key)
@@ -171,14 +150,11 @@ func (d *rowDriver) grantPermit(ctx context.Context, pt *permitTable, key, id []
 	if err := tx.QueryRow(ctx, pt.qCount, key).Scan(&live, &firstUS); err != nil {
 		return 0, err
 	}
-	switch {
-	case live > 0 && have != permits:
-		return 0, &backend.PermitsError{Have: have, Want: permits}
-	case live >= int64(permits):
-		if err := tx.Commit(ctx); err != nil { // keep the expired permits' deletion
-			return 0, err
+	if err := sqllock.Admit(live, have, permits, firstUS); err != nil {
+		if cerr := tx.Commit(ctx); cerr != nil { // keep the expired permits' deletion
+			return 0, cerr
 		}
-		return 0, backend.Busy(time.Duration(firstUS) * time.Microsecond)
+		return 0, err
 	}
 	var fence int64
 	if err := tx.QueryRow(ctx, pt.qGrant, key, permits, id, ttlMicros(ttl)).Scan(&fence); err != nil {
