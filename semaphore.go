@@ -118,7 +118,11 @@ func (l *locker) permitLocker(permits int) (*locker, error) {
 		if r, ok := l.drv.(backend.SemaphoreRefuser); ok {
 			return nil, r.NoSemaphore()
 		}
-		return nil, fmt.Errorf("%w: the %s backend has no semaphores (its driver does not implement backend.Semaphorer)", ErrInvalidOption, l.name)
+		why := noSemaphore[l.name]
+		if why == "" {
+			why = "its driver does not implement backend.Semaphorer"
+		}
+		return nil, fmt.Errorf("%w: the %s backend has no semaphores: %s", ErrInvalidOption, l.name, why)
 	}
 	k := permitKey{l, permits}
 	permitMu.Lock()
@@ -148,6 +152,13 @@ func (l *locker) permitLocker(permits int) (*locker, error) {
 		l.inflight.Done()
 	})
 	return pl, nil
+}
+
+// noSemaphore says why the backends without semaphores have none.
+var noSemaphore = map[string]string{
+	"redlock":   "a permit count needs one atomic view of every holder, which independent masters with a quorum cannot give (two quorums can each see a free permit); use redis:// on one server, Sentinel or Cluster",
+	"memcached": "memcached has no atomic operation over a set of holders (no scripts, no sorted sets): CAS on one item listing the holders would lose a crashed holder's permit for good or over-issue under contention",
+	"etcd":      "not implemented yet: the recipe would be a key per permit under a prefix with the session's lease, admitted by create revision",
 }
 
 type permitKey struct {

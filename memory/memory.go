@@ -9,6 +9,10 @@
 // Inspection (distlock.Inspect) and forced release (distlock.ForceRelease)
 // are supported; a forced release tells the evicted holder's lease at once.
 //
+// Semaphores (distlock.NewSemaphore) are supported too: a table of permit
+// holders per key, apart from the locks, session-bound and expiring as
+// locks are, with a per-key token counter and release notifications.
+//
 // Capabilities: Fencing (a per-key counter that outlives the lock),
 // Reentrant, Notify and Fair (waiters queue in arrival order and the lock is
 // handed to the first of them on release or expiry, together with a nested
