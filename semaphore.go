@@ -32,8 +32,8 @@ import (
 // Semaphores and locks live in separate namespaces: a semaphore on key
 // "jobs" and a lock on key "jobs" do not exclude each other. Every
 // acquisition is a distinct holder: WithOwner is refused (ErrInvalidOption).
-// Backends: mem://, postgres:// (row mode), with the others refusing with
-// ErrInvalidOption and the reason.
+// Backends: mem://, redis://, zookeeper://, postgres:// and mysql:// (row
+// modes); the others refuse with ErrInvalidOption and the reason.
 type Semaphore struct {
 	l       *locker // the permits' own Locker: see permitLocker
 	key     string
@@ -158,7 +158,6 @@ func (l *locker) permitLocker(permits int) (*locker, error) {
 var noSemaphore = map[string]string{
 	"redlock":   "a permit count needs one atomic view of every holder, which independent masters with a quorum cannot give (two quorums can each see a free permit); use redis:// on one server, Sentinel or Cluster",
 	"memcached": "memcached has no atomic operation over a set of holders (no scripts, no sorted sets): CAS on one item listing the holders would lose a crashed holder's permit for good or over-issue under contention",
-	"etcd":      "not implemented yet: the recipe would be a key per permit under a prefix with the session's lease, admitted by create revision",
 }
 
 type permitKey struct {
