@@ -29,6 +29,12 @@ type MultiLease struct {
 // AcquireAll acquires the locks named keys on l, all or nothing: it returns
 // when it holds every one of them, or holds none.
 //
+// Where the backend can take several locks in one request
+// (backend.MultiAcquirer: redis://, for keys of one node or Cluster slot),
+// AcquireAll first makes one such attempt: uncontended, the whole set costs
+// one round trip. If it fails for any reason (a key held, keys of several
+// slots, an observed acquisition), the path below runs.
+//
 // The locks are taken one by one in one global order, the keys sorted
 // bytewise (duplicates taken once), each waiting as Acquire does. Two
 // callers whose key sets overlap therefore never deadlock: each waits only
@@ -42,20 +48,23 @@ type MultiLease struct {
 // It works over any Locker. keys must hold at least one key; each must be
 // valid (ErrInvalidKey, checked before any backend call).
 func AcquireAll(ctx context.Context, l Locker, keys []string, opts ...Option) (*MultiLease, error) {
-	return acquireAll(ctx, keys, func(key string) (*Lease, error) { return l.Acquire(ctx, key, opts...) })
+	return acquireAll(ctx, l, keys, opts, func(key string) (*Lease, error) { return l.Acquire(ctx, key, opts...) })
 }
 
 // TryAcquireAll is AcquireAll with one attempt per key (TryAcquire): if any
 // lock is held by another owner it releases what it took and returns
 // ErrNotAcquired at once.
 func TryAcquireAll(ctx context.Context, l Locker, keys []string, opts ...Option) (*MultiLease, error) {
-	return acquireAll(ctx, keys, func(key string) (*Lease, error) { return l.TryAcquire(ctx, key, opts...) })
+	return acquireAll(ctx, l, keys, opts, func(key string) (*Lease, error) { return l.TryAcquire(ctx, key, opts...) })
 }
 
-func acquireAll(ctx context.Context, keys []string, take func(key string) (*Lease, error)) (*MultiLease, error) {
+func acquireAll(ctx context.Context, l Locker, keys []string, opts []Option, take func(key string) (*Lease, error)) (*MultiLease, error) {
 	sorted, err := multiKeys(keys)
 	if err != nil {
 		return nil, err
+	}
+	if leases, ok := acquireAtOnce(ctx, l, sorted, opts); ok {
+		return newMultiLease(leases), nil
 	}
 	leases := make([]*Lease, 0, len(sorted))
 	for _, key := range sorted {
@@ -66,12 +75,18 @@ func acquireAll(ctx context.Context, keys []string, take func(key string) (*Leas
 		}
 		leases = append(leases, ls)
 	}
+	return newMultiLease(leases), nil
+}
+
+// newMultiLease makes the MultiLease of leases, held, and ends it when any
+// of them ends.
+func newMultiLease(leases []*Lease) *MultiLease {
 	m := &MultiLease{leases: leases}
 	m.ctx, m.cancel = context.WithCancelCause(context.Background())
 	for _, ls := range leases {
 		m.stops = append(m.stops, context.AfterFunc(ls.Context(), func() { m.memberEnded(ls) }))
 	}
-	return m, nil
+	return m
 }
 
 // multiKeys checks keys and returns them sorted, without duplicates.

@@ -57,6 +57,9 @@
 //     Watch). Without it: distlock.NewSemaphore refuses the backend with
 //     ErrInvalidOption, and SemaphoreRefuser's reason where the driver
 //     has one.
+//   - MultiAcquirer: several free locks taken in one atomic request. ctx:
+//     as TryAcquire. Without it: distlock.AcquireAll takes the keys one by
+//     one in sorted order.
 //   - ErrorClassifier: the driver gives its client's errors their portable
 //     meaning (Code) once; distlock wraps each error once in the sentinel of
 //     its code. Without it: network errors are transient, others returned

@@ -14,8 +14,11 @@ import (
 //   - permit: TryAcquire+Release of one of 4 permits of a semaphore;
 //   - permit-held3: the same with the 3 other permits held (the count the
 //     acquire script or statement looks at);
-//   - acquire-all/k: AcquireAll+Release of k keys (k = 1, 4), which takes
-//     the keys one after another in sorted order: k round trips each way.
+//   - acquire-all/k: AcquireAll+Release of k keys (k = 1, 4): in one
+//     request where the backend can (backend.MultiAcquirer), else one
+//     after another in sorted order;
+//   - acquire-all/4-one-by-one: the same through a wrapper that hides the
+//     backend, so the keys are always taken one by one: k round trips.
 func Semaphores(b *testing.B, l distlock.Locker) {
 	ctx := context.Background()
 	b.Run("lock", func(b *testing.B) { Cycle(b, l, "bench/sem-lock", true) })
@@ -45,8 +48,13 @@ func Semaphores(b *testing.B, l distlock.Locker) {
 	}
 	b.Run("permit", func(b *testing.B) { permit(b, "bench/sem", 0) })
 	b.Run("permit-held3", func(b *testing.B) { permit(b, "bench/sem-held", 3) })
-	for _, k := range []int{1, 4} {
-		b.Run(fmt.Sprintf("acquire-all/%d", k), func(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		k    int
+		l    distlock.Locker
+	}{{"acquire-all/1", 1, l}, {"acquire-all/4", 4, l}, {"acquire-all/4-one-by-one", 4, opaque{l}}} {
+		k, l := c.k, c.l
+		b.Run(c.name, func(b *testing.B) {
 			keys := make([]string, k)
 			for i := range keys {
 				keys[i] = fmt.Sprintf("bench/multi/%d", i)
@@ -65,3 +73,7 @@ func Semaphores(b *testing.B, l distlock.Locker) {
 		})
 	}
 }
+
+// opaque hides a Locker's driver (it has no Unwrap): AcquireAll takes its
+// keys one by one.
+type opaque struct{ distlock.Locker }
