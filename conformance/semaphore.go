@@ -278,15 +278,21 @@ func checkSemExpiry(t T, h *Harness) {
 	mustRelease(t, p)
 }
 
-func checkSemCrash(t T, h *Harness) {
+// permitHolder starts a worker process that holds the one permit of a
+// semaphore (name), and returns that semaphore on a Locker of this process.
+func permitHolder(t T, h *Harness, name string) (*distlock.Semaphore, *worker) {
 	needURL(t, h)
-	b := h.locker(t)
-	key := h.key(t, "sem-crash")
-	s := semaphore(t, b, key, 1)
-	w := startWorker(t, workerConfig{ID: "crashed", URL: h.URL, Key: key, Permits: 1, Mode: "hold", TTL: h.ttl()})
+	key := h.key(t, name)
+	s := semaphore(t, h.locker(t), key, 1)
+	w := startWorker(t, workerConfig{ID: name, URL: h.URL, Key: key, Permits: 1, Mode: "hold", TTL: h.ttl()})
 	if m, ok := w.recv(time.Minute); !ok || m.Ev != "acquired" {
 		t.Fatalf("worker did not acquire a permit: %+v", m)
 	}
+	return s, w
+}
+
+func checkSemCrash(t T, h *Harness) {
+	s, w := permitHolder(t, h, "sem-crash")
 	expectExpiredOrBusy(t, s, "permit of a live holder process")
 	start := time.Now()
 	if err := w.signal(syscall.SIGKILL); err != nil {
@@ -306,15 +312,8 @@ func checkSemCrash(t T, h *Harness) {
 }
 
 func checkSemPause(t T, h *Harness) {
-	needURL(t, h)
-	b := h.locker(t)
-	key := h.key(t, "sem-pause")
-	s := semaphore(t, b, key, 1)
+	s, w := permitHolder(t, h, "sem-pause")
 	caps := s.Capabilities()
-	w := startWorker(t, workerConfig{ID: "paused", URL: h.URL, Key: key, Permits: 1, Mode: "hold", TTL: h.ttl()})
-	if m, ok := w.recv(time.Minute); !ok || m.Ev != "acquired" {
-		t.Fatalf("worker did not acquire a permit: %+v", m)
-	}
 	if err := w.signal(syscall.SIGSTOP); err != nil {
 		t.Fatalf("SIGSTOP: %v", err)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"database/sql"
-	"errors"
 	"fmt"
 	"time"
 
@@ -116,12 +115,8 @@ func (d *rowDriver) TryAcquirePermit(ctx context.Context, req backend.Request, p
 	_, _ = rand.Read(id)
 	token, err := d.grantPermit(ctx, pt, h, id, permits, req.TTL)
 	if err != nil {
-		var pe *backend.PermitsError
 		switch {
-		case errors.As(err, &pe):
-			pe.Key = req.Key
-			return nil, err
-		case errors.Is(err, backend.ErrNotAcquired):
+		case sqllock.Refused(err, req.Key):
 			return nil, err
 		case !serverRejected(err):
 			d.Undo(req.TTL, func(ctx context.Context) (bool, error) {
@@ -194,8 +189,6 @@ type permitLock struct {
 	token uint64
 }
 
-var errPermitNotHeld = fmt.Errorf("%w: the permit has expired or was given back", backend.ErrNotHeld)
-
 func (l *permitLock) Token() uint64 { return l.token }
 
 // Refresh extends the permit to at least ttl from now by the database
@@ -224,7 +217,7 @@ func permitOutcome(ctx context.Context, res sql.Result, err error, n func(sql.Re
 		return sqllock.Failed(ctx, err)
 	}
 	if v == 0 {
-		return errPermitNotHeld
+		return sqllock.ErrPermitNotHeld
 	}
 	return nil
 }

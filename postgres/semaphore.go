@@ -116,12 +116,7 @@ func (d *rowDriver) TryAcquirePermit(ctx context.Context, req backend.Request, p
 	_, _ = rand.Read(id)
 	token, err := d.grantPermit(ctx, pt, key, id, permits, req.TTL)
 	if err != nil {
-		var pe *backend.PermitsError
-		if errors.As(err, &pe) {
-			pe.Key = req.Key
-			return nil, err
-		}
-		if errors.Is(err, backend.ErrNotAcquired) {
+		if sqllock.Refused(err, req.Key) {
 			return nil, err
 		}
 		if !serverRejected(err) {
@@ -175,8 +170,6 @@ type permitLock struct {
 	token uint64
 }
 
-var errPermitNotHeld = fmt.Errorf("%w: the permit has expired or was given back", backend.ErrNotHeld)
-
 func (l *permitLock) Token() uint64 { return l.token }
 
 // Refresh extends the permit to at least ttl from now by the database
@@ -188,7 +181,7 @@ func (l *permitLock) Refresh(ctx context.Context, ttl time.Duration) error {
 	var fence int64
 	err := l.d.pool.QueryRow(ctx, l.pt.qRefresh, l.key, l.id, ttlMicros(ttl)).Scan(&fence)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return errPermitNotHeld
+		return sqllock.ErrPermitNotHeld
 	}
 	return failed(ctx, err)
 }
@@ -200,7 +193,7 @@ func (l *permitLock) Release(ctx context.Context) error {
 		return failed(ctx, err)
 	}
 	if tag.RowsAffected() == 0 {
-		return errPermitNotHeld
+		return sqllock.ErrPermitNotHeld
 	}
 	return nil
 }

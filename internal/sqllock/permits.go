@@ -2,6 +2,7 @@ package sqllock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -70,4 +71,20 @@ func Admit(live int64, have, want int, firstUS int64) error {
 		return backend.Busy(time.Duration(firstUS) * time.Microsecond)
 	}
 	return nil
+}
+
+// ErrPermitNotHeld is the error of Refresh and Release of a permit that has
+// expired or was given back.
+var ErrPermitNotHeld = fmt.Errorf("%w: the permit has expired or was given back", backend.ErrNotHeld)
+
+// Refused reports whether err, from an acquisition of a permit of key, is
+// an answer that took nothing (Admit's: another count, which it then names
+// key in, or every permit held), to be returned as it is.
+func Refused(err error, key string) bool {
+	var pe *backend.PermitsError
+	if errors.As(err, &pe) {
+		pe.Key = key
+		return true
+	}
+	return errors.Is(err, backend.ErrNotAcquired)
 }

@@ -15,20 +15,11 @@ func CheckCounting(holds []Hold, permits int) []Violation {
 	}
 	for _, hs := range byKey {
 		sort.Slice(hs, func(i, j int) bool { return hs[i].Start < hs[j].Start })
-		var active []Hold
-		for _, h := range hs {
-			kept := active[:0]
-			for _, a := range active {
-				if a.End > h.Start {
-					kept = append(kept, a)
-				}
-			}
-			active = kept
+		sweep(hs, func(active []Hold, h Hold) {
 			if len(active) >= permits {
 				v = append(v, Violation{"permits", active[0], h})
 			}
-			active = append(active, h)
-		}
+		})
 		fresh := make([]bool, len(hs))
 		for i := range fresh {
 			fresh[i] = true

@@ -254,6 +254,19 @@ func checkKey(hs []Hold) []Violation {
 		}
 	}
 	// Mutual exclusion: sweep by start time over the active holds.
+	sweep(hs, func(active []Hold, h Hold) {
+		for _, a := range active {
+			if a.Owner != h.Owner {
+				v = append(v, Violation{"mutual-exclusion", a, h})
+			}
+		}
+	})
+	return append(v, checkFencing(hs, fresh)...)
+}
+
+// sweep calls visit for each hold of hs (sorted by Start) with the holds
+// active at its start: begun before it and not ended by then.
+func sweep(hs []Hold, visit func(active []Hold, h Hold)) {
 	var active []Hold
 	for _, h := range hs {
 		kept := active[:0]
@@ -263,14 +276,9 @@ func checkKey(hs []Hold) []Violation {
 			}
 		}
 		active = kept
-		for _, a := range active {
-			if a.Owner != h.Owner {
-				v = append(v, Violation{"mutual-exclusion", a, h})
-			}
-		}
+		visit(active, h)
 		active = append(active, h)
 	}
-	return append(v, checkFencing(hs, fresh)...)
 }
 
 // checkFencing checks that a fresh acquisition b (fresh[i]) gets a token
