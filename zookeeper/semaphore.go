@@ -63,11 +63,15 @@ func (d *driver) acquirePermit(ctx context.Context, req backend.Request, permits
 	if err != nil {
 		return nil, err
 	}
-	defer d.spawn(func() {
-		rctx, cancel := context.WithTimeout(d.ctx, 10*time.Second)
+	defer func() {
+		// At once, not in the background: a TryAcquirePermit right after
+		// this one returns must not find the admission lock still taken.
+		// A release that fails here is finished in the background by the
+		// lock's own Release (deleteNodeBG).
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
 		_ = admit.Release(rctx)
-	})
+	}()
 	s, err := d.session(ctx)
 	if err != nil {
 		return nil, err
