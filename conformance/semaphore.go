@@ -25,6 +25,7 @@ func semaphoreChecks() []Check {
 		{"semaphore-mutex", "a semaphore of 1 permit behaves as the mutex: one holder, busy for the others, tokens increasing over takeovers", false, checkSemMutex},
 		{"semaphore-count", "the permit count is the semaphore's identity: another count while held gets ErrInvalidOption with both counts, and takes nothing", false, checkSemCount},
 		{"semaphore-cancel", "an Acquire of a permit ended by its ctx returns ErrNotAcquired and the ctx error and leaves no permit behind", false, checkSemCancel},
+		{"semaphore-request-in-flight", "a TryAcquire of a permit whose request is still in the network when its ctx ends leaves no permit behind: after the bounded cleanup another holder gets the one permit", false, checkSemRequestInFlight},
 		{"semaphore-expiry", "a permit not refreshed expires after its TTL and is re-issued; the old holder's Release and Refresh get ErrNotHeld and never touch the new holder's permit", false, checkSemExpiry},
 		{"semaphore-crash", "a permit of a holder killed with SIGKILL comes back after its TTL (or session timeout)", false, checkSemCrash},
 		{"semaphore-pause", "a holder paused past its permit's TTL has its permit reported lost (its local deadline) before the permit is re-issued, and sees the loss on resume", false, checkSemPause},
@@ -344,4 +345,22 @@ func checkSemPause(t T, h *Harness) {
 		t.Errorf("the paused holder's permit was valid until %v after it was re-issued", time.Duration(m.Deadline-issued))
 	}
 	mustRelease(t, p)
+}
+
+func checkSemRequestInFlight(t T, h *Harness) {
+	key := h.key(t, "sem-reqflight")
+	other := semaphore(t, h.locker(t), key, 1)
+	l, link := needDirectedLink(t, h)
+	s := semaphore(t, l, key, 1)
+	p, err := s.TryAcquire(ctxFor(t, 10*time.Second)) // connections open, schema ready
+	if err != nil {
+		t.Fatalf("TryAcquire: %v", err)
+	}
+	mustRelease(t, p)
+	lostRequest(t, link, "TryAcquire of a permit", func(ctx context.Context) (*distlock.Lease, error) {
+		return s.TryAcquire(ctx, distlock.WithTTL(orphanTTL))
+	})
+	took := expectTakenSoon(t, func(ctx context.Context) (*distlock.Lease, error) { return other.TryAcquire(ctx) }, key,
+		"after a TryAcquire of a permit whose request landed after its ctx ended")
+	t.Logf("permit free %v after the held request landed", took.Round(time.Millisecond))
 }
