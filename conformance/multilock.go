@@ -17,6 +17,7 @@ func multiChecks() []Check {
 		{"multi-overlap", "AcquireAll of overlapping key sets from 6 goroutines on 3 clients never deadlocks and never overlaps: a checked history per key", false, checkMultiOverlap},
 		{"multi-processes", "AcquireAll of overlapping key sets from 4 worker processes never deadlocks and never overlaps: a checked history per key", false, checkMultiProcesses},
 		{"multi-cancel", "AcquireAll that cannot have every key before its ctx ends returns ErrNotAcquired and the ctx error and leaves no key held", false, checkMultiCancel},
+		{"multi-request-in-flight", "a TryAcquireAll whose requests are still in the network when its ctx ends leaves no key held: after the bounded cleanup another owner gets each key", false, checkMultiRequestInFlight},
 		{"multi-lost-member", "a MultiLease ends (Done, Context, Err wrapping ErrLockLost) when any member is lost, and gives back the other members", false, checkMultiLostMember},
 	}
 }
@@ -160,5 +161,33 @@ func checkMultiLostMember(t T, h *Harness) {
 	}
 	if err := n.Release(ctx); err != nil {
 		t.Errorf("Release: %v", err)
+	}
+}
+
+func checkMultiRequestInFlight(t T, h *Harness) {
+	b := h.locker(t)
+	l, link := needDirectedLink(t, h)
+	keys := multiKeys(t, h, "multi-reqflight", 3)
+	m, err := distlock.TryAcquireAll(ctxFor(t, 10*time.Second), l, keys) // connections open, schema ready
+	if err != nil {
+		t.Fatalf("TryAcquireAll: %v", err)
+	}
+	if err := m.Release(ctxFor(t, 10*time.Second)); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	lostRequest(t, link, "TryAcquireAll", func(ctx context.Context) (*distlock.Lease, error) {
+		m, err := distlock.TryAcquireAll(ctx, l, keys, distlock.WithTTL(orphanTTL))
+		if err != nil {
+			return nil, err
+		}
+		// Granted after all (the request left late): give the set back,
+		// and hand lostRequest a lease of its own to release.
+		if err := m.Release(ctxFor(t, 10*time.Second)); err != nil {
+			return nil, err
+		}
+		return b.TryAcquire(ctxFor(t, 10*time.Second), keys[0])
+	})
+	for _, k := range keys {
+		expectFreeSoon(t, b, k, "after a TryAcquireAll whose requests landed after its ctx ended")
 	}
 }
