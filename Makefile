@@ -11,20 +11,22 @@ ci: deps test
 deps:
 	bash scripts/install-deps.sh
 
-# Formatting and vet (the library, the peer benchmark module in bench/ and
-# the OpenTelemetry module in otel/).
+# Formatting and vet (the library, the peer benchmark module in bench/, the
+# OpenTelemetry module in otel/ and the gocron adapter in gocronlock/).
 check:
 	@unformatted=$$(gofmt -l .); if [ -n "$$unformatted" ]; then echo "gofmt -l:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
 	cd bench && $(GO) vet ./...
 	cd otel && $(GO) vet ./...
+	cd gocronlock && $(GO) vet ./...
 
 # The whole test suite with the race detector, the OpenTelemetry module's
-# tests (its own go.mod), then a short fuzz run of distlock.Open over every
+# and the gocron adapter's tests (each its own go.mod), then a short fuzz run of distlock.Open over every
 # registered scheme (FuzzOpen: no panic, no hang, no password in an error).
 test: check
 	$(GO) test -race -count=1 -timeout 25m ./...
 	cd otel && $(GO) test -race -count=1 ./...
+	cd gocronlock && $(GO) test -race -count=1 ./...
 	$(GO) test -run '^$$' -fuzz FuzzOpen -fuzztime 20s ./internal/tests/openfuzz
 
 # The benchmarks quoted in the README.

@@ -22,7 +22,10 @@ import (
 //     is what the fencing token is for.
 //     A leader paused past its TTL (SIGSTOP, a long GC pause) sees its
 //     term ended as soon as it runs again, before it acts, if it checks
-//     Term.Err() first; its Context is cancelled at the same moment.
+//     Term.Err() first; its Context is cancelled at the same moment. A
+//     pause that falls between a check that said nil and the action it
+//     guards cannot be seen by any check: there only Token, checked by
+//     the resource the leader writes, stops the deposed leader.
 //   - Where Capabilities().Fencing, Term.Token() strictly increases with
 //     every new term: pass it to the resources the leader writes, and they
 //     can refuse a deposed leader that has not noticed yet. Where the
@@ -144,8 +147,9 @@ func (t *Term) Resign(ctx context.Context) error { return t.lease.Release(ctx) }
 func (e *Election) Campaign(ctx context.Context) (*Term, error) {
 	// A fresh owner id per term, after every other option: also a
 	// WithOwner among the Locker's defaults must not let two candidates
-	// nest into one term.
-	opts := append(e.opts[:len(e.opts):len(e.opts)], WithOwner(newOwnerID()))
+	// nest into one term. It is no shared owner id (WithMinHold is
+	// allowed with it: nothing nests into a term's hold).
+	opts := append(e.opts[:len(e.opts):len(e.opts)], termOwner(newOwnerID()))
 	lease, err := e.locker.Acquire(ctx, e.key, opts...)
 	if err != nil {
 		return nil, err
@@ -158,12 +162,18 @@ func (e *Election) Campaign(ctx context.Context) (*Term, error) {
 // lost term, pausing per the recampaign backoff, until ctx ends.
 //
 // When fn returns while the term still lasts, Lead resigns; it returns
-// fn's error, or nil when fn returned nil (the candidate is done). When
-// fn returns after its term was lost, its error is dropped and Lead
-// campaigns again. Lead returns ctx's error when ctx ends, and at once an
-// error that waiting cannot cure (ErrInvalidOption, ErrInvalidKey,
-// ErrInvalidTTL, ErrClosed); a backend outage is waited out.
+// fn's error, or nil when fn returned nil (the candidate is done); so it
+// does when fn resigned the term itself (Term.Resign). When fn returns
+// after its term was lost (ErrLockLost, or the Locker closed), its error
+// is dropped and Lead campaigns again. If fn panics, the term is resigned before the panic
+// goes on. Lead returns ctx's error when ctx ends, and at once an error
+// that waiting cannot cure (ErrInvalidOption, also for a nil fn,
+// ErrInvalidKey, ErrInvalidTTL, ErrClosed); a backend outage is waited
+// out.
 func (e *Election) Lead(ctx context.Context, fn func(ctx context.Context, t *Term) error) error {
+	if fn == nil {
+		return nilFn("lead", e.key)
+	}
 	attempt := 0
 	for {
 		term, err := e.Campaign(ctx)
@@ -187,24 +197,31 @@ func (e *Election) Lead(ctx context.Context, fn func(ctx context.Context, t *Ter
 	}
 }
 
-// serve runs fn for one term and reports whether Lead is done.
-func (e *Election) serve(ctx context.Context, term *Term, fn func(context.Context, *Term) error) (bool, error) {
+// serve runs fn for one term and reports whether Lead is done. The term
+// is resigned in a deferred call, so that also a panic in fn (or
+// runtime.Goexit) gives leadership up before it goes on: a term left
+// behind would be refreshed for as long as the process lives.
+func (e *Election) serve(ctx context.Context, term *Term, fn func(context.Context, *Term) error) (done bool, err error) {
 	tctx, cancel := context.WithCancelCause(term.Context())
 	stop := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
-	fnErr := fn(tctx, term)
-	stop()
-	cancel(nil)
-	stillLeading := term.Err() == nil
-	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), releaseLimit())
-	_ = term.Resign(rctx) // ErrNotHeld after a lost term: nothing to free
-	rcancel()
-	switch {
-	case ctx.Err() != nil:
-		return true, ctx.Err()
-	case stillLeading:
-		return true, fnErr
+	defer func() {
+		stop()
+		cancel(nil)
+		// Lost, not given up by fn's own Resign: campaign again.
+		end := term.Err()
+		lost := errors.Is(end, ErrLockLost) || errors.Is(end, ErrClosed)
+		_ = term.lease.releaseDetached(ctx) // ErrNotHeld after a lost or resigned term: nothing to free
+		switch {
+		case ctx.Err() != nil:
+			done, err = true, ctx.Err()
+		case lost:
+			done, err = false, nil
+		}
+	}()
+	if ctx.Err() != nil {
+		return true, ctx.Err() // ctx ended as the campaign won: told to stop, it does not begin
 	}
-	return false, nil
+	return true, fn(tctx, term) // fn's error when it returns while the term lasts
 }
 
 // permanent reports whether an acquisition error cannot be cured by
@@ -235,8 +252,10 @@ func (e *Election) Leader(ctx context.Context) (LockInfo, error) {
 
 // Observe reports the leader each time it changes (a new term, or nobody
 // leading), starting with the current one, by asking the backend every
-// observe interval (WithObserveInterval): a term shorter than the interval
-// may go unseen. The channel is closed when ctx ends. Errors of the
+// observe interval (WithObserveInterval) and, where the backend announces
+// releases, as soon as the leader's lock is released and then quickly
+// until a new term begins. A term shorter than the interval may go unseen
+// on a backend without notifications. The channel is closed when ctx ends. Errors of the
 // backend are skipped (the next poll tries again); ErrUnsupported or a
 // closed Locker closes the channel.
 func (e *Election) Observe(ctx context.Context) <-chan LockInfo {
@@ -244,7 +263,10 @@ func (e *Election) Observe(ctx context.Context) <-chan LockInfo {
 	go func() {
 		defer close(ch)
 		var last *LockInfo
+		w := e.leaderWatch()
+		defer w.stop()
 		for {
+			w.arm(ctx)
 			info, err := e.Leader(ctx)
 			if errors.Is(err, errors.ErrUnsupported) || errors.Is(err, ErrClosed) {
 				return
@@ -257,7 +279,7 @@ func (e *Election) Observe(ctx context.Context) <-chan LockInfo {
 					return
 				}
 			}
-			if sleepCtx(ctx, e.interval) != nil {
+			if w.wait(ctx, err == nil && info.Held) != nil {
 				return
 			}
 		}

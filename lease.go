@@ -29,8 +29,8 @@ type Lease struct {
 	token uint64
 
 	// minHoldEnd is 0 without WithMinHold; else its duration until start,
-	// then its end: sent + the duration, as an offset from epoch on the
-	// monotonic clock (8 bytes, where a time.Time takes 24).
+	// then its end: the grant's arrival + the duration, as an offset from
+	// epoch on the monotonic clock (8 bytes, where a time.Time takes 24).
 	minHoldEnd time.Duration
 
 	mu     sync.Mutex
@@ -193,7 +193,9 @@ func (ls *Lease) start(lock backend.Lock, sent time.Time) bool {
 	}
 	ls.lock, ls.token, ls.state = lock, lock.Token(), held
 	if ls.minHoldEnd > 0 {
-		ls.minHoldEnd += sent.Sub(epoch)
+		// From now, not sent: after a native wait (backend.Blocker) sent
+		// is the start of the wait, and the grant came at most now.
+		ls.minHoldEnd += time.Since(epoch)
 	}
 	if ls.w != nil {
 		ls.w.ev.Token, ls.w.sentAt = ls.token, sent
@@ -315,6 +317,15 @@ func (ls *Lease) Release(ctx context.Context) error {
 		return ls.observedRelease(ctx, release)
 	}
 	return release(ctx)
+}
+
+// releaseDetached is Release on a ctx that keeps ctx's values but not its
+// end, bounded by releaseLimit: the release after work whose ctx may have
+// ended (Do, TryDo, Lead).
+func (ls *Lease) releaseDetached(ctx context.Context) error {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseLimit())
+	defer cancel()
+	return ls.Release(rctx)
 }
 
 func (ls *Lease) release(ctx context.Context) error {

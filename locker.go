@@ -54,7 +54,9 @@ type Locker interface {
 	Capabilities() Capabilities
 	// Close ends the Locker: in-flight acquisitions return ErrClosed,
 	// leases still held end with ErrClosed at once and are released (best
-	// effort), and the backend's connections are closed. Close is
+	// effort; on an Expiring backend a lease within its WithMinHold
+	// minimum hold is left to expire when the hold ends), and the
+	// backend's connections are closed. Close is
 	// idempotent. It returns within the release bound (5 s) plus the time
 	// the driver's own Close takes, whatever the backend answers or fails
 	// to answer: releases, automatic refreshes and acquisitions still
@@ -142,8 +144,12 @@ func urlReason(err error) string {
 // Do acquires key, runs fn with the lease's context (cancelled if the lock is
 // lost), and releases the lock. It returns fn's error, joined with ErrLockLost
 // if the lock was lost while fn ran (fn's work may then have overlapped with
-// another owner's), or the acquire error.
+// another owner's), or the acquire error. If fn panics, the lock is
+// released before the panic goes on.
 func Do(ctx context.Context, l Locker, key string, fn func(ctx context.Context) error, opts ...Option) error {
+	if fn == nil {
+		return nilFn("do", key)
+	}
 	lease, err := l.Acquire(ctx, key, opts...)
 	if err != nil {
 		return err
@@ -161,6 +167,9 @@ func Do(ctx context.Context, l Locker, key string, fn func(ctx context.Context) 
 // Give WithMinHold so that a host whose timer fires a little later still
 // finds the lock taken after a short job.
 func TryDo(ctx context.Context, l Locker, key string, fn func(ctx context.Context) error, opts ...Option) (ran bool, err error) {
+	if fn == nil {
+		return false, nilFn("try-do", key)
+	}
 	lease, err := l.TryAcquire(ctx, key, opts...)
 	if err != nil {
 		if errors.Is(err, ErrNotAcquired) && !errors.Is(err, ErrUnavailable) && ctx.Err() == nil {
@@ -171,12 +180,23 @@ func TryDo(ctx context.Context, l Locker, key string, fn func(ctx context.Contex
 	return true, runLeased(ctx, lease, fn)
 }
 
+// nilFn is the error of Do, TryDo and Lead given a nil function: nothing
+// is taken.
+func nilFn(op, key string) error {
+	return &Error{Op: op, Key: key, Backend: "distlock", Err: fmt.Errorf("%w: nil function", ErrInvalidOption)}
+}
+
 // runLeased runs fn under lease and releases it: Do's and TryDo's body.
 func runLeased(ctx context.Context, lease *Lease, fn func(ctx context.Context) error) error {
+	returned := false
+	defer func() {
+		if !returned { // fn panicked: free the lock before the panic goes on, or it is refreshed for ever
+			_ = lease.releaseDetached(ctx)
+		}
+	}()
 	fnErr := fn(lease.Context())
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseLimit())
-	defer cancel()
-	relErr := lease.Release(rctx)
+	returned = true
+	relErr := lease.releaseDetached(ctx)
 	if relErr != nil && (!errors.Is(relErr, ErrNotHeld) || errors.Is(relErr, ErrLockLost)) {
 		// A Release that finds the lock gone reports ErrLockLost.
 		if fnErr == nil {
@@ -267,7 +287,10 @@ func (l *locker) prepare(key string, opts []Option) (request, error) {
 	if r.validity == 0 {
 		r.autoRefresh = false // nothing to refresh: the session keeps the lock
 	}
-	r.sharedOwner = r.owner != ""
+	if err := l.checkMinHold(r.minHold()); err != nil {
+		return r, err
+	}
+	r.sharedOwner = r.owner != "" && !r.freshOwner
 	if r.sharedOwner && r.minHold() > 0 && l.caps.Expiring && l.delayed == nil {
 		return r, fmt.Errorf("%w: WithMinHold with WithOwner needs a backend that can release with a delay (backend.DelayedReleaser): a later lease of the same owner would nest into the hold left behind; drop WithOwner", ErrInvalidOption)
 	}
@@ -379,10 +402,10 @@ func (l *locker) Close() error {
 	l.mu.Unlock()
 	limit := time.Now().Add(releaseLimit())
 	l.closeFn(ErrClosed) // ends waits and automatic refreshes in flight
-	locks := make([]backend.Lock, 0, len(held))
+	locks := make([]*Lease, 0, len(held))
 	for _, ls := range held {
 		if ls.closeByLocker() {
-			locks = append(locks, ls.lock)
+			locks = append(locks, ls)
 		}
 	}
 	l.sched.stop()
@@ -395,7 +418,7 @@ func (l *locker) Close() error {
 		go func() {
 			defer released.Done()
 			for i := int(next.Add(1)) - 1; i < len(locks); i = int(next.Add(1)) - 1 {
-				_ = locks[i].Release(ctx)
+				_ = locks[i].giveBack(ctx)
 			}
 		}()
 	}

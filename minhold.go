@@ -2,6 +2,7 @@ package distlock
 
 import (
 	"context"
+	"fmt"
 	"time"
 )
 
@@ -46,6 +47,29 @@ func (ls *Lease) holdOut(ctx context.Context, left time.Duration) error {
 		defer cancel()
 		_ = lock.Release(rctx) // ErrNotHeld: the session ended first, the lock with it
 	}()
+	return nil
+}
+
+// giveBack frees the lock of a lease that Close ended: at once, or on an
+// Expiring backend within the minimum hold, when the hold ends (holdOut:
+// the server keeps it; no process needs to stay up).
+func (ls *Lease) giveBack(ctx context.Context) error {
+	if left := ls.minHoldLeft(); left > 0 && ls.l.caps.Expiring {
+		return ls.holdOut(ctx, left)
+	}
+	return ls.lock.Release(ctx)
+}
+
+// checkMinHold refuses, at acquisition, a minimum hold that an Expiring
+// backend could not keep with the one refresh (or delayed release) that
+// Release makes within it, such as more than memcached's 30 days.
+func (l *locker) checkMinHold(d time.Duration) error {
+	if d == 0 || !l.caps.Expiring {
+		return nil
+	}
+	if _, err := l.validityFor(l.coveringTTL(d)); err != nil {
+		return fmt.Errorf("%w: WithMinHold(%v): longer than %s can keep a lock (%v)", ErrInvalidOption, d, l.name, err)
+	}
 	return nil
 }
 

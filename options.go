@@ -35,6 +35,7 @@ type settings struct {
 
 	autoRefresh      bool
 	retryUnavailable bool // WithRetryUnavailable
+	freshOwner       bool // owner is a random id of this acquisition's own (termOwner), not a WithOwner id
 }
 
 func defaultSettings() settings {
@@ -62,8 +63,15 @@ func WithOwner(id string) Option {
 			s.err = fmt.Errorf("%w: owner id must be valid UTF-8 of 1 to 256 bytes", ErrInvalidOption)
 			return
 		}
-		s.owner = id
+		s.owner, s.freshOwner = id, false
 	}
+}
+
+// termOwner gives the acquisition a random owner id made for it alone
+// (newOwnerID), overriding any WithOwner: it is then no shared identity,
+// so nothing can nest into its lock (Election's terms).
+func termOwner(id string) Option {
+	return func(s *settings) { s.owner, s.freshOwner = id, true }
 }
 
 // MaxMetadataLen is the longest WithMetadata string, in bytes.
@@ -101,7 +109,8 @@ func (s *settings) minHold() time.Duration {
 }
 
 // WithMinHold keeps the lock taken until at least d after the acquisition
-// (measured from the moment its request was sent), even when the lease is
+// (measured from the moment the grant reached this process, after any
+// wait for the lock), even when the lease is
 // released sooner: ShedLock's lockAtLeastFor, for jobs that run on several
 // hosts whose timers fire at slightly different moments, so that a host
 // whose timer fires late finds the lock still taken instead of running the
@@ -116,7 +125,9 @@ func (s *settings) minHold() time.Duration {
 //     granularity) and stops refreshing it. The lock then expires on the
 //     server: no process needs to stay alive for it. If that refresh
 //     cannot reach the backend, Release returns the error and the lock
-//     expires at its TTL, possibly before the minimum hold ends.
+//     expires at its TTL, possibly before the minimum hold ends. Close of
+//     the Locker with the lease still held does the same (the process
+//     may exit; the lock stays taken until the minimum hold ends).
 //   - Session-bound backends whose locks do not expire (ZooKeeper, MySQL
 //     forupdate, PostgreSQL advisory): the lock lives as long as the
 //     session, so Release returns at once and the Locker releases the lock
@@ -129,7 +140,9 @@ func (s *settings) minHold() time.Duration {
 // backend.DelayedReleaser (all but mem://) the refresh leaves the hold in
 // place, into which a later lease of the same owner would nest: there
 // WithMinHold together with WithOwner fails with ErrInvalidOption. d must be between 0 (none, the default)
-// and MaxTTL.
+// and MaxTTL, and on an Expiring backend no longer than a TTL the backend
+// accepts (memcached: 30 days); else the acquisition fails with
+// ErrInvalidOption before anything is taken.
 func WithMinHold(d time.Duration) Option {
 	return func(s *settings) {
 		if d < 0 || d > MaxTTL {

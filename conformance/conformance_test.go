@@ -135,6 +135,17 @@ func TestSuiteCatchesUncheckedRefresh(t *testing.T) {
 	expectFail(t, res, "stale-holder", "stale holder's Refresh")
 }
 
+// TestSuiteCatchesIgnoredMinHold: a lock whose refresh does nothing (the
+// release within a minimum hold is a refresh where the driver has no
+// backend.DelayedReleaser) frees the lock at its TTL, before the minimum
+// hold ends.
+func TestSuiteCatchesIgnoredMinHold(t *testing.T) {
+	res := run(t, func(t *testing.T, ns string) *broken {
+		return &broken{Driver: memDriver(t, ns), lock: func(l backend.Lock) backend.Lock { return unchecked{l} }}
+	}, "^min-hold$")
+	expectFail(t, res, "min-hold", "within its")
+}
+
 func TestSuiteCatchesConstantTokens(t *testing.T) {
 	res := run(t, func(t *testing.T, ns string) *broken {
 		return &broken{Driver: memDriver(t, ns), lock: func(l backend.Lock) backend.Lock { return fixedToken{l} }}

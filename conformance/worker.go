@@ -52,11 +52,11 @@ type workerConfig struct {
 	ID       string        `json:"id"`
 	URL      string        `json:"url"`
 	Key      string        `json:"key"`
-	Mode     string        `json:"mode"` // "loop" or "hold"
+	Mode     string        `json:"mode"` // "loop", "hold" or "elect"
 	TTL      time.Duration `json:"ttl"`
 	Count    int           `json:"count"`     // loop: critical sections
-	Duration time.Duration `json:"duration"`  // loop: at most this long
-	History  string        `json:"history"`   // loop: JSON-lines history file
+	Duration time.Duration `json:"duration"`  // loop, elect: at most this long
+	History  string        `json:"history"`   // loop, elect: JSON-lines history file
 	Fenced   string        `json:"fenced"`    // hold: Redis address of a fenced resource
 	FencedPG string        `json:"fenced_pg"` // hold: PostgreSQL URL of a fenced resource
 	Permits  int           `json:"permits"`   // a permit of a semaphore of Key, not the lock
@@ -97,6 +97,8 @@ func runWorker(cfg workerConfig) int {
 		return workerLoop(ctx, l, cfg, say)
 	case "hold":
 		return workerHold(ctx, l, cfg, say)
+	case "elect":
+		return workerElect(ctx, l, cfg, say)
 	}
 	say(workerMsg{Ev: "error", Err: "unknown mode " + cfg.Mode})
 	return 2

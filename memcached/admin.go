@@ -32,7 +32,7 @@ func (s itemState) info() backend.LockInfo {
 	if !s.found {
 		return backend.LockInfo{Waiters: -1}
 	}
-	return backend.LockInfo{Held: true, Owner: s.rec.owner, Metadata: s.rec.metadata, Holds: len(s.rec.holds),
+	return backend.LockInfo{Held: true, Owner: s.rec.owner, Metadata: s.rec.metadata, Holds: s.rec.liveHolds(),
 		TTL: s.ttl, Waiters: -1}
 }
 

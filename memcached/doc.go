@@ -38,6 +38,16 @@
 //     replaced by cas with an empty tombstone whose expiry is in the past,
 //     which memcached treats as gone at once. Other holds are removed by cas.
 //     Delete is never used: it would remove anyone's lock.
+//   - Release within a minimum hold (distlock.WithMinHold; the driver
+//     implements backend.DelayedReleaser): gets, check owner, nonce and
+//     hold, then cas that swaps the hold for a linger mark ("~" and the
+//     moment the minimum hold ends) and sets the item's expiry to that
+//     moment, rounded up to whole seconds plus one tick (so up to two
+//     seconds late, never early) — shorter than the lease's TTL if need
+//     be, since the lease is over. While nested holds of the owner remain
+//     the expiry is never shortened, and the last one's Release leaves the
+//     item until the mark's moment instead of deleting it. The owner may
+//     nest into a lingering lock (as on mem://); another owner waits for it.
 //   - Refresh: gets, check owner, nonce and hold, then cas with expiry
 //     max(remaining, ttl): two round trips per lock. Touch is never used:
 //     it would extend anyone's lock.

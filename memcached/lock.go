@@ -262,14 +262,21 @@ func (d *driver) extendHold(key string, h holdRef, ttl time.Duration) error {
 
 // removeHold is the owner-checked release of one hold: it changes the item
 // only if it still records h, and deletes it (deleteItem) when h's hold is
-// the last one.
+// the last one — unless a minimum hold (the linger mark) still runs: then
+// the item stays until that moment.
 func (d *driver) removeHold(ctx context.Context, key string, h holdRef) error {
 	return d.rewrite(key, h, func(it *memcache.Item, cur record) (bool, error) {
-		if len(cur.holds) == 1 {
+		now := time.Now().UnixMilli()
+		linger := cur.lingerMs()
+		cur.holds = cur.without(h.hold)
+		switch {
+		case cur.liveHolds() > 0:
+		case linger > now:
+			cur.expMs = linger
+		default:
 			return d.deleteItem(ctx, it)
 		}
-		cur.holds = cur.without(h.hold)
-		it.Value, it.Expiration = cur.encode(), expSeconds(cur.expMs, time.Now().UnixMilli())
+		it.Value, it.Expiration = cur.encode(), expSeconds(cur.expMs, now)
 		return casOutcome(d.c.CompareAndSwap(it))
 	})
 }

@@ -121,8 +121,8 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	if lease == nil {
 		return status
 	}
-	// The minimum hold counts from now (the library's, from the request,
-	// ends no later).
+	// The minimum hold counts from now (the library's, from the grant's
+	// arrival before Acquire returned, ends no later).
 	holdUntil := time.Now().Add(*minHold)
 	if *verbose {
 		fmt.Fprintf(stderr, "distlock run: acquired %q token=%d owner=%s\n", *key, lease.Token(), lease.Owner())

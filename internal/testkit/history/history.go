@@ -39,6 +39,9 @@ const (
 	ReleaseOK   Op = "release-ok"
 	ReleaseFail Op = "release-fail"
 	Lost        Op = "lost" // the client noticed the loss (Done closed)
+	// Beat marks an action taken while the client saw its lease valid
+	// (an election leader's work); it carries the lease's deadline then.
+	Beat Op = "beat"
 )
 
 // Event is one step of one acquisition. Acquisitions are identified by
@@ -198,6 +201,10 @@ func Holds(events []Event, end int64) []Hold {
 			if e.Deadline > deadline[k] {
 				deadline[k] = e.Deadline // refreshed since the grant
 			}
+		case Beat:
+			if e.Deadline > deadline[k] {
+				deadline[k] = e.Deadline
+			}
 		}
 	}
 	out := make([]Hold, 0, len(order))
@@ -216,6 +223,19 @@ func Holds(events []Event, end int64) []Hold {
 		out = append(out, h)
 	}
 	return out
+}
+
+// LateBeats returns the Beats taken at or after the deadline their lease
+// had then (beyond slack, the error of Mono's conversion): actions of a
+// client that should have known it no longer held the lock.
+func LateBeats(events []Event, slack time.Duration) []Event {
+	var late []Event
+	for _, e := range events {
+		if e.Op == Beat && e.Deadline != 0 && e.Time >= e.Deadline+int64(slack) {
+			late = append(late, e)
+		}
+	}
+	return late
 }
 
 // Check returns every violation in the holds.

@@ -1,6 +1,7 @@
 package jobs_test
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -9,7 +10,7 @@ import (
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/internal/testkit/testserver"
 	_ "github.com/distlock/distlock/memcached"
-	"github.com/distlock/distlock/memory"
+	_ "github.com/distlock/distlock/memory"
 	_ "github.com/distlock/distlock/redis"
 )
 
@@ -46,7 +47,7 @@ func minHoldLeftover(t *testing.T, url string) {
 	a, b := openTwo(t, url)
 	const hold = 2 * time.Second // whole seconds: memcached's expiry granularity
 	first, err := a.TryAcquire(ctx, "job", distlock.WithOwner("host-a"), distlock.WithMinHold(hold))
-	if !strings.HasPrefix(url, "mem:") {
+	if !strings.HasPrefix(url, "mem:") && !strings.HasPrefix(url, "memcached:") {
 		if !errors.Is(err, distlock.ErrInvalidOption) {
 			t.Errorf("WithMinHold with WithOwner on a backend without DelayedReleaser: %v, want ErrInvalidOption", err)
 		}
@@ -86,10 +87,21 @@ func minHoldLeftover(t *testing.T, url string) {
 // "keeps the lock taken until at least d after the acquisition"), but it
 // is freed at once: ReleaseAfter on a non-last hold just drops it.
 func TestMinHoldNestedReleaseDropsMinimumHold(t *testing.T) {
-	ns := memory.NewNamespace()
-	a, b := memory.MustNew(ns), memory.MustNew(ns)
-	defer a.Close()
-	defer b.Close()
+	for _, c := range []struct {
+		name string
+		url  func(t *testing.T) string
+	}{
+		{"memory", func(t *testing.T) string { return "mem://minhold-nested" }},
+		{"memcached", func(t *testing.T) string {
+			return "memcached://" + testserver.Memcached(t, testserver.MemcachedConfig{}).Addr()
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) { minHoldNested(t, c.url(t)) })
+	}
+}
+
+func minHoldNested(t *testing.T, url string) {
+	a, b := openTwo(t, url)
 	ctx := t.Context()
 	const hold = 10 * time.Second
 	outer, err := a.TryAcquire(ctx, "job", distlock.WithOwner("host-a"))
@@ -112,5 +124,44 @@ func TestMinHoldNestedReleaseDropsMinimumHold(t *testing.T) {
 			t.Errorf("another owner took the lock %v after a nested acquisition with a %v minimum hold", time.Since(start), hold)
 		}
 		l.Release(ctx)
+	}
+}
+
+// TestMinHoldEndsBeforeLongTTL: a lease with a 1-minute TTL released
+// within its 2s minimum hold frees the lock when the minimum hold ends,
+// not at the TTL (WithMinHold: the lock "expires on the server when the
+// minimum hold ends"). Before memcached had ReleaseAfter, the release was
+// a refresh that never shortens, and the lock stayed for the whole minute.
+func TestMinHoldEndsBeforeLongTTL(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		url  func(t *testing.T) string
+	}{
+		{"memory", func(t *testing.T) string { return "mem://minhold-exact" }},
+		{"memcached", func(t *testing.T) string {
+			return "memcached://" + testserver.Memcached(t, testserver.MemcachedConfig{}).Addr()
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			a, b := openTwo(t, c.url(t))
+			ctx := t.Context()
+			lease, err := a.TryAcquire(ctx, "job", distlock.WithTTL(time.Minute), distlock.WithMinHold(2*time.Second))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := lease.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := b.TryAcquire(ctx, "job"); !errors.Is(err, distlock.ErrNotAcquired) {
+				t.Fatalf("another owner within the minimum hold: %v, want ErrNotAcquired", err)
+			}
+			wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+			defer cancel()
+			next, err := b.Acquire(wctx, "job")
+			if err != nil {
+				t.Fatalf("lock not free 20s after a 2s minimum hold (TTL 1m): %v", err)
+			}
+			_ = next.Release(ctx)
+		})
 	}
 }

@@ -1,0 +1,39 @@
+package jobs_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock"
+)
+
+// TestMinHoldSurvivesCloseOnExpiringBackends: a process shuts down (Close
+// of its Locker, as on SIGTERM) while a job with a minimum hold still
+// runs. On an Expiring backend the minimum hold needs no live process
+// (WithMinHold: "The lock then expires on the server"), yet Close
+// released the lock at once, and a host whose timer fires a moment later
+// ran the job again.
+func TestMinHoldSurvivesCloseOnExpiringBackends(t *testing.T) {
+	for _, b := range expiringBackends {
+		t.Run(b.name, func(t *testing.T) {
+			a, other := openTwo(t, b.url(t))
+			ctx := t.Context()
+			lease, err := a.TryAcquire(ctx, "nightly", distlock.WithTTL(2*time.Second), distlock.WithMinHold(time.Minute))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := a.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if err := lease.Err(); !errors.Is(err, distlock.ErrClosed) {
+				t.Errorf("lease after Close: %v, want ErrClosed", err)
+			}
+			ran, err := distlock.TryDo(ctx, other, "nightly", func(context.Context) error { return nil }, distlock.WithTTL(2*time.Second))
+			if ran || err != nil {
+				t.Errorf("another host right after Close within a one-minute minimum hold: ran %v, %v; want skipped", ran, err)
+			}
+		})
+	}
+}

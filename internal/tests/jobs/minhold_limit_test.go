@@ -1,0 +1,31 @@
+package jobs_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/testkit/testserver"
+)
+
+// TestMinHoldBeyondBackendLimitRefusedUpFront: memcached cannot keep an
+// item longer than 30 days (relative expiry). A minimum hold of 31 days
+// was accepted at acquisition, and only Release failed (ErrInvalidTTL),
+// leaving the lock to expire at its TTL: the minimum hold silently
+// broken. A minimum hold the backend cannot keep must be refused when the
+// lock is taken, before the job runs.
+func TestMinHoldBeyondBackendLimitRefusedUpFront(t *testing.T) {
+	a, _ := openTwo(t, "memcached://"+testserver.Memcached(t, testserver.MemcachedConfig{}).Addr())
+	ctx := t.Context()
+	lease, err := a.TryAcquire(ctx, "nightly", distlock.WithTTL(2*time.Second), distlock.WithMinHold(31*24*time.Hour))
+	if err != nil {
+		if !errors.Is(err, distlock.ErrInvalidOption) {
+			t.Errorf("TryAcquire with a 31-day minimum hold on memcached: %v, want ErrInvalidOption", err)
+		}
+		return
+	}
+	if err := lease.Release(ctx); err != nil {
+		t.Errorf("accepted a 31-day minimum hold, then Release failed: %v", err)
+	}
+}

@@ -1,0 +1,52 @@
+package jobs_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock"
+)
+
+// TestMinHoldReleaseAfterLossLeavesNewOwner: a lease with a minimum hold
+// loses its lock (an operator's ForceRelease) and another owner takes it;
+// the first lease's Release within its minimum hold must report
+// ErrLockLost and leave the new owner's lock exactly as it was (its
+// minimum-hold refresh is owner-checked, and must not stretch the new
+// owner's expiry either).
+func TestMinHoldReleaseAfterLossLeavesNewOwner(t *testing.T) {
+	for _, b := range expiringBackends {
+		t.Run(b.name, func(t *testing.T) {
+			a, other := openTwo(t, b.url(t))
+			ctx := t.Context()
+			first, err := a.TryAcquire(ctx, "nightly", distlock.WithTTL(3*time.Second), distlock.WithMinHold(time.Hour))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := distlock.ForceRelease(ctx, other, "nightly"); err != nil {
+				t.Fatal(err)
+			}
+			second, err := other.TryAcquire(ctx, "nightly", distlock.WithTTL(3*time.Second), distlock.WithAutoRefresh(false))
+			if err != nil {
+				t.Fatal(err)
+			}
+			before, err := distlock.Inspect(ctx, other, "nightly")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := first.Release(ctx); !errors.Is(err, distlock.ErrLockLost) {
+				t.Errorf("Release of the evicted lease: %v, want ErrLockLost", err)
+			}
+			after, err := distlock.Inspect(ctx, other, "nightly")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if after.Owner != second.Owner() || after.Token != before.Token || after.TTL > before.TTL {
+				t.Errorf("new owner's lock changed by the old lease's Release: before %+v, after %+v", before, after)
+			}
+			if err := second.Release(ctx); err != nil {
+				t.Errorf("new owner's Release: %v", err)
+			}
+		})
+	}
+}

@@ -1,0 +1,49 @@
+package jobs_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/testkit/testserver"
+)
+
+// TestDoFnPanicReleases: fn panics inside Do or TryDo and the caller
+// recovers (a job runner that turns panics into failed runs). The lock
+// must not stay taken, auto-refreshed for as long as the process lives,
+// by a job that no longer runs: another owner gets it at once.
+func TestDoFnPanicReleases(t *testing.T) {
+	a, b := openTwo(t, "redis://"+testserver.Redis(t, testserver.RedisConfig{}).Addr()+"/0")
+	for _, c := range []struct {
+		name string
+		run  func(key string)
+	}{
+		{"Do", func(key string) {
+			_ = distlock.Do(t.Context(), a, key, func(context.Context) error { panic("job bug") }, distlock.WithTTL(3*time.Second))
+		}},
+		{"TryDo", func(key string) {
+			_, _ = distlock.TryDo(t.Context(), a, key, func(context.Context) error { panic("job bug") }, distlock.WithTTL(3*time.Second))
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			func() {
+				defer func() {
+					if recover() == nil {
+						t.Fatal("the panic was not passed on")
+					}
+				}()
+				c.run(c.name)
+			}()
+			// Longer than several TTLs: an auto-refreshed orphan would
+			// still hold the key.
+			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+			defer cancel()
+			lease, err := b.Acquire(ctx, c.name)
+			if err != nil {
+				t.Fatalf("after fn panicked under the lock: %v", err)
+			}
+			_ = lease.Release(t.Context())
+		})
+	}
+}
