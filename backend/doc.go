@@ -51,6 +51,15 @@
 //   - ForceReleaser: the backend frees a lock whatever its owner, keeping
 //     fencing tokens increasing. ctx: ForceRelease returns when ctx ends.
 //     Without it: distlock.ForceRelease returns errors.ErrUnsupported.
+//   - Semaphorer (with PermitBlocker, PermitNotifier): permits of counting
+//     semaphores, each a Lock of its own; the count is the semaphore's
+//     identity while held (PermitsError). ctx: as TryAcquire (and Acquire,
+//     Watch). Without it: distlock.NewSemaphore refuses the backend with
+//     ErrInvalidOption, and SemaphoreRefuser's reason where the driver
+//     has one.
+//   - MultiAcquirer: several free locks taken in one atomic request. ctx:
+//     as TryAcquire. Without it: distlock.AcquireAll takes the keys one by
+//     one in sorted order.
 //   - ErrorClassifier: the driver gives its client's errors their portable
 //     meaning (Code) once; distlock wraps each error once in the sentinel of
 //     its code. Without it: network errors are transient, others returned

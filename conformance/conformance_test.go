@@ -74,6 +74,12 @@ func memDriver(t *testing.T, name string) backend.Driver {
 
 func run(t *testing.T, mk func(t *testing.T, ns string) *broken, match string) []conformance.Result {
 	t.Helper()
+	return runDriver(t, func(t *testing.T, ns string) backend.Driver { return mk(t, ns) }, match)
+}
+
+// runDriver runs the checks matching match on the drivers mk makes.
+func runDriver(t *testing.T, mk func(t *testing.T, ns string) backend.Driver, match string) []conformance.Result {
+	t.Helper()
 	ns := t.Name()
 	h := conformance.Harness{
 		Name: "broken",

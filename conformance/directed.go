@@ -88,11 +88,18 @@ func lostRequest(t T, link DirectedLink, what string, acquire func(ctx context.C
 // most cleanupBound, then releases it. It reports how long it took.
 func expectFreeSoon(t T, l distlock.Locker, key, why string) time.Duration {
 	t.Helper()
+	return expectTakenSoon(t, func(ctx context.Context) (*distlock.Lease, error) { return l.TryAcquire(ctx, key) }, key, why)
+}
+
+// expectTakenSoon is expectFreeSoon for what try takes (a lock, a permit)
+// under the name key.
+func expectTakenSoon(t T, try func(ctx context.Context) (*distlock.Lease, error), key, why string) time.Duration {
+	t.Helper()
 	start := time.Now()
 	var err error
 	for {
 		var lease *distlock.Lease
-		lease, err = l.TryAcquire(ctxFor(t, 10*time.Second), key)
+		lease, err = try(ctxFor(t, 10*time.Second))
 		if err == nil {
 			mustRelease(t, lease)
 			return time.Since(start)

@@ -55,41 +55,7 @@ func (h *Harness) takeoverBound(caps distlock.Capabilities) time.Duration {
 func checkProcesses(t T, h *Harness) {
 	needURL(t, h)
 	const workers, perWorker = 4, 250
-	key := h.key(t, "procs")
-	dir, err := os.MkdirTemp("", "distlock-history")
-	if err != nil {
-		t.Fatalf("temp dir: %v", err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	var ws []*worker
-	for i := 0; i < workers; i++ {
-		ws = append(ws, startWorker(t, workerConfig{
-			ID: fmt.Sprintf("w%d", i), URL: h.URL, Key: key, Mode: "loop", TTL: 10 * time.Second,
-			Count: perWorker, Duration: 4 * time.Minute, History: filepath.Join(dir, fmt.Sprintf("w%d.jsonl", i)),
-		}))
-	}
-	total := 0
-	for i, w := range ws {
-		m, ok := w.recv(5 * time.Minute)
-		if !ok || m.Ev != "finished" {
-			t.Fatalf("worker %d did not finish: %+v", i, m)
-		}
-		total += m.Done
-	}
-	var events []history.Event
-	for i := range ws {
-		f, err := os.Open(filepath.Join(dir, fmt.Sprintf("w%d.jsonl", i)))
-		if err != nil {
-			t.Fatalf("history: %v", err)
-		}
-		evs, err := history.Read(f)
-		f.Close()
-		if err != nil {
-			t.Fatalf("history: %v", err)
-		}
-		events = append(events, evs...)
-	}
-	holds := history.Holds(events, history.Now())
+	holds, total := runWorkers(t, h, workers, workerConfig{Key: h.key(t, "procs"), Count: perWorker})
 	if len(holds) < workers*perWorker || total < workers*perWorker {
 		t.Fatalf("%d critical sections recorded (%d reported), want %d", len(holds), total, workers*perWorker)
 	}

@@ -59,6 +59,10 @@ type workerConfig struct {
 	History  string        `json:"history"`   // loop, elect: JSON-lines history file
 	Fenced   string        `json:"fenced"`    // hold: Redis address of a fenced resource
 	FencedPG string        `json:"fenced_pg"` // hold: PostgreSQL URL of a fenced resource
+	Permits  int           `json:"permits"`   // a permit of a semaphore of Key, not the lock
+	Keys     []string      `json:"keys"`      // loop: AcquireAll of 3 of these, not the lock of Key
+	WaitGo   bool          `json:"wait_go"`   // loop: start on a "go" line on stdin, so that workers contend
+	HoldFor  time.Duration `json:"hold_for"`  // loop: sleep this long in each critical section
 }
 
 // workerMsg is one line a worker prints on stdout.
@@ -112,32 +116,54 @@ func workerLoop(ctx context.Context, l distlock.Locker, cfg workerConfig, say fu
 	rec := history.NewRecorder(w)
 	stop := time.Now().Add(cfg.Duration)
 	done := 0
+	take, err := taker(l, cfg)
+	if err != nil {
+		say(workerMsg{Ev: "error", Err: err.Error()})
+		return 1
+	}
+	if cfg.WaitGo {
+		bufio.NewScanner(os.Stdin).Scan()
+	}
 	for seq := 0; done < cfg.Count && time.Now().Before(stop); seq++ {
-		rec.Add(history.Event{Process: cfg.ID, Seq: seq, Op: history.AcquireCall, Key: cfg.Key})
+		keys := take.keys(seq)
+		for i, key := range keys {
+			rec.Add(history.Event{Process: cfg.ID, Seq: memberSeq(seq, i, len(keys)), Op: history.AcquireCall, Key: key})
+		}
 		actx, cancel := context.WithDeadline(ctx, stop)
-		lease, err := l.Acquire(actx, cfg.Key, distlock.WithTTL(cfg.TTL))
+		leases, release, err := take.acquire(actx, keys)
 		cancel()
 		if err != nil {
-			rec.Add(history.Event{Process: cfg.ID, Seq: seq, Op: history.AcquireFail, Key: cfg.Key, Err: err.Error()})
+			for i, key := range keys {
+				rec.Add(history.Event{Process: cfg.ID, Seq: memberSeq(seq, i, len(keys)), Op: history.AcquireFail, Key: key, Err: err.Error()})
+			}
 			if errors.Is(err, distlock.ErrUnavailable) {
 				time.Sleep(50 * time.Millisecond)
 			}
 			continue
 		}
-		rec.Add(history.Event{Process: cfg.ID, Seq: seq, Op: history.AcquireOK, Key: cfg.Key, Owner: lease.Owner(),
-			Token: lease.Token(), Deadline: history.Mono(lease.Deadline())})
-		if err := lease.Err(); err != nil {
-			rec.Add(history.Event{Process: cfg.ID, Seq: seq, Op: history.Lost, Key: cfg.Key})
+		for i, lease := range leases {
+			rec.Add(history.Event{Process: cfg.ID, Seq: memberSeq(seq, i, len(keys)), Op: history.AcquireOK, Key: lease.Key(), Owner: lease.Owner(),
+				Token: lease.Token(), Deadline: history.Mono(lease.Deadline())})
 		}
-		rec.Add(history.Event{Process: cfg.ID, Seq: seq, Op: history.ReleaseCall, Key: cfg.Key, Deadline: history.Mono(lease.Deadline())})
+		time.Sleep(cfg.HoldFor)
+		for i, lease := range leases {
+			if err := lease.Err(); err != nil {
+				rec.Add(history.Event{Process: cfg.ID, Seq: memberSeq(seq, i, len(keys)), Op: history.Lost, Key: lease.Key()})
+			}
+		}
+		for i, lease := range leases {
+			rec.Add(history.Event{Process: cfg.ID, Seq: memberSeq(seq, i, len(keys)), Op: history.ReleaseCall, Key: lease.Key(), Deadline: history.Mono(lease.Deadline())})
+		}
 		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		err = lease.Release(rctx)
+		err = release(rctx)
 		cancel()
 		op := history.ReleaseOK
 		if err != nil {
 			op = history.ReleaseFail
 		}
-		rec.Add(history.Event{Process: cfg.ID, Seq: seq, Op: op, Key: cfg.Key})
+		for i, lease := range leases {
+			rec.Add(history.Event{Process: cfg.ID, Seq: memberSeq(seq, i, len(keys)), Op: op, Key: lease.Key()})
+		}
 		done++
 	}
 	if err := w.Flush(); err != nil {
@@ -151,11 +177,17 @@ func workerLoop(ctx context.Context, l distlock.Locker, cfg workerConfig, say fu
 // workerHold takes the lock once and then obeys commands on stdin: "write"
 // (to the fenced resource with its token), "status", "release".
 func workerHold(ctx context.Context, l distlock.Locker, cfg workerConfig, say func(workerMsg)) int {
-	lease, err := l.Acquire(ctx, cfg.Key, distlock.WithTTL(cfg.TTL))
+	take, err := taker(l, cfg)
 	if err != nil {
 		say(workerMsg{Ev: "error", Err: err.Error()})
 		return 1
 	}
+	leases, _, err := take.acquire(ctx, take.keys(0))
+	if err != nil {
+		say(workerMsg{Ev: "error", Err: err.Error()})
+		return 1
+	}
+	lease := leases[0]
 	say(workerMsg{Ev: "acquired", Token: lease.Token(), Deadline: history.Mono(lease.Deadline())})
 	stores, err := openFencedStores(ctx, cfg.Fenced, cfg.FencedPG, cfg.Key)
 	if err != nil {
@@ -192,7 +224,7 @@ func workerHold(ctx context.Context, l distlock.Locker, cfg workerConfig, say fu
 			m.Lost = lease.Err() != nil
 			say(m)
 		case "status":
-			m := workerMsg{Ev: "status", Lost: lease.Err() != nil}
+			m := workerMsg{Ev: "status", Lost: lease.Err() != nil, Deadline: history.Mono(lease.Deadline())}
 			if err := lease.Err(); err != nil {
 				m.Err = err.Error()
 			}

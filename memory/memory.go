@@ -9,6 +9,10 @@
 // Inspection (distlock.Inspect) and forced release (distlock.ForceRelease)
 // are supported; a forced release tells the evicted holder's lease at once.
 //
+// Semaphores (distlock.NewSemaphore) are supported too: a table of permit
+// holders per key, apart from the locks, session-bound and expiring as
+// locks are, with a per-key token counter and release notifications.
+//
 // Capabilities: Fencing (a per-key counter that outlives the lock),
 // Reentrant, Notify and Fair (waiters queue in arrival order and the lock is
 // handed to the first of them on release or expiry, together with a nested
@@ -38,6 +42,7 @@ type Namespace struct {
 	mu     sync.Mutex
 	locks  map[string]*entry
 	fences map[string]uint64 // last token per key; outlives the lock
+	semt   semTable          // semaphores (semaphore.go)
 }
 
 type entry struct {
@@ -199,6 +204,9 @@ func (d *driver) endSession(crash bool) {
 		// Waiters of this session are woken by their own context
 		// (Locker.Close cancels them) or, after Crash, fail at their
 		// next expiry check.
+	}
+	if told := ns.endPermits(d); crash {
+		lost = append(lost, told...)
 	}
 	ns.mu.Unlock()
 	for _, f := range lost {

@@ -94,8 +94,9 @@ func newHoldID() holdID {
 type rowDriver struct {
 	*base
 	qAcquire, qRefresh, qRelease, qAbandon string
-	qBatchHead                             string // rowRefreshBatchHead
-	batchMax                               int    // locks per batched refresh statement
+	qBatchHead                             string      // rowRefreshBatchHead
+	batchMax                               int         // locks per batched refresh statement
+	sem                                    permitTable // semaphore.go
 }
 
 func newRowDriver(b *base) *rowDriver {

@@ -82,6 +82,7 @@ type rowDriver struct {
 	notify                                         bool
 	channel                                        string // quoted LISTEN channel: the table name
 	listen                                         *listener
+	sem                                            permitTable // semaphore.go
 }
 
 func newRowDriver(b *base, notify bool) *rowDriver {

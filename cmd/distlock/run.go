@@ -47,10 +47,18 @@ distlock stays up until the minimum hold ends, since the lock ends with its
 session.
 
 Backends whose locks do not expire (zookeeper) ignore --ttl: a holder's lock
-lasts as long as its session (session_timeout URL parameter).`
+lasts as long as its session (session_timeout URL parameter).
+
+--permits N takes one of N permits of the semaphore KEY instead of the lock:
+at most N commands run at once across every distlock using that KEY and N
+(each with its own token in DISTLOCK_TOKEN). A permit is a lease like the
+lock: refreshed while CMD runs, and lost the same way. Every run of one KEY
+must give the same N (another N is refused while permits are held).
+Backends with semaphores: postgres (row mode) and mem://; the others
+refuse --permits, saying why.`
 
 func cmdRun(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("run", "run --backend URL --key KEY [--ttl D] [--wait D | --no-wait] [--min-hold D] [--owner ID] [--metadata S] [--grace D] -- CMD [ARGS...]", runAbout, stdout)
+	fs := newFlags("run", "run --backend URL --key KEY [--ttl D] [--wait D | --no-wait] [--min-hold D] [--permits N | --owner ID] [--metadata S] [--grace D] -- CMD [ARGS...]", runAbout, stdout)
 	backendFlagValue := backendFlag(fs, "")
 	key := fs.String("key", "", "name of the lock (required)")
 	ttl := fs.Duration("ttl", distlock.DefaultTTL, "lease TTL; the lease is refreshed about every ttl/3 while the command runs")
@@ -59,6 +67,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	owner := fs.String("owner", "", "owner id: runs with the same owner id nest instead of excluding each other (default: a random id)")
 	minHold := fs.Duration("min-hold", 0, "keep the lock taken until at least this long after it was acquired, even if CMD ends sooner, so that a host whose timer fires a little later skips the job (cron)")
 	metadata := fs.String("metadata", "", "description stored with the lock for distlock status (default: host=HOST pid=PID cmd=NAME; the command's arguments are left out: they may hold passwords)")
+	permits := fs.Int("permits", 0, "take one of N permits of the semaphore KEY instead of the lock: at most N commands run at once")
 	grace := fs.Duration("grace", 10*time.Second, "after the lock is lost: time between SIGTERM and SIGKILL to the command's process group")
 	verbose := fs.Bool("v", false, "report acquisition and release on stderr")
 	if st := parseFlags(fs, args, stderr); st >= 0 {
@@ -67,6 +76,9 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	argv := fs.Args()
 	url := backendURL(*backendFlagValue, "")
 	if st := checkRunArgs(*key, argv, *noWait, *wait, *grace, url, stderr); st >= 0 {
+		return st
+	}
+	if st := checkPermitArgs(*permits, *owner, stderr); st >= 0 {
 		return st
 	}
 	ttlSet := false
@@ -100,7 +112,12 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	if *owner != "" {
 		opts = append(opts, distlock.WithOwner(*owner))
 	}
-	lease, status := acquireForRun(ctx, locker, *key, *wait, *noWait, opts, sigs, stderr)
+	take, err := runTaker(locker, *key, *permits, opts)
+	if err != nil {
+		fmt.Fprintf(stderr, "distlock run: %s\n", errLine(err))
+		return exitFor(err)
+	}
+	lease, status := acquireForRun(ctx, take, *key, *wait, *noWait, sigs, stderr)
 	if lease == nil {
 		return status
 	}
@@ -260,7 +277,7 @@ func schemeOf(url string) string {
 
 // acquireForRun takes the lock as run's flags say. On failure it reports
 // and returns the exit status.
-func acquireForRun(ctx context.Context, l distlock.Locker, key string, wait time.Duration, noWait bool, opts []distlock.Option, sigs <-chan os.Signal, stderr io.Writer) (*distlock.Lease, int) {
+func acquireForRun(ctx context.Context, take taker, key string, wait time.Duration, noWait bool, sigs <-chan os.Signal, stderr io.Writer) (*distlock.Lease, int) {
 	if wait > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, wait)
@@ -279,15 +296,7 @@ func acquireForRun(ctx context.Context, l distlock.Locker, key string, wait time
 		case <-stop:
 		}
 	}()
-	var (
-		lease *distlock.Lease
-		err   error
-	)
-	if noWait {
-		lease, err = l.TryAcquire(ctx, key, opts...)
-	} else {
-		lease, err = l.Acquire(ctx, key, opts...)
-	}
+	lease, err := take(ctx, noWait)
 	close(stop)
 	<-watched
 	if err == nil && interrupted != nil {

@@ -274,6 +274,19 @@ func checkKey(hs []Hold) []Violation {
 		}
 	}
 	// Mutual exclusion: sweep by start time over the active holds.
+	sweep(hs, func(active []Hold, h Hold) {
+		for _, a := range active {
+			if a.Owner != h.Owner {
+				v = append(v, Violation{"mutual-exclusion", a, h})
+			}
+		}
+	})
+	return append(v, checkFencing(hs, fresh)...)
+}
+
+// sweep calls visit for each hold of hs (sorted by Start) with the holds
+// active at its start: begun before it and not ended by then.
+func sweep(hs []Hold, visit func(active []Hold, h Hold)) {
 	var active []Hold
 	for _, h := range hs {
 		kept := active[:0]
@@ -283,15 +296,16 @@ func checkKey(hs []Hold) []Violation {
 			}
 		}
 		active = kept
-		for _, a := range active {
-			if a.Owner != h.Owner {
-				v = append(v, Violation{"mutual-exclusion", a, h})
-			}
-		}
+		visit(active, h)
 		active = append(active, h)
 	}
-	// Fencing: a fresh acquisition b gets a token larger than that of every
-	// hold that had returned before b was called.
+}
+
+// checkFencing checks that a fresh acquisition b (fresh[i]) gets a token
+// larger than that of every hold that had returned before b was called. hs
+// is sorted by Start.
+func checkFencing(hs []Hold, fresh []bool) []Violation {
+	var v []Violation
 	var calls []int
 	for i := range hs {
 		if fresh[i] && hs[i].Token != 0 {

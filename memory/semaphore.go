@@ -1,0 +1,219 @@
+package memory
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/distlock/distlock/backend"
+)
+
+// Semaphores (distlock.NewSemaphore): a table of permit holders per key,
+// beside the lock table and independent of it. Expired holders are dropped
+// whenever the key is looked at; a permit given back or dropped wakes the
+// key's watchers (backend.PermitNotifier). Tokens come from a per-key
+// counter of its own that outlives the semaphore (Fencing). Permits are
+// session-bound as locks are: Crash and Close give them back at once.
+
+// semTable holds a namespace's semaphores. Guarded by Namespace.mu.
+type semTable struct {
+	sems     map[string]*semaphore
+	fences   map[string]uint64
+	watchers map[string]map[*semWatch]struct{}
+}
+
+type semaphore struct {
+	permits int
+	holders map[*permit]struct{}
+}
+
+// permit is one held permit, and the backend.Lock of its holder.
+type permit struct {
+	d       *driver
+	key     string
+	token   uint64
+	expires time.Time
+	issued  time.Time
+	lost    func(error)
+}
+
+type semWatch struct{ ch chan struct{} }
+
+func (ns *Namespace) semTable() *semTable {
+	if ns.semt.sems == nil {
+		ns.semt = semTable{sems: map[string]*semaphore{}, fences: map[string]uint64{}, watchers: map[string]map[*semWatch]struct{}{}}
+	}
+	return &ns.semt
+}
+
+// PermitCapabilities: Fencing, Notify, SessionBound, Expiring.
+func (d *driver) PermitCapabilities() backend.Capabilities {
+	return backend.Capabilities{Fencing: true, Notify: true, SessionBound: true, Expiring: true}
+}
+
+// current returns key's semaphore with its expired holders dropped (their
+// leases are not told: their own deadline has passed), nil when none is
+// held. Callers hold ns.mu.
+func (t *semTable) current(key string, now time.Time) *semaphore {
+	s := t.sems[key]
+	if s == nil {
+		return nil
+	}
+	freed := false
+	for p := range s.holders {
+		if !now.Before(p.expires) {
+			delete(s.holders, p)
+			freed = true
+		}
+	}
+	if freed {
+		t.wake(key)
+	}
+	if len(s.holders) == 0 {
+		delete(t.sems, key)
+		return nil
+	}
+	return s
+}
+
+// wake tells every watcher of key that a permit came free. Callers hold
+// ns.mu.
+func (t *semTable) wake(key string) {
+	for w := range t.watchers[key] {
+		select {
+		case w.ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (d *driver) TryAcquirePermit(ctx context.Context, req backend.Request, permits int) (backend.Lock, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	ns := d.ns
+	ns.mu.Lock()
+	defer ns.mu.Unlock()
+	if d.closed {
+		return nil, backend.ErrClosed
+	}
+	t := ns.semTable()
+	now := time.Now()
+	s := t.current(req.Key, now)
+	if s == nil {
+		s = &semaphore{permits: permits, holders: map[*permit]struct{}{}}
+		t.sems[req.Key] = s
+	}
+	if s.permits != permits {
+		return nil, &backend.PermitsError{Key: req.Key, Have: s.permits, Want: permits}
+	}
+	if len(s.holders) >= permits {
+		first := time.Time{}
+		for p := range s.holders {
+			if first.IsZero() || p.expires.Before(first) {
+				first = p.expires
+			}
+		}
+		return nil, backend.Busy(first.Sub(now))
+	}
+	t.fences[req.Key]++
+	p := &permit{d: d, key: req.Key, token: t.fences[req.Key], expires: now.Add(req.TTL), issued: now, lost: req.Lost}
+	s.holders[p] = struct{}{}
+	return p, nil
+}
+
+// WatchPermits wakes the returned channel whenever a permit of key is given
+// back or dropped.
+func (d *driver) WatchPermits(_ context.Context, key string) (<-chan struct{}, func()) {
+	ns := d.ns
+	w := &semWatch{ch: make(chan struct{}, 1)}
+	ns.mu.Lock()
+	t := ns.semTable()
+	if t.watchers[key] == nil {
+		t.watchers[key] = map[*semWatch]struct{}{}
+	}
+	t.watchers[key][w] = struct{}{}
+	ns.mu.Unlock()
+	return w.ch, func() {
+		ns.mu.Lock()
+		delete(t.watchers[key], w)
+		if len(t.watchers[key]) == 0 {
+			delete(t.watchers, key)
+		}
+		ns.mu.Unlock()
+	}
+}
+
+// held returns p's semaphore if p is still one of its holders. Callers
+// hold ns.mu.
+func (p *permit) held(now time.Time) *semaphore {
+	s := p.d.ns.semTable().current(p.key, now)
+	if s == nil {
+		return nil
+	}
+	if _, ok := s.holders[p]; !ok {
+		return nil
+	}
+	return s
+}
+
+var errPermitNotHeld = fmt.Errorf("%w: the permit expired or was given back", backend.ErrNotHeld)
+
+func (p *permit) Token() uint64       { return p.token }
+func (p *permit) IssuedAt() time.Time { return p.issued }
+
+func (p *permit) Refresh(_ context.Context, ttl time.Duration) error {
+	ns := p.d.ns
+	ns.mu.Lock()
+	defer ns.mu.Unlock()
+	now := time.Now()
+	if p.held(now) == nil {
+		return errPermitNotHeld
+	}
+	if exp := now.Add(ttl); exp.After(p.expires) {
+		p.expires = exp
+	}
+	return nil
+}
+
+func (p *permit) Release(context.Context) error {
+	ns := p.d.ns
+	ns.mu.Lock()
+	defer ns.mu.Unlock()
+	now := time.Now()
+	s := p.held(now)
+	if s == nil {
+		return errPermitNotHeld
+	}
+	delete(s.holders, p)
+	if len(s.holders) == 0 {
+		delete(ns.semt.sems, p.key)
+	}
+	ns.semt.wake(p.key)
+	return nil
+}
+
+// endPermits gives back every permit of session d and returns the Lost
+// callbacks of their holders. Callers hold ns.mu.
+func (ns *Namespace) endPermits(d *driver) []func(error) {
+	var lost []func(error)
+	t := &ns.semt
+	for key, s := range t.sems {
+		n := len(s.holders)
+		for p := range s.holders {
+			if p.d == d {
+				delete(s.holders, p)
+				if p.lost != nil {
+					lost = append(lost, p.lost)
+				}
+			}
+		}
+		if len(s.holders) < n {
+			t.wake(key)
+		}
+		if len(s.holders) == 0 {
+			delete(t.sems, key)
+		}
+	}
+	return lost
+}

@@ -1,0 +1,205 @@
+package distlock
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/distlock/distlock/backend"
+)
+
+// Semaphore is a counting semaphore of a fixed number of permits on one
+// key, shared by every client of the backend: at no instant do more than
+// Permits() holders hold a valid permit of the key.
+//
+// A permit is a *Lease, made by the same machinery as a lock's: it expires
+// after its TTL unless refreshed, is refreshed automatically by default,
+// keeps a local validity deadline measured from the moment its request was
+// sent, and reports its end on Done, Context and Err no later than the
+// moment the backend can hand the permit to another holder. Release and
+// Refresh are checked against the permit's own id: a holder whose permit
+// expired never gives back or extends another holder's permit. A holder
+// that crashes gives its permit back after its TTL (or, on session-bound
+// backends, with its session). Where Capabilities().Fencing, Token is
+// strictly increasing per key over every permit granted.
+//
+// The permit count is part of the semaphore's identity. While a permit of
+// the key is held, an acquisition with another count fails with an error
+// wrapping ErrInvalidOption whose *backend.PermitsError (errors.As) carries
+// both counts; nothing is taken. Once no permit is held the key's next
+// acquisition sets the count anew.
+//
+// Semaphores and locks live in separate namespaces: a semaphore on key
+// "jobs" and a lock on key "jobs" do not exclude each other. Every
+// acquisition is a distinct holder: WithOwner is refused (ErrInvalidOption).
+// Backends: mem://, redis://, zookeeper://, postgres:// and mysql:// (row
+// modes); the others refuse with ErrInvalidOption and the reason.
+type Semaphore struct {
+	l       *locker // the permits' own Locker: see permitLocker
+	key     string
+	permits int
+}
+
+// NewSemaphore returns the semaphore of permits permits on key, over the
+// backend of l (a Locker from Open or a backend package's New). Nothing is
+// contacted. Errors wrap ErrInvalidKey (key), ErrInvalidOption (permits
+// outside 1 to backend.MaxPermits, a backend without semaphores, a Locker
+// that is not distlock's) or ErrClosed.
+func NewSemaphore(l Locker, key string, permits int) (*Semaphore, error) {
+	b := base(l)
+	if b == nil {
+		return nil, &Error{Op: "semaphore", Key: key, Backend: "distlock", Err: fmt.Errorf("%w: %T is not a distlock Locker and has no Unwrap() distlock.Locker method", ErrInvalidOption, l)}
+	}
+	if err := ValidateKey(key); err != nil {
+		return nil, b.err("semaphore", key, err)
+	}
+	if err := backend.CheckPermits(permits); err != nil {
+		return nil, b.err("semaphore", key, err)
+	}
+	pl, err := b.permitLocker(permits)
+	if err != nil {
+		return nil, b.err("semaphore", key, err)
+	}
+	return &Semaphore{l: pl, key: key, permits: permits}, nil
+}
+
+// Key returns the semaphore's name.
+func (s *Semaphore) Key() string { return s.key }
+
+// Permits returns the number of permits.
+func (s *Semaphore) Permits() int { return s.permits }
+
+// Capabilities reports what the backend guarantees of permits: Fencing,
+// Notify, SessionBound, Expiring, Durable as for locks; never Reentrant.
+func (s *Semaphore) Capabilities() Capabilities { return s.l.caps }
+
+// Acquire blocks until it holds one permit, ctx ends, or the backend fails,
+// as Locker.Acquire does for a lock: when ctx ends first the error
+// satisfies errors.Is(err, ErrNotAcquired) and errors.Is(err, ctx.Err()),
+// and no permit is left behind. opts are as for a lock (WithTTL,
+// WithAutoRefresh, WithRetry, WithObserver, ...), except WithOwner.
+func (s *Semaphore) Acquire(ctx context.Context, opts ...Option) (*Lease, error) {
+	return s.acquire(ctx, "acquire", opts, true)
+}
+
+// TryAcquire makes one attempt and returns ErrNotAcquired at once if every
+// permit is held.
+func (s *Semaphore) TryAcquire(ctx context.Context, opts ...Option) (*Lease, error) {
+	return s.acquire(ctx, "try-acquire", opts, false)
+}
+
+func (s *Semaphore) acquire(ctx context.Context, op string, opts []Option, wait bool) (*Lease, error) {
+	st := defaultSettings()
+	for _, o := range s.l.defaults {
+		o(&st)
+	}
+	for _, o := range opts {
+		if o == nil {
+			return nil, s.l.err(op, s.key, fmt.Errorf("%w: nil Option", ErrInvalidOption))
+		}
+		o(&st)
+	}
+	if st.owner != "" {
+		return nil, s.l.err(op, s.key, fmt.Errorf("%w: WithOwner: every permit is a distinct holder, permits do not nest", ErrInvalidOption))
+	}
+	return s.l.acquire(ctx, op, s.key, opts, wait)
+}
+
+// permitLocker returns the Locker that hands out l's permits of semaphores
+// of the given count: a Locker of its own over a driver that takes permits
+// instead of locks, so that permits become Leases through the one
+// acquisition, refresh and loss machinery of locks, on a scheduler that
+// never mixes them with l's locks (whose batch refreshes the driver would
+// not recognise). It is made once per count and closed when l closes; l's
+// Close waits for it.
+func (l *locker) permitLocker(permits int) (*locker, error) {
+	sem, ok := l.drv.(backend.Semaphorer)
+	if !ok {
+		if r, ok := l.drv.(backend.SemaphoreRefuser); ok {
+			return nil, r.NoSemaphore()
+		}
+		why := noSemaphore[l.name]
+		if why == "" {
+			why = "its driver does not implement backend.Semaphorer"
+		}
+		return nil, fmt.Errorf("%w: the %s backend has no semaphores: %s", ErrInvalidOption, l.name, why)
+	}
+	k := permitKey{l, permits}
+	permitMu.Lock()
+	defer permitMu.Unlock()
+	if pl := permitLockers[k]; pl != nil {
+		return pl, nil
+	}
+	if err := l.begin(); err != nil { // ended by pl's Close, which l's Close waits for
+		return nil, err
+	}
+	d := &permitDriver{sem: sem, permits: permits}
+	pl := New(d, l.name, l.defaults...).(*locker)
+	pl.ttlPolicy, pl.classifier = l.ttlPolicy, l.classifier
+	pl.batcher, pl.delayed = nil, nil
+	if b, ok := l.drv.(backend.PermitBlocker); ok {
+		pl.blocker = permitBlocker{b, permits}
+	}
+	if n, ok := l.drv.(backend.PermitNotifier); ok {
+		pl.notifier = permitNotifier{n}
+	}
+	permitLockers[k] = pl
+	context.AfterFunc(l.closeCtx, func() {
+		permitMu.Lock()
+		delete(permitLockers, k)
+		permitMu.Unlock()
+		_ = pl.Close()
+		l.inflight.Done()
+	})
+	return pl, nil
+}
+
+// noSemaphore says why the backends without semaphores have none.
+var noSemaphore = map[string]string{
+	"redlock":   "a permit count needs one atomic view of every holder, which independent masters with a quorum cannot give (two quorums can each see a free permit); use redis:// on one server, Sentinel or Cluster",
+	"memcached": "memcached has no atomic operation over a set of holders (no scripts, no sorted sets): CAS on one item listing the holders would lose a crashed holder's permit for good or over-issue under contention",
+}
+
+type permitKey struct {
+	l       *locker
+	permits int
+}
+
+var (
+	permitMu      sync.Mutex
+	permitLockers = map[permitKey]*locker{}
+)
+
+// permitDriver is a Semaphorer seen as a Driver of one permit count.
+type permitDriver struct {
+	sem     backend.Semaphorer
+	permits int
+}
+
+func (d *permitDriver) TryAcquire(ctx context.Context, req backend.Request) (backend.Lock, error) {
+	return d.sem.TryAcquirePermit(ctx, req, d.permits)
+}
+
+func (d *permitDriver) Capabilities() backend.Capabilities {
+	c := d.sem.PermitCapabilities()
+	c.Reentrant, c.Fair = false, false
+	return c
+}
+
+// Close does nothing: the connections are the Locker's.
+func (d *permitDriver) Close() error { return nil }
+
+type permitBlocker struct {
+	b       backend.PermitBlocker
+	permits int
+}
+
+func (b permitBlocker) Acquire(ctx context.Context, req backend.Request) (backend.Lock, error) {
+	return b.b.AcquirePermit(ctx, req, b.permits)
+}
+
+type permitNotifier struct{ n backend.PermitNotifier }
+
+func (n permitNotifier) Watch(ctx context.Context, key string) (<-chan struct{}, func()) {
+	return n.n.WatchPermits(ctx, key)
+}

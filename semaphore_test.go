@@ -1,0 +1,240 @@
+package distlock_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/memory"
+)
+
+func newSem(t *testing.T, l distlock.Locker, key string, n int) *distlock.Semaphore {
+	t.Helper()
+	s, err := distlock.NewSemaphore(l, key, n)
+	if err != nil {
+		t.Fatalf("NewSemaphore: %v", err)
+	}
+	return s
+}
+
+func memLocker(t *testing.T, ns *memory.Namespace) *memory.Locker {
+	t.Helper()
+	l := memory.MustNew(ns)
+	t.Cleanup(func() { _ = l.Close() })
+	return l
+}
+
+func TestSemaphoreAtMostNPermits(t *testing.T) {
+	ns := memory.NewNamespace()
+	a, b := memLocker(t, ns), memLocker(t, ns)
+	ctx := context.Background()
+	var held []*distlock.Lease
+	var last uint64
+	for i := range 3 {
+		l := []distlock.Locker{a, b}[i%2]
+		p, err := newSem(t, l, "jobs", 3).TryAcquire(ctx)
+		if err != nil {
+			t.Fatalf("permit %d: %v", i, err)
+		}
+		if p.Token() <= last {
+			t.Fatalf("token %d after %d: not increasing", p.Token(), last)
+		}
+		last = p.Token()
+		held = append(held, p)
+	}
+	if _, err := newSem(t, b, "jobs", 3).TryAcquire(ctx); !errors.Is(err, distlock.ErrNotAcquired) {
+		t.Fatalf("fourth permit of 3: %v, want ErrNotAcquired", err)
+	}
+	// A lock of the same key is another namespace.
+	lk, err := a.TryAcquire(ctx, "jobs")
+	if err != nil {
+		t.Fatalf("lock of the semaphore's key: %v", err)
+	}
+	_ = lk.Release(ctx)
+	if err := held[1].Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := held[1].Release(ctx); !errors.Is(err, distlock.ErrNotHeld) {
+		t.Fatalf("second Release: %v, want ErrNotHeld", err)
+	}
+	p, err := newSem(t, b, "jobs", 3).TryAcquire(ctx)
+	if err != nil {
+		t.Fatalf("permit after a release: %v", err)
+	}
+	if p.Token() <= last {
+		t.Fatalf("token %d after %d", p.Token(), last)
+	}
+}
+
+func TestSemaphoreCountIsIdentity(t *testing.T) {
+	l := memLocker(t, memory.NewNamespace())
+	ctx := context.Background()
+	p, err := newSem(t, l, "k", 2).TryAcquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = newSem(t, l, "k", 3).TryAcquire(ctx)
+	var pe *backend.PermitsError
+	if !errors.Is(err, distlock.ErrInvalidOption) || !errors.As(err, &pe) || pe.Have != 2 || pe.Want != 3 {
+		t.Fatalf("3 permits on a semaphore held with 2: %v, want a PermitsError{2, 3}", err)
+	}
+	if _, err := newSem(t, l, "k", 2).Acquire(ctx); err != nil {
+		t.Fatalf("second of 2 permits after the refusal: %v", err)
+	}
+	_ = p.Release(ctx)
+	for _, n := range []int{0, -1, backend.MaxPermits + 1} {
+		if _, err := distlock.NewSemaphore(l, "k", n); !errors.Is(err, distlock.ErrInvalidOption) {
+			t.Errorf("NewSemaphore(%d): %v, want ErrInvalidOption", n, err)
+		}
+	}
+	if _, err := distlock.NewSemaphore(l, "", 1); !errors.Is(err, distlock.ErrInvalidKey) {
+		t.Errorf("NewSemaphore with empty key: %v", err)
+	}
+	if _, err := newSem(t, l, "k2", 1).Acquire(ctx, distlock.WithOwner("me")); !errors.Is(err, distlock.ErrInvalidOption) {
+		t.Errorf("permit WithOwner: %v, want ErrInvalidOption", err)
+	}
+}
+
+func TestSemaphoreWaitsAndIsWoken(t *testing.T) {
+	ns := memory.NewNamespace()
+	a, b := memLocker(t, ns), memLocker(t, ns)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	p, err := newSem(t, a, "w", 1).Acquire(ctx, distlock.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		q, err := newSem(t, b, "w", 1).Acquire(ctx, distlock.WithTTL(time.Minute))
+		if err == nil {
+			err = q.Release(ctx)
+		}
+		got <- err
+	}()
+	if err := p.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatalf("waiter: %v", err)
+	}
+}
+
+func TestSemaphoreCancelLeavesNothing(t *testing.T) {
+	l := memLocker(t, memory.NewNamespace())
+	ctx := context.Background()
+	s := newSem(t, l, "c", 2)
+	p1, _ := s.TryAcquire(ctx)
+	p2, err := s.TryAcquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	_, err = s.Acquire(cctx)
+	cancel()
+	if !errors.Is(err, distlock.ErrNotAcquired) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Acquire past its ctx: %v", err)
+	}
+	_ = p1.Release(ctx)
+	_ = p2.Release(ctx)
+	for i := range 2 {
+		if _, err := s.TryAcquire(ctx); err != nil {
+			t.Fatalf("permit %d after the cancelled wait: %v", i, err)
+		}
+	}
+	if _, err := s.TryAcquire(ctx); !errors.Is(err, distlock.ErrNotAcquired) {
+		t.Fatalf("third of 2 permits: %v", err)
+	}
+}
+
+func TestSemaphoreExpiredPermitReissued(t *testing.T) {
+	l := memLocker(t, memory.NewNamespace())
+	ctx := context.Background()
+	s := newSem(t, l, "e", 1)
+	p, err := s.TryAcquire(ctx, distlock.WithTTL(50*time.Millisecond), distlock.WithAutoRefresh(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-p.Done()
+	if !errors.Is(p.Err(), distlock.ErrLockLost) {
+		t.Fatalf("expired permit: %v", p.Err())
+	}
+	q, err := s.Acquire(ctx)
+	if err != nil {
+		t.Fatalf("permit after the expiry: %v", err)
+	}
+	if err := p.Release(ctx); !errors.Is(err, distlock.ErrNotHeld) {
+		t.Fatalf("stale Release: %v", err)
+	}
+	if q.Err() != nil {
+		t.Fatalf("new holder's permit hurt by the stale Release: %v", q.Err())
+	}
+	// Auto-refresh keeps a permit past its TTL: the one refresh machinery.
+	if err := q.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r, err := s.Acquire(ctx, distlock.WithTTL(400*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := r.Deadline()
+	for limit := time.Now().Add(10 * time.Second); !r.Deadline().After(first); time.Sleep(10 * time.Millisecond) {
+		if r.Err() != nil || time.Now().After(limit) {
+			t.Fatalf("permit not refreshed automatically: %v", r.Err())
+		}
+	}
+	if _, err := s.TryAcquire(ctx); !errors.Is(err, distlock.ErrNotAcquired) {
+		t.Fatalf("permit of a refreshed holder given out: %v", err)
+	}
+}
+
+func TestSemaphoreSessionEnd(t *testing.T) {
+	ns := memory.NewNamespace()
+	crashed, other := memory.MustNew(ns), memLocker(t, ns)
+	ctx := context.Background()
+	p, err := newSem(t, crashed, "s", 1).TryAcquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	crashed.Crash()
+	<-p.Done()
+	if !errors.Is(p.Err(), distlock.ErrNotHeld) {
+		t.Fatalf("permit of a crashed session: %v", p.Err())
+	}
+	q, err := newSem(t, other, "s", 1).TryAcquire(ctx)
+	if err != nil {
+		t.Fatalf("permit of a crashed session not given back: %v", err)
+	}
+	closing := memory.MustNew(ns)
+	_ = q.Release(ctx)
+	r, err := newSem(t, closing, "s", 1).TryAcquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := closing.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(r.Err(), distlock.ErrClosed) {
+		t.Fatalf("permit after Close: %v", r.Err())
+	}
+	if _, err := newSem(t, other, "s", 1).TryAcquire(ctx); err != nil {
+		t.Fatalf("permit of a closed Locker not given back: %v", err)
+	}
+	if _, err := distlock.NewSemaphore(closing, "s", 1); !errors.Is(err, distlock.ErrClosed) {
+		t.Fatalf("NewSemaphore on a closed Locker: %v", err)
+	}
+}
+
+func TestSemaphoreRefusedWithoutDriverSupport(t *testing.T) {
+	d := newCtlDriver()
+	defer d.free()
+	l := distlock.New(d, "ctl")
+	defer l.Close()
+	_, err := distlock.NewSemaphore(l, "k", 2)
+	if !errors.Is(err, distlock.ErrInvalidOption) {
+		t.Fatalf("semaphore on a driver without one: %v, want ErrInvalidOption", err)
+	}
+}
