@@ -55,12 +55,22 @@ type AcquireResult struct {
 // after a lost reply does not add a second hold. hold must come from a
 // HoldSource; ttl must be whole milliseconds (see PX).
 func Acquire(ctx context.Context, c goredis.Scripter, k Keys, owner, hold, metadata string, ttl time.Duration) (AcquireResult, error) {
-	px, err := PX(ttl)
+	keys, args, err := acquireCall(k, owner, hold, metadata, ttl)
 	if err != nil {
 		return AcquireResult{}, err
 	}
+	return parseAcquireCmd(acquireScript.Run(ctx, c, keys, args...))
+}
+
+// acquireCall checks Acquire's arguments and returns the script's keys and
+// arguments.
+func acquireCall(k Keys, owner, hold, metadata string, ttl time.Duration) ([]string, []any, error) {
+	px, err := PX(ttl)
+	if err != nil {
+		return nil, nil, err
+	}
 	if err := checkHold(hold); err != nil {
-		return AcquireResult{}, err
+		return nil, nil, err
 	}
 	var keys []string
 	if k.Fence != "" {
@@ -68,12 +78,13 @@ func Acquire(ctx context.Context, c goredis.Scripter, k Keys, owner, hold, metad
 	} else {
 		keys = []string{k.Lock}
 	}
-	var cmd *goredis.Cmd
 	if metadata == "" {
-		cmd = acquireScript.Run(ctx, c, keys, owner, px, hold, k.Name) // no metadata: not sent, not stored
-	} else {
-		cmd = acquireScript.Run(ctx, c, keys, owner, px, hold, k.Name, metadata)
+		return keys, []any{owner, px, hold, k.Name}, nil // no metadata: not sent, not stored
 	}
+	return keys, []any{owner, px, hold, k.Name, metadata}, nil
+}
+
+func parseAcquireCmd(cmd *goredis.Cmd) (AcquireResult, error) {
 	v, err := cmd.Slice()
 	if err != nil {
 		return AcquireResult{}, err
@@ -154,16 +165,27 @@ const (
 // wait (or undoes an attempt), and a freed lock is granted to the first live
 // waiter instead.
 func Release(ctx context.Context, c goredis.Scripter, k Keys, owner string, token uint64, hold string) (ReleaseResult, error) {
-	if err := checkHold(hold); err != nil {
+	s, keys, args, err := releaseCall(k, owner, token, hold)
+	if err != nil {
 		return NotHeld, err
 	}
-	var n int64
-	var err error
-	if k.Queue != "" {
-		n, err = fairReleaseScript.Run(ctx, c, k.fairKeys(), owner, token, hold, k.Channel, k.Name).Int64()
-	} else {
-		n, err = releaseScript.Run(ctx, c, []string{k.Lock}, owner, token, hold, k.Channel).Int64()
+	return parseReleaseCmd(s.Run(ctx, c, keys, args...))
+}
+
+// releaseCall checks Release's arguments and returns the script to run,
+// its keys and arguments.
+func releaseCall(k Keys, owner string, token uint64, hold string) (*goredis.Script, []string, []any, error) {
+	if err := checkHold(hold); err != nil {
+		return nil, nil, nil, err
 	}
+	if k.Queue != "" {
+		return fairReleaseScript, k.fairKeys(), []any{owner, token, hold, k.Channel, k.Name}, nil
+	}
+	return releaseScript, []string{k.Lock}, []any{owner, token, hold, k.Channel}, nil
+}
+
+func parseReleaseCmd(cmd *goredis.Cmd) (ReleaseResult, error) {
+	n, err := cmd.Int64()
 	if err != nil {
 		return NotHeld, err
 	}
@@ -183,14 +205,28 @@ func Release(ctx context.Context, c goredis.Scripter, k Keys, owner string, toke
 // shortens the expiry. It reports whether the lock was held (false: nothing
 // was changed).
 func Refresh(ctx context.Context, c goredis.Scripter, k Keys, owner string, token uint64, hold string, ttl time.Duration) (bool, error) {
-	px, err := PX(ttl)
+	keys, args, err := refreshCall(k, owner, token, hold, ttl)
 	if err != nil {
 		return false, err
 	}
-	if err := checkHold(hold); err != nil {
-		return false, err
+	return parseRefreshCmd(refreshScript.Run(ctx, c, keys, args...))
+}
+
+// refreshCall checks Refresh's arguments and returns the script's keys
+// and arguments.
+func refreshCall(k Keys, owner string, token uint64, hold string, ttl time.Duration) ([]string, []any, error) {
+	px, err := PX(ttl)
+	if err != nil {
+		return nil, nil, err
 	}
-	n, err := refreshScript.Run(ctx, c, []string{k.Lock}, owner, token, hold, px).Int64()
+	if err := checkHold(hold); err != nil {
+		return nil, nil, err
+	}
+	return []string{k.Lock}, []any{owner, token, hold, px}, nil
+}
+
+func parseRefreshCmd(cmd *goredis.Cmd) (bool, error) {
+	n, err := cmd.Int64()
 	if err != nil {
 		return false, err
 	}
