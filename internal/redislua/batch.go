@@ -108,7 +108,7 @@ func (b *Batch) Do(ctx context.Context, s *goredis.Script, keys []string, args [
 		b.busy = true
 		b.mu.Unlock()
 		c.state.Store(sent)
-		b.send([]*call{c})
+		b.send([]*call{c}, true)
 		b.next()
 		return c.cmd, false, nil
 	}
@@ -174,7 +174,7 @@ func (b *Batch) flush() {
 		}
 		clear(batch[n:])
 		if n > 0 {
-			b.send(batch[:n])
+			b.send(batch[:n], false)
 			for _, c := range batch[:n] {
 				if c.state.CompareAndSwap(sent, delivered) {
 					close(c.done)
@@ -191,17 +191,22 @@ func (b *Batch) flush() {
 // send runs calls in one round trip: one call as Script.Run does it
 // (EVALSHA, EVAL on NOSCRIPT), several as a pipeline of EVALSHA followed,
 // for those that got NOSCRIPT (after a restart or SCRIPT FLUSH), by a
-// pipeline of EVAL.
-func (b *Batch) send(calls []*call) {
+// pipeline of EVAL. inline: the one call's caller sends it itself, under
+// its own ctx.
+func (b *Batch) send(calls []*call, inline bool) {
 	b.pipelines.Add(1)
 	b.calls.Add(uint64(len(calls)))
-	if len(calls) == 1 {
+	if inline {
 		c := calls[0]
 		c.cmd = c.s.Run(c.ctx, b.c, c.keys, c.args...)
 		return
 	}
-	ctx, cancel := batchContext(calls)
-	defer cancel()
+	ctx := batchContext(calls)
+	if len(calls) == 1 {
+		c := calls[0]
+		c.cmd = c.s.Run(ctx, b.c, c.keys, c.args...)
+		return
+	}
 	pipe := b.c.Pipeline()
 	for _, c := range calls {
 		c.cmd = c.s.EvalSha(ctx, pipe, c.keys, c.args...)
@@ -221,24 +226,35 @@ func (b *Batch) send(calls []*call) {
 	}
 }
 
-// batchContext is the context of a pipeline: not cancelled by any one
-// caller (the others still wait for their answers), with the latest of the
-// callers' deadlines when every caller has one (so that a client with
-// ContextTimeoutEnabled bounds the socket I/O by it), else none (the
-// client's read and write timeouts bound it).
-func batchContext(calls []*call) (context.Context, context.CancelFunc) {
-	var latest time.Time
+// batchContext is the context of a round trip sent for its callers: not
+// cancelled by any of them (a caller who gave up after it was sent gets
+// the answer through late, and the others still wait for theirs), with the
+// latest of the callers' deadlines when every caller has one (so that a
+// client with ContextTimeoutEnabled bounds the socket I/O by it), else
+// none (the client's read and write timeouts bound it).
+func batchContext(calls []*call) context.Context {
+	var (
+		latest time.Time
+		from   context.Context
+	)
 	for _, c := range calls {
 		d, ok := c.ctx.Deadline()
 		if !ok {
-			return context.Background(), func() {}
+			return context.Background()
 		}
-		if d.After(latest) {
-			latest = d
+		if from == nil || d.After(latest) {
+			latest, from = d, c.ctx
 		}
 	}
-	return context.WithDeadline(context.Background(), latest)
+	return uncancelled{from}
 }
+
+// uncancelled is a context's values and deadline without its
+// cancellation.
+type uncancelled struct{ context.Context }
+
+func (uncancelled) Done() <-chan struct{} { return nil }
+func (uncancelled) Err() error            { return nil }
 
 // via runs one script call through b and parses its reply: Do for the
 // driver-level operations below.
