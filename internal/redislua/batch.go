@@ -100,18 +100,19 @@ func (b *Batch) Do(ctx context.Context, s *goredis.Script, keys []string, args [
 	if err := ctx.Err(); err != nil {
 		return nil, false, &notSent{async.CtxError(ctx)}
 	}
-	c := &call{ctx: ctx, s: s, keys: keys, args: args, late: late}
 	b.mu.Lock()
 	if !b.busy && (ctx.Done() == nil || b.patient) {
 		// Free, and the caller need not be interrupted: it sends its own
 		// request, without a hop to another goroutine.
 		b.busy = true
 		b.mu.Unlock()
-		c.state.Store(sent)
-		b.send([]*call{c}, true)
+		b.pipelines.Add(1)
+		b.calls.Add(1)
+		cmd = s.Run(ctx, b.c, keys, args...)
 		b.next()
-		return c.cmd, false, nil
+		return cmd, false, nil
 	}
+	c := &call{ctx: ctx, s: s, keys: keys, args: args, late: late}
 	c.done = make(chan struct{})
 	b.q = append(b.q, c)
 	start := !b.busy
@@ -174,7 +175,7 @@ func (b *Batch) flush() {
 		}
 		clear(batch[n:])
 		if n > 0 {
-			b.send(batch[:n], false)
+			b.send(batch[:n])
 			for _, c := range batch[:n] {
 				if c.state.CompareAndSwap(sent, delivered) {
 					close(c.done)
@@ -191,16 +192,10 @@ func (b *Batch) flush() {
 // send runs calls in one round trip: one call as Script.Run does it
 // (EVALSHA, EVAL on NOSCRIPT), several as a pipeline of EVALSHA followed,
 // for those that got NOSCRIPT (after a restart or SCRIPT FLUSH), by a
-// pipeline of EVAL. inline: the one call's caller sends it itself, under
-// its own ctx.
-func (b *Batch) send(calls []*call, inline bool) {
+// pipeline of EVAL.
+func (b *Batch) send(calls []*call) {
 	b.pipelines.Add(1)
 	b.calls.Add(uint64(len(calls)))
-	if inline {
-		c := calls[0]
-		c.cmd = c.s.Run(c.ctx, b.c, c.keys, c.args...)
-		return
-	}
 	ctx := batchContext(calls)
 	if len(calls) == 1 {
 		c := calls[0]
