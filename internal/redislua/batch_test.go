@@ -52,26 +52,9 @@ func (b *Batch) queued() int {
 	return len(b.q)
 }
 
-// evalCalls is the number of EVALSHA and EVAL the server ran (INFO
-// commandstats).
+// evalCalls is the number of EVALSHA and EVAL the server ran.
 func evalCalls(t *testing.T, admin *goredis.Client) int {
-	t.Helper()
-	info, err := admin.Info(t.Context(), "commandstats").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for _, line := range strings.Split(info, "\n") {
-		for _, cmd := range []string{"cmdstat_evalsha:", "cmdstat_eval:"} {
-			if rest, ok := strings.CutPrefix(strings.TrimSpace(line), cmd); ok {
-				var calls int
-				if _, err := fmt.Sscanf(rest, "calls=%d", &calls); err == nil {
-					n += calls
-				}
-			}
-		}
-	}
-	return n
+	return commandCalls(t, admin, "evalsha") + commandCalls(t, admin, "eval")
 }
 
 // TestBatchDropsCancelledQueued: a request whose ctx ends while it waits
