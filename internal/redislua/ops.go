@@ -72,16 +72,28 @@ func acquireCall(k Keys, owner, hold, metadata string, ttl time.Duration) ([]str
 	if err := checkHold(hold); err != nil {
 		return nil, nil, err
 	}
-	var keys []string
+	r := &callArgs{keys: [3]string{k.Lock, k.Fence, k.Legacy}, s: [4]string{owner, hold, k.Name, metadata}, n: px}
+	r.args = [5]any{&r.s[0], &r.n, &r.s[1], &r.s[2], &r.s[3]}
+	keys := r.keys[:1]
 	if k.Fence != "" {
-		keys = []string{k.Lock, k.Fence, k.Legacy}
-	} else {
-		keys = []string{k.Lock}
+		keys = r.keys[:3]
 	}
 	if metadata == "" {
-		return keys, []any{owner, px, hold, k.Name}, nil // no metadata: not sent, not stored
+		return keys, r.args[:4], nil // no metadata: not sent, not stored
 	}
-	return keys, []any{owner, px, hold, k.Name, metadata}, nil
+	return keys, r.args[:5], nil
+}
+
+// callArgs holds one script call's keys and arguments in one allocation:
+// the arguments are pointers into it, which go-redis writes as the values
+// they point to (and boxing a pointer allocates nothing, where boxing a
+// string or a large integer would allocate once per argument).
+type callArgs struct {
+	keys [3]string
+	args [5]any
+	s    [4]string
+	n    int64
+	u    uint64
 }
 
 func parseAcquireCmd(cmd *goredis.Cmd) (AcquireResult, error) {
@@ -183,7 +195,9 @@ func releaseCall(k Keys, owner string, token uint64, hold string) (*goredis.Scri
 	if k.Queue != "" {
 		return fairReleaseScript, k.fairKeys(), []any{owner, token, hold, k.Channel, k.Name}, nil
 	}
-	return releaseScript, []string{k.Lock}, []any{owner, token, hold, k.Channel}, nil
+	r := &callArgs{keys: [3]string{k.Lock}, s: [4]string{owner, hold, k.Channel}, u: token}
+	r.args = [5]any{&r.s[0], &r.u, &r.s[1], &r.s[2]}
+	return releaseScript, r.keys[:1], r.args[:4], nil
 }
 
 func parseReleaseCmd(cmd *goredis.Cmd) (ReleaseResult, error) {
@@ -224,7 +238,9 @@ func refreshCall(k Keys, owner string, token uint64, hold string, ttl time.Durat
 	if err := checkHold(hold); err != nil {
 		return nil, nil, err
 	}
-	return []string{k.Lock}, []any{owner, token, hold, px}, nil
+	r := &callArgs{keys: [3]string{k.Lock}, s: [4]string{owner, hold}, u: token, n: px}
+	r.args = [5]any{&r.s[0], &r.u, &r.s[1], &r.n}
+	return r.keys[:1], r.args[:4], nil
 }
 
 func parseRefreshCmd(cmd *goredis.Cmd) (bool, error) {
