@@ -53,6 +53,14 @@ func NewPatientBatch(c goredis.Cmdable, g *async.Group) *Batch {
 // and the requests they carried.
 func (b *Batch) Stats() (roundTrips, requests uint64) { return b.pipelines.Load(), b.calls.Load() }
 
+// Pending returns the number of requests queued behind the one in flight
+// (for tests and diagnostics).
+func (b *Batch) Pending() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.q)
+}
+
 // The states of a call.
 const (
 	queued int32 = iota

@@ -46,12 +46,6 @@ func until(cond func() bool) bool {
 	return false
 }
 
-func (b *Batch) queued() int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return len(b.q)
-}
-
 // evalCalls is the number of EVALSHA and EVAL the server ran.
 func evalCalls(t *testing.T, admin *goredis.Client) int {
 	return commandCalls(t, admin, "evalsha") + commandCalls(t, admin, "eval")
@@ -96,7 +90,7 @@ func TestBatchDropsCancelledQueued(t *testing.T) {
 		}
 		second <- err
 	}()
-	if !until(func() bool { return b.queued() == 1 }) {
+	if !until(func() bool { return b.Pending() == 1 }) {
 		t.Fatal("the second request did not queue")
 	}
 	bcancel()
@@ -107,7 +101,7 @@ func TestBatchDropsCancelledQueued(t *testing.T) {
 	if err := <-first; err != nil {
 		t.Fatalf("the request in flight: %v", err)
 	}
-	if !until(func() bool { return b.queued() == 0 && !b.isBusy() }) {
+	if !until(func() bool { return b.Pending() == 0 && !b.isBusy() }) {
 		t.Fatal("the batch stayed busy")
 	}
 	if n := evalCalls(t, admin); n != 1 {
