@@ -160,8 +160,8 @@ const (
 	// NotHeld: owner/token/hold do not match the current holder (expired,
 	// taken over, or this hold already released); nothing was changed.
 	NotHeld ReleaseResult = iota
-	// Freed: the last hold was released; the lock key was deleted and,
-	// if an acquire found it busy, a wake-up published on k.Channel.
+	// Freed: the last hold was released; the lock key was deleted and a
+	// wake-up published on k.Channel.
 	Freed
 	// HoldsLeft: this hold was released; other holds of the same owner
 	// remain, so the lock is still held.
@@ -172,9 +172,7 @@ const (
 // if the lock is held by owner with token (token 0: not checked, for undoing
 // an acquisition whose reply was lost — the unique hold id identifies it)
 // and the hold id is present. When no hold remains it deletes the lock and
-// publishes the freed token on k.Channel (if not empty) when someone waits
-// for it: when an acquire found the lock busy since it was taken (Acquire
-// marks it). For a fair lock
+// publishes the freed token on k.Channel (if not empty). For a fair lock
 // (Keys.Fair) it first takes the hold out of the queue, so it also ends a
 // wait (or undoes an attempt), and a freed lock is granted to the first live
 // waiter instead.

@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"strings"
+	"net"
 	"testing"
 	"time"
 
@@ -229,53 +229,6 @@ func TestRefreshBatchAndErrors(t *testing.T) {
 	cancel()
 	if err := Classify(cctx, context.Canceled); !errors.Is(err, context.Canceled) {
 		t.Errorf("Classify(canceled) = %v", err)
-	}
-}
-
-// TestReleasePublishesOnlyForWaiters: a release that frees a lock no
-// acquire found busy publishes nothing; once an acquire found it busy (a
-// waiter), the release publishes the wake-up on the lock's channel.
-func TestReleasePublishesOnlyForWaiters(t *testing.T) {
-	c := client(t)
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-	holds := NewHoldSource()
-	k := KeysFor("t:", "quiet")
-	sub := c.Subscribe(ctx, k.Channel)
-	defer sub.Close()
-	if _, err := sub.Receive(ctx); err != nil { // the subscription's confirmation
-		t.Fatal(err)
-	}
-	cycle := func(busy bool) {
-		t.Helper()
-		h := holds.Next()
-		r, err := Acquire(ctx, c, k, "A", h, "", time.Minute)
-		if err != nil || r.Outcome != Acquired {
-			t.Fatalf("acquire: %+v, %v", r, err)
-		}
-		if busy {
-			if r, err := Acquire(ctx, c, k, "B", holds.Next(), "", time.Minute); err != nil || r.Outcome != Busy {
-				t.Fatalf("second owner: %+v, %v", r, err)
-			}
-		}
-		if r, err := Release(ctx, c, k, "A", r.Token, h); err != nil || r != Freed {
-			t.Fatalf("release: %v, %v", r, err)
-		}
-	}
-	if err := c.ConfigResetStat(ctx).Err(); err != nil {
-		t.Fatal(err)
-	}
-	cycle(false)
-	if n := commandCalls(t, c, "publish"); n != 0 {
-		t.Errorf("a release no one waited for published %d times", n)
-	}
-	cycle(true)
-	if n := commandCalls(t, c, "publish"); n != 1 {
-		t.Errorf("a release with a waiter published %d times, want 1", n)
-	}
-	msg, err := sub.ReceiveMessage(ctx)
-	if err != nil || msg.Channel != k.Channel {
-		t.Fatalf("wake-up: %v, %v", msg, err)
 	}
 }
 

@@ -5,10 +5,7 @@
 -- (ms) at which it was added; a new lock also stores its name and metadata.
 -- Returns {1, token} new lock, {2, token} reentrant hold, {0, pttl, holder,
 -- age} busy, with age the ms since the holder's newest hold was added (-1:
--- unknown, such as a hold written by a fair script, whose value is 1). A
--- busy attempt marks the lock as waited for (field "w"), so that the
--- release that frees it publishes the wake-up (release.lua): a release no
--- one waits for publishes nothing.
+-- unknown, such as a hold written by a fair script, whose value is 1).
 redis.replicate_commands() -- TIME before writes: a no-op from Redis 5 on, needed on 3.2 and 4
 local tm = redis.call('TIME')
 local ms = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)
@@ -33,7 +30,6 @@ if o == ARGV[1] then
 end
 local age = -1
 local f = redis.call('HGETALL', KEYS[1])
-redis.call('HSET', KEYS[1], 'w', 1)
 for i = 1, #f, 2 do
 	local v = tonumber(f[i + 1])
 	if string.sub(f[i], 1, 1) == 'h' and v and v > 1 and (age < 0 or ms - v < age) then

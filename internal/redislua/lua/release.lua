@@ -1,12 +1,10 @@
 -- release.lua (after hold.lua): KEYS[1] lock; ARGV[1] owner, ARGV[2] token
 -- ("0": not checked), ARGV[3] hold id, ARGV[4] channel ("": no
--- publication). A freed lock publishes its token on the channel if a busy
--- acquire marked it as waited for (field "w", see acquire.lua): with no
--- waiter there is no one to wake.
+-- publication). A freed lock publishes its token on the channel.
 -- Returns 0 not held (nothing changed), 1 freed, 2 hold released and others
 -- of the same owner remain.
 local r, v = release_hold()
-if r == 1 and ARGV[4] ~= '' and v[6] then
+if r == 1 and ARGV[4] ~= '' then
 	redis.call('PUBLISH', ARGV[4], v[2])
 end
 return r
