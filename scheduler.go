@@ -94,11 +94,11 @@ func (s *scheduler) remove(ls *Lease) {
 	defer s.mu.Unlock()
 	if ls.slot.idx >= 0 {
 		heap.Remove(&s.h, int(ls.slot.idx))
-		if len(s.h) == 0 {
-			s.arm() // stops the timer
-		}
-		// Otherwise a timer set for the removed lease fires early and
-		// re-arms: cheaper than resetting it on every release.
+		// A timer set for the removed lease fires early and re-arms (or,
+		// with the heap empty, stays off): cheaper than resetting it on
+		// every release, and a Locker that acquires and releases in a loop
+		// then sets no timer at all, since the next lease's event comes
+		// after the one the timer is still set for.
 	}
 }
 

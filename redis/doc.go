@@ -26,6 +26,15 @@
 //     expiry. Refreshes due together are sent in one pipeline
 //     (backend.BatchRefresher).
 //
+// Acquire, release and refresh requests that one Locker's goroutines make
+// while another of its requests is in flight queue, and go out together as
+// one pipeline (one write, one read) the moment the connection is free —
+// natural batching (internal/redislua.Batch): a lone request is sent at
+// once, never delayed by a timer. A request whose ctx ends while it is
+// queued is never sent; one whose ctx ends after it was sent returns at
+// once and is undone in the background when its answer comes, as any
+// abandoned round trip.
+//
 // All keys of one lock carry the same hash tag, derived from the SHA-256 of
 // the key, so they sit in one Cluster slot; any key of 1 to 1024 bytes with
 // any content maps to fixed-length names (see internal/redislua for the

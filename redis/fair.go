@@ -93,9 +93,7 @@ func (w *fairWait) attempt(ctx context.Context, n uint64) (redislua.AcquireResul
 	d := w.d
 	w.sent[n%2] = time.Now()
 	a := redislua.FairAttempt{Hold: w.hold, N: n, Enqueue: true, QueueTTL: queueTTL, Metadata: w.req.Metadata}
-	r, err := d.attempt(ctx, w.k, w.req, func(ctx context.Context) (redislua.AcquireResult, error) {
-		return redislua.FairAcquire(ctx, d.client, w.k, w.req.Owner, w.req.TTL, a)
-	}, w.hold)
+	r, err := d.attempt(ctx, w.k, w.req, w.hold, &a)
 	if err != nil {
 		if n > 1 {
 			// An earlier attempt queued it, and this one may still

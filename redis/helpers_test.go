@@ -138,8 +138,20 @@ func (c *cmdCounter) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
 	}
 }
 
+// ProcessPipelineHook counts the matching commands of a pipeline too: the
+// driver batches concurrent requests into one.
 func (c *cmdCounter) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
-	return next
+	return func(ctx context.Context, cmds []goredis.Cmder) error {
+		n := int64(0)
+		for _, cmd := range cmds {
+			if c.match(cmd) {
+				n++
+			}
+		}
+		c.n.Add(n)
+		defer c.landed.Add(n)
+		return next(ctx, cmds)
+	}
 }
 
 func goroutineRunning(fn string) bool {

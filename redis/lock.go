@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/backend"
-	"github.com/distlock/distlock/internal/async"
 	"github.com/distlock/distlock/internal/redislua"
 )
 
@@ -30,26 +29,20 @@ func (l *lock) IssuedAt() time.Time { return l.issued }
 // release whose outcome is unknown is finished in the background.
 func (l *lock) Release(ctx context.Context) error {
 	d := l.d
-	var (
-		r         redislua.ReleaseResult
-		abandoned bool
-		err       error
-	)
-	if ctx.Done() == nil {
-		r, err = redislua.Release(ctx, d.client, l.keys, l.owner, l.token, l.hold) // no closures to build
-	} else {
-		r, abandoned, err = async.Call(d.bg.Group(), ctx, func(ctx context.Context) (redislua.ReleaseResult, error) {
-			return redislua.Release(ctx, d.client, l.keys, l.owner, l.token, l.hold)
-		}, func(_ redislua.ReleaseResult, err error) {
+	var late func(redislua.ReleaseResult, error)
+	if ctx.Done() != nil { // a ctx that never ends is never abandoned: no late callback to build
+		late = func(_ redislua.ReleaseResult, err error) {
 			if redislua.Ambiguous(err) {
 				d.bg.Undo(d.client, l.keys, l.owner, l.token, l.hold, redislua.UndoTimeout, true)
 			}
-		})
+		}
 	}
+	r, abandoned, err := d.batch.Release(ctx, l.keys, l.owner, l.token, l.hold, late)
 	if err != nil {
-		if redislua.Ambiguous(err) && !abandoned {
-			// It may not have run: finish it in the background so the
-			// lock does not stay held until its TTL.
+		if (redislua.Ambiguous(err) || redislua.NotSent(err)) && !abandoned {
+			// It may not have run (or was not sent: ctx ended while it
+			// was queued): finish it in the background so the lock does
+			// not stay held until its TTL.
 			d.bg.Undo(d.client, l.keys, l.owner, l.token, l.hold, redislua.UndoTimeout, false)
 		}
 		return redislua.OpError(ctx, err)
@@ -63,18 +56,7 @@ func (l *lock) Release(ctx context.Context) error {
 // Refresh extends this hold to at least ttl, owner-checked, returning when
 // ctx ends.
 func (l *lock) Refresh(ctx context.Context, ttl time.Duration) error {
-	d := l.d
-	var (
-		held bool
-		err  error
-	)
-	if ctx.Done() == nil {
-		held, err = redislua.Refresh(ctx, d.client, l.keys, l.owner, l.token, l.hold, ttl) // no closure to build
-	} else {
-		held, _, err = async.Call(d.bg.Group(), ctx, func(ctx context.Context) (bool, error) {
-			return redislua.Refresh(ctx, d.client, l.keys, l.owner, l.token, l.hold, ttl)
-		}, nil)
-	}
+	held, err := l.d.batch.Refresh(ctx, l.keys, l.owner, l.token, l.hold, ttl)
 	if err != nil {
 		return redislua.OpError(ctx, err)
 	}

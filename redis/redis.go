@@ -60,8 +60,10 @@ func newDriver(client goredis.UniversalClient, c config) (*driver, error) {
 	if len(c.errs) > 0 {
 		return nil, c.errs[0]
 	}
+	bg := redislua.NewUndoer(0)
 	return &driver{
 		client: client,
+		batch:  redislua.NewBatch(client, bg.Group()),
 		prefix: c.prefix,
 		owned:  c.closeClient,
 		fair:   c.fair,
@@ -70,7 +72,7 @@ func newDriver(client goredis.UniversalClient, c config) (*driver, error) {
 			ConfirmTimeout: c.confirmTimeout,
 			Linger:         c.linger,
 		}),
-		bg: redislua.NewUndoer(0),
+		bg: bg,
 	}, nil
 }
 
@@ -96,8 +98,12 @@ type driver struct {
 	closed atomic.Bool
 
 	// Background goroutines: calls that outlive a caller whose ctx ended
-	// (async.Call on bg.Group()), and undo work. Close waits for them.
+	// (async.Call on bg.Group()), the batch's flushes, and undo work.
+	// Close waits for them.
 	bg *redislua.Undoer
+	// batch sends acquire, release and refresh: requests made while one
+	// is in flight go out together, as one pipeline.
+	batch *redislua.Batch
 }
 
 var (
@@ -135,12 +141,11 @@ func (d *driver) TryAcquire(ctx context.Context, req backend.Request) (backend.L
 	k := d.keys(req.Key)
 	hold := d.holds.Next()
 	sent := time.Now()
-	r, err := d.attempt(ctx, k, req, func(ctx context.Context) (redislua.AcquireResult, error) {
-		if d.fair {
-			return redislua.FairAcquire(ctx, d.client, k, req.Owner, req.TTL, redislua.FairAttempt{Hold: hold, N: 1, Metadata: req.Metadata})
-		}
-		return redislua.Acquire(ctx, d.client, k, req.Owner, hold, req.Metadata, req.TTL)
-	}, hold)
+	var fa *redislua.FairAttempt
+	if d.fair {
+		fa = &redislua.FairAttempt{Hold: hold, N: 1, Metadata: req.Metadata}
+	}
+	r, err := d.attempt(ctx, k, req, hold, fa)
 	if err != nil {
 		return nil, err
 	}
@@ -150,30 +155,36 @@ func (d *driver) TryAcquire(ctx context.Context, req backend.Request) (backend.L
 	return &lock{d: d, keys: k, owner: req.Owner, hold: hold, token: r.Token, issued: sent}, nil
 }
 
-// attempt runs one acquire script for hold so that the caller returns when
-// ctx ends, and undoes, owner-checked and in the background, whatever an
-// attempt whose outcome is unknown may have done for hold.
-func (d *driver) attempt(ctx context.Context, k redislua.Keys, req backend.Request, run func(context.Context) (redislua.AcquireResult, error), hold string) (redislua.AcquireResult, error) {
+// attempt runs one acquire script for hold (fa nil: the plain one, else
+// the fair queue's attempt fa), through the driver's Batch, so that the
+// caller returns when ctx ends, and undoes, owner-checked and in the
+// background, whatever an attempt whose outcome is unknown may have done
+// for hold. An attempt still queued when ctx ends is never sent.
+func (d *driver) attempt(ctx context.Context, k redislua.Keys, req backend.Request, hold string, fa *redislua.FairAttempt) (redislua.AcquireResult, error) {
 	if d.closed.Load() {
 		return redislua.AcquireResult{}, backend.ErrClosed
 	}
 	if err := ctx.Err(); err != nil {
 		return redislua.AcquireResult{}, async.CtxError(ctx) // nothing sent, nothing to undo
 	}
+	var late func(redislua.AcquireResult, error)
+	if ctx.Done() != nil { // a ctx that never ends is never abandoned: no late callback to build
+		late = func(_ redislua.AcquireResult, err error) {
+			// The caller gave up: whatever the script did, undo this hold.
+			if err == nil || redislua.Ambiguous(err) {
+				d.undo(k, req, hold, err != nil, true)
+			}
+		}
+	}
 	var (
 		r         redislua.AcquireResult
 		abandoned bool
 		err       error
 	)
-	if ctx.Done() == nil {
-		r, err = run(ctx) // ctx never ends: no goroutine, and no late callback to build
+	if fa != nil {
+		r, abandoned, err = d.batch.FairAcquire(ctx, k, req.Owner, req.TTL, *fa, late)
 	} else {
-		r, abandoned, err = async.Call(d.bg.Group(), ctx, run, func(_ redislua.AcquireResult, err error) {
-			// The caller gave up: whatever the script did, undo this hold.
-			if err == nil || redislua.Ambiguous(err) {
-				d.undo(k, req, hold, err != nil, true)
-			}
-		})
+		r, abandoned, err = d.batch.Acquire(ctx, k, req.Owner, hold, req.Metadata, req.TTL, late)
 	}
 	if err != nil {
 		if redislua.Ambiguous(err) && !abandoned {

@@ -78,7 +78,7 @@ type attempt struct {
 
 // node runs the acquire script on node nd.
 func (a *attempt) node(ctx context.Context, _ int, nd *node) nodeResult {
-	r, err := redislua.Acquire(ctx, nd.client, a.h.keys, a.h.owner, a.h.hold, a.metadata, a.ttl)
+	r, _, err := nd.batch.Acquire(ctx, a.h.keys, a.h.owner, a.h.hold, a.metadata, a.ttl, nil)
 	switch {
 	case err != nil:
 		return nodeResult{out: failed, err: err}

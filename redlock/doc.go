@@ -49,6 +49,10 @@
 //     lease with ErrLockLost), and ErrUnavailable otherwise (distlock keeps
 //     the lease until its validity deadline, retrying, and then ends it).
 //     Automatic refreshes due together go to each node in one pipeline.
+//   - Batching: the acquire, release and refresh requests that a Locker
+//     sends to one node while another is in flight there queue and go out
+//     together as one pipeline when it is answered (a lone request is sent
+//     at once); a queued request whose operation ended is never sent.
 //   - Waiting: distlock retries a busy lock when a release is announced on
 //     any node, or after a delay, whichever comes first. A waiter subscribes
 //     on every node (one shared pub/sub connection per node and Locker) and

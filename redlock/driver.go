@@ -65,6 +65,9 @@ type node struct {
 	addr   string
 	client goredis.UniversalClient
 	sub    *redissub.Subscriber
+	// batch sends acquire, release and refresh: the node's requests made
+	// while one is in flight go out together, as one pipeline.
+	batch *redislua.Batch
 	// downUntil (ns on the driver's monotonic clock) marks a node that just
 	// failed with an I/O error: Watch does not wait for its subscription
 	// confirmation meanwhile.
@@ -131,6 +134,7 @@ func newDriver(nodes []*node, c config) (*driver, error) {
 	}
 	for _, n := range nodes {
 		n.sub = redissub.NewSubscriber(n.client, c.subscriberOptions())
+		n.batch = redislua.NewPatientBatch(n.client, g)
 	}
 	return d, nil
 }

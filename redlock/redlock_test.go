@@ -861,6 +861,20 @@ func TestRefreshBatch(t *testing.T) {
 		}
 		items = append(items, backend.RefreshItem{Lock: l, TTL: time.Minute})
 	}
+	// TryAcquire returns at a quorum; the other nodes' acquires (each
+	// node's requests queue behind the one in flight there) may land
+	// later: wait for them, so that none lands after the deletion below.
+	for _, k := range keys {
+		name := redislua.KeysFor(prefix, k).Lock
+		eventually(t, 10*time.Second, "every node holds "+k, func() bool {
+			for _, admin := range c.admins {
+				if admin.Exists(ctx, name).Val() != 1 {
+					return false
+				}
+			}
+			return true
+		})
+	}
 	name := redislua.KeysFor(prefix, "batch/b").Lock
 	for _, i := range []int{0, 1, 2} {
 		c.admins[i].Del(ctx, name)

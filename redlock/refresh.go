@@ -27,7 +27,7 @@ func (l *lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	r := d.run(ctx, quorumOp{
 		wait: validity,
 		node: func(ctx context.Context, _ int, nd *node) nodeResult {
-			held, err := redislua.Refresh(ctx, nd.client, l.keys, l.owner, 0, l.hold, ttl)
+			held, err := nd.batch.Refresh(ctx, l.keys, l.owner, 0, l.hold, ttl)
 			switch {
 			case err != nil:
 				return nodeResult{out: failed, err: err}

@@ -19,14 +19,14 @@ func (l *lock) Release(ctx context.Context) error {
 		node:    l.releaseNode,
 		decided: settled,
 		late: func(x nodeResult, _ bool) {
-			if !x.queued && redislua.Ambiguous(x.err) {
+			if !x.queued && unfinished(x.err) {
 				l.undo(x.i, true)
 			}
 		},
 	})
 	r.finish(true)
 	for _, x := range r.rs {
-		if !x.queued && redislua.Ambiguous(x.err) {
+		if !x.queued && unfinished(x.err) {
 			l.undo(x.i, false)
 		}
 	}
@@ -42,13 +42,18 @@ func (l *lock) Release(ctx context.Context) error {
 	return r.unavailable("release")
 }
 
+// unfinished reports whether a node's release that failed with err may
+// have left the hold there: its outcome is unknown, or it was never sent
+// (its ctx ended while it was queued in the node's batch).
+func unfinished(err error) bool { return redislua.Ambiguous(err) || redislua.NotSent(err) }
+
 // releaseNode releases the hold on node i, after the acquire of it if that
 // is still running there.
 func (l *lock) releaseNode(ctx context.Context, i int, nd *node) nodeResult {
 	if r, wait := l.afterAcquire(ctx, i); wait {
 		return r
 	}
-	r, err := redislua.Release(ctx, nd.client, l.keys, l.owner, 0, l.hold)
+	r, _, err := nd.batch.Release(ctx, l.keys, l.owner, 0, l.hold, nil)
 	switch {
 	case err != nil:
 		return nodeResult{out: failed, err: err}

@@ -162,9 +162,10 @@ func IsReply(err error) bool {
 
 // Ambiguous reports whether a command that failed with err may nevertheless
 // have run on the server: any error that is not a server reply, except a
-// failure to connect (the command was never sent).
+// failure to connect and a request a Batch dropped while it was queued
+// (the command was never sent).
 func Ambiguous(err error) bool {
-	return err != nil && !IsReply(err) && !errors.Is(err, backend.ErrInvalidTTL) && !isDialError(err)
+	return err != nil && !IsReply(err) && !errors.Is(err, backend.ErrInvalidTTL) && !isDialError(err) && !NotSent(err)
 }
 
 // isDialError reports whether err is a failure to open a connection.

@@ -36,22 +36,36 @@ type FairAttempt struct {
 // bypassed), Granted (granted to a.Hold while it waited; PTTL is its
 // remaining time) or Busy (enqueued if a.Enqueue).
 func FairAcquire(ctx context.Context, c goredis.Scripter, k Keys, owner string, ttl time.Duration, a FairAttempt) (AcquireResult, error) {
-	px, err := PX(ttl)
+	keys, args, err := fairAcquireCall(k, owner, ttl, a)
 	if err != nil {
 		return AcquireResult{}, err
 	}
+	return parseFairAcquireCmd(fairAcquireScript.Run(ctx, c, keys, args...))
+}
+
+// fairAcquireCall checks FairAcquire's arguments and returns the script's
+// keys and arguments.
+func fairAcquireCall(k Keys, owner string, ttl time.Duration, a FairAttempt) ([]string, []any, error) {
+	px, err := PX(ttl)
+	if err != nil {
+		return nil, nil, err
+	}
 	if err := checkHold(a.Hold); err != nil {
-		return AcquireResult{}, err
+		return nil, nil, err
 	}
 	if k.Queue == "" || k.Fence == "" {
-		return AcquireResult{}, fmt.Errorf("redislua: FairAcquire needs Keys.Fair with a fence key")
+		return nil, nil, fmt.Errorf("redislua: FairAcquire needs Keys.Fair with a fence key")
 	}
 	enq := "0"
 	if a.Enqueue {
 		enq = "1"
 	}
 	qttl := max(int64(a.QueueTTL/time.Millisecond), 1)
-	v, err := fairAcquireScript.Run(ctx, c, k.fairKeys(), owner, px, a.Hold, enq, a.N, qttl, k.Channel, k.Name, a.Metadata).Slice()
+	return k.fairKeys(), []any{owner, px, a.Hold, enq, a.N, qttl, k.Channel, k.Name, a.Metadata}, nil
+}
+
+func parseFairAcquireCmd(cmd *goredis.Cmd) (AcquireResult, error) {
+	v, err := cmd.Slice()
 	if err != nil {
 		return AcquireResult{}, err
 	}

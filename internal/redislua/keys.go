@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/distlock/distlock/backend"
 )
@@ -68,7 +69,7 @@ func KeysFor(prefix, key string) Keys {
 	buf = append(buf, ":wake"...)
 	m := len(buf)
 	buf = appendFenceKey(buf, prefix, slotOf(buf[:n]))
-	s := string(buf)
+	s := unsafe.String(unsafe.SliceData(buf), len(buf)) // buf is never written again: one allocation, not two
 	return Keys{
 		Name: key, Lock: s[:n], Legacy: s[:n+len(":fence")],
 		Channel: s[n+len(":fence") : m], Fence: s[m:],
@@ -134,7 +135,10 @@ func NewHoldSource() *HoldSource {
 // Next returns a new hold id. Hold ids begin with 'h', so they never clash
 // with the hash's "o" and "t" fields.
 func (h *HoldSource) Next() string {
-	return h.base + strconv.FormatUint(h.n.Add(1), 36)
+	b := make([]byte, 0, len(h.base)+13) // 13: the base-36 digits of the largest uint64
+	b = append(b, h.base...)
+	b = strconv.AppendUint(b, h.n.Add(1), 36)
+	return unsafe.String(unsafe.SliceData(b), len(b)) // b is never written again: one allocation, not two
 }
 
 func checkHold(hold string) error {

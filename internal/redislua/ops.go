@@ -55,25 +55,48 @@ type AcquireResult struct {
 // after a lost reply does not add a second hold. hold must come from a
 // HoldSource; ttl must be whole milliseconds (see PX).
 func Acquire(ctx context.Context, c goredis.Scripter, k Keys, owner, hold, metadata string, ttl time.Duration) (AcquireResult, error) {
-	px, err := PX(ttl)
+	keys, args, err := acquireCall(k, owner, hold, metadata, ttl)
 	if err != nil {
 		return AcquireResult{}, err
 	}
+	return parseAcquireCmd(acquireScript.Run(ctx, c, keys, args...))
+}
+
+// acquireCall checks Acquire's arguments and returns the script's keys and
+// arguments.
+func acquireCall(k Keys, owner, hold, metadata string, ttl time.Duration) ([]string, []any, error) {
+	px, err := PX(ttl)
+	if err != nil {
+		return nil, nil, err
+	}
 	if err := checkHold(hold); err != nil {
-		return AcquireResult{}, err
+		return nil, nil, err
 	}
-	var keys []string
+	r := &callArgs{keys: [3]string{k.Lock, k.Fence, k.Legacy}, s: [4]string{owner, hold, k.Name, metadata}, n: px}
+	r.args = [5]any{&r.s[0], &r.n, &r.s[1], &r.s[2], &r.s[3]}
+	keys := r.keys[:1]
 	if k.Fence != "" {
-		keys = []string{k.Lock, k.Fence, k.Legacy}
-	} else {
-		keys = []string{k.Lock}
+		keys = r.keys[:3]
 	}
-	var cmd *goredis.Cmd
 	if metadata == "" {
-		cmd = acquireScript.Run(ctx, c, keys, owner, px, hold, k.Name) // no metadata: not sent, not stored
-	} else {
-		cmd = acquireScript.Run(ctx, c, keys, owner, px, hold, k.Name, metadata)
+		return keys, r.args[:4], nil // no metadata: not sent, not stored
 	}
+	return keys, r.args[:5], nil
+}
+
+// callArgs holds one script call's keys and arguments in one allocation:
+// the arguments are pointers into it, which go-redis writes as the values
+// they point to (and boxing a pointer allocates nothing, where boxing a
+// string or a large integer would allocate once per argument).
+type callArgs struct {
+	keys [3]string
+	args [5]any
+	s    [4]string
+	n    int64
+	u    uint64
+}
+
+func parseAcquireCmd(cmd *goredis.Cmd) (AcquireResult, error) {
 	v, err := cmd.Slice()
 	if err != nil {
 		return AcquireResult{}, err
@@ -154,16 +177,29 @@ const (
 // wait (or undoes an attempt), and a freed lock is granted to the first live
 // waiter instead.
 func Release(ctx context.Context, c goredis.Scripter, k Keys, owner string, token uint64, hold string) (ReleaseResult, error) {
-	if err := checkHold(hold); err != nil {
+	s, keys, args, err := releaseCall(k, owner, token, hold)
+	if err != nil {
 		return NotHeld, err
 	}
-	var n int64
-	var err error
-	if k.Queue != "" {
-		n, err = fairReleaseScript.Run(ctx, c, k.fairKeys(), owner, token, hold, k.Channel, k.Name).Int64()
-	} else {
-		n, err = releaseScript.Run(ctx, c, []string{k.Lock}, owner, token, hold, k.Channel).Int64()
+	return parseReleaseCmd(s.Run(ctx, c, keys, args...))
+}
+
+// releaseCall checks Release's arguments and returns the script to run,
+// its keys and arguments.
+func releaseCall(k Keys, owner string, token uint64, hold string) (*goredis.Script, []string, []any, error) {
+	if err := checkHold(hold); err != nil {
+		return nil, nil, nil, err
 	}
+	if k.Queue != "" {
+		return fairReleaseScript, k.fairKeys(), []any{owner, token, hold, k.Channel, k.Name}, nil
+	}
+	r := &callArgs{keys: [3]string{k.Lock}, s: [4]string{owner, hold, k.Channel}, u: token}
+	r.args = [5]any{&r.s[0], &r.u, &r.s[1], &r.s[2]}
+	return releaseScript, r.keys[:1], r.args[:4], nil
+}
+
+func parseReleaseCmd(cmd *goredis.Cmd) (ReleaseResult, error) {
+	n, err := cmd.Int64()
 	if err != nil {
 		return NotHeld, err
 	}
@@ -183,14 +219,30 @@ func Release(ctx context.Context, c goredis.Scripter, k Keys, owner string, toke
 // shortens the expiry. It reports whether the lock was held (false: nothing
 // was changed).
 func Refresh(ctx context.Context, c goredis.Scripter, k Keys, owner string, token uint64, hold string, ttl time.Duration) (bool, error) {
-	px, err := PX(ttl)
+	keys, args, err := refreshCall(k, owner, token, hold, ttl)
 	if err != nil {
 		return false, err
 	}
-	if err := checkHold(hold); err != nil {
-		return false, err
+	return parseRefreshCmd(refreshScript.Run(ctx, c, keys, args...))
+}
+
+// refreshCall checks Refresh's arguments and returns the script's keys
+// and arguments.
+func refreshCall(k Keys, owner string, token uint64, hold string, ttl time.Duration) ([]string, []any, error) {
+	px, err := PX(ttl)
+	if err != nil {
+		return nil, nil, err
 	}
-	n, err := refreshScript.Run(ctx, c, []string{k.Lock}, owner, token, hold, px).Int64()
+	if err := checkHold(hold); err != nil {
+		return nil, nil, err
+	}
+	r := &callArgs{keys: [3]string{k.Lock}, s: [4]string{owner, hold}, u: token, n: px}
+	r.args = [5]any{&r.s[0], &r.u, &r.s[1], &r.n}
+	return r.keys[:1], r.args[:4], nil
+}
+
+func parseRefreshCmd(cmd *goredis.Cmd) (bool, error) {
+	n, err := cmd.Int64()
 	if err != nil {
 		return false, err
 	}

@@ -3,7 +3,9 @@ package redislua
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -228,4 +230,23 @@ func TestRefreshBatchAndErrors(t *testing.T) {
 	if err := Classify(cctx, context.Canceled); !errors.Is(err, context.Canceled) {
 		t.Errorf("Classify(canceled) = %v", err)
 	}
+}
+
+// commandCalls is the server's count of cmd since the last CONFIG
+// RESETSTAT (INFO commandstats).
+func commandCalls(t *testing.T, c *goredis.Client, cmd string) int {
+	t.Helper()
+	info, err := c.Info(t.Context(), "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_"+cmd+":"); ok {
+			var n int
+			if _, err := fmt.Sscanf(rest, "calls=%d", &n); err == nil {
+				return n
+			}
+		}
+	}
+	return 0
 }

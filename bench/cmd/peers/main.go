@@ -44,9 +44,17 @@ var (
 	outSVG          = flag.String("svg", "handoff.svg", "SVG plot of hot-key handoff p50")
 	seed            = flag.Uint64("seed", 0, "shuffle seed (0: random)")
 	clients         = flag.Int("clients", 4, "clients (connection pools, Lockers) the hot-key and 1,000-key goroutines are spread over")
-	keyWorkers      = 16
 	nKeys           = 1000
 )
+
+// keyRun is one configuration of the 1,000-key measurement: goroutines
+// spread over clients instances.
+type keyRun struct{ goroutines, clients int }
+
+// keyRuns: 16 goroutines over -clients Lockers, and 64 over one Locker
+// (the case where one client's concurrent requests to one server can share
+// round trips).
+func keyRuns() []keyRun { return []keyRun{{16, *clients}, {64, 1}} }
 
 var (
 	redislockDefault = redislockLib("redislock default (LimitRetry(LinearBackoff(100ms),3))",
@@ -190,24 +198,29 @@ func main() {
 		}
 
 		// 3. 1,000 distinct keys
-		kRes := map[string][]distinct{}
-		for r := range *rounds {
-			for _, i := range rng.Perm(len(uLibs)) {
-				l := uLibs[i]
-				v, err := measureDistinct(l, one, fmt.Sprintf("k/%d/%d", r, i), *clients, keyWorkers, nKeys, *keysDur)
-				if err != nil {
-					fail(err)
+		for _, kr := range keyRuns() {
+			kRes := map[string][]distinct{}
+			for r := range *rounds {
+				for _, i := range rng.Perm(len(uLibs)) {
+					l := uLibs[i]
+					v, err := measureDistinct(l, one, fmt.Sprintf("k/%d/%d/%d", kr.goroutines, r, i), kr.clients, kr.goroutines, nKeys, *keysDur)
+					if err != nil {
+						fail(err)
+					}
+					log.Printf("1000 keys %dx%d r%d %-40s %8.0f cycles/s p50 %.1fµs p99 %.1fµs cpu client %.0f%% %.1fµs server %.0f%% %.1fµs", kr.goroutines, kr.clients, r, l.name, v.perSec, v.p50, v.p99, v.clientPct, v.clientUS, v.serverPct, v.serverUS)
+					kRes[l.name] = append(kRes[l.name], v)
 				}
-				log.Printf("1000 keys r%d %-40s %8.0f cycles/s cpu client %.0f%% %.1fµs server %.0f%% %.1fµs", r, l.name, v.perSec, v.clientPct, v.clientUS, v.serverPct, v.serverUS)
-				kRes[l.name] = append(kRes[l.name], v)
 			}
-		}
-		for _, l := range uLibs {
-			var a, b, c, d, e []float64
-			for _, v := range kRes[l.name] {
-				a, b, c, d, e = append(a, v.perSec), append(b, v.clientPct), append(c, v.clientUS), append(d, v.serverPct), append(e, v.serverUS)
+			t := keysTable{run: kr}
+			for _, l := range uLibs {
+				var a, b, c, d, e, f, g []float64
+				for _, v := range kRes[l.name] {
+					a, b, c, d, e = append(a, v.perSec), append(b, v.clientPct), append(c, v.clientUS), append(d, v.serverPct), append(e, v.serverUS)
+					f, g = append(f, v.p50), append(g, v.p99)
+				}
+				t.rows = append(t.rows, namedK{l.name, distinct{perSec: median(a), p50: median(f), p99: median(g), clientPct: median(b), clientUS: median(c), serverPct: median(d), serverUS: median(e)}})
 			}
-			rep.keys = append(rep.keys, namedK{l.name, distinct{perSec: median(a), clientPct: median(b), clientUS: median(c), serverPct: median(d), serverUS: median(e)}})
+			rep.keys = append(rep.keys, t)
 		}
 
 		// 4. redlock vs redsync, 5 nodes

@@ -343,6 +343,7 @@ func (e *epoch) waitPast(n int64) {
 // distinct is what measureDistinct found.
 type distinct struct {
 	perSec               float64 // cycles/s
+	p50, p99             float64 // µs per acquire+release cycle
 	serverPct, clientPct float64 // CPU utilisation, % of one core
 	serverUS, clientUS   float64 // CPU µs per cycle
 }
@@ -378,11 +379,13 @@ func measureDistinct(l lib, addrs []string, prefix string, nInst, goroutines, nK
 	var count atomic.Int64
 	var firstErr atomic.Pointer[error]
 	var wg sync.WaitGroup
+	lat := make([][]time.Duration, goroutines) // per goroutine: each cycle's acquire+release time
 	start := time.Now()
 	for g := range goroutines {
 		in := ins[g%nInst]
 		wg.Go(func() {
 			for i := g; ctx.Err() == nil; i += goroutines {
+				t0 := time.Now()
 				if i >= nKeys {
 					i = g
 				}
@@ -396,6 +399,7 @@ func measureDistinct(l lib, addrs []string, prefix string, nInst, goroutines, nK
 				if err := h.release(context.Background()); err != nil {
 					firstErr.CompareAndSwap(nil, &err)
 				}
+				lat[g] = append(lat[g], time.Since(t0))
 				count.Add(1)
 			}
 		})
@@ -411,8 +415,12 @@ func measureDistinct(l lib, addrs []string, prefix string, nInst, goroutines, nK
 		return distinct{}, fmt.Errorf("%s: %w", l.name, *p)
 	}
 	n := float64(max(count.Load(), 1))
+	all := slices.Concat(lat...)
+	slices.Sort(all)
 	return distinct{
 		perSec:    float64(count.Load()) / el.Seconds(),
+		p50:       us(pct(all, 0.50)),
+		p99:       us(pct(all, 0.99)),
 		serverPct: (load1.cpu - load0.cpu) / el.Seconds() * 100,
 		clientPct: cpu.Seconds() / el.Seconds() * 100,
 		serverUS:  (load1.cpu - load0.cpu) * 1e6 / n,

@@ -22,12 +22,18 @@ type namedK struct {
 	d    distinct
 }
 
+// keysTable is one configuration's 1,000-key results.
+type keysTable struct {
+	run  keyRun
+	rows []namedK
+}
+
 type report struct {
 	seed         uint64
 	waiters      []int
 	unc, rlU     []namedU
 	hot, rlH     []namedH
-	keys         []namedK
+	keys         []keysTable
 	scale        []scaleResult
 	scaleTargets []scaleTarget
 	scaleErr     []string
@@ -72,11 +78,16 @@ func (r *report) markdown() []byte {
 	p("\ndistlock uses its default (pub/sub wake-up, no attempt limit). redislock's default is no retry; \"default\" is the README/example retry `LimitRetry(LinearBackoff(100ms), 3)`. redsync's default is 32 tries with 50–250ms random delay (gives up after ~4.6s of contention). Every goroutine loops acquire → hold → release → wait until another goroutine has acquired → acquire again, so every acquisition is a handoff to a goroutine that wanted the lock, and the hold gives the others time to start waiting; without the wait-for-another rule a polling releaser re-grabs the free key at once and its waiters starve, which flatters pollers' throughput and latency. release→next acquire runs from just before the holder's Release call to the return of the next holder's Acquire, counted when that Acquire had started before the release (a real waiter). \"p50 vs distlock\" is the peer's p50 over distlock's at the same waiter count. \"wait p99\" is the 99th percentile of the whole Acquire call (queueing behind other waiters included). \"server cmds/handoff\" and \"server CPU µs/handoff\" are the redis-server's total_commands_processed and used_cpu_user+sys (INFO) over the run / handoffs: the price of short polling intervals. \"gave up\" counts acquisitions that returned ErrNotObtained / ErrFailed / ErrTaken; the waiter then tries again. \"distlock redis, 1 client\" puts every waiter in one Locker, whose waiters queue first-come first-served; in every other row the waiters are spread over %d clients, and distlock's waiters in different Lockers race for each release, in the order Redis delivers the release message to the subscribed connections (the cause of the higher wait p99). \"distlock redis, fair queue\" is redis.WithFair: the waiters queue in Redis in arrival order across clients, and the release grants the lock to the first waiter and publishes the grant, so the handoff needs no acquire round trip (the row's commands include the queue's inner script calls).\n\n", *clients)
 	p("![handoff p50](handoff.svg)\n\n")
 
-	p("## 3. 1,000 distinct keys, %d goroutines over %d clients (%s per run)\n\n| library | cycles/s | client CPU %% of a core | client CPU µs/cycle | redis-server CPU %% | redis-server CPU µs/cycle |\n|---|---:|---:|---:|---:|---:|\n", keyWorkers, *clients, *keysDur)
-	for _, k := range r.keys {
-		p("| %s | %.0f | %.0f | %.1f | %.0f | %.1f |\n", k.name, k.d.perSec, k.d.clientPct, k.d.clientUS, k.d.serverPct, k.d.serverUS)
+	for i, t := range r.keys {
+		p("## 3%s. 1,000 distinct keys, %d goroutines over %d client%s (%s per run)\n\n| library | cycles/s | vs floor | cycle p50 µs | cycle p99 µs | client CPU %% of a core | client CPU µs/cycle | redis-server CPU %% | redis-server CPU µs/cycle |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+			string(rune('a'+i)), t.run.goroutines, t.run.clients, plural(t.run.clients), *keysDur)
+		floor := t.rows[0].d.perSec
+		for _, k := range t.rows {
+			p("| %s | %.0f | %.2f× | %.1f | %.1f | %.0f | %.1f | %.0f | %.1f |\n", k.name, k.d.perSec, k.d.perSec/floor, k.d.p50, k.d.p99, k.d.clientPct, k.d.clientUS, k.d.serverPct, k.d.serverUS)
+		}
+		p("\n")
 	}
-	p("\nEvery goroutine cycles through its own keys with a ctx that has a deadline (the run's end). Throughput on 2 cores is bounded by CPU: the redis-server is single-threaded, so when it nears 100%% of a core its µs per cycle sets the rate.\n\n")
+	p("Every goroutine cycles through its own keys with a ctx that has a deadline (the run's end); a cycle is one acquisition and its release, and its p50/p99 are over every cycle of the run (median of rounds). \"vs floor\" is the row's cycles/s over the raw go-redis floor's. Throughput on 2 cores is bounded by CPU: the redis-server is single-threaded, so when it nears 100%% of a core its µs per cycle sets the rate. distlock sends the requests that one Locker makes to one server while another is in flight as one pipeline (natural batching: no timer, a lone request goes out at once), which is what the 64-goroutine, 1-Locker table exercises.\n\n")
 
 	if len(r.rlU) > 0 {
 		p("## 4. Redlock, 5 nodes: distlock redlock vs redsync (5 pools)\n\n| library | p50 µs | p99 µs | allocs/cycle | client CPU µs/cycle | redis-server CPU µs/cycle (5 nodes) |\n|---|---:|---:|---:|---:|---:|\n")
@@ -229,4 +240,11 @@ func fmtUS(v float64) string {
 
 func esc(s string) string {
 	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
 }

@@ -1,0 +1,315 @@
+package redislua
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/distlock/distlock/internal/async"
+)
+
+// Batch is natural batching of the script calls of many goroutines to one
+// server (or, over a ClusterClient, one pipeline split per node): while a
+// request is in flight, the next ones queue, and the moment it is answered
+// every queued request goes out together as one pipeline (one write, one
+// read, one wake-up of the server). A lone request is never delayed: no
+// timer, no linger. Per-request ctx semantics are exact: a request whose
+// ctx ends while it is queued is never sent (its error is not Ambiguous);
+// one already sent is abandoned (the caller returns at once) and its late
+// handler receives the answer, so that the caller's driver can undo it.
+// Safe for concurrent use.
+type Batch struct {
+	c       goredis.Cmdable
+	g       *async.Group
+	patient bool // see NewPatientBatch
+
+	mu   sync.Mutex
+	busy bool // a request or pipeline is in flight, or a flusher is starting
+	q    []*call
+
+	pipelines atomic.Uint64 // round trips sent: single calls and pipelines
+	calls     atomic.Uint64 // requests sent
+}
+
+// NewBatch returns the Batch of client c. Its flushes run on g (whose Close
+// waits for them); while g is closing, they run on the caller's goroutine.
+func NewBatch(c goredis.Cmdable, g *async.Group) *Batch { return &Batch{c: c, g: g} }
+
+// NewPatientBatch is NewBatch for callers that run on goroutines of their
+// own and wait for the answer anyway (Redlock's per-node calls, whose
+// caller stops waiting for them at its own ctx end): a request finding the
+// connection free is sent on the caller's goroutine whatever its ctx, and
+// once sent it is never abandoned (late is not called); a queued request is
+// still dropped, never sent, when its ctx ends.
+func NewPatientBatch(c goredis.Cmdable, g *async.Group) *Batch {
+	return &Batch{c: c, g: g, patient: true}
+}
+
+// Stats returns the round trips sent (a single call or a pipeline each)
+// and the requests they carried.
+func (b *Batch) Stats() (roundTrips, requests uint64) { return b.pipelines.Load(), b.calls.Load() }
+
+// Pending returns the number of requests queued behind the one in flight
+// (for tests and diagnostics).
+func (b *Batch) Pending() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.q)
+}
+
+// The states of a call.
+const (
+	queued int32 = iota
+	sent
+	delivered      // the caller takes the answer
+	dropped        // the caller's ctx ended while it was queued: never sent
+	abandonedAfter // the caller's ctx ended after it was sent: late gets it
+)
+
+// call is one request in a Batch.
+type call struct {
+	ctx   context.Context
+	s     *goredis.Script
+	keys  []string
+	args  []any
+	late  func(*goredis.Cmd)
+	cmd   *goredis.Cmd
+	state atomic.Int32
+	done  chan struct{}
+}
+
+// notSent is the error of a request whose ctx ended while it was queued:
+// ctx's error (async.CtxError), and not Ambiguous — nothing reached the
+// server, nothing is to be undone.
+type notSent struct{ err error }
+
+func (e *notSent) Error() string { return e.err.Error() }
+func (e *notSent) Unwrap() error { return e.err }
+
+// NotSent reports whether err is the error of a request that a Batch
+// dropped because its ctx ended while it was queued.
+func NotSent(err error) bool {
+	var ns *notSent
+	return errors.As(err, &ns)
+}
+
+// Do runs script s with keys and args through b and returns its reply. If
+// ctx ends first, Do returns async.CtxError(ctx) at once: wrapped so that
+// Ambiguous is false when the request was still queued (never sent), and
+// with abandoned set when it had been sent; late, if not nil, then
+// receives the reply when it arrives, on the flushing goroutine (start
+// undo work from there with GoChild). A ctx that can never end sends a
+// lone request on the caller's goroutine.
+func (b *Batch) Do(ctx context.Context, s *goredis.Script, keys []string, args []any, late func(*goredis.Cmd)) (cmd *goredis.Cmd, abandoned bool, err error) {
+	if err := ctx.Err(); err != nil {
+		return nil, false, &notSent{async.CtxError(ctx)}
+	}
+	b.mu.Lock()
+	if !b.busy && (ctx.Done() == nil || b.patient) {
+		// Free, and the caller need not be interrupted: it sends its own
+		// request, without a hop to another goroutine.
+		b.busy = true
+		b.mu.Unlock()
+		b.pipelines.Add(1)
+		b.calls.Add(1)
+		cmd = s.Run(ctx, b.c, keys, args...)
+		b.next()
+		return cmd, false, nil
+	}
+	c := &call{ctx: ctx, s: s, keys: keys, args: args, late: late}
+	c.done = make(chan struct{})
+	b.q = append(b.q, c)
+	start := !b.busy
+	b.busy = true
+	b.mu.Unlock()
+	if start && !b.g.Go(b.flush) {
+		b.flush() // closing: no more background work
+	}
+	select {
+	case <-c.done:
+		return c.cmd, false, nil
+	case <-ctx.Done():
+	}
+	if c.state.CompareAndSwap(queued, dropped) {
+		return nil, false, &notSent{async.CtxError(ctx)}
+	}
+	if !b.patient && c.state.CompareAndSwap(sent, abandonedAfter) {
+		return nil, true, async.CtxError(ctx)
+	}
+	<-c.done
+	return c.cmd, false, nil
+}
+
+// next hands what queued behind the caller's own request to a flusher, or
+// marks b free.
+func (b *Batch) next() {
+	b.mu.Lock()
+	if len(b.q) == 0 {
+		b.busy = false
+		b.mu.Unlock()
+		return
+	}
+	b.mu.Unlock()
+	if !b.g.Go(b.flush) {
+		b.flush()
+	}
+}
+
+// flush sends the queue as one pipeline, again and again, until it finds
+// the queue empty; then b is free.
+func (b *Batch) flush() {
+	var batch []*call
+	for {
+		b.mu.Lock()
+		if len(b.q) == 0 {
+			b.busy = false
+			b.mu.Unlock()
+			return
+		}
+		batch, b.q = b.q, batch[:0]
+		b.mu.Unlock()
+		// Claim each request; one whose caller gave up while it waited
+		// is never sent.
+		n := 0
+		for _, c := range batch {
+			if c.state.CompareAndSwap(queued, sent) {
+				batch[n] = c
+				n++
+			}
+		}
+		clear(batch[n:])
+		if n > 0 {
+			b.send(batch[:n])
+			for _, c := range batch[:n] {
+				if c.state.CompareAndSwap(sent, delivered) {
+					close(c.done)
+				} else if c.late != nil {
+					c.late(c.cmd)
+				}
+			}
+		}
+		clear(batch)
+		batch = batch[:0]
+	}
+}
+
+// send runs calls in one round trip: one call as Script.Run does it
+// (EVALSHA, EVAL on NOSCRIPT), several as a pipeline of EVALSHA followed,
+// for those that got NOSCRIPT (after a restart or SCRIPT FLUSH), by a
+// pipeline of EVAL.
+func (b *Batch) send(calls []*call) {
+	b.pipelines.Add(1)
+	b.calls.Add(uint64(len(calls)))
+	ctx := batchContext(calls)
+	if len(calls) == 1 {
+		c := calls[0]
+		c.cmd = c.s.Run(ctx, b.c, c.keys, c.args...)
+		return
+	}
+	pipe := b.c.Pipeline()
+	for _, c := range calls {
+		c.cmd = c.s.EvalSha(ctx, pipe, c.keys, c.args...)
+	}
+	_, _ = pipe.Exec(ctx) // per-command errors are read by the callers
+	var retry goredis.Pipeliner
+	for _, c := range calls {
+		if isNoScript(c.cmd.Err()) {
+			if retry == nil {
+				retry = b.c.Pipeline()
+			}
+			c.cmd = c.s.Eval(ctx, retry, c.keys, c.args...)
+		}
+	}
+	if retry != nil {
+		_, _ = retry.Exec(ctx)
+	}
+}
+
+// batchContext is the context of a round trip sent for its callers: not
+// cancelled by any of them (a caller who gave up after it was sent gets
+// the answer through late, and the others still wait for theirs), with the
+// latest of the callers' deadlines when every caller has one (so that a
+// client with ContextTimeoutEnabled bounds the socket I/O by it), else
+// none (the client's read and write timeouts bound it).
+func batchContext(calls []*call) context.Context {
+	var (
+		latest time.Time
+		from   context.Context
+	)
+	for _, c := range calls {
+		d, ok := c.ctx.Deadline()
+		if !ok {
+			return context.Background()
+		}
+		if from == nil || d.After(latest) {
+			latest, from = d, c.ctx
+		}
+	}
+	return uncancelled{from}
+}
+
+// uncancelled is a context's values and deadline without its
+// cancellation.
+type uncancelled struct{ context.Context }
+
+func (uncancelled) Done() <-chan struct{} { return nil }
+func (uncancelled) Err() error            { return nil }
+
+// via runs one script call through b and parses its reply: Do for the
+// driver-level operations below.
+func via[T any](ctx context.Context, b *Batch, s *goredis.Script, keys []string, args []any, parse func(*goredis.Cmd) (T, error), late func(T, error)) (T, bool, error) {
+	var lc func(*goredis.Cmd)
+	if late != nil {
+		lc = func(cmd *goredis.Cmd) { late(parse(cmd)) }
+	}
+	cmd, abandoned, err := b.Do(ctx, s, keys, args, lc)
+	if err != nil {
+		var zero T
+		return zero, abandoned, err
+	}
+	v, err := parse(cmd)
+	return v, false, err
+}
+
+// Acquire is the package's Acquire through b (see Do for ctx, abandoned
+// and late).
+func (b *Batch) Acquire(ctx context.Context, k Keys, owner, hold, metadata string, ttl time.Duration, late func(AcquireResult, error)) (AcquireResult, bool, error) {
+	keys, args, err := acquireCall(k, owner, hold, metadata, ttl)
+	if err != nil {
+		return AcquireResult{}, false, err
+	}
+	return via(ctx, b, acquireScript, keys, args, parseAcquireCmd, late)
+}
+
+// FairAcquire is the package's FairAcquire through b (see Do).
+func (b *Batch) FairAcquire(ctx context.Context, k Keys, owner string, ttl time.Duration, a FairAttempt, late func(AcquireResult, error)) (AcquireResult, bool, error) {
+	keys, args, err := fairAcquireCall(k, owner, ttl, a)
+	if err != nil {
+		return AcquireResult{}, false, err
+	}
+	return via(ctx, b, fairAcquireScript, keys, args, parseFairAcquireCmd, late)
+}
+
+// Release is the package's Release through b (see Do).
+func (b *Batch) Release(ctx context.Context, k Keys, owner string, token uint64, hold string, late func(ReleaseResult, error)) (ReleaseResult, bool, error) {
+	s, keys, args, err := releaseCall(k, owner, token, hold)
+	if err != nil {
+		return NotHeld, false, err
+	}
+	return via(ctx, b, s, keys, args, parseReleaseCmd, late)
+}
+
+// Refresh is the package's Refresh through b (see Do); an abandoned
+// refresh needs no undo, so it takes no late handler.
+func (b *Batch) Refresh(ctx context.Context, k Keys, owner string, token uint64, hold string, ttl time.Duration) (bool, error) {
+	keys, args, err := refreshCall(k, owner, token, hold, ttl)
+	if err != nil {
+		return false, err
+	}
+	held, _, err := via(ctx, b, refreshScript, keys, args, parseRefreshCmd, nil)
+	return held, err
+}
