@@ -86,8 +86,16 @@ func (d *driver) attempt(ctx context.Context, s *session, ks *keyState, prefix s
 	if err != nil {
 		return nil, err
 	}
-	if first == e.rev {
+	if first.CreateRevision == e.rev {
 		return d.grant(e)
+	}
+	if d.reapOrphan(ctx, first) {
+		// An orphan of ours was first: where do we stand now?
+		if pred, _, err := e.predecessor(ctx); err != nil {
+			return nil, e.fail(err)
+		} else if pred == nil {
+			return d.grant(e)
+		}
 	}
 	if !wait {
 		return nil, e.fail(backend.Busy(0))

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -21,7 +22,7 @@ const createTry = 2 * time.Second
 
 // create puts the entry's waiter key with the session lease, in one
 // transaction with a read of the first waiter, and returns the first
-// waiter's create revision; e.rev is set to the key's.
+// waiter; e.rev is set to the key's create revision.
 //
 // The transaction puts only if the key does not exist yet, so sending it
 // again is harmless: a send whose answer was lost (timeout, connection
@@ -31,7 +32,7 @@ const createTry = 2 * time.Second
 // so it can only be ours. When ctx ends or the session is lost before an
 // answer, the key is deleted in the background on a schedule that outlasts
 // a delayed request (undoCreate).
-func (e *entry) create(ctx context.Context) (first int64, err error) {
+func (e *entry) create(ctx context.Context) (first *mvccpb.KeyValue, err error) {
 	d, s := e.d, e.s
 	val := encodeValue(e.req.Owner, e.req.Metadata, 1)
 	txn := func(ctx context.Context) (*clientv3.TxnResponse, error) {
@@ -55,29 +56,29 @@ func (e *entry) create(ctx context.Context) (first int64, err error) {
 		case errors.Is(err, rpctypes.ErrLeaseNotFound):
 			// Nothing was written: the lease is gone.
 			d.sessionLost(s, "the cluster refused the lease of a new waiter key: expired or revoked")
-			return 0, errRestart
+			return nil, errRestart
 		case ctx.Err() != nil:
 			d.undoCreate(s, e.key)
-			return 0, waitError(ctx, try == 0, err)
+			return nil, waitError(ctx, try == 0, err)
 		case d.ctx.Err() != nil:
 			d.undoCreate(s, e.key)
-			return 0, errClosed
+			return nil, errClosed
 		case d.sessionDead(s):
 			d.undoCreate(s, e.key)
-			return 0, errRestart
+			return nil, errRestart
 		case !d.resendable(err):
 			d.undoCreate(s, e.key)
-			return 0, err
+			return nil, err
 		}
 		if err := d.pause(ctx, min(time.Duration(try+1)*20*time.Millisecond, 200*time.Millisecond)); err != nil {
 			d.undoCreate(s, e.key)
-			return 0, err
+			return nil, err
 		}
 	}
 }
 
 // created reads the create transaction's answer.
-func (e *entry) created(resp *clientv3.TxnResponse) (int64, error) {
+func (e *entry) created(resp *clientv3.TxnResponse) (*mvccpb.KeyValue, error) {
 	own := resp.Responses[0].GetResponseRange()
 	firsts := resp.Responses[1].GetResponseRange().GetKvs()
 	if resp.Succeeded {
@@ -87,14 +88,14 @@ func (e *entry) created(resp *clientv3.TxnResponse) (int64, error) {
 		// session (it cannot be anyone else's).
 		if own == nil || len(own.Kvs) == 0 || own.Kvs[0].Lease != int64(e.s.id) {
 			e.d.deleteKey(e.ctx, e.s, e.key, 0)
-			return 0, errRestart
+			return nil, errRestart
 		}
 		e.rev = own.Kvs[0].CreateRevision
 	}
 	if len(firsts) == 0 {
-		return 0, errRestart // deleted already (lease ended, or an operator)
+		return nil, errRestart // deleted already (lease ended, or an operator)
 	}
-	return firsts[0].CreateRevision, nil
+	return firsts[0], nil
 }
 
 // waitError is the error of a wait that ctx ended: the ctx error, and
@@ -115,7 +116,15 @@ var undoSchedule = async.At{0, 100 * time.Millisecond, 500 * time.Millisecond, 2
 // unknown, on undoSchedule (a create still in the network may land after a
 // delete), until the session ends (which deletes it on the server).
 func (d *driver) undoCreate(s *session, key string) {
+	d.mu.Lock()
+	d.orphans[key] = struct{}{}
+	d.mu.Unlock()
 	d.spawn(func() {
+		defer func() {
+			d.mu.Lock()
+			delete(d.orphans, key)
+			d.mu.Unlock()
+		}()
 		async.Retry{Schedule: undoSchedule, TryTimeout: createTry, Quit: d.bg.Quit()}.Do(d.ctx, func(ctx context.Context) bool {
 			if d.sessionDead(s) {
 				return true
@@ -124,6 +133,23 @@ func (d *driver) undoCreate(s *session, key string) {
 			return false
 		})
 	})
+}
+
+// reapOrphan deletes kv now if it is the key of one of this driver's
+// creates being undone (a request that landed after its caller gave up),
+// compared on its create revision, and reports whether it is gone now (the
+// undo may have deleted it first): an acquisition that finds such a key
+// ahead of it in the queue need not wait for the undo's schedule.
+func (d *driver) reapOrphan(ctx context.Context, kv *mvccpb.KeyValue) bool {
+	d.mu.Lock()
+	_, ours := d.orphans[string(kv.Key)]
+	d.mu.Unlock()
+	if !ours {
+		return false
+	}
+	_, err := d.client.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(string(kv.Key)), "=", kv.CreateRevision)).
+		Then(clientv3.OpDelete(string(kv.Key))).Commit()
+	return err == nil
 }
 
 // deleteKey deletes a waiter key of ours that is known to exist, compared on

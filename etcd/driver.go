@@ -28,11 +28,12 @@ type driver struct {
 	cancel context.CancelFunc
 	bg     *async.Group // keepalive loops, undo work
 
-	mu      sync.Mutex
-	closed  bool
-	cur     *session
+	mu       sync.Mutex
+	closed   bool
+	cur      *session
 	granting chan struct{} // closed when the grant under way ends; nil if none
-	keys    map[string]*keyState
+	keys     map[string]*keyState
+	orphans  map[string]struct{} // waiter keys whose create is being undone (undoCreate)
 
 	stats stats
 }
@@ -47,7 +48,7 @@ type stats struct {
 }
 
 func newDriver(cfg *config, client *clientv3.Client, owned bool) *driver {
-	d := &driver{cfg: cfg, client: client, owned: owned, bg: async.NewGroup(), keys: map[string]*keyState{}}
+	d := &driver{cfg: cfg, client: client, owned: owned, bg: async.NewGroup(), keys: map[string]*keyState{}, orphans: map[string]struct{}{}}
 	d.ctx, d.cancel = context.WithCancel(context.Background())
 	return d
 }

@@ -27,19 +27,22 @@ func (e *entry) await(ctx context.Context) (backend.Lock, error) {
 		if err != nil {
 			return nil, e.fail(err)
 		}
-		if pred == "" {
+		if pred == nil {
 			return d.grant(e)
 		}
-		if l, done, err := e.watchDelete(ctx, pred, rev, changed); done {
+		if d.reapOrphan(ctx, pred) {
+			continue
+		}
+		if l, done, err := e.watchDelete(ctx, string(pred.Key), rev, changed); done {
 			return l, err
 		}
 	}
 }
 
 // predecessor reads, in one linearizable transaction, the key just before
-// ours and our own key. It returns the predecessor ("" if ours is first)
+// ours and our own key. It returns the predecessor (nil if ours is first)
 // and the revision of the read; errRestart if our key is gone.
-func (e *entry) predecessor(ctx context.Context) (string, int64, error) {
+func (e *entry) predecessor(ctx context.Context) (*mvccpb.KeyValue, int64, error) {
 	d := e.d
 	d.stats.reads.Add(1)
 	var resp *clientv3.TxnResponse
@@ -52,17 +55,17 @@ func (e *entry) predecessor(ctx context.Context) (string, int64, error) {
 		return err
 	})
 	if err != nil {
-		return "", 0, err
+		return nil, 0, err
 	}
 	own := resp.Responses[1].GetResponseRange().GetKvs()
 	if len(own) == 0 || own[0].CreateRevision != e.rev {
-		return "", 0, errRestart // deleted: lease ended, or an operator
+		return nil, 0, errRestart // deleted: lease ended, or an operator
 	}
 	preds := resp.Responses[0].GetResponseRange().GetKvs()
 	if len(preds) == 0 {
-		return "", 0, nil
+		return nil, 0, nil
 	}
-	return string(preds[0].Key), resp.Header.Revision, nil
+	return preds[0], resp.Header.Revision, nil
 }
 
 // watchDelete watches pred from the revision after rev (no deletion after
