@@ -43,6 +43,7 @@ type stats struct {
 	creates    atomic.Int64 // waiter keys created
 	watches    atomic.Int64 // predecessor watches opened
 	reads      atomic.Int64 // predecessor look-ups
+	compacted  atomic.Int64 // watches that found their start revision compacted
 	keepalives atomic.Int64 // keepalive requests sent
 	sessions   atomic.Int64 // sessions lost
 }
@@ -109,8 +110,9 @@ func (d *driver) spawn(f func()) bool { return d.bg.GoChild(f) }
 
 // testHooks let tests interfere at precise points.
 type testHooks struct {
-	afterCreate func(key string) // the waiter key's create was answered
-	keepalive   func() error     // replaces a keepalive's outcome when it returns non-nil
+	afterCreate func(key string)             // the waiter key's create was answered
+	keepalive   func() error                 // replaces a keepalive's outcome when it returns non-nil
+	beforeWatch func(pred string, rev int64) // a waiter read its predecessor at rev and is about to watch it
 }
 
 func withHooks(h *testHooks) Option { return func(c *config) { c.hooks = h } }

@@ -93,20 +93,39 @@ func (d *driver) session(ctx context.Context) (*session, error) {
 // errNoSession: the cluster granted no lease within the connect timeout.
 var errNoSession = errors.New("etcd: no session lease")
 
-// grantLease asks the cluster for a new lease.
+// grantLease asks the cluster for a new lease, sending the request again
+// every createTry while no answer comes (a member paused or cut off, an
+// election under way), within the connect timeout. A lease granted by a
+// send whose answer was lost has no keys and expires after its TTL.
 func (d *driver) grantLease(ctx context.Context) (*session, error) {
 	gctx, cancel := context.WithTimeout(ctx, d.cfg.connectTimeout())
 	defer cancel()
-	sent := time.Now()
-	resp, err := d.client.Grant(gctx, int64(d.cfg.sessionTTL/time.Second))
-	if err != nil {
-		if ctx.Err() != nil {
+	var (
+		resp *clientv3.LeaseGrantResponse
+		sent time.Time
+	)
+	for {
+		tctx, tcancel := context.WithTimeout(gctx, createTry)
+		sent = time.Now()
+		var err error
+		resp, err = d.client.Grant(tctx, int64(d.cfg.sessionTTL/time.Second))
+		tcancel()
+		if err == nil {
+			break
+		}
+		switch {
+		case ctx.Err() != nil:
 			return nil, unreachable(ctx, err)
-		}
-		if gctx.Err() != nil {
+		case gctx.Err() != nil:
 			return nil, fmt.Errorf("%w within %v: %w", errNoSession, d.cfg.connectTimeout(), err)
+		case d.ctx.Err() != nil:
+			return nil, errClosed
+		case !d.resendable(err):
+			return nil, fmt.Errorf("etcd: grant lease: %w", err)
 		}
-		return nil, fmt.Errorf("etcd: grant lease: %w", err)
+		if err := d.pause(gctx, 20*time.Millisecond); err != nil {
+			continue // the cases above say which ctx ended
+		}
 	}
 	ttl := time.Duration(resp.TTL) * time.Second
 	return &session{id: resp.ID, ttl: ttl, margin: d.cfg.marginFor(ttl), contact: sent,
@@ -121,7 +140,7 @@ func unreachable(ctx context.Context, err error) error {
 }
 
 // keepalive renews s's lease every fifth of its TTL (sooner after a
-// failure) with one KeepAliveOnce per round, recording the send time of each
+// failure) with one KeepAliveOnce per round, each bounded by that period, recording the send time of each
 // answered one, and declares s lost at its deadline, or at once when the
 // cluster says the lease is gone. It returns when s ends or the driver
 // closes.
@@ -146,7 +165,13 @@ func (d *driver) keepalive(s *session) {
 				now.Sub(deadline.Add(s.margin-s.ttl)).Round(time.Millisecond), s.ttl, s.margin))
 			return
 		}
-		ctx, cancel := context.WithDeadline(d.ctx, deadline)
+		// A member that does not answer (paused, cut off) is given up
+		// after a period: the next send may go to another member.
+		tryEnd := now.Add(period)
+		if deadline.Before(tryEnd) {
+			tryEnd = deadline
+		}
+		ctx, cancel := context.WithDeadline(d.ctx, tryEnd)
 		d.stats.keepalives.Add(1)
 		sent := time.Now()
 		resp, err := d.client.KeepAliveOnce(ctx, s.id)

@@ -77,6 +77,9 @@ func (e *entry) watchDelete(ctx context.Context, pred string, rev int64, changed
 	d, s := e.d, e.s
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
+	if h := d.cfg.hooks; h != nil && h.beforeWatch != nil {
+		h.beforeWatch(pred, rev)
+	}
 	d.stats.watches.Add(1)
 	wch := d.client.Watch(wctx, pred, clientv3.WithRev(rev+1), clientv3.WithFilterPut())
 	for {
@@ -92,6 +95,7 @@ func (e *entry) watchDelete(ctx context.Context, pred string, rev int64, changed
 				}
 				return nil, false, nil
 			case wr.CompactRevision != 0:
+				d.stats.compacted.Add(1)
 				return nil, false, nil // compacted past rev: read again
 			}
 			for _, ev := range wr.Events {
