@@ -45,7 +45,12 @@ func New(client *clientv3.Client, opts ...Option) (*Locker, error) {
 	if client == nil {
 		return nil, fmt.Errorf("%w: etcd: New: nil *clientv3.Client", backend.ErrInvalidOption)
 	}
-	return newLocker(client, false, opts)
+	cfg, err := newConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	d := newDriver(cfg, client, false)
+	return &Locker{Locker: distlock.New(d, "etcd", cfg.defaults...), d: d}, nil
 }
 
 // Dial returns a Locker with a client of its own on the cluster's client
@@ -56,19 +61,25 @@ func Dial(endpoints []string, opts ...Option) (*Locker, error) {
 	if len(endpoints) == 0 {
 		return nil, fmt.Errorf("%w: etcd: no endpoint given", backend.ErrInvalidOption)
 	}
-	cfg, err := newConfig(opts)
+	d, cfg, err := dialDriver(endpoints, opts)
 	if err != nil {
 		return nil, err
+	}
+	return &Locker{Locker: distlock.New(d, "etcd", cfg.defaults...), d: d}, nil
+}
+
+// dialDriver checks opts and returns a driver with a client of its own on
+// endpoints: the one path of Dial and the URL opener.
+func dialDriver(endpoints []string, opts []Option) (*driver, *config, error) {
+	cfg, err := newConfig(opts)
+	if err != nil {
+		return nil, nil, err
 	}
 	client, err := dialClient(endpoints, cfg)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	l, err := newLockerCfg(client, true, cfg)
-	if err != nil {
-		client.Close()
-	}
-	return l, err
+	return newDriver(cfg, client, true), cfg, nil
 }
 
 func dialClient(endpoints []string, cfg *config) (*clientv3.Client, error) {
@@ -86,19 +97,6 @@ func dialClient(endpoints []string, cfg *config) (*clientv3.Client, error) {
 		return nil, fmt.Errorf("%w: etcd: %w", backend.ErrUnavailable, err)
 	}
 	return client, nil
-}
-
-func newLocker(client *clientv3.Client, owned bool, opts []Option) (*Locker, error) {
-	cfg, err := newConfig(opts)
-	if err != nil {
-		return nil, err
-	}
-	return newLockerCfg(client, owned, cfg)
-}
-
-func newLockerCfg(client *clientv3.Client, owned bool, cfg *config) (*Locker, error) {
-	d := newDriver(cfg, client, owned)
-	return &Locker{Locker: distlock.New(d, "etcd", cfg.defaults...), d: d}, nil
 }
 
 // LeaseID returns the id of the current session's etcd lease, 0 before a
@@ -134,15 +132,11 @@ func open(_ context.Context, u *url.URL) (backend.Driver, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg, err := newConfig(opts)
+	d, _, err := dialDriver(endpoints, opts)
 	if err != nil {
 		return nil, err
 	}
-	client, err := dialClient(endpoints, cfg)
-	if err != nil {
-		return nil, err
-	}
-	return newDriver(cfg, client, true), nil
+	return d, nil
 }
 
 // urlEndpoints checks the form of an etcd:// URL and returns its hosts.

@@ -3,7 +3,6 @@ package etcd
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/url"
 	"sync"
 	"sync/atomic"
@@ -33,19 +32,27 @@ func expectBusy(t *testing.T, l distlock.Locker, key, why string) {
 	}
 }
 
+// holderAndRival returns two Lockers on endpoints with session TTL ttl and
+// one prefix, and the first one's lease on "k".
+func holderAndRival(t *testing.T, endpoints []string, ttl time.Duration) (a, b *Locker, lease *distlock.Lease) {
+	t.Helper()
+	prefix := uniquePrefix(t)
+	a = dialT(t, endpoints, WithSessionTTL(ttl), WithPrefix(prefix))
+	b = dialT(t, endpoints, WithSessionTTL(ttl), WithPrefix(prefix))
+	lease, err := a.Acquire(ctxT(t, 10*time.Second), "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a, b, lease
+}
+
 // TestLeaderKilledWhileHeld: the leader is killed while a lock is held; a
 // new leader is elected and the lock is kept, with no second holder, then
 // the old leader rejoins.
 func TestLeaderKilledWhileHeld(t *testing.T) {
 	c := cluster(t)
 	needControl(t)
-	prefix := uniquePrefix(t)
-	a := dialT(t, c.Addrs(), WithSessionTTL(testTTL), WithPrefix(prefix))
-	b := dialT(t, c.Addrs(), WithSessionTTL(testTTL), WithPrefix(prefix))
-	lease, err := a.Acquire(ctxT(t, 10*time.Second), "k")
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, b, lease := holderAndRival(t, c.Addrs(), testTTL)
 	leader, err := testserver.EtcdLeader(t.Context(), c)
 	if err != nil {
 		t.Fatal(err)
@@ -79,13 +86,7 @@ func TestLeaderKilledWhileHeld(t *testing.T) {
 func TestMinorityPaused(t *testing.T) {
 	c := cluster(t)
 	needControl(t)
-	prefix := uniquePrefix(t)
-	a := dialT(t, c.Addrs(), WithSessionTTL(testTTL), WithPrefix(prefix))
-	b := dialT(t, c.Addrs(), WithSessionTTL(testTTL), WithPrefix(prefix))
-	lease, err := a.Acquire(ctxT(t, 10*time.Second), "k")
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, b, lease := holderAndRival(t, c.Addrs(), testTTL)
 	f, err := testserver.EtcdFollower(t.Context(), c)
 	if err != nil {
 		t.Fatal(err)
@@ -367,13 +368,7 @@ func TestThousandWaitersInOrder(t *testing.T) {
 func TestDurableClusterRestart(t *testing.T) {
 	c := cluster(t)
 	needControl(t)
-	prefix := uniquePrefix(t)
-	a := dialT(t, c.Addrs(), WithSessionTTL(10*time.Second), WithPrefix(prefix))
-	b := dialT(t, c.Addrs(), WithSessionTTL(10*time.Second), WithPrefix(prefix))
-	lease, err := a.Acquire(ctxT(t, 10*time.Second), "k")
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, b, lease := holderAndRival(t, c.Addrs(), 10*time.Second)
 	start := time.Now()
 	if err := stopCluster(c); err != nil {
 		t.Fatal(err)
@@ -455,4 +450,3 @@ func mustAcquireRelease(t *testing.T, l distlock.Locker, key string) {
 	}
 }
 
-var _ = fmt.Sprintf

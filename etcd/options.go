@@ -71,25 +71,25 @@ func WithSessionTTL(d time.Duration) Option {
 // scheduling delays and the time between a keepalive's send and the
 // leader's renewal. It must be positive and less than half the TTL.
 func WithSessionMargin(d time.Duration) Option {
-	return func(c *config) {
-		if d <= 0 {
-			c.bad("WithSessionMargin", d, "must be positive")
-			return
-		}
-		c.margin = d
-	}
+	return positive("WithSessionMargin", d, func(c *config) { c.margin = d })
 }
 
 // WithConnectTimeout bounds how long an acquisition waits for the cluster
 // to grant a session lease before it fails with ErrUnavailable (default:
 // the session TTL). It must be positive.
 func WithConnectTimeout(d time.Duration) Option {
+	return positive("WithConnectTimeout", d, func(c *config) { c.connectWait = d })
+}
+
+// positive is an Option that calls set if d is positive and records the
+// bad value otherwise.
+func positive(name string, d time.Duration, set func(*config)) Option {
 	return func(c *config) {
 		if d <= 0 {
-			c.bad("WithConnectTimeout", d, "must be positive")
+			c.bad(name, d, "must be positive")
 			return
 		}
-		c.connectWait = d
+		set(c)
 	}
 }
 
