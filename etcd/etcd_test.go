@@ -449,4 +449,3 @@ func mustAcquireRelease(t *testing.T, l distlock.Locker, key string) {
 		t.Fatalf("release %s: %v", key, err)
 	}
 }
-
