@@ -123,8 +123,9 @@ func (d *driver) grant(e *entry) (backend.Lock, error) {
 		d.sessionLost(s, "no keepalive answered before the grant")
 		return nil, e.fail(errRestart)
 	}
+	wctx, unwatch := context.WithCancel(d.ctx)
 	h := &hold{key: req.Key, owner: req.Owner, metadata: req.Metadata, etcdKey: e.key, token: e.rev, sess: s, count: 1,
-		handles: map[*lock]func(error){}, pub: make(chan struct{}, 1)}
+		handles: map[*lock]func(error){}, pub: make(chan struct{}, 1), unwatch: unwatch}
 	l := &lock{d: d, h: h}
 	h.handles[l] = req.Lost
 	stale := ks.hold
@@ -133,6 +134,9 @@ func (d *driver) grant(e *entry) (backend.Lock, error) {
 	ks.changed = make(chan struct{})
 	s.holds[h] = struct{}{}
 	d.mu.Unlock()
+	if !d.spawn(func() { d.watchHold(wctx, h, e.rev) }) {
+		unwatch()
+	}
 	if stale != nil {
 		// Our key is first, so the key of an earlier hold of ours is
 		// gone (another client deleted it).

@@ -117,9 +117,10 @@
 // distlock.ForceRelease deletes the holder's key in a transaction compared
 // on the create and mod revisions it read (read again, at most 10 rounds,
 // if the holder changed); the next waiter is woken by its watch and its
-// token, the create revision of a later key, is higher. The evicted holder
-// learns it at its next Refresh, Release or nested acquisition
-// (ErrNotHeld).
+// token, the create revision of a later key, is higher. The evicted
+// Locker watches its own held keys: the deletion ends their leases at once
+// with ErrLockLost (Request.Lost), and their Refresh and Release get
+// ErrNotHeld.
 //
 // # Compared with concurrency.Mutex
 //
@@ -137,9 +138,12 @@
 //
 // Expiring: locks do not expire on a TTL (see above). Also:
 //
-//   - A waiter key deleted by a third party (ForceRelease, by hand) is not
-//     watched by its holder: the holder learns of it at its next Refresh,
-//     Release or nested acquisition. Waiters proceed at once.
+//   - A held key deleted by a third party (ForceRelease, by hand) is
+//     reported on Done through the holder's watch on it, as soon as the
+//     watch delivers the deletion (a member cut off from its leader delays
+//     it; the watch is then set again through another member). Each held
+//     lock costs one watch (and a goroutine) for this; waiters proceed at
+//     once.
 //   - A paused holder process keeps its connection; its lease expires
 //     after the TTL and another client takes the lock. The local deadline
 //     reports the loss as soon as the process runs again, but a check of

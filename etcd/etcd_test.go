@@ -443,3 +443,37 @@ func mustAcquireRelease(t *testing.T, l distlock.Locker, key string) {
 		t.Fatalf("release %s: %v", key, err)
 	}
 }
+
+// TestForceReleaseEndsLease: an operator's ForceRelease deletes the
+// holder's key; the holder's watch ends its lease at once with
+// ErrLockLost, and the next holder's token is higher.
+func TestForceReleaseEndsLease(t *testing.T) {
+	c := cluster(t)
+	a, b, lease := holderAndRival(t, c.Addrs(), testTTL)
+	info, err := distlock.ForceRelease(ctxT(t, 10*time.Second), b, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Token != lease.Token() {
+		t.Errorf("evicted %+v, want token %d", info, lease.Token())
+	}
+	select {
+	case <-lease.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the evicted holder's lease did not end")
+	}
+	if !errors.Is(lease.Err(), distlock.ErrLockLost) {
+		t.Errorf("evicted lease: Err = %v, want ErrLockLost", lease.Err())
+	}
+	next, err := b.Acquire(ctxT(t, 10*time.Second), "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if next.Token() <= lease.Token() {
+		t.Errorf("token %d after the evicted %d", next.Token(), lease.Token())
+	}
+	if err := next.Release(ctxT(t, 10*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	mustAcquireRelease(t, a.Locker, "k")
+}

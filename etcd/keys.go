@@ -1,6 +1,7 @@
 package etcd
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/url"
@@ -29,7 +30,8 @@ type hold struct {
 	count      int
 	handles    map[*lock]func(error) // live handles and their Lost callbacks
 	lost       bool
-	pub        chan struct{} // one publishHolds at a time
+	pub        chan struct{}      // one publishHolds at a time
+	unwatch    context.CancelFunc // ends watchHold
 }
 
 // refKey returns the state of key, kept while an acquisition of it runs
@@ -55,8 +57,12 @@ func (d *driver) unrefKey(key string, ks *keyState) {
 	}
 }
 
-// detachLocked removes h from its key's local state and its session.
+// detachLocked removes h from its key's local state and its session, and
+// stops its watch.
 func (d *driver) detachLocked(h *hold) {
+	if h.unwatch != nil {
+		h.unwatch()
+	}
 	if ks := d.keys[h.key]; ks != nil && ks.hold == h {
 		ks.hold = nil
 		if ks.refs == 0 {
