@@ -134,7 +134,7 @@ func (d *driver) grant(e *entry) (backend.Lock, error) {
 	ks.changed = make(chan struct{})
 	s.holds[h] = struct{}{}
 	d.mu.Unlock()
-	if !d.spawn(func() { d.watchHold(wctx, h, e.rev) }) {
+	if d.cfg.noHoldWatch || !d.spawn(func() { d.watchHold(wctx, h, e.rev) }) {
 		unwatch()
 	}
 	if stale != nil {

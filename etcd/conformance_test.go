@@ -77,6 +77,7 @@ func TestConformance(t *testing.T) {
 			"etcd://127.0.0.1:2379/x?session_ttl=2s&session_margin=1s",
 			"etcd://127.0.0.1:2379/x?connect_timeout=-3s",
 			"etcd://127.0.0.1:2379/x?ttl=1s",
+			"etcd://127.0.0.1:2379/x?hold_watch=maybe",
 		},
 		Faults: conformance.Faults{
 			// Delete the holder's key with another client.

@@ -14,8 +14,9 @@
 // (port 2379 by default; prefix /distlock by default). Parameters:
 // session_ttl (the lease TTL, whole seconds from 2s, default 10s),
 // session_margin (default a tenth of the TTL), connect_timeout (how long an
-// acquisition waits for a session lease, default the TTL) and log (true:
-// the etcd client's log to stderr). Unknown parameters, credentials in the
+// acquisition waits for a session lease, default the TTL), hold_watch
+// (default true, see WithHoldWatch) and log (true: the etcd client's log to
+// stderr). Unknown parameters, credentials in the
 // URL and prefixes ending in "/" are ErrInvalidOption. Dial is the typed
 // equivalent; New wraps a *clientv3.Client of your own (with TLS or
 // authentication configured), which Close leaves open.
@@ -142,8 +143,10 @@
 //     reported on Done through the holder's watch on it, as soon as the
 //     watch delivers the deletion (a member cut off from its leader delays
 //     it; the watch is then set again through another member). Each held
-//     lock costs one watch (and a goroutine) for this; waiters proceed at
-//     once.
+//     lock costs one watch (about 4 KiB and two goroutines in this
+//     process) for this; WithHoldWatch(false) saves it, and the holder then
+//     learns of the deletion at its next Refresh, Release or nested
+//     acquisition. Waiters proceed at once.
 //   - A paused holder process keeps its connection; its lease expires
 //     after the TTL and another client takes the lock. The local deadline
 //     reports the loss as soon as the process runs again, but a check of

@@ -122,7 +122,7 @@ func (l *Locker) SessionTTL() time.Duration {
 func (l *Locker) Unwrap() distlock.Locker { return l.Locker }
 
 // open is the URL opener:
-// etcd://h1:2379,h2:2379/prefix?session_ttl=10s&session_margin=1s&connect_timeout=5s&log=true
+// etcd://h1:2379,h2:2379/prefix?session_ttl=10s&session_margin=1s&connect_timeout=5s&hold_watch=true&log=true
 func open(_ context.Context, u *url.URL) (backend.Driver, error) {
 	endpoints, err := urlEndpoints(u)
 	if err != nil {
@@ -175,10 +175,11 @@ func urlOptions(u *url.URL) ([]Option, error) {
 	margin := backend.Parse(p, "session_margin", time.Duration(0), backend.DurationIn(0, 12*time.Hour))
 	cw := backend.Parse(p, "connect_timeout", time.Duration(0), backend.DurationIn(time.Millisecond, 24*time.Hour))
 	logOn := backend.Parse(p, "log", false, strconv.ParseBool)
+	holdWatch := backend.Parse(p, "hold_watch", true, strconv.ParseBool)
 	if err := p.Done(); err != nil {
 		return nil, err
 	}
-	opts := []Option{WithPrefix(prefix), WithSessionTTL(ttl)}
+	opts := []Option{WithPrefix(prefix), WithSessionTTL(ttl), WithHoldWatch(holdWatch)}
 	if margin > 0 {
 		opts = append(opts, WithSessionMargin(margin))
 	}

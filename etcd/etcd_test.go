@@ -477,3 +477,26 @@ func TestForceReleaseEndsLease(t *testing.T) {
 	}
 	mustAcquireRelease(t, a.Locker, "k")
 }
+
+// TestNoHoldWatch: with WithHoldWatch(false) a holder whose key an operator
+// deleted learns of it at its next Refresh (ErrNotHeld, and the lease ends
+// with ErrLockLost).
+func TestNoHoldWatch(t *testing.T) {
+	c := cluster(t)
+	prefix := uniquePrefix(t)
+	a := dialT(t, c.Addrs(), WithSessionTTL(testTTL), WithPrefix(prefix), WithHoldWatch(false))
+	b := dialT(t, c.Addrs(), WithSessionTTL(testTTL), WithPrefix(prefix))
+	lease, err := a.Acquire(ctxT(t, 10*time.Second), "k", distlock.WithAutoRefresh(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := distlock.ForceRelease(ctxT(t, 10*time.Second), b, "k"); err != nil {
+		t.Fatal(err)
+	}
+	if err := lease.Refresh(ctxT(t, 10*time.Second), time.Minute); !errors.Is(err, distlock.ErrNotHeld) {
+		t.Errorf("Refresh after the forced release: %v, want ErrNotHeld", err)
+	}
+	if !errors.Is(lease.Err(), distlock.ErrLockLost) {
+		t.Errorf("lease after a refused Refresh: Err = %v, want ErrLockLost", lease.Err())
+	}
+}

@@ -18,6 +18,7 @@ type config struct {
 	margin      time.Duration // 0: default
 	connectWait time.Duration // 0: the session TTL
 	logging     bool
+	noHoldWatch bool
 	hooks       *testHooks
 	err         error // the first bad option value
 }
@@ -91,6 +92,18 @@ func positive(name string, d time.Duration, set func(*config)) Option {
 		}
 		set(c)
 	}
+}
+
+// WithHoldWatch sets whether the Locker watches the key of each lock it
+// holds (default true), so that a deletion by another client (an
+// operator's ForceRelease, etcdctl del) ends the lease at once with
+// ErrLockLost. Each watch costs about 4 KiB and two goroutines per held
+// lock in this process (one of them the etcd client's). Without it the
+// holder learns of such a deletion at its next Refresh, Release or nested
+// acquisition (ErrNotHeld); the loss of the session lease is reported on
+// Done either way.
+func WithHoldWatch(on bool) Option {
+	return func(c *config) { c.noHoldWatch = !on }
 }
 
 // newConfig applies opts and checks every value: the one validating path

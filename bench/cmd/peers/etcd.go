@@ -152,19 +152,8 @@ func etcdScaleRuns(eps []string) []etcdScale {
 		name string
 		open scaleOpener
 	}{
-		{"distlock etcd (one Locker)", func(c *clientv3.Client) (func(string) (func() error, error), func(), error) {
-			l, err := etcd.New(c, etcd.WithSessionTTL(etcdSessionTTL*time.Second), etcd.WithPrefix("/bench-scale-distlock"))
-			if err != nil {
-				return nil, nil, err
-			}
-			return func(key string) (func() error, error) {
-				lease, err := l.Acquire(context.Background(), key)
-				if err != nil {
-					return nil, err
-				}
-				return func() error { return lease.Release(context.Background()) }, nil
-			}, func() { _ = l.Close() }, nil
-		}},
+		{"distlock etcd (one Locker)", distlockScale()},
+		{"distlock etcd (one Locker, WithHoldWatch(false))", distlockScale(etcd.WithHoldWatch(false))},
 		{"concurrency.Mutex (one Session)", func(c *clientv3.Client) (func(string) (func() error, error), func(), error) {
 			s, err := concurrency.NewSession(c, concurrency.WithTTL(etcdSessionTTL))
 			if err != nil {
@@ -190,6 +179,23 @@ func etcdScaleRuns(eps []string) []etcdScale {
 		out = append(out, res)
 	}
 	return out
+}
+
+// distlockScale opens one distlock Locker on the client.
+func distlockScale(opts ...etcd.Option) scaleOpener {
+	return func(c *clientv3.Client) (func(string) (func() error, error), func(), error) {
+		l, err := etcd.New(c, append([]etcd.Option{etcd.WithSessionTTL(etcdSessionTTL * time.Second), etcd.WithPrefix("/bench-scale-distlock")}, opts...)...)
+		if err != nil {
+			return nil, nil, err
+		}
+		return func(key string) (func() error, error) {
+			lease, err := l.Acquire(context.Background(), key)
+			if err != nil {
+				return nil, err
+			}
+			return func() error { return lease.Release(context.Background()) }, nil
+		}, func() { _ = l.Close() }, nil
+	}
 }
 
 // measureEtcdScale acquires n distinct keys with one client of the library
