@@ -58,8 +58,10 @@ func (e *entry) create(ctx context.Context) (first *mvccpb.KeyValue, err error) 
 			d.sessionLost(s, "the cluster refused the lease of a new waiter key: expired or revoked")
 			return nil, errRestart
 		case ctx.Err() != nil:
+			// No send was answered within ctx: the cluster is down,
+			// cut off or too slow to write.
 			d.undoCreate(s, e.key)
-			return nil, waitError(ctx, try == 0, err)
+			return nil, unreachable(ctx, err)
 		case d.ctx.Err() != nil:
 			d.undoCreate(s, e.key)
 			return nil, errClosed
@@ -72,6 +74,9 @@ func (e *entry) create(ctx context.Context) (first *mvccpb.KeyValue, err error) 
 		}
 		if err := d.pause(ctx, min(time.Duration(try+1)*20*time.Millisecond, 200*time.Millisecond)); err != nil {
 			d.undoCreate(s, e.key)
+			if ctx.Err() != nil {
+				return nil, unreachable(ctx, err)
+			}
 			return nil, err
 		}
 	}
@@ -96,16 +101,6 @@ func (e *entry) created(resp *clientv3.TxnResponse) (*mvccpb.KeyValue, error) {
 		return nil, errRestart // deleted already (lease ended, or an operator)
 	}
 	return firsts[0], nil
-}
-
-// waitError is the error of a wait that ctx ended: the ctx error, and
-// ErrUnavailable too when nothing was answered (the first send of the
-// attempt got no answer before ctx ended).
-func waitError(ctx context.Context, firstSend bool, err error) error {
-	if firstSend {
-		return unreachable(ctx, err)
-	}
-	return async.CtxError(ctx)
 }
 
 // undoSchedule is when undoCreate deletes the key of a create whose outcome

@@ -95,8 +95,10 @@ func ctxErr(ctx context.Context) error { return async.CtxError(ctx) }
 // retry runs an idempotent request fn with a bounded time per send, and
 // sends it again while its answer is lost to an error that waiting may cure
 // and s lives. It returns errRestart when s is lost, errClosed when the
-// driver closes, and the ctx error when ctx ends.
+// driver closes, and the ctx error when ctx ends (with ErrUnavailable when
+// an earlier send failed: the cluster could not answer).
 func (d *driver) retry(ctx context.Context, s *session, fn func(ctx context.Context) error) error {
+	var failed error
 	for try := 0; ; try++ {
 		tctx, cancel := context.WithTimeout(ctx, createTry)
 		err := fn(tctx)
@@ -108,6 +110,9 @@ func (d *driver) retry(ctx context.Context, s *session, fn func(ctx context.Cont
 			d.sessionLost(s, "the cluster refused the session's lease: expired or revoked")
 			return errRestart
 		case ctx.Err() != nil:
+			if failed != nil {
+				return unreachable(ctx, failed)
+			}
 			return ctxErr(ctx)
 		case d.ctx.Err() != nil:
 			return errClosed
@@ -116,7 +121,11 @@ func (d *driver) retry(ctx context.Context, s *session, fn func(ctx context.Cont
 		case !d.resendable(err):
 			return err
 		}
+		failed = err
 		if err := d.pause(ctx, min(time.Duration(try+1)*20*time.Millisecond, 200*time.Millisecond)); err != nil {
+			if ctx.Err() != nil {
+				return unreachable(ctx, failed)
+			}
 			return err
 		}
 	}
