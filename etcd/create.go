@@ -46,6 +46,7 @@ func (e *entry) create(ctx context.Context) (first *mvccpb.KeyValue, err error) 
 		d.stats.creates.Add(1)
 		tctx, cancel := context.WithTimeout(ctx, createTry)
 		resp, err := txn(tctx)
+		timedOut := tctx.Err() != nil // the server may report it as code Unknown
 		cancel()
 		if h := d.cfg.hooks; h != nil && h.afterCreate != nil && err == nil {
 			h.afterCreate(e.key)
@@ -68,7 +69,7 @@ func (e *entry) create(ctx context.Context) (first *mvccpb.KeyValue, err error) 
 		case d.sessionDead(s):
 			d.undoCreate(s, e.key)
 			return nil, errRestart
-		case !d.resendable(err):
+		case !timedOut && !d.resendable(err):
 			d.undoCreate(s, e.key)
 			return nil, err
 		}

@@ -33,7 +33,8 @@ var (
 // permissions (etcdserver: permission denied, authentication failed,
 // invalid auth token; gRPC PermissionDenied, Unauthenticated) and a
 // request the server refuses as too large are CodeUnavailable: waiting
-// will not cure them. A lost quorum or leader, a timeout, an unreachable
+// will not cure them. A lost quorum or leader, a timeout (also the
+// server's "context deadline exceeded" with code Unknown), an unreachable
 // or closing connection (gRPC Unavailable, DeadlineExceeded, Aborted;
 // etcdserver: no leader, request timed out, leader changed; no available
 // endpoints), and the driver's own "session lost" and "no session lease"
@@ -45,6 +46,9 @@ func (d *driver) ErrorCode(err error) backend.Code {
 	case errors.Is(err, rpctypes.ErrPermissionDenied), errors.Is(err, rpctypes.ErrAuthFailed),
 		errors.Is(err, rpctypes.ErrInvalidAuthToken), errors.Is(err, rpctypes.ErrRequestTooLarge):
 		return backend.CodeUnavailable
+	}
+	if serverTimedOut(err) {
+		return backend.CodeTransient
 	}
 	if code, ok := grpcCode(err); ok {
 		switch code {
@@ -64,6 +68,15 @@ func (d *driver) ErrorCode(err error) backend.Code {
 		return backend.CodeTransient
 	}
 	return backend.CodeUnknown
+}
+
+// serverTimedOut reports whether err is the server's report that the
+// request's deadline passed while it worked on it: gRPC code Unknown with
+// the message of context.DeadlineExceeded (the client's deadline travels
+// with the request, and the server may see it pass first).
+func serverTimedOut(err error) bool {
+	s, ok := status.FromError(err)
+	return ok && s.Code() == codes.Unknown && s.Message() == context.DeadlineExceeded.Error()
 }
 
 // grpcCode is the gRPC status code of an etcd client error.
@@ -102,6 +115,7 @@ func (d *driver) retry(ctx context.Context, s *session, fn func(ctx context.Cont
 	for try := 0; ; try++ {
 		tctx, cancel := context.WithTimeout(ctx, createTry)
 		err := fn(tctx)
+		timedOut := tctx.Err() != nil // the server may report it as code Unknown
 		cancel()
 		switch {
 		case err == nil:
@@ -118,7 +132,7 @@ func (d *driver) retry(ctx context.Context, s *session, fn func(ctx context.Cont
 			return errClosed
 		case d.sessionDead(s):
 			return errRestart
-		case !d.resendable(err):
+		case !timedOut && !d.resendable(err):
 			return err
 		}
 		failed = err

@@ -109,6 +109,7 @@ func (d *driver) grantLease(ctx context.Context) (*session, error) {
 		sent = time.Now()
 		var err error
 		resp, err = d.client.Grant(tctx, int64(d.cfg.sessionTTL/time.Second))
+		timedOut := tctx.Err() != nil
 		tcancel()
 		if err == nil {
 			break
@@ -120,7 +121,7 @@ func (d *driver) grantLease(ctx context.Context) (*session, error) {
 			return nil, fmt.Errorf("%w within %v: %w", errNoSession, d.cfg.connectTimeout(), err)
 		case d.ctx.Err() != nil:
 			return nil, errClosed
-		case !d.resendable(err):
+		case !timedOut && !d.resendable(err):
 			return nil, fmt.Errorf("etcd: grant lease: %w", err)
 		}
 		if err := d.pause(gctx, 20*time.Millisecond); err != nil {
