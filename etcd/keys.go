@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
-	"strings"
 
 	"github.com/distlock/distlock/backend"
 )
@@ -110,21 +109,6 @@ func (d *driver) lockPrefix(key string) string {
 // "/", "%", controls and non-ASCII bytes as %XX and is inverted by
 // url.PathUnescape.
 func escapeKey(key string) string { return url.PathEscape(key) }
-
-// keyOfWaiter inverts lockPrefix for a waiter key under the Locker's
-// prefix; false for foreign keys.
-func (d *driver) keyOfWaiter(etcdKey string) (string, bool) {
-	rest, ok := strings.CutPrefix(etcdKey, d.cfg.prefix+"/")
-	if !ok {
-		return "", false
-	}
-	esc, _, ok := strings.Cut(rest, "/")
-	if !ok {
-		return "", false
-	}
-	k, err := url.PathUnescape(esc)
-	return k, err == nil
-}
 
 // waiterKey is the key of one attempt: the lease in hex and the
 // attempt's random id, unique across attempts.
