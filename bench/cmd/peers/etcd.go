@@ -67,9 +67,9 @@ func etcdClient(endpoints []string, kc *keepaliveCounter) *clientv3.Client {
 }
 
 // distlockEtcdLib: one Locker per instance, its goroutines distinct owners.
-func distlockEtcdLib(endpoints []string) lib {
-	return lib{name: "distlock etcd", make: func([]string) inst {
-		l, err := etcd.Dial(endpoints, etcd.WithSessionTTL(etcdSessionTTL*time.Second), etcd.WithPrefix("/bench-distlock"))
+func distlockEtcdLib(name string, endpoints []string, opts ...etcd.Option) lib {
+	return lib{name: name, make: func([]string) inst {
+		l, err := etcd.Dial(endpoints, append([]etcd.Option{etcd.WithSessionTTL(etcdSessionTTL * time.Second), etcd.WithPrefix("/bench-distlock")}, opts...)...)
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -287,7 +287,7 @@ func runEtcdPeers(rng *rand.Rand, waiters []int) {
 	eps := c.Addrs()
 	st, _ := testserver.EtcdMemberStatus(context.Background(), eps[0])
 	log.Printf("etcd %s, 3 members: %s", st.Version, strings.Join(eps, ","))
-	libs := []lib{distlockEtcdLib(eps), mutexLib(eps)}
+	libs := []lib{distlockEtcdLib("distlock etcd", eps), distlockEtcdLib("distlock etcd, WithHoldWatch(false)", eps, etcd.WithHoldWatch(false)), mutexLib(eps)}
 
 	uRes := map[string][]uncontended{}
 	for r := range *rounds {
