@@ -1,19 +1,19 @@
 #!/usr/bin/env bash
 # Installs the servers the test suite starts by itself (internal/testkit/testserver):
 # redis-server + redis-cli, memcached, ZooKeeper (java + Debian jars) and
-# MariaDB and PostgreSQL. Idempotent: does nothing but print versions when all are present.
+# MariaDB, PostgreSQL and etcd. Idempotent: does nothing but print versions when all are present.
 #
 # The tests start private servers on random loopback ports, so the system
 # services that apt may start are not needed; services that this script
 # installs are stopped and disabled again.
 set -euo pipefail
 
-PACKAGES=(redis-server redis-tools memcached zookeeper mariadb-server postgresql)
+PACKAGES=(redis-server redis-tools memcached zookeeper mariadb-server postgresql etcd-server)
 # mariadbd and mariadb-install-db may live in /usr/sbin, outside a user's PATH.
 export PATH="$PATH:/usr/sbin:/sbin"
 
 missing=()
-for bin in redis-server redis-cli memcached mariadbd mariadb-install-db java; do
+for bin in redis-server redis-cli memcached mariadbd mariadb-install-db java etcd; do
 	command -v "$bin" >/dev/null 2>&1 || missing+=("$bin")
 done
 [[ -f /usr/share/java/zookeeper.jar ]] || missing+=("/usr/share/java/zookeeper.jar")
@@ -38,7 +38,7 @@ if ((${#missing[@]} > 0)); then
 
 	# Remember which services were there before, so we only stop ours.
 	newly=()
-	for pkg in redis-server memcached zookeeper mariadb-server postgresql; do
+	for pkg in redis-server memcached zookeeper mariadb-server postgresql etcd-server; do
 		if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed'; then
 			newly+=("$pkg")
 		fi
@@ -53,6 +53,7 @@ if ((${#missing[@]} > 0)); then
 	for pkg in "${newly[@]}"; do
 		case "$pkg" in
 		mariadb-server) svc=mariadb ;;
+		etcd-server) svc=etcd ;;
 		*) svc=$pkg ;;
 		esac
 		if command -v systemctl >/dev/null 2>&1 && [[ -d /run/systemd/system ]]; then
@@ -71,4 +72,5 @@ mariadbd --version
 java -version 2>&1 | head -n 1
 pg=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
 "${pg:-/usr/bin}/postgres" --version
+etcd --version | head -n 1
 echo "zookeeper $(dpkg-query -W -f='${Version}' zookeeper 2>/dev/null || echo '(jar present, version unknown)')"

@@ -2,6 +2,7 @@ package main
 
 // The backends built into the command.
 import (
+	_ "github.com/distlock/distlock/etcd"
 	_ "github.com/distlock/distlock/memcached"
 	_ "github.com/distlock/distlock/memory"
 	_ "github.com/distlock/distlock/mysql"

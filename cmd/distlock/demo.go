@@ -21,7 +21,7 @@ import (
 
 func cmdDemo(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("demo", "demo [--local] [--run REGEXP]", "Shows contention and fencing on the in-process backend, then runs the conformance suite on it; with --local, against throwaway local servers of every backend.", stdout)
-	local := fs.Bool("local", false, "start throwaway local servers (redis-server, memcached, ZooKeeper, MariaDB, PostgreSQL — whichever are installed) and run the conformance suite against every backend")
+	local := fs.Bool("local", false, "start throwaway local servers (redis-server, memcached, ZooKeeper, MariaDB, PostgreSQL, etcd — whichever are installed) and run the conformance suite against every backend")
 	run := fs.String("run", "", "with --local: run only the checks matching this regular expression")
 	if st := parseFlags(fs, args, stderr); st >= 0 {
 		return st
@@ -141,6 +141,13 @@ var localBackends = []localBackend{
 			return "", nil, err
 		}
 		return "zookeeper://" + s.Addr() + "/distlock-demo", func() { _ = s.Stop() }, nil
+	}},
+	{"etcd", "etcd", func(ctx context.Context) (string, func(), error) {
+		s, err := testserver.StartEtcd(ctx, "", testserver.EtcdConfig{})
+		if err != nil {
+			return "", nil, err
+		}
+		return "etcd://" + s.Addr() + "/distlock-demo", func() { _ = s.Stop() }, nil
 	}},
 	{"memcached", "memcached", func(ctx context.Context) (string, func(), error) {
 		s, err := testserver.StartMemcached(ctx, "", testserver.MemcachedConfig{NoEvict: true})

@@ -85,6 +85,10 @@ func main() {
 		}
 		waiters = append(waiters, w)
 	}
+	if *etcdOnly { // etcd.go: distlock etcd vs concurrency.Mutex only
+		runEtcdPeers(rng, waiters)
+		return
+	}
 	// wantScale reports whether the scale run measures backend.
 	wantScale := func(backend string) bool {
 		if *scaleF == "" {

@@ -1,0 +1,189 @@
+package etcd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/internal/async"
+)
+
+// TryAcquire creates a waiter key, holds the lock if it is the first, and
+// deletes it otherwise.
+func (d *driver) TryAcquire(ctx context.Context, req backend.Request) (backend.Lock, error) {
+	return d.acquire(ctx, req, false)
+}
+
+// Acquire creates a waiter key and waits, watching only its predecessor's
+// deletion, until it is the first.
+func (d *driver) Acquire(ctx context.Context, req backend.Request) (backend.Lock, error) {
+	return d.acquire(ctx, req, true)
+}
+
+func (d *driver) acquire(ctx context.Context, req backend.Request, wait bool) (backend.Lock, error) {
+	ks := d.refKey(req.Key)
+	defer d.unrefKey(req.Key, ks)
+	prefix := d.lockPrefix(req.Key)
+	for restarts := 0; ; restarts++ {
+		if ctx.Err() != nil {
+			return nil, async.CtxError(ctx)
+		}
+		if l, ok, err := d.nest(ctx, ks, req); ok || err != nil {
+			return l, err
+		}
+		s, err := d.session(ctx)
+		if err != nil {
+			return nil, err
+		}
+		l, err := d.attempt(ctx, s, ks, prefix, req, wait)
+		if !errors.Is(err, errRestart) {
+			return l, err
+		}
+		if !wait && restarts >= 2 {
+			return nil, err // ErrorCode: transient
+		}
+		if restarts > 0 {
+			if err := d.pause(ctx, min(time.Duration(restarts)*50*time.Millisecond, time.Second)); err != nil {
+				return nil, err
+			}
+		}
+	}
+}
+
+// pause waits for t, unless ctx ends or the driver closes.
+func (d *driver) pause(ctx context.Context, t time.Duration) error {
+	timer := time.NewTimer(t)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return async.CtxError(ctx)
+	case <-d.ctx.Done():
+		return backend.ErrClosed
+	case <-timer.C:
+		return nil
+	}
+}
+
+// entry is the waiter key of one attempt in its lock's queue.
+type entry struct {
+	ctx    context.Context // the acquisition's
+	d      *driver
+	s      *session
+	ks     *keyState
+	req    backend.Request
+	prefix string
+	key    string // the waiter key
+	rev    int64  // its create revision
+}
+
+// attempt is one acquisition on session s: create the waiter key, hold if
+// it is the first, else (wait) watch the predecessor until it is.
+func (d *driver) attempt(ctx context.Context, s *session, ks *keyState, prefix string, req backend.Request, wait bool) (backend.Lock, error) {
+	e := &entry{ctx: ctx, d: d, s: s, ks: ks, req: req, prefix: prefix, key: waiterKey(prefix, int64(s.id), newID())}
+	first, err := e.create(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if first.CreateRevision == e.rev {
+		return d.grant(e)
+	}
+	if d.reapOrphan(ctx, first) {
+		// An orphan of ours was first: where do we stand now?
+		if pred, _, err := e.predecessor(ctx); err != nil {
+			return nil, e.fail(err)
+		} else if pred == nil {
+			return d.grant(e)
+		}
+	}
+	if !wait {
+		return nil, e.fail(backend.Busy(0))
+	}
+	return e.await(ctx)
+}
+
+// fail deletes the entry's key (in the background if need be) and returns
+// err.
+func (e *entry) fail(err error) error {
+	e.d.deleteKey(e.ctx, e.s, e.key, e.rev)
+	return err
+}
+
+// grant makes the first waiter key a hold.
+func (d *driver) grant(e *entry) (backend.Lock, error) {
+	s, ks, req := e.s, e.ks, e.req
+	d.mu.Lock()
+	if s.dead {
+		d.mu.Unlock()
+		return nil, e.fail(errRestart)
+	}
+	if dl := s.deadlineLocked(); !time.Now().Before(dl) {
+		d.mu.Unlock()
+		d.sessionLost(s, "no keepalive answered before the grant")
+		return nil, e.fail(errRestart)
+	}
+	wctx, unwatch := context.WithCancel(d.ctx)
+	h := &hold{key: req.Key, owner: req.Owner, metadata: req.Metadata, etcdKey: e.key, token: e.rev, sess: s, count: 1,
+		handles: map[*lock]func(error){}, pub: make(chan struct{}, 1), unwatch: unwatch}
+	l := &lock{d: d, h: h}
+	h.handles[l] = req.Lost
+	stale := ks.hold
+	ks.hold = h
+	close(ks.changed)
+	ks.changed = make(chan struct{})
+	s.holds[h] = struct{}{}
+	d.mu.Unlock()
+	if d.cfg.noHoldWatch || !d.spawn(func() { d.watchHold(wctx, h, e.rev) }) {
+		unwatch()
+	}
+	if stale != nil {
+		// Our key is first, so the key of an earlier hold of ours is
+		// gone (another client deleted it).
+		d.holdGone(stale, nil)
+	}
+	return l, nil
+}
+
+// nest joins the hold of the same owner on this key, if this driver has
+// one: reentrancy is per Locker (one session). The new hold count is
+// written into the key's value (publishHolds), which also checks that the
+// key still exists; an owner id held through another Locker's key is an
+// ordinary competitor, not a reentrant hold.
+func (d *driver) nest(ctx context.Context, ks *keyState, req backend.Request) (backend.Lock, bool, error) {
+	d.mu.Lock()
+	h := ks.hold
+	if h == nil || h.lost || h.owner != req.Owner {
+		d.mu.Unlock()
+		return nil, false, nil
+	}
+	h.count++ // reserve, so a concurrent last Release keeps the key
+	l := &lock{d: d, h: h}
+	h.handles[l] = req.Lost
+	d.mu.Unlock()
+	held, err := d.publishHolds(ctx, h)
+	if err != nil {
+		d.spawn(func() {
+			ctx, cancel := context.WithTimeout(d.ctx, 10*time.Second)
+			defer cancel()
+			_ = l.Release(ctx)
+		})
+		return nil, false, err
+	}
+	if !held {
+		d.mu.Lock()
+		l.done = true
+		delete(h.handles, l)
+		d.mu.Unlock()
+		d.holdGone(h, nil)
+		return nil, false, nil
+	}
+	return l, true, nil
+}
+
+// newID is a random attempt id (128 bits, hex).
+func newID() string {
+	var b [16]byte
+	randRead(b[:])
+	return fmt.Sprintf("%x", b)
+}

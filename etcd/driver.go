@@ -1,0 +1,118 @@
+package etcd
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/internal/async"
+)
+
+// driver implements backend.Driver, backend.Blocker, backend.Inspector,
+// backend.ForceReleaser and backend.ErrorClassifier. Its mechanisms live in
+// their own files: session.go (the session lease, keepalive and loss),
+// acquire.go (the lock recipe), create.go (the waiter key's create and its
+// undo), wait.go (watching the predecessor), lock.go (a held lock),
+// holds.go (nested holds), keys.go (local key state and key names),
+// admin.go (Inspect, ForceRelease) and errors.go (what errors mean).
+type driver struct {
+	cfg    *config
+	client *clientv3.Client
+	owned  bool
+
+	ctx    context.Context // cancelled by Close
+	cancel context.CancelFunc
+	bg     *async.Group // keepalive loops, undo work
+
+	mu       sync.Mutex
+	closed   bool
+	cur      *session
+	granting chan struct{} // closed when the grant under way ends; nil if none
+	keys     map[string]*keyState
+	orphans  map[string]struct{} // waiter keys whose create is being undone (undoCreate)
+
+	stats stats
+}
+
+// stats count server calls, for tests of the herd effect and traffic.
+type stats struct {
+	creates    atomic.Int64 // waiter keys created
+	watches    atomic.Int64 // predecessor watches opened
+	reads      atomic.Int64 // predecessor look-ups
+	compacted  atomic.Int64 // watches that found their start revision compacted
+	keepalives atomic.Int64 // keepalive requests sent
+	sessions   atomic.Int64 // sessions lost
+}
+
+func newDriver(cfg *config, client *clientv3.Client, owned bool) *driver {
+	d := &driver{cfg: cfg, client: client, owned: owned, bg: async.NewGroup(), keys: map[string]*keyState{}, orphans: map[string]struct{}{}}
+	d.ctx, d.cancel = context.WithCancel(context.Background())
+	return d
+}
+
+// Capabilities implements backend.Driver.
+func (d *driver) Capabilities() backend.Capabilities {
+	return backend.Capabilities{Fencing: true, Reentrant: true, Notify: true, Fair: true, SessionBound: true, Durable: true}
+}
+
+// closeGrace bounds Close's revoke of the session lease and its wait for
+// background work.
+const closeGrace = 3 * time.Second
+
+// Close stops the driver: it revokes the session lease (which deletes
+// every key of the session, so its locks are freed at once; if the cluster
+// cannot be reached they are freed when the lease expires), stops the
+// keepalive and waits for background work, each within closeGrace, and
+// closes an owned client.
+func (d *driver) Close() error {
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return nil
+	}
+	d.closed = true
+	s := d.cur
+	d.cur = nil
+	d.mu.Unlock()
+	if s != nil {
+		d.endSession(s, nil)
+		ctx, cancel := context.WithTimeout(context.Background(), closeGrace)
+		_, _ = d.client.Revoke(ctx, s.id)
+		cancel()
+	}
+	d.cancel()
+	closeWithin(d.bg, closeGrace)
+	if d.owned {
+		return d.client.Close()
+	}
+	return nil
+}
+
+// closeWithin closes g, waiting at most t for its work to end (the rest
+// ends on its own: d.ctx is cancelled).
+func closeWithin(g *async.Group, t time.Duration) {
+	done := make(chan struct{})
+	go func() { g.Close(); close(done) }()
+	timer := time.NewTimer(t)
+	defer timer.Stop()
+	select {
+	case <-done:
+	case <-timer.C:
+	}
+}
+
+// spawn runs f in the background; false once Close has finished waiting.
+func (d *driver) spawn(f func()) bool { return d.bg.GoChild(f) }
+
+// testHooks let tests interfere at precise points.
+type testHooks struct {
+	afterCreate func(key string)             // the waiter key's create was answered
+	keepalive   func() error                 // replaces a keepalive's outcome when it returns non-nil
+	beforeWatch func(pred string, rev int64) // a waiter read its predecessor at rev and is about to watch it
+}
+
+func withHooks(h *testHooks) Option { return func(c *config) { c.hooks = h } }

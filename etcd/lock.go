@@ -1,0 +1,150 @@
+package etcd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/distlock/distlock/backend"
+)
+
+// lock is one acquisition's handle on a hold. Nested acquisitions of one
+// owner share the hold (and its key and token) through separate handles.
+type lock struct {
+	d    *driver
+	h    *hold
+	done bool // guarded by d.mu
+}
+
+// Token is the create revision of the holder's waiter key: the cluster's
+// revision when it was written, strictly increasing across every key of
+// the cluster, hence across holders, sessions, restarts and leader
+// changes.
+func (l *lock) Token() uint64 { return uint64(l.h.token) }
+
+// ValidUntil implements backend.Deadliner: the send time of the session's
+// latest answered keepalive plus the lease TTL, less the margin — the
+// moment the keepalive loop would declare the session lost. A lost hold
+// returns a moment in the past.
+func (l *lock) ValidUntil() time.Time {
+	l.d.mu.Lock()
+	defer l.d.mu.Unlock()
+	if l.h.lost {
+		return l.h.sess.contact
+	}
+	return l.h.sess.deadlineLocked()
+}
+
+var errReleasedHandle = fmt.Errorf("%w: already released", backend.ErrNotHeld)
+
+// errNotHeld is the error of Release and Refresh on a hold that is gone.
+func (l *lock) errNotHeld() error {
+	s := l.h.sess
+	l.d.mu.Lock()
+	cause := s.cause
+	l.d.mu.Unlock()
+	if cause != nil {
+		return fmt.Errorf("%w: %w", backend.ErrNotHeld, cause)
+	}
+	return fmt.Errorf("%w: lock key gone (deleted by another client, or the session ended)", backend.ErrNotHeld)
+}
+
+// Release gives up one hold; the last one deletes the key, compared on its
+// create revision, so it can never delete another owner's key.
+func (l *lock) Release(ctx context.Context) error {
+	d, h := l.d, l.h
+	d.mu.Lock()
+	if l.done {
+		d.mu.Unlock()
+		return errReleasedHandle
+	}
+	l.done = true
+	delete(h.handles, l)
+	if h.lost {
+		d.mu.Unlock()
+		return l.errNotHeld()
+	}
+	h.count--
+	last := h.count == 0
+	if last {
+		d.detachLocked(h)
+	}
+	d.mu.Unlock()
+	if !last {
+		held, err := d.publishHolds(ctx, h)
+		if err != nil {
+			return err
+		}
+		if !held {
+			d.holdGone(h, nil)
+			return l.errNotHeld()
+		}
+		return nil
+	}
+	held, err := d.ifHeld(ctx, h, clientv3.OpDelete(h.etcdKey))
+	switch {
+	case err != nil:
+		// Unknown: delete it in the background (compared on its
+		// create revision) until that succeeds or the session ends.
+		d.deleteKey(ctx, h.sess, h.etcdKey, h.token)
+		return err
+	case !held:
+		return l.errNotHeld()
+	}
+	return nil
+}
+
+// Refresh checks that the key still exists with its create revision: the
+// lock lives as long as the session's lease, which the keepalive renews;
+// ttl is ignored.
+func (l *lock) Refresh(ctx context.Context, _ time.Duration) error {
+	d, h := l.d, l.h
+	d.mu.Lock()
+	gone := l.done || h.lost
+	d.mu.Unlock()
+	if gone {
+		return l.errNotHeld()
+	}
+	held, err := d.ifHeld(ctx, h)
+	if err != nil {
+		return err
+	}
+	if !held {
+		d.holdGone(h, l)
+		return l.errNotHeld()
+	}
+	return nil
+}
+
+// ifHeld runs ops in a transaction if h's key still exists with its create
+// revision, and reports whether it did. The transaction is resent while
+// the session lives and its answer was lost (it is idempotent: a delete
+// resent after it was applied finds the key gone, which counts as held).
+func (d *driver) ifHeld(ctx context.Context, h *hold, ops ...clientv3.Op) (bool, error) {
+	var (
+		resp *clientv3.TxnResponse
+		sent bool
+		prev bool
+	)
+	err := d.retry(ctx, h.sess, func(ctx context.Context) error {
+		prev = sent
+		sent = true
+		var err error
+		resp, err = d.client.Txn(ctx).
+			If(clientv3.Compare(clientv3.CreateRevision(h.etcdKey), "=", h.token)).
+			Then(ops...).Commit()
+		return err
+	})
+	switch {
+	case errors.Is(err, errRestart):
+		return false, nil // the session ended: so did the key
+	case err != nil:
+		return false, err
+	}
+	return resp.Succeeded || prev && len(ops) > 0 && isDelete(ops), nil
+}
+
+func isDelete(ops []clientv3.Op) bool { return len(ops) == 1 && ops[0].IsDelete() }

@@ -1,0 +1,269 @@
+package etcd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/internal/async"
+)
+
+// session is one etcd lease shared by the Locker's locks and waiter keys.
+// id, ttl and margin are fixed; the rest is guarded by driver.mu.
+type session struct {
+	id     clientv3.LeaseID
+	ttl    time.Duration // granted by the cluster
+	margin time.Duration
+
+	contact time.Time // send time of the latest grant or keepalive answered with a live lease
+	dead    bool
+	deadCh  chan struct{}
+	cause   error
+	holds   map[*hold]struct{}
+}
+
+// deadlineLocked is when the session's leases are declared lost unless a
+// keepalive succeeds first: last contact + TTL − margin. The leader cannot
+// expire the lease earlier: it renews it to a full TTL when it handles a
+// keepalive, after that keepalive was sent.
+func (s *session) deadlineLocked() time.Time { return s.contact.Add(s.ttl - s.margin) }
+
+// current returns the live session, nil if there is none.
+func (d *driver) current() *session {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.cur != nil && !d.cur.dead {
+		return d.cur
+	}
+	return nil
+}
+
+// session returns the live session, granting a new lease if there is none
+// (one grant at a time; others wait for it), bounded by ctx and the connect
+// timeout.
+func (d *driver) session(ctx context.Context) (*session, error) {
+	for {
+		d.mu.Lock()
+		if d.closed {
+			d.mu.Unlock()
+			return nil, backend.ErrClosed
+		}
+		if s := d.cur; s != nil && !s.dead {
+			d.mu.Unlock()
+			return s, nil
+		}
+		if wait := d.granting; wait != nil {
+			d.mu.Unlock()
+			select {
+			case <-wait:
+				continue
+			case <-ctx.Done():
+				return nil, async.CtxError(ctx)
+			}
+		}
+		done := make(chan struct{})
+		d.granting = done
+		d.mu.Unlock()
+		s, err := d.grantLease(ctx)
+		d.mu.Lock()
+		d.granting = nil
+		close(done)
+		if err == nil {
+			if d.closed {
+				d.mu.Unlock()
+				d.revokeBG(s)
+				return nil, backend.ErrClosed
+			}
+			d.cur = s
+		}
+		d.mu.Unlock()
+		if err != nil {
+			return nil, err
+		}
+		d.bg.Go(func() { d.keepalive(s) })
+		return s, nil
+	}
+}
+
+// errNoSession: the cluster granted no lease within the connect timeout.
+var errNoSession = errors.New("etcd: no session lease")
+
+// grantLease asks the cluster for a new lease, sending the request again
+// every createTry while no answer comes (a member paused or cut off, an
+// election under way), within the connect timeout. A lease granted by a
+// send whose answer was lost has no keys and expires after its TTL.
+func (d *driver) grantLease(ctx context.Context) (*session, error) {
+	gctx, cancel := context.WithTimeout(ctx, d.cfg.connectTimeout())
+	defer cancel()
+	var (
+		resp *clientv3.LeaseGrantResponse
+		sent time.Time
+	)
+	for {
+		tctx, tcancel := context.WithTimeout(gctx, createTry)
+		sent = time.Now()
+		var err error
+		resp, err = d.client.Grant(tctx, int64(d.cfg.sessionTTL/time.Second))
+		timedOut := tctx.Err() != nil
+		tcancel()
+		if err == nil {
+			break
+		}
+		switch {
+		case ctx.Err() != nil:
+			return nil, unreachable(ctx, err)
+		case gctx.Err() != nil:
+			return nil, fmt.Errorf("%w within %v: %w", errNoSession, d.cfg.connectTimeout(), err)
+		case d.ctx.Err() != nil:
+			return nil, errClosed
+		case !timedOut && !d.resendable(err):
+			return nil, fmt.Errorf("etcd: grant lease: %w", err)
+		}
+		if err := d.pause(gctx, 20*time.Millisecond); err != nil {
+			continue // the cases above say which ctx ended
+		}
+	}
+	ttl := time.Duration(resp.TTL) * time.Second
+	return &session{id: resp.ID, ttl: ttl, margin: d.cfg.marginFor(ttl), contact: sent,
+		deadCh: make(chan struct{}), holds: map[*hold]struct{}{}}, nil
+}
+
+// unreachable is the error of a request to the cluster that ctx cut short
+// before any answer: ErrUnavailable with the client's error, and the ctx
+// error saying why the wait ended.
+func unreachable(ctx context.Context, err error) error {
+	return fmt.Errorf("%w: etcd: %w: %w", backend.ErrUnavailable, err, async.CtxError(ctx))
+}
+
+// keepalive renews s's lease every third of its TTL, as etcd's own client
+// does (sooner after a failure), with one KeepAliveOnce per round, each
+// bounded by half that period, recording the send time of each
+// answered one, and declares s lost at its deadline, or at once when the
+// cluster says the lease is gone. It returns when s ends or the driver
+// closes.
+func (d *driver) keepalive(s *session) {
+	period := max(s.ttl/3, 100*time.Millisecond)
+	timer := time.NewTimer(period)
+	defer timer.Stop()
+	for {
+		select {
+		case <-timer.C:
+		case <-s.deadCh:
+			return
+		case <-d.ctx.Done():
+			return
+		}
+		d.mu.Lock()
+		deadline := s.deadlineLocked()
+		d.mu.Unlock()
+		now := time.Now()
+		if !now.Before(deadline) {
+			d.sessionLost(s, fmt.Sprintf("no keepalive answered for %v (lease TTL %v − margin %v): the cluster may expire the lease at any moment",
+				now.Sub(deadline.Add(s.margin-s.ttl)).Round(time.Millisecond), s.ttl, s.margin))
+			return
+		}
+		// A member that does not answer (paused, cut off) is given up
+		// after half a period: the next send may go to another member.
+		tryEnd := now.Add(period / 2)
+		if deadline.Before(tryEnd) {
+			tryEnd = deadline
+		}
+		ctx, cancel := context.WithDeadline(d.ctx, tryEnd)
+		d.stats.keepalives.Add(1)
+		sent := time.Now()
+		resp, err := d.client.KeepAliveOnce(ctx, s.id)
+		cancel()
+		if h := d.cfg.hooks; h != nil && h.keepalive != nil {
+			if herr := h.keepalive(); herr != nil {
+				resp, err = nil, herr
+			}
+		}
+		next := period
+		switch {
+		case err == nil && resp.TTL > 0:
+			d.mu.Lock()
+			if sent.After(s.contact) {
+				s.contact = sent
+			}
+			d.mu.Unlock()
+		case errors.Is(err, rpctypes.ErrLeaseNotFound) || err == nil:
+			d.sessionLost(s, fmt.Sprintf("the cluster reports lease %x expired or revoked", int64(s.id)))
+			return
+		default:
+			next = min(period/8, time.Until(deadline))
+		}
+		d.mu.Lock()
+		next = min(next, time.Until(s.deadlineLocked()))
+		d.mu.Unlock()
+		timer.Reset(max(next, time.Millisecond))
+	}
+}
+
+// sessionLost declares s lost: every lock of the session ends with
+// ErrLockLost (its Lost callbacks), waiters on it start over on a new
+// session, and the lease is revoked in the background, in case the
+// cluster still thinks it alive, so that the session's keys go at once.
+func (d *driver) sessionLost(s *session, cause string) {
+	if d.endSession(s, fmt.Errorf("%w: etcd session lease %x lost: %s", backend.ErrLockLost, int64(s.id), cause)) {
+		d.stats.sessions.Add(1)
+		d.revokeBG(s)
+	}
+}
+
+// endSession marks s dead with cause (nil: the driver closed) and tells its
+// locks; false if it was dead already.
+func (d *driver) endSession(s *session, cause error) bool {
+	d.mu.Lock()
+	if s.dead {
+		d.mu.Unlock()
+		return false
+	}
+	s.dead = true
+	s.cause = cause
+	close(s.deadCh)
+	var lost []func(error)
+	for h := range s.holds {
+		h.lost = true
+		d.detachLocked(h)
+		for _, f := range h.handles {
+			if f != nil {
+				lost = append(lost, f)
+			}
+		}
+	}
+	s.holds = nil
+	if d.cur == s {
+		d.cur = nil
+	}
+	d.mu.Unlock()
+	if cause != nil {
+		for _, f := range lost {
+			f(cause)
+		}
+	}
+	return true
+}
+
+// revokeBG revokes s's lease in the background until that succeeds, the
+// cluster says it is gone, or the lease has surely expired.
+func (d *driver) revokeBG(s *session) {
+	d.spawn(func() {
+		async.Retry{Schedule: async.Backoff{First: 50 * time.Millisecond, Max: time.Second}, Within: s.ttl, TryTimeout: time.Second}.
+			Do(d.ctx, func(ctx context.Context) bool {
+				_, err := d.client.Revoke(ctx, s.id)
+				return err == nil || errors.Is(err, rpctypes.ErrLeaseNotFound)
+			})
+	})
+}
+
+// sessionDead reports whether s has ended.
+func (d *driver) sessionDead(s *session) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return s.dead
+}
