@@ -48,7 +48,10 @@ faults:
 
 # distlock vs bsm/redislock and redsync, side by side on private
 # redis-servers, and every backend's scale run (memcached, ZooKeeper and
-# MariaDB from deps); writes bench/RESULTS.md and bench/handoff.svg. The
+# MariaDB from deps); writes bench/RESULTS.md and bench/handoff.svg; then
+# distlock etcd vs concurrency.Mutex on a private 3-member etcd cluster,
+# written to bench/ETCD.md. The
 # peers live in bench/'s own go.mod, never in the library's.
 bench-peers: deps
 	cd bench && $(GO) run ./cmd/peers -rounds 3
+	cd bench && $(GO) run ./cmd/peers -etcd -rounds 3 | tee ETCD.md

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/distlock/distlock/internal/testkit/testserver"
+	_ "github.com/distlock/distlock/etcd"
 	_ "github.com/distlock/distlock/mysql"
 	_ "github.com/distlock/distlock/postgres"
 	_ "github.com/distlock/distlock/zookeeper"
@@ -34,6 +35,9 @@ var everyBackend = []struct {
 	}},
 	{"zookeeper", func(t *testing.T) string {
 		return "zookeeper://" + testserver.ZooKeeper(t, testserver.ZooKeeperConfig{}).Addr() + "/jobs"
+	}},
+	{"etcd", func(t *testing.T) string {
+		return "etcd://" + testserver.Etcd(t, testserver.EtcdConfig{}).Addr() + "/jobs"
 	}},
 	{"mysql-row", func(t *testing.T) string { return mysqlURL(t, "row") }},
 	{"mysql-forupdate", func(t *testing.T) string { return mysqlURL(t, "forupdate") }},
