@@ -119,11 +119,14 @@ func (s *settings) minHold() time.Duration {
 //
 // What Release does before the minimum hold has passed depends on the
 // backend:
-//   - Expiring backends: Release refreshes the lock, owner-checked, to
-//     expire when the minimum hold ends (never sooner than it would have
-//     anyway, so up to one TTL later; rounded up to the backend's expiry
-//     granularity) and stops refreshing it. The lock then expires on the
-//     server: no process needs to stay alive for it. If that refresh
+//   - Expiring backends: Release gives up the hold, owner-checked, and
+//     sets the lock to expire when the minimum hold ends, rounded up to
+//     the backend's expiry granularity (mem://, redis and memcached:
+//     backend.DelayedReleaser); where the backend cannot (redlock, the SQL
+//     row modes) it refreshes the lock to at least then — a refresh never
+//     shortens, so up to one TTL later. Either way nothing refreshes it
+//     after, and the lock expires on the server: no process needs to stay
+//     alive for it. If that refresh
 //     cannot reach the backend, Release returns the error and the lock
 //     expires at its TTL, possibly before the minimum hold ends. Close of
 //     the Locker with the lease still held does the same (the process
@@ -137,7 +140,7 @@ func (s *settings) minHold() time.Duration {
 //
 // In both cases the lease ends for its holder at Release (Err, Done and
 // Context report it released). On Expiring backends without
-// backend.DelayedReleaser (all but mem://) the refresh leaves the hold in
+// backend.DelayedReleaser (redlock, the SQL row modes) the refresh leaves the hold in
 // place, into which a later lease of the same owner would nest: there
 // WithMinHold together with WithOwner fails with ErrInvalidOption. d must be between 0 (none, the default)
 // and MaxTTL, and on an Expiring backend no longer than a TTL the backend

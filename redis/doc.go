@@ -22,6 +22,17 @@
 //     PUBLISHed on the key's channel. A stale holder — one whose lock
 //     expired and was taken over, as in the classic scenario — changes
 //     nothing and gets ErrNotHeld.
+//   - Release within a minimum hold (distlock.WithMinHold; the driver is a
+//     backend.DelayedReleaser): one owner-checked script removes the hold,
+//     records in the field lg the server time at which the minimum hold
+//     ends (the later of the old and new ends) and sets the key to expire
+//     then — sooner than the TTL if need be, never shorter while other
+//     holds of the owner remain; their last Release leaves the key until
+//     lg instead of deleting it. Nothing is published (the lock is not
+//     free); the owner may nest into the lingering lock, another owner
+//     finds it busy with its PTTL. A fair lock's queue is left alone: its
+//     waiters take the lock when the key expires, as after a crashed
+//     holder.
 //   - Refresh: owner-checked compare-and-PEXPIRE that never shortens the
 //     expiry. Refreshes due together are sent in one pipeline
 //     (backend.BatchRefresher).

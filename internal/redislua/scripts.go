@@ -44,6 +44,7 @@ var (
 	fairReleaseParts  = []string{"fence.lua", "fair_lib.lua", "hold.lua", "fair_release.lua"}
 	inspectParts      = []string{"fence.lua", "fair_lib.lua", "state.lua", "inspect.lua"}
 	forceReleaseParts = []string{"fence.lua", "fair_lib.lua", "state.lua", "force_release.lua"}
+	releaseAfterParts = []string{"hold.lua", "release_after.lua"}
 )
 
 var (
@@ -54,6 +55,7 @@ var (
 	fairReleaseScript  = goredis.NewScript(Compose(fairReleaseParts...))
 	inspectScript      = goredis.NewScript(Compose(inspectParts...))
 	forceReleaseScript = goredis.NewScript(Compose(forceReleaseParts...))
+	releaseAfterScript = goredis.NewScript(Compose(releaseAfterParts...))
 )
 
 // ScriptHashes returns the SHA-1 digests of the acquire, release and refresh

@@ -15,7 +15,7 @@ import (
 // plain release, the fair release and the refresh.
 func TestComposition(t *testing.T) {
 	for name, parts := range map[string][]string{
-		"release": releaseParts, "refresh": refreshParts, "fair release": fairReleaseParts,
+		"release": releaseParts, "refresh": refreshParts, "fair release": fairReleaseParts, "release after": releaseAfterParts,
 	} {
 		if !slices.Contains(parts, "hold.lua") {
 			t.Errorf("%s does not include hold.lua", name)
@@ -30,8 +30,8 @@ func TestComposition(t *testing.T) {
 	}
 	check := "redis.call('HMGET', KEYS[1], 'o', 't', ARGV[3]"
 	files, err := fs.Glob(luaFiles, "lua/*.lua")
-	if err != nil || len(files) != 11+5 { // + the semaphore scripts (sem_*.lua) and acquire_all.lua
-		t.Fatalf("embedded %v, %v; want 16 files", files, err)
+	if err != nil || len(files) != 11+6 { // + the semaphore scripts (sem_*.lua), acquire_all.lua and release_after.lua
+		t.Fatalf("embedded %v, %v; want 17 files", files, err)
 	}
 	for _, f := range files {
 		b, _ := luaFiles.ReadFile(f)
@@ -44,7 +44,8 @@ func TestComposition(t *testing.T) {
 		parts []string
 	}{{acquireScript.Hash(), acquireParts}, {releaseScript.Hash(), releaseParts}, {refreshScript.Hash(), refreshParts},
 		{fairAcquireScript.Hash(), fairAcquireParts}, {fairReleaseScript.Hash(), fairReleaseParts},
-		{inspectScript.Hash(), inspectParts}, {forceReleaseScript.Hash(), forceReleaseParts}} {
+		{inspectScript.Hash(), inspectParts}, {forceReleaseScript.Hash(), forceReleaseParts},
+		{releaseAfterScript.Hash(), releaseAfterParts}} {
 		var want strings.Builder
 		for _, p := range s.parts {
 			b, _ := luaFiles.ReadFile("lua/" + p)

@@ -5,8 +5,8 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/distlock/distlock/internal/testkit/testserver"
 	_ "github.com/distlock/distlock/etcd"
+	"github.com/distlock/distlock/internal/testkit/testserver"
 	_ "github.com/distlock/distlock/mysql"
 	_ "github.com/distlock/distlock/postgres"
 	_ "github.com/distlock/distlock/zookeeper"

@@ -47,7 +47,7 @@ func minHoldLeftover(t *testing.T, url string) {
 	a, b := openTwo(t, url)
 	const hold = 2 * time.Second // whole seconds: memcached's expiry granularity
 	first, err := a.TryAcquire(ctx, "job", distlock.WithOwner("host-a"), distlock.WithMinHold(hold))
-	if !strings.HasPrefix(url, "mem:") && !strings.HasPrefix(url, "memcached:") {
+	if strings.HasPrefix(url, "redlock:") {
 		if !errors.Is(err, distlock.ErrInvalidOption) {
 			t.Errorf("WithMinHold with WithOwner on a backend without DelayedReleaser: %v, want ErrInvalidOption", err)
 		}
@@ -92,6 +92,9 @@ func TestMinHoldNestedReleaseDropsMinimumHold(t *testing.T) {
 		url  func(t *testing.T) string
 	}{
 		{"memory", func(t *testing.T) string { return "mem://minhold-nested" }},
+		{"redis", func(t *testing.T) string {
+			return "redis://" + testserver.Redis(t, testserver.RedisConfig{}).Addr() + "/0"
+		}},
 		{"memcached", func(t *testing.T) string {
 			return "memcached://" + testserver.Memcached(t, testserver.MemcachedConfig{}).Addr()
 		}},
@@ -138,6 +141,9 @@ func TestMinHoldEndsBeforeLongTTL(t *testing.T) {
 		url  func(t *testing.T) string
 	}{
 		{"memory", func(t *testing.T) string { return "mem://minhold-exact" }},
+		{"redis", func(t *testing.T) string {
+			return "redis://" + testserver.Redis(t, testserver.RedisConfig{}).Addr() + "/0"
+		}},
 		{"memcached", func(t *testing.T) string {
 			return "memcached://" + testserver.Memcached(t, testserver.MemcachedConfig{}).Addr()
 		}},
