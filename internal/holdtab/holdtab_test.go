@@ -26,6 +26,20 @@ func grant(t *Table[*testHold], mu *sync.Mutex, k *Key[*testHold], owner string,
 	return h, hd, stale
 }
 
+func release(t *Table[*testHold], mu *sync.Mutex, h *testHold, hd *Handle) Releasing {
+	mu.Lock()
+	defer mu.Unlock()
+	return t.ReleaseLocked(h, hd)
+}
+
+// newKey is a table with key "k" referenced until the test ends.
+func newKey(t *testing.T) (*Table[*testHold], *sync.Mutex, *Key[*testHold]) {
+	tab, mu := newTable()
+	k := tab.Ref("k")
+	t.Cleanup(func() { tab.Unref("k", k) })
+	return tab, mu, k
+}
+
 func TestKeyStateLivesWhileRefOrHold(t *testing.T) {
 	tab, mu := newTable()
 	k := tab.Ref("k")
@@ -43,24 +57,16 @@ func TestKeyStateLivesWhileRefOrHold(t *testing.T) {
 	if len(tab.keys) != 1 {
 		t.Fatal("key state dropped while a hold lives")
 	}
-	mu.Lock()
-	r := tab.ReleaseLocked(h, hd)
-	mu.Unlock()
-	if r != Last || len(tab.keys) != 0 || h.detached != 1 {
+	if r := release(tab, mu, h, hd); r != Last || len(tab.keys) != 0 || h.detached != 1 {
 		t.Fatalf("last release: %v, %d keys, detached %d", r, len(tab.keys), h.detached)
 	}
-	mu.Lock()
-	r = tab.ReleaseLocked(h, hd)
-	mu.Unlock()
-	if r != Again {
+	if r := release(tab, mu, h, hd); r != Again {
 		t.Fatalf("second release: %v, want Again", r)
 	}
 }
 
 func TestNestAndLossFanOut(t *testing.T) {
-	tab, mu := newTable()
-	k := tab.Ref("k")
-	defer tab.Unref("k", k)
+	tab, mu, k := newKey(t)
 	var mu2 sync.Mutex
 	var got []string
 	lost := func(name string) func(error) {
@@ -84,18 +90,13 @@ func TestNestAndLossFanOut(t *testing.T) {
 	if _, ok := tab.Joinable(k, "a"); ok {
 		t.Fatal("a lost hold is joinable")
 	}
-	mu.Lock()
-	r := tab.ReleaseLocked(h, hd2)
-	mu.Unlock()
-	if r != WasLost {
+	if r := release(tab, mu, h, hd2); r != WasLost {
 		t.Fatalf("release after loss: %v", r)
 	}
 }
 
 func TestNestOnGoneTenureEndsHold(t *testing.T) {
-	tab, mu := newTable()
-	k := tab.Ref("k")
-	defer tab.Unref("k", k)
+	tab, mu, k := newKey(t)
 	var calls int
 	h, _, _ := grant(tab, mu, k, "a", func(error) { calls++ })
 	hd := new(Handle)
@@ -107,9 +108,7 @@ func TestNestOnGoneTenureEndsHold(t *testing.T) {
 }
 
 func TestPublishWritesLatestCount(t *testing.T) {
-	tab, mu := newTable()
-	k := tab.Ref("k")
-	defer tab.Unref("k", k)
+	tab, mu, k := newKey(t)
 	h, _, _ := grant(tab, mu, k, "a", nil)
 	var wrote []int
 	held, err := tab.Publish(context.Background(), h, func() error { return nil }, func(_ context.Context, n int) (bool, error) {
