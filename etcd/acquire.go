@@ -8,6 +8,7 @@ import (
 
 	"github.com/distlock/distlock/backend"
 	"github.com/distlock/distlock/internal/async"
+	"github.com/distlock/distlock/internal/holdtab"
 )
 
 // TryAcquire creates a waiter key, holds the lock if it is the first, and
@@ -23,33 +24,20 @@ func (d *driver) Acquire(ctx context.Context, req backend.Request) (backend.Lock
 }
 
 func (d *driver) acquire(ctx context.Context, req backend.Request, wait bool) (backend.Lock, error) {
-	ks := d.refKey(req.Key)
-	defer d.unrefKey(req.Key, ks)
+	ks := d.table.Ref(req.Key)
+	defer d.table.Unref(req.Key, ks)
 	prefix := d.lockPrefix(req.Key)
-	for restarts := 0; ; restarts++ {
-		if ctx.Err() != nil {
-			return nil, async.CtxError(ctx)
-		}
-		if l, ok, err := d.nest(ctx, ks, req); ok || err != nil {
-			return l, err
-		}
-		s, err := d.session(ctx)
-		if err != nil {
-			return nil, err
-		}
-		l, err := d.attempt(ctx, s, ks, prefix, req, wait)
-		if !errors.Is(err, errRestart) {
-			return l, err
-		}
-		if !wait && restarts >= 2 {
-			return nil, err // ErrorCode: transient
-		}
-		if restarts > 0 {
-			if err := d.pause(ctx, min(time.Duration(restarts)*50*time.Millisecond, time.Second)); err != nil {
-				return nil, err
+	return holdtab.Loop(ctx, wait, func() error { return async.CtxError(ctx) },
+		func() (backend.Lock, bool, error) { return d.nest(ctx, ks, req) },
+		func() (backend.Lock, bool, error) {
+			s, err := d.session(ctx)
+			if err != nil {
+				return nil, false, err
 			}
-		}
-	}
+			l, err := d.attempt(ctx, s, ks, prefix, req, wait)
+			return l, errors.Is(err, errRestart), err
+		},
+		func(t time.Duration) error { return d.pause(ctx, t) })
 }
 
 // pause waits for t, unless ctx ends or the driver closes.
@@ -124,14 +112,9 @@ func (d *driver) grant(e *entry) (backend.Lock, error) {
 		return nil, e.fail(errRestart)
 	}
 	wctx, unwatch := context.WithCancel(d.ctx)
-	h := &hold{key: req.Key, owner: req.Owner, metadata: req.Metadata, etcdKey: e.key, token: e.rev, sess: s, count: 1,
-		handles: map[*lock]func(error){}, pub: make(chan struct{}, 1), unwatch: unwatch}
+	h := &hold{Hold: holdtab.NewHold(req.Key, req.Owner, req.Metadata), etcdKey: e.key, token: e.rev, sess: s, unwatch: unwatch}
 	l := &lock{d: d, h: h}
-	h.handles[l] = req.Lost
-	stale := ks.hold
-	ks.hold = h
-	close(ks.changed)
-	ks.changed = make(chan struct{})
+	stale := d.table.GrantLocked(ks, h, &l.Handle, req.Lost)
 	s.holds[h] = struct{}{}
 	d.mu.Unlock()
 	if d.cfg.noHoldWatch || !d.spawn(func() { d.watchHold(wctx, h, e.rev) }) {
@@ -140,7 +123,7 @@ func (d *driver) grant(e *entry) (backend.Lock, error) {
 	if stale != nil {
 		// Our key is first, so the key of an earlier hold of ours is
 		// gone (another client deleted it).
-		d.holdGone(stale, nil)
+		d.table.Gone(stale, errKeyGone, nil)
 	}
 	return l, nil
 }
@@ -151,17 +134,9 @@ func (d *driver) grant(e *entry) (backend.Lock, error) {
 // key still exists; an owner id held through another Locker's key is an
 // ordinary competitor, not a reentrant hold.
 func (d *driver) nest(ctx context.Context, ks *keyState, req backend.Request) (backend.Lock, bool, error) {
-	d.mu.Lock()
-	h := ks.hold
-	if h == nil || h.lost || h.owner != req.Owner {
-		d.mu.Unlock()
-		return nil, false, nil
-	}
-	h.count++ // reserve, so a concurrent last Release keeps the key
-	l := &lock{d: d, h: h}
-	h.handles[l] = req.Lost
-	d.mu.Unlock()
-	held, err := d.publishHolds(ctx, h)
+	l := &lock{d: d}
+	h, ok, err := d.table.Nest(ctx, ks, req.Owner, &l.Handle, req.Lost, d.publishHolds, errKeyGone)
+	l.h = h
 	if err != nil {
 		d.spawn(func() {
 			ctx, cancel := context.WithTimeout(d.ctx, 10*time.Second)
@@ -170,12 +145,7 @@ func (d *driver) nest(ctx context.Context, ks *keyState, req backend.Request) (b
 		})
 		return nil, false, err
 	}
-	if !held {
-		d.mu.Lock()
-		l.done = true
-		delete(h.handles, l)
-		d.mu.Unlock()
-		d.holdGone(h, nil)
+	if !ok {
 		return nil, false, nil
 	}
 	return l, true, nil

@@ -10,6 +10,7 @@ import (
 
 	"github.com/distlock/distlock/backend"
 	"github.com/distlock/distlock/internal/async"
+	"github.com/distlock/distlock/internal/holdtab"
 )
 
 // driver implements backend.Driver, backend.Blocker, backend.Inspector,
@@ -17,8 +18,10 @@ import (
 // their own files: session.go (the session lease, keepalive and loss),
 // acquire.go (the lock recipe), create.go (the waiter key's create and its
 // undo), wait.go (watching the predecessor), lock.go (a held lock),
-// holds.go (nested holds), keys.go (local key state and key names),
-// admin.go (Inspect, ForceRelease) and errors.go (what errors mean).
+// holds.go (publishing the nested hold count), keys.go (the hold record
+// and key names), admin.go (Inspect, ForceRelease) and errors.go (what
+// errors mean). The table of local holds, their nesting and loss fan-out,
+// and the acquisition loop are internal/holdtab's, shared with zookeeper.
 type driver struct {
 	cfg    *config
 	client *clientv3.Client
@@ -31,9 +34,9 @@ type driver struct {
 	mu       sync.Mutex
 	closed   bool
 	cur      *session
-	granting chan struct{} // closed when the grant under way ends; nil if none
-	keys     map[string]*keyState
-	orphans  map[string]struct{} // waiter keys whose create is being undone (undoCreate)
+	granting chan struct{}         // closed when the grant under way ends; nil if none
+	table    *holdtab.Table[*hold] // the holds of this driver, by key (keys.go)
+	orphans  map[string]struct{}   // waiter keys whose create is being undone (undoCreate)
 
 	stats stats
 }
@@ -49,7 +52,8 @@ type stats struct {
 }
 
 func newDriver(cfg *config, client *clientv3.Client, owned bool) *driver {
-	d := &driver{cfg: cfg, client: client, owned: owned, bg: async.NewGroup(), keys: map[string]*keyState{}, orphans: map[string]struct{}{}}
+	d := &driver{cfg: cfg, client: client, owned: owned, bg: async.NewGroup(), orphans: map[string]struct{}{}}
+	d.table = holdtab.New(&d.mu, d.detachLocked)
 	d.ctx, d.cancel = context.WithCancel(context.Background())
 	return d
 }
@@ -85,24 +89,11 @@ func (d *driver) Close() error {
 		cancel()
 	}
 	d.cancel()
-	closeWithin(d.bg, closeGrace)
+	d.bg.CloseWithin(closeGrace)
 	if d.owned {
 		return d.client.Close()
 	}
 	return nil
-}
-
-// closeWithin closes g, waiting at most t for its work to end (the rest
-// ends on its own: d.ctx is cancelled).
-func closeWithin(g *async.Group, t time.Duration) {
-	done := make(chan struct{})
-	go func() { g.Close(); close(done) }()
-	timer := time.NewTimer(t)
-	defer timer.Stop()
-	select {
-	case <-done:
-	case <-timer.C:
-	}
 }
 
 // spawn runs f in the background; false once Close has finished waiting.

@@ -36,7 +36,7 @@ func (d *driver) awaitHoldDelete(ctx context.Context, h *hold, wch clientv3.Watc
 	for wr := range wch {
 		for _, ev := range wr.Events {
 			if ev.Type == mvccpb.DELETE {
-				d.holdGone(h, nil)
+				d.table.Gone(h, errKeyGone, nil)
 				return -1
 			}
 		}
@@ -54,7 +54,7 @@ func (d *driver) awaitHoldDelete(ctx context.Context, h *hold, wch clientv3.Watc
 	case err != nil:
 		return h.token // watch again from the start: nothing is missed
 	case len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != h.token:
-		d.holdGone(h, nil)
+		d.table.Gone(h, errKeyGone, nil)
 		return -1
 	}
 	return resp.Header.Revision

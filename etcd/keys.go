@@ -7,91 +7,34 @@ import (
 	"net/url"
 
 	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/internal/holdtab"
 )
 
-// keyState is the local state of one key: the hold this driver has on it,
-// if any, and a channel closed whenever a hold appears (waiters of the same
-// owner watch it to nest instead of queueing behind themselves).
-type keyState struct {
-	refs    int
-	hold    *hold
-	changed chan struct{}
-}
+// keyState is the local state of one key (holdtab.Key): the hold this
+// driver has on it, if any, and a channel closed whenever a hold appears
+// (waiters of the same owner watch it to nest instead of queueing behind
+// themselves).
+type keyState = holdtab.Key[*hold]
 
 // hold is one waiter key that holds the lock: one tenure, shared by the
-// nested acquisitions of its owner.
+// nested acquisitions of its owner (holdtab.Hold: key, owner, metadata,
+// count, handles).
 type hold struct {
-	key, owner string
-	metadata   string // the first acquisition's, kept by nested ones
-	etcdKey    string
-	token      int64 // the key's create revision
-	sess       *session
-	count      int
-	handles    map[*lock]func(error) // live handles and their Lost callbacks
-	lost       bool
-	pub        chan struct{}      // one publishHolds at a time
-	unwatch    context.CancelFunc // ends watchHold
+	holdtab.Hold
+	etcdKey string
+	token   int64 // the key's create revision
+	sess    *session
+	unwatch context.CancelFunc // ends watchHold
 }
 
-// refKey returns the state of key, kept while an acquisition of it runs
-// (until unrefKey) or a hold on it lives.
-func (d *driver) refKey(key string) *keyState {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	ks := d.keys[key]
-	if ks == nil {
-		ks = &keyState{changed: make(chan struct{})}
-		d.keys[key] = ks
-	}
-	ks.refs++
-	return ks
-}
-
-func (d *driver) unrefKey(key string, ks *keyState) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	ks.refs--
-	if ks.refs == 0 && ks.hold == nil && d.keys[key] == ks {
-		delete(d.keys, key)
-	}
-}
-
-// detachLocked removes h from its key's local state and its session, and
-// stops its watch.
+// detachLocked removes h from its session and stops its watch: the
+// table's detach hook, run when h ends or its last hold is released.
 func (d *driver) detachLocked(h *hold) {
 	if h.unwatch != nil {
 		h.unwatch()
 	}
-	if ks := d.keys[h.key]; ks != nil && ks.hold == h {
-		ks.hold = nil
-		if ks.refs == 0 {
-			delete(d.keys, h.key)
-		}
-	}
 	if h.sess.holds != nil {
 		delete(h.sess.holds, h)
-	}
-}
-
-// holdGone ends a hold whose key was found missing (deleted by another
-// client): its handles other than except are told they were lost.
-func (d *driver) holdGone(h *hold, except *lock) {
-	d.mu.Lock()
-	if h.lost {
-		d.mu.Unlock()
-		return
-	}
-	h.lost = true
-	d.detachLocked(h)
-	var lost []func(error)
-	for l, f := range h.handles {
-		if l != except && f != nil {
-			lost = append(lost, f)
-		}
-	}
-	d.mu.Unlock()
-	for _, f := range lost {
-		f(errKeyGone)
 	}
 }
 

@@ -9,14 +9,15 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/internal/holdtab"
 )
 
 // lock is one acquisition's handle on a hold. Nested acquisitions of one
 // owner share the hold (and its key and token) through separate handles.
 type lock struct {
-	d    *driver
-	h    *hold
-	done bool // guarded by d.mu
+	holdtab.Handle
+	d *driver
+	h *hold
 }
 
 // Token is the create revision of the holder's waiter key: the cluster's
@@ -32,7 +33,7 @@ func (l *lock) Token() uint64 { return uint64(l.h.token) }
 func (l *lock) ValidUntil() time.Time {
 	l.d.mu.Lock()
 	defer l.d.mu.Unlock()
-	if l.h.lost {
+	if l.h.Lost {
 		return l.h.sess.contact
 	}
 	return l.h.sess.deadlineLocked()
@@ -57,29 +58,20 @@ func (l *lock) errNotHeld() error {
 func (l *lock) Release(ctx context.Context) error {
 	d, h := l.d, l.h
 	d.mu.Lock()
-	if l.done {
-		d.mu.Unlock()
-		return errReleasedHandle
-	}
-	l.done = true
-	delete(h.handles, l)
-	if h.lost {
-		d.mu.Unlock()
-		return l.errNotHeld()
-	}
-	h.count--
-	last := h.count == 0
-	if last {
-		d.detachLocked(h)
-	}
+	r := d.table.ReleaseLocked(h, &l.Handle)
 	d.mu.Unlock()
-	if !last {
+	switch r {
+	case holdtab.Again:
+		return errReleasedHandle
+	case holdtab.WasLost:
+		return l.errNotHeld()
+	case holdtab.Kept:
 		held, err := d.publishHolds(ctx, h)
 		if err != nil {
 			return err
 		}
 		if !held {
-			d.holdGone(h, nil)
+			d.table.Gone(h, errKeyGone, nil)
 			return l.errNotHeld()
 		}
 		return nil
@@ -102,10 +94,7 @@ func (l *lock) Release(ctx context.Context) error {
 // ttl is ignored.
 func (l *lock) Refresh(ctx context.Context, _ time.Duration) error {
 	d, h := l.d, l.h
-	d.mu.Lock()
-	gone := l.done || h.lost
-	d.mu.Unlock()
-	if gone {
+	if !d.table.Holding(h, &l.Handle) {
 		return l.errNotHeld()
 	}
 	held, err := d.ifHeld(ctx, h)
@@ -113,7 +102,7 @@ func (l *lock) Refresh(ctx context.Context, _ time.Duration) error {
 		return err
 	}
 	if !held {
-		d.holdGone(h, l)
+		d.table.Gone(h, errKeyGone, &l.Handle)
 		return l.errNotHeld()
 	}
 	return nil

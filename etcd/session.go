@@ -228,13 +228,7 @@ func (d *driver) endSession(s *session, cause error) bool {
 	close(s.deadCh)
 	var lost []func(error)
 	for h := range s.holds {
-		h.lost = true
-		d.detachLocked(h)
-		for _, f := range h.handles {
-			if f != nil {
-				lost = append(lost, f)
-			}
-		}
+		lost = d.table.EndLocked(h, lost)
 	}
 	s.holds = nil
 	if d.cur == s {

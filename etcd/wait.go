@@ -20,9 +20,7 @@ import (
 func (e *entry) await(ctx context.Context) (backend.Lock, error) {
 	d := e.d
 	for {
-		d.mu.Lock()
-		changed := e.ks.changed
-		d.mu.Unlock()
+		changed := d.table.Changed(e.ks)
 		pred, rev, err := e.predecessor(ctx)
 		if err != nil {
 			return nil, e.fail(err)
@@ -112,11 +110,8 @@ func (e *entry) watchDelete(ctx context.Context, pred string, rev int64, changed
 		case <-changed:
 			// This driver got a hold on the key: if it is our owner's,
 			// nest in it and leave the queue.
-			d.mu.Lock()
-			h := e.ks.hold
-			changed = e.ks.changed
-			same := h != nil && !h.lost && h.owner == e.req.Owner
-			d.mu.Unlock()
+			var same bool
+			changed, same = d.table.Joinable(e.ks, e.req.Owner)
 			if same {
 				if l, ok, err := d.nest(ctx, e.ks, e.req); ok || err != nil {
 					e.d.deleteKey(ctx, s, e.key, e.rev)

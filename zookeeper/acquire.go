@@ -9,6 +9,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/internal/holdtab"
 )
 
 // TryAcquire creates a node, checks whether it is first, and deletes it if
@@ -24,35 +25,22 @@ func (d *driver) Acquire(ctx context.Context, req backend.Request) (backend.Lock
 }
 
 func (d *driver) acquire(ctx context.Context, req backend.Request, wait bool) (backend.Lock, error) {
-	ks := d.refKey(req.Key)
-	defer d.unrefKey(req.Key, ks)
+	ks := d.table.Ref(req.Key)
+	defer d.table.Unref(req.Key, ks)
 	parent := d.parentPath(req.Key)
-	for restarts := 0; ; restarts++ {
-		if ctx.Err() != nil {
-			return nil, d.ctxErrorNow(ctx)
-		}
-		if l, ok, err := d.nest(ctx, ks, req); ok || err != nil {
-			return l, err
-		}
-		s, err := d.session(ctx)
-		if err != nil {
-			return nil, err
-		}
-		l, err := d.attempt(ctx, s, ks, parent, req, wait)
-		d.unuse(s)
-		if !errors.Is(err, errRestart) {
-			return l, err
-		}
-		if !wait && restarts >= 2 {
-			return nil, err // ErrorCode: transient
-		}
-		if restarts > 0 {
-			pause := min(time.Duration(restarts)*50*time.Millisecond, time.Second)
-			if err := d.pause(ctx, pause, func() error { return d.ctxErrorNow(ctx) }); err != nil {
-				return nil, err
+	ctxErr := func() error { return d.ctxErrorNow(ctx) }
+	return holdtab.Loop(ctx, wait, ctxErr,
+		func() (backend.Lock, bool, error) { return d.nest(ctx, ks, req) },
+		func() (backend.Lock, bool, error) {
+			s, err := d.session(ctx)
+			if err != nil {
+				return nil, false, err
 			}
-		}
-	}
+			l, err := d.attempt(ctx, s, ks, parent, req, wait)
+			d.unuse(s)
+			return l, errors.Is(err, errRestart), err
+		},
+		func(t time.Duration) error { return d.pause(ctx, t, ctxErr) })
 }
 
 // nest joins the hold of the same owner on this key, if this driver has
@@ -61,17 +49,9 @@ func (d *driver) acquire(ctx context.Context, req backend.Request, wait bool) (b
 // still exists in the session; an owner id held through another session's
 // node is an ordinary competitor, not a reentrant hold.
 func (d *driver) nest(ctx context.Context, ks *keyState, req backend.Request) (backend.Lock, bool, error) {
-	d.mu.Lock()
-	h := ks.hold
-	if h == nil || h.lost || h.owner != req.Owner {
-		d.mu.Unlock()
-		return nil, false, nil
-	}
-	h.count++ // reserve, so a concurrent last Release keeps the node
-	l := &lock{d: d, h: h}
-	h.handles[l] = req.Lost
-	d.mu.Unlock()
-	held, err := d.publishHolds(ctx, h)
+	l := &lock{d: d}
+	h, ok, err := d.table.Nest(ctx, ks, req.Owner, &l.Handle, req.Lost, d.publishHolds, errNodeDeleted)
+	l.h = h
 	if err != nil {
 		d.spawn(func() {
 			ctx, cancel := context.WithTimeout(d.ctx, 10*time.Second)
@@ -80,12 +60,7 @@ func (d *driver) nest(ctx context.Context, ks *keyState, req backend.Request) (b
 		})
 		return nil, false, err
 	}
-	if !held {
-		d.mu.Lock()
-		l.done = true
-		delete(h.handles, l)
-		d.mu.Unlock()
-		d.holdGone(h, "lock node deleted by another client", nil)
+	if !ok {
 		return nil, false, nil
 	}
 	return l, true, nil
@@ -153,9 +128,7 @@ func (d *driver) attempt(ctx context.Context, s *session, ks *keyState, parent s
 		return err
 	})
 	for {
-		d.mu.Lock()
-		changed := ks.changed
-		d.mu.Unlock()
+		changed := d.table.Changed(ks)
 		pred, err := e.position(ctx)
 		if err != nil {
 			return nil, err
@@ -254,14 +227,9 @@ func (d *driver) grant(s *session, ks *keyState, req backend.Request, path strin
 		d.sessionLost(s, "no contact with the ensemble before the grant")
 		return nil, fail(errRestart)
 	}
-	h := &hold{key: req.Key, owner: req.Owner, metadata: req.Metadata, path: path, token: token, sess: s, count: 1,
-		handles: map[*lock]func(error){}, pub: make(chan struct{}, 1)}
+	h := &hold{Hold: holdtab.NewHold(req.Key, req.Owner, req.Metadata), path: path, token: token, sess: s}
 	l := &lock{d: d, h: h}
-	h.handles[l] = req.Lost
-	stale := ks.hold
-	ks.hold = h
-	close(ks.changed)
-	ks.changed = make(chan struct{})
+	stale := d.table.GrantLocked(ks, h, &l.Handle, req.Lost)
 	s.holds[h] = struct{}{}
 	d.mu.Unlock()
 	if watch != nil {
@@ -270,7 +238,7 @@ func (d *driver) grant(s *session, ks *keyState, req backend.Request, path strin
 	if stale != nil {
 		// Our node is first, so the node of an earlier hold of ours is
 		// gone (another client deleted it).
-		d.holdGone(stale, "lock node deleted by another client", nil)
+		d.table.Gone(stale, errNodeDeleted, nil)
 	}
 	return l, nil
 }

@@ -11,15 +11,19 @@ import (
 
 	"github.com/distlock/distlock/backend"
 	"github.com/distlock/distlock/internal/async"
+	"github.com/distlock/distlock/internal/holdtab"
 )
 
 // driver implements backend.Driver, backend.Blocker and
 // backend.ErrorClassifier. Its mechanisms live in their own files:
 // session.go (session lifetime, loss monitor, heartbeat), call.go (requests
 // that may outlive their caller), acquire.go, create.go and wait.go (the
-// lock recipe), lock.go (a held lock), keys.go (the key registry and key
-// encoding), nodes.go (lock-node names and their order), cleanup.go
-// (background deletion) and errors.go (what errors mean).
+// lock recipe), lock.go (a held lock), holds.go (publishing the nested
+// hold count), keys.go (the hold record and key encoding), nodes.go
+// (lock-node names and their order), cleanup.go (background deletion) and
+// errors.go (what errors mean). The table of local holds, their nesting
+// and loss fan-out, and the acquisition loop are internal/holdtab's, shared
+// with etcd.
 type driver struct {
 	cfg     *config
 	servers []string // owned: what to dial
@@ -36,7 +40,7 @@ type driver struct {
 	conn   *zk.Conn
 	info   *connInfo // nil for a caller's conn not made by Connect
 	cur    *session
-	keys   map[string]*keyState
+	table  *holdtab.Table[*hold] // the holds of this driver, by key (keys.go)
 
 	stats stats
 }
@@ -55,7 +59,8 @@ type stats struct {
 // which it dials (without waiting for it).
 func newDriver(cfg *config, conn *zk.Conn, servers []string) (*driver, error) {
 	d := &driver{cfg: cfg, servers: servers, owned: conn == nil, kick: make(chan struct{}, 1),
-		g: async.NewGroup(), bg: async.NewGroup(), keys: map[string]*keyState{}}
+		g: async.NewGroup(), bg: async.NewGroup()}
+	d.table = holdtab.New(&d.mu, d.detachLocked)
 	if d.owned {
 		c, _, info, err := connect(servers, cfg)
 		if err != nil {
@@ -113,23 +118,10 @@ func (d *driver) Close() error {
 		d.g.Close() // every request ends: the connection is closed
 		return nil
 	}
-	closeWithin(d.bg, closeGrace)
+	d.bg.CloseWithin(closeGrace)
 	d.cancel() // ends deletions still trying, and waits for requests
-	closeWithin(d.g, closeGrace)
+	d.g.CloseWithin(closeGrace)
 	return nil
-}
-
-// closeWithin closes g, waiting at most d for its work to end (the rest
-// ends on its own).
-func closeWithin(g *async.Group, d time.Duration) {
-	done := make(chan struct{})
-	go func() { g.Close(); close(done) }()
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-done:
-	case <-t.C:
-	}
 }
 
 func (d *driver) isClosed() bool {

@@ -27,7 +27,7 @@ func (d *driver) watchHold(h *hold, ch <-chan zk.Event) {
 		}
 		switch ev.Type {
 		case zk.EventNodeDeleted:
-			d.holdGone(h, "lock node deleted by another client", nil)
+			d.table.Gone(h, errNodeDeleted, nil)
 			return
 		case zk.EventNodeDataChanged, zk.EventNodeCreated:
 		default:
@@ -40,7 +40,7 @@ func (d *driver) watchHold(h *hold, ch <-chan zk.Event) {
 		}, nil)
 		switch {
 		case errors.Is(err, zk.ErrNoNode) && d.holding(h):
-			d.holdGone(h, "lock node deleted by another client", nil)
+			d.table.Gone(h, errNodeDeleted, nil)
 			return
 		case err != nil:
 			return // Refresh and Release still check the node
@@ -52,5 +52,5 @@ func (d *driver) watchHold(h *hold, ch <-chan zk.Event) {
 func (d *driver) holding(h *hold) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return !h.lost && h.count > 0
+	return !h.Lost && h.Count > 0
 }

@@ -9,14 +9,15 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/internal/holdtab"
 )
 
 // lock is one acquisition's handle on a hold. Nested acquisitions of one
 // owner share the hold (and its node and token) through separate handles.
 type lock struct {
-	d    *driver
-	h    *hold
-	done bool // guarded by d.mu
+	holdtab.Handle
+	d *driver
+	h *hold
 }
 
 // Token is the czxid of the lock node: the zxid of the transaction that
@@ -44,36 +45,26 @@ var (
 // path is unique to this acquisition (GUID and sequence), so the delete
 // can never remove another owner's node.
 func (l *lock) Release(ctx context.Context) error {
-	d, h := l.d, l.h
+	d, h, s := l.d, l.h, l.h.sess
 	d.mu.Lock()
-	if l.done {
-		d.mu.Unlock()
+	r := d.table.ReleaseLocked(h, &l.Handle)
+	cause := s.cause
+	d.mu.Unlock()
+	switch r {
+	case holdtab.Again:
 		return errReleasedHandle
-	}
-	l.done = true
-	delete(h.handles, l)
-	if h.lost {
-		cause := h.sess.cause
-		d.mu.Unlock()
-		if cause != nil && h.sess.dead {
+	case holdtab.WasLost:
+		if cause != nil && s.dead {
 			return fmt.Errorf("%w: %w", backend.ErrNotHeld, cause)
 		}
 		return errNodeGone
-	}
-	h.count--
-	last := h.count == 0
-	if last {
-		d.detachLocked(h)
-	}
-	s := h.sess
-	d.mu.Unlock()
-	if !last {
+	case holdtab.Kept:
 		held, err := d.publishHolds(ctx, h)
 		if err != nil {
 			return err
 		}
 		if !held {
-			d.holdGone(h, "lock node deleted by another client", nil)
+			d.table.Gone(h, errNodeDeleted, nil)
 			return errNodeGone
 		}
 		return nil
@@ -106,22 +97,19 @@ func (l *lock) Release(ctx context.Context) error {
 // lock does not expire, so there is nothing to extend; ttl is ignored.
 func (l *lock) Refresh(ctx context.Context, _ time.Duration) error {
 	d, h := l.d, l.h
-	d.mu.Lock()
-	if l.done || h.lost {
-		d.mu.Unlock()
+	if !d.table.Holding(h, &l.Handle) {
 		return errNodeGone
 	}
-	d.mu.Unlock()
 	held, err := d.verify(ctx, h)
 	if err != nil {
 		return err
 	}
 	if !held {
-		d.holdGone(h, "lock node deleted by another client", l)
+		d.table.Gone(h, errNodeDeleted, &l.Handle)
 		return errNodeGone
 	}
 	d.mu.Lock()
-	lost := h.lost
+	lost := h.Lost
 	d.mu.Unlock()
 	if lost {
 		return errNodeGone

@@ -180,7 +180,7 @@ func (d *driver) grantPermit(ctx context.Context, s *session, req backend.Reques
 		return nil, fail(errRestart)
 	}
 	key := semHoldKey + path
-	ks := d.refKey(key)
-	defer d.unrefKey(key, ks)
+	ks := d.table.Ref(key)
+	defer d.table.Unref(key, ks)
 	return d.grant(s, ks, backend.Request{Key: key, Owner: req.Owner, Metadata: req.Metadata, Lost: req.Lost}, path, uint64(st.Czxid), watch, fail)
 }

@@ -373,13 +373,7 @@ func (d *driver) sessionLost(s *session, cause string) {
 		paths []string
 	)
 	for h := range s.holds {
-		h.lost = true
-		d.detachLocked(h)
-		for _, f := range h.handles {
-			if f != nil {
-				lost = append(lost, f)
-			}
-		}
+		lost = d.table.EndLocked(h, lost)
 		paths = append(paths, h.path)
 	}
 	s.holds = nil

@@ -39,11 +39,8 @@ func (e *entry) awaitPredecessor(ctx context.Context, pred string, changed <-cha
 		case <-changed:
 			// This driver got a hold on the key: if it is our owner's,
 			// nest in it and leave the queue.
-			d.mu.Lock()
-			h := e.ks.hold
-			changed = e.ks.changed
-			same := h != nil && !h.lost && h.owner == e.req.Owner
-			d.mu.Unlock()
+			var same bool
+			changed, same = d.table.Joinable(e.ks, e.req.Owner)
 			if same {
 				if l, ok, err := d.nest(ctx, e.ks, e.req); ok || err != nil {
 					d.deleteNode(s, e.path)

@@ -1,0 +1,331 @@
+// Package holdtab is the local bookkeeping that the session-bound lock
+// backends (zookeeper, etcd) share: a driver's table of the holds it has,
+// keyed by lock name. A hold is one tenure on the server (a ZooKeeper
+// node, an etcd key), shared by the nested acquisitions of its owner
+// through one Handle each; when the tenure ends, the Lost callbacks of its
+// handles are told. The backends keep their mechanism (server records,
+// sessions, watches) and call the table for the rest.
+//
+// The table has no mutex of its own: it uses the driver's, given to New,
+// which also guards the driver's sessions. Methods whose names end in
+// Locked must be called with it held; the others take it. Guarantees:
+//
+//   - A key's state (Key) lives while an acquisition of it runs (Ref until
+//     Unref) or a hold on it lives, and is then removed: the table does not
+//     grow with the keys ever used.
+//   - A key has at most one hold. GrantLocked installs a new one, returns the
+//     one it replaced and closes the key's Changed channel, so waiters of
+//     the same owner can join the new hold instead of queueing behind it.
+//   - Nest adds a hold only to a live hold of the same owner, and reserves
+//     it (Count) before it publishes the new count, so a concurrent last
+//     release keeps the tenure.
+//   - A hold ends once: the first of Gone and EndLocked marks it Lost,
+//     removes it from its key and runs the backend's detach hook (with the
+//     mutex held); the Lost callbacks of its handles then run, each once,
+//     after the mutex is released — Gone skips the handle that found the
+//     loss itself, which reports it through its own error.
+//   - A handle is released once (ReleaseLocked reports a second release),
+//     and a released handle is never told of a loss.
+//   - Publish calls of one hold run one at a time, and a call writes again
+//     while the count changed under it (at most MaxPublishRounds writes),
+//     so the last write carries the latest count.
+package holdtab
+
+import (
+	"context"
+	"sync"
+)
+
+// Hold is the backend-independent part of one tenure; a backend's hold
+// type embeds it. Key, Owner and Metadata are fixed (Metadata is the first
+// acquisition's, kept by nested ones); Count and Lost are guarded by the
+// table's mutex.
+type Hold struct {
+	Key, Owner, Metadata string
+	Count                int  // holds granted and not released
+	Lost                 bool // the tenure ended (Gone, EndLocked)
+
+	handles map[*Handle]func(error) // live handles and their Lost callbacks
+	pub     chan struct{}           // one Publish at a time
+}
+
+// NewHold returns the hold part of a new tenure, with no handle yet
+// (GrantLocked adds the first).
+func NewHold(key, owner, metadata string) Hold {
+	return Hold{Key: key, Owner: owner, Metadata: metadata, handles: map[*Handle]func(error){}, pub: make(chan struct{}, 1)}
+}
+
+// Base returns h; through embedding it makes a backend's hold a Holder.
+func (h *Hold) Base() *Hold { return h }
+
+// Holder is a backend's hold type: a pointer to a struct that embeds Hold.
+type Holder interface {
+	comparable
+	Base() *Hold
+}
+
+// Handle is one acquisition's share of a hold; a backend's lock handle
+// embeds it.
+type Handle struct {
+	released bool // guarded by the table's mutex
+}
+
+// Key is the local state of one lock name: the hold the driver has on it,
+// if any, and a channel closed whenever a new hold is granted.
+type Key[H Holder] struct {
+	refs    int
+	hold    H
+	changed chan struct{}
+}
+
+// Table is a driver's holds, keyed by lock name.
+type Table[H Holder] struct {
+	mu     *sync.Mutex
+	keys   map[string]*Key[H]
+	detach func(H)
+}
+
+// New returns an empty table guarded by mu. detach is called, with mu
+// held, when a hold ends or its last handle is released, after the hold
+// left its key: it undoes the backend's own links to the hold (its
+// session's set, a watch).
+func New[H Holder](mu *sync.Mutex, detach func(H)) *Table[H] {
+	return &Table[H]{mu: mu, keys: map[string]*Key[H]{}, detach: detach}
+}
+
+// Ref returns the state of key, kept until Unref or while a hold on it
+// lives.
+func (t *Table[H]) Ref(key string) *Key[H] {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	k := t.keys[key]
+	if k == nil {
+		k = &Key[H]{changed: make(chan struct{})}
+		t.keys[key] = k
+	}
+	k.refs++
+	return k
+}
+
+// Unref ends a Ref.
+func (t *Table[H]) Unref(key string, k *Key[H]) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	k.refs--
+	var none H
+	if k.refs == 0 && k.hold == none && t.keys[key] == k {
+		delete(t.keys, key)
+	}
+}
+
+// Changed returns the channel that the next GrantLocked on k closes.
+func (t *Table[H]) Changed(k *Key[H]) <-chan struct{} {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return k.changed
+}
+
+// Joinable reports whether k has a live hold of owner, and returns the
+// channel that the next GrantLocked on k closes.
+func (t *Table[H]) Joinable(k *Key[H], owner string) (<-chan struct{}, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var none H
+	return k.changed, k.hold != none && !k.hold.Base().Lost && k.hold.Base().Owner == owner
+}
+
+// GrantLocked makes h, with one hold for handle hd (whose Lost callback is
+// lost, nil for none), k's hold, wakes the waiters on k's Changed channel,
+// and returns the hold it replaced (zero if none), which the caller ends
+// with Gone once the mutex is released.
+func (t *Table[H]) GrantLocked(k *Key[H], h H, hd *Handle, lost func(error)) (stale H) {
+	b := h.Base()
+	b.Count = 1
+	b.handles[hd] = lost
+	stale = k.hold
+	k.hold = h
+	close(k.changed)
+	k.changed = make(chan struct{})
+	return stale
+}
+
+// Nest joins k's hold if it is live and owner's, for handle hd (whose Lost
+// callback is lost): it reserves one more hold (so a concurrent last
+// release keeps the tenure) and calls publish, which writes the new count
+// and reports whether the tenure still exists. If it does not, hd is
+// released and the hold ends with gone (Gone), and Nest returns ok false,
+// as it does when there is no hold to join. On a publish error it returns
+// the hold and the error: hd keeps its reserved hold, which the caller
+// gives back (releasing hd, in the background).
+func (t *Table[H]) Nest(ctx context.Context, k *Key[H], owner string, hd *Handle, lost func(error), publish func(context.Context, H) (bool, error), gone error) (h H, ok bool, err error) {
+	h, ok = t.join(k, owner, hd, lost)
+	if !ok {
+		return h, false, nil
+	}
+	held, err := publish(ctx, h)
+	if err != nil {
+		return h, false, err
+	}
+	if !held {
+		t.drop(h, hd, gone)
+		return h, false, nil
+	}
+	return h, true, nil
+}
+
+// join adds a hold for handle hd (Lost callback lost) to k's hold if it is
+// live and owner's, and returns it; false if there is none.
+func (t *Table[H]) join(k *Key[H], owner string, hd *Handle, lost func(error)) (H, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	h := k.hold
+	var none H
+	if h == none || h.Base().Lost || h.Base().Owner != owner {
+		return none, false
+	}
+	h.Base().Count++ // reserve, so a concurrent last release keeps the tenure
+	h.Base().handles[hd] = lost
+	return h, true
+}
+
+// drop undoes a join whose publish found the tenure gone: hd is released
+// and h ends with cause (Gone).
+func (t *Table[H]) drop(h H, hd *Handle, cause error) {
+	t.mu.Lock()
+	hd.released = true
+	delete(h.Base().handles, hd)
+	t.mu.Unlock()
+	t.Gone(h, cause, nil)
+}
+
+// Releasing is what ReleaseLocked did.
+type Releasing int
+
+const (
+	// Kept: one hold was given up; others remain (publish the count).
+	Kept Releasing = iota
+	// Last: the last hold was given up and h detached (remove the tenure).
+	Last
+	// WasLost: h had ended; hd is released.
+	WasLost
+	// Again: hd had been released already; nothing changed.
+	Again
+)
+
+// ReleaseLocked releases hd and gives up its hold on h.
+func (t *Table[H]) ReleaseLocked(h H, hd *Handle) Releasing {
+	if hd.released {
+		return Again
+	}
+	hd.released = true
+	b := h.Base()
+	delete(b.handles, hd)
+	if b.Lost {
+		return WasLost
+	}
+	b.Count--
+	if b.Count > 0 {
+		return Kept
+	}
+	t.detachLocked(h)
+	return Last
+}
+
+// Holding reports whether hd is not released and h has not ended.
+func (t *Table[H]) Holding(h H, hd *Handle) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return !hd.released && !h.Base().Lost
+}
+
+// detachLocked removes h from its key's state and runs the detach hook.
+func (t *Table[H]) detachLocked(h H) {
+	b := h.Base()
+	if k := t.keys[b.Key]; k != nil && k.hold == h {
+		var none H
+		k.hold = none
+		if k.refs == 0 {
+			delete(t.keys, b.Key)
+		}
+	}
+	t.detach(h)
+}
+
+// EndLocked ends h: it marks it lost, detaches it, and appends the Lost
+// callbacks of its handles to lost, for the caller to call once the mutex
+// is released. It is for holds that are live (a session's, when the
+// session ends).
+func (t *Table[H]) EndLocked(h H, lost []func(error)) []func(error) {
+	b := h.Base()
+	b.Lost = true
+	t.detachLocked(h)
+	for _, f := range b.handles {
+		if f != nil {
+			lost = append(lost, f)
+		}
+	}
+	return lost
+}
+
+// Gone ends h, unless it has ended already, with cause: it marks it lost,
+// detaches it, and calls the Lost callbacks of its handles other than
+// except (nil: all) with cause.
+func (t *Table[H]) Gone(h H, cause error, except *Handle) {
+	t.mu.Lock()
+	b := h.Base()
+	if b.Lost {
+		t.mu.Unlock()
+		return
+	}
+	b.Lost = true
+	t.detachLocked(h)
+	var lost []func(error)
+	for hd, f := range b.handles {
+		if hd != except && f != nil {
+			lost = append(lost, f)
+		}
+	}
+	t.mu.Unlock()
+	for _, f := range lost {
+		f(cause)
+	}
+}
+
+// MaxPublishRounds bounds the writes of one Publish call while other
+// nested acquisitions or releases keep changing the count.
+const MaxPublishRounds = 8
+
+// Publish writes h's current count with write, which reports whether the
+// tenure still exists (false ends the call), so that the write doubles as
+// the check a nested acquisition or release makes. Calls are serialised
+// per hold, waiting at most until ctx ends (the error is ctxErr's), and a
+// call writes again while the count changed under it. A count of 0 is not
+// written (the last release removes the tenure): Publish returns true.
+func (t *Table[H]) Publish(ctx context.Context, h H, ctxErr func() error, write func(ctx context.Context, n int) (bool, error)) (bool, error) {
+	b := h.Base()
+	select {
+	case b.pub <- struct{}{}:
+	case <-ctx.Done():
+		return false, ctxErr()
+	}
+	defer func() { <-b.pub }()
+	for range MaxPublishRounds {
+		t.mu.Lock()
+		n := b.Count
+		t.mu.Unlock()
+		if n == 0 {
+			return true, nil
+		}
+		held, err := write(ctx, n)
+		if err != nil || !held {
+			return false, err
+		}
+		t.mu.Lock()
+		again := b.Count != n
+		t.mu.Unlock()
+		if !again {
+			break
+		}
+	}
+	return true, nil
+}

@@ -1,0 +1,126 @@
+package holdtab
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+)
+
+type testHold struct {
+	Hold
+	detached int
+}
+
+func newTable() (*Table[*testHold], *sync.Mutex) {
+	mu := new(sync.Mutex)
+	return New(mu, func(h *testHold) { h.detached++ }), mu
+}
+
+func grant(t *Table[*testHold], mu *sync.Mutex, k *Key[*testHold], owner string, lost func(error)) (*testHold, *Handle, *testHold) {
+	h := &testHold{Hold: NewHold("k", owner, "")}
+	hd := new(Handle)
+	mu.Lock()
+	stale := t.GrantLocked(k, h, hd, lost)
+	mu.Unlock()
+	return h, hd, stale
+}
+
+func release(t *Table[*testHold], mu *sync.Mutex, h *testHold, hd *Handle) Releasing {
+	mu.Lock()
+	defer mu.Unlock()
+	return t.ReleaseLocked(h, hd)
+}
+
+// newKey is a table with key "k" referenced until the test ends.
+func newKey(t *testing.T) (*Table[*testHold], *sync.Mutex, *Key[*testHold]) {
+	tab, mu := newTable()
+	k := tab.Ref("k")
+	t.Cleanup(func() { tab.Unref("k", k) })
+	return tab, mu, k
+}
+
+func TestKeyStateLivesWhileRefOrHold(t *testing.T) {
+	tab, mu := newTable()
+	k := tab.Ref("k")
+	changed := tab.Changed(k)
+	h, hd, stale := grant(tab, mu, k, "a", nil)
+	if stale != nil {
+		t.Fatal("stale hold on a new key")
+	}
+	select {
+	case <-changed:
+	default:
+		t.Fatal("GrantLocked did not close Changed")
+	}
+	tab.Unref("k", k)
+	if len(tab.keys) != 1 {
+		t.Fatal("key state dropped while a hold lives")
+	}
+	if r := release(tab, mu, h, hd); r != Last || len(tab.keys) != 0 || h.detached != 1 {
+		t.Fatalf("last release: %v, %d keys, detached %d", r, len(tab.keys), h.detached)
+	}
+	if r := release(tab, mu, h, hd); r != Again {
+		t.Fatalf("second release: %v, want Again", r)
+	}
+}
+
+func TestNestAndLossFanOut(t *testing.T) {
+	tab, mu, k := newKey(t)
+	var mu2 sync.Mutex
+	var got []string
+	lost := func(name string) func(error) {
+		return func(error) { mu2.Lock(); got = append(got, name); mu2.Unlock() }
+	}
+	h, _, _ := grant(tab, mu, k, "a", lost("first"))
+	publish := func(context.Context, *testHold) (bool, error) { return true, nil }
+	if _, ok, err := tab.Nest(context.Background(), k, "b", new(Handle), lost("other"), publish, nil); ok || err != nil {
+		t.Fatal("nested into another owner's hold")
+	}
+	hd2 := new(Handle)
+	if h2, ok, err := tab.Nest(context.Background(), k, "a", hd2, lost("second"), publish, nil); !ok || err != nil || h2 != h || h.Count != 2 {
+		t.Fatalf("Nest: ok %v err %v count %d", ok, err, h.Count)
+	}
+	gone := errors.New("gone")
+	tab.Gone(h, gone, hd2)
+	tab.Gone(h, gone, nil) // ends once
+	if len(got) != 1 || got[0] != "first" || !h.Lost || h.detached != 1 {
+		t.Fatalf("lost callbacks %v, lost %v, detached %d", got, h.Lost, h.detached)
+	}
+	if _, ok := tab.Joinable(k, "a"); ok {
+		t.Fatal("a lost hold is joinable")
+	}
+	if r := release(tab, mu, h, hd2); r != WasLost {
+		t.Fatalf("release after loss: %v", r)
+	}
+}
+
+func TestNestOnGoneTenureEndsHold(t *testing.T) {
+	tab, mu, k := newKey(t)
+	var calls int
+	h, _, _ := grant(tab, mu, k, "a", func(error) { calls++ })
+	hd := new(Handle)
+	_, ok, err := tab.Nest(context.Background(), k, "a", hd, func(error) { t.Error("dropped handle told of loss") },
+		func(context.Context, *testHold) (bool, error) { return false, nil }, errors.New("gone"))
+	if ok || err != nil || !h.Lost || calls != 1 || !hd.released {
+		t.Fatalf("ok %v err %v lost %v calls %d released %v", ok, err, h.Lost, calls, hd.released)
+	}
+}
+
+func TestPublishWritesLatestCount(t *testing.T) {
+	tab, mu, k := newKey(t)
+	h, _, _ := grant(tab, mu, k, "a", nil)
+	var wrote []int
+	held, err := tab.Publish(context.Background(), h, func() error { return nil }, func(_ context.Context, n int) (bool, error) {
+		wrote = append(wrote, n)
+		if n == 1 {
+			mu.Lock()
+			h.Count = 3 // changed while the write was under way
+			mu.Unlock()
+		}
+		return true, nil
+	})
+	if !held || err != nil || len(wrote) != 2 || wrote[1] != 3 {
+		t.Fatalf("held %v err %v wrote %v", held, err, wrote)
+	}
+}
