@@ -144,8 +144,21 @@ func (s *Server) killLocked() error {
 }
 
 // Pause sends SIGSTOP to the server's process group: connections stay open
-// but nothing is answered until Resume.
-func (s *Server) Pause() error { return s.signal(syscall.SIGSTOP) }
+// but nothing is answered until Resume. On Linux it returns once every
+// thread of the server has stopped (at most 2 s): a thread caught in the
+// middle of a reply would otherwise still send it.
+func (s *Server) Pause() error {
+	if err := s.signal(syscall.SIGSTOP); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	p := s.p
+	s.mu.Unlock()
+	if p != nil {
+		waitStopped(p.cmd.Process.Pid, 2*time.Second)
+	}
+	return nil
+}
 
 // Resume sends SIGCONT to the server's process group after Pause.
 func (s *Server) Resume() error { return s.signal(syscall.SIGCONT) }
