@@ -16,6 +16,42 @@ type Cluster struct {
 	cleanupOnce sync.Once
 }
 
+// stopMembers stops every member created so far (a failed start).
+func (c *Cluster) stopMembers() {
+	for _, s := range c.Servers {
+		if s != nil {
+			_ = s.Stop()
+		}
+	}
+}
+
+// startMembers starts every member's process, then waits until all answer
+// (they form a quorum only together); on failure it stops them all.
+func (c *Cluster) startMembers(ctx context.Context) error {
+	procs := make([]*proc, len(c.Servers))
+	for i, s := range c.Servers {
+		var err error
+		s.mu.Lock()
+		procs[i], err = s.startLocked()
+		s.mu.Unlock()
+		if err != nil {
+			c.stopMembers()
+			return err
+		}
+	}
+	errs := make([]error, len(c.Servers))
+	var wg sync.WaitGroup
+	for i, s := range c.Servers {
+		wg.Go(func() { errs[i] = s.waitReady(ctx, procs[i]) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		c.stopMembers()
+		return err
+	}
+	return nil
+}
+
 // Addrs returns the client addresses of all members.
 func (c *Cluster) Addrs() []string {
 	out := make([]string, len(c.Servers))

@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -251,42 +250,18 @@ func startEtcdCluster(ctx context.Context, dir string, attempt, n int, cfg EtcdC
 		members[i] = etcdMember{name: fmt.Sprintf("m%d", i+1), client: ports[2*i], peer: ports[2*i+1]}
 	}
 	c := &Cluster{Servers: make([]*Server, n)}
-	stopAll := func() {
-		for _, s := range c.Servers {
-			if s != nil {
-				_ = s.Stop()
-			}
-		}
-	}
 	for i := range n {
 		sub := filepath.Join(dir, fmt.Sprintf("try%d-%s", attempt, members[i].name))
 		s, err := newEtcd(sub, cfg, i, func() []etcdMember { return members })
 		if err != nil {
-			stopAll()
+			c.stopMembers()
 			return nil, err
 		}
 		s.ports = []int{members[i].client, members[i].peer}
 		s.addr = fmt.Sprintf("127.0.0.1:%d", members[i].client)
 		c.Servers[i] = s
 	}
-	procs := make([]*proc, n)
-	for i, s := range c.Servers {
-		s.mu.Lock()
-		procs[i], err = s.startLocked()
-		s.mu.Unlock()
-		if err != nil {
-			stopAll()
-			return nil, err
-		}
-	}
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for i, s := range c.Servers {
-		wg.Go(func() { errs[i] = s.waitReady(ctx, procs[i]) })
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		stopAll()
+	if err := c.startMembers(ctx); err != nil {
 		return nil, err
 	}
 	return c, nil

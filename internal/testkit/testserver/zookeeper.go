@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -201,13 +200,6 @@ func startZKEnsemble(ctx context.Context, dir string, attempt, n int, cfg ZooKee
 		nodes[i] = zkNode{ports[3*i], ports[3*i+1], ports[3*i+2]}
 	}
 	c := &Cluster{Servers: make([]*Server, n)}
-	stopAll := func() {
-		for _, s := range c.Servers {
-			if s != nil {
-				_ = s.Stop()
-			}
-		}
-	}
 	for i := range n {
 		sub := filepath.Join(dir, fmt.Sprintf("node%d", i+1))
 		if attempt > 0 {
@@ -215,31 +207,14 @@ func startZKEnsemble(ctx context.Context, dir string, attempt, n int, cfg ZooKee
 		}
 		s, err := newZooKeeper(sub, cfg, i+1, func() []zkNode { return nodes })
 		if err != nil {
-			stopAll()
+			c.stopMembers()
 			return nil, err
 		}
 		s.ports = []int{nodes[i].client, nodes[i].peer, nodes[i].election}
 		s.addr = fmt.Sprintf("127.0.0.1:%d", nodes[i].client)
 		c.Servers[i] = s
 	}
-	procs := make([]*proc, n)
-	for i, s := range c.Servers {
-		s.mu.Lock()
-		procs[i], err = s.startLocked()
-		s.mu.Unlock()
-		if err != nil {
-			stopAll()
-			return nil, err
-		}
-	}
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for i, s := range c.Servers {
-		wg.Go(func() { errs[i] = s.waitReady(ctx, procs[i]) })
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		stopAll()
+	if err := c.startMembers(ctx); err != nil {
 		return nil, err
 	}
 	return c, nil
