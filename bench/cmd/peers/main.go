@@ -43,6 +43,7 @@ var (
 	outMD           = flag.String("out", "RESULTS.md", "Markdown results file")
 	outSVG          = flag.String("svg", "handoff.svg", "SVG plot of hot-key handoff p50")
 	seed            = flag.Uint64("seed", 0, "shuffle seed (0: random)")
+	sectionsF       = flag.String("sections", "uncontended,hotkey,keys,redlock", "comma-separated sections to run besides scale: uncontended, hotkey, keys, redlock (a subset is for quick side-by-side checks; its report has only those tables)")
 	clients         = flag.Int("clients", 4, "clients (connection pools, Lockers) the hot-key and 1,000-key goroutines are spread over")
 	nKeys           = 1000
 )
@@ -155,6 +156,9 @@ func main() {
 		uLibs := []lib{rawLib, distlockLib, distlockFair, redislockPlain, redsyncPlain}
 		uRes := map[string][]uncontended{}
 		for r := range *rounds {
+			if !wantSection("uncontended") {
+				break
+			}
 			res, err := measureUncontended(uLibs, slices.Repeat([][]string{one}, len(uLibs)), fmt.Sprintf("u/%d", r), *cycles, rng)
 			if err != nil {
 				fail(err)
@@ -165,13 +169,18 @@ func main() {
 			}
 		}
 		for _, l := range uLibs {
-			rep.unc = append(rep.unc, namedU{l.name, medU(uRes[l.name])})
+			if wantSection("uncontended") {
+				rep.unc = append(rep.unc, namedU{l.name, medU(uRes[l.name])})
+			}
 		}
 
 		// 2. hot key
 		hLibs := []lib{distlockLib, distlockFair, distlockOneClient, rawPubSubLib, redislockDefault, redsyncDefault, redislockBest, redsyncBest}
 		hRes := map[string][]handoff{}
 		for r := range *rounds {
+			if !wantSection("hotkey") {
+				break
+			}
 			type job struct {
 				l lib
 				w int
@@ -194,6 +203,9 @@ func main() {
 			}
 		}
 		for _, l := range hLibs {
+			if !wantSection("hotkey") {
+				break
+			}
 			row := namedH{name: l.name}
 			for _, w := range waiters {
 				row.byW = append(row.byW, medH(hRes[hkey(l.name, w)]))
@@ -203,6 +215,9 @@ func main() {
 
 		// 3. 1,000 distinct keys
 		for _, kr := range keyRuns() {
+			if !wantSection("keys") {
+				break
+			}
 			kRes := map[string][]distinct{}
 			for r := range *rounds {
 				for _, i := range rng.Perm(len(uLibs)) {
@@ -228,7 +243,7 @@ func main() {
 		}
 
 		// 4. redlock vs redsync, 5 nodes
-		if !*noRedlock {
+		if !*noRedlock && wantSection("redlock") {
 			rLibs := []lib{redlockLib, redsyncLib("redsync (5 pools)")}
 			rU := map[string][]uncontended{}
 			rH := map[string][]handoff{}
@@ -305,6 +320,16 @@ func main() {
 		fail(err)
 	}
 	log.Printf("wrote %s and %s in %s", *outMD, *outSVG, rep.elapsed.Round(time.Second))
+}
+
+// wantSection reports whether -sections names section.
+func wantSection(section string) bool {
+	for _, s := range strings.Split(*sectionsF, ",") {
+		if strings.TrimSpace(s) == section {
+			return true
+		}
+	}
+	return false
 }
 
 func logU(r int, l lib, u uncontended) {
