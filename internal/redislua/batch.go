@@ -23,7 +23,7 @@ import (
 // handler receives the answer, so that the caller's driver can undo it.
 // Safe for concurrent use.
 type Batch struct {
-	c       goredis.Cmdable
+	c       Client
 	g       *async.Group
 	patient bool // see NewPatientBatch
 
@@ -35,9 +35,17 @@ type Batch struct {
 	calls     atomic.Uint64 // requests sent
 }
 
+// Client is what a Batch needs of a go-redis client: every client type
+// (Client, ClusterClient, Ring, a failover client) has it.
+type Client interface {
+	goredis.Scripter
+	Process(ctx context.Context, cmd goredis.Cmder) error
+	Pipeline() goredis.Pipeliner
+}
+
 // NewBatch returns the Batch of client c. Its flushes run on g (whose Close
 // waits for them); while g is closing, they run on the caller's goroutine.
-func NewBatch(c goredis.Cmdable, g *async.Group) *Batch { return &Batch{c: c, g: g} }
+func NewBatch(c Client, g *async.Group) *Batch { return &Batch{c: c, g: g} }
 
 // NewPatientBatch is NewBatch for callers that run on goroutines of their
 // own and wait for the answer anyway (Redlock's per-node calls, whose
@@ -45,7 +53,7 @@ func NewBatch(c goredis.Cmdable, g *async.Group) *Batch { return &Batch{c: c, g:
 // connection free is sent on the caller's goroutine whatever its ctx, and
 // once sent it is never abandoned (late is not called); a queued request is
 // still dropped, never sent, when its ctx ends.
-func NewPatientBatch(c goredis.Cmdable, g *async.Group) *Batch {
+func NewPatientBatch(c Client, g *async.Group) *Batch {
 	return &Batch{c: c, g: g, patient: true}
 }
 
@@ -116,7 +124,7 @@ func (b *Batch) Do(ctx context.Context, s *goredis.Script, keys []string, args [
 		b.mu.Unlock()
 		b.pipelines.Add(1)
 		b.calls.Add(1)
-		cmd = s.Run(ctx, b.c, keys, args...)
+		cmd = b.run(ctx, s, keys, args)
 		b.next()
 		return cmd, false, nil
 	}
@@ -207,12 +215,13 @@ func (b *Batch) send(calls []*call) {
 	ctx := batchContext(calls)
 	if len(calls) == 1 {
 		c := calls[0]
-		c.cmd = c.s.Run(ctx, b.c, c.keys, c.args...)
+		c.cmd = b.run(ctx, c.s, c.keys, c.args)
 		return
 	}
 	pipe := b.c.Pipeline()
 	for _, c := range calls {
-		c.cmd = c.s.EvalSha(ctx, pipe, c.keys, c.args...)
+		c.cmd = evalSha(ctx, c.s, c.keys, c.args)
+		_ = pipe.Process(ctx, c.cmd)
 	}
 	_, _ = pipe.Exec(ctx) // per-command errors are read by the callers
 	var retry goredis.Pipeliner
@@ -227,6 +236,43 @@ func (b *Batch) send(calls []*call) {
 	if retry != nil {
 		_, _ = retry.Exec(ctx)
 	}
+}
+
+// run sends one script call as Script.Run does (EVALSHA, EVAL on NOSCRIPT),
+// with the cheaper command of evalSha.
+func (b *Batch) run(ctx context.Context, s *goredis.Script, keys []string, args []any) *goredis.Cmd {
+	cmd := evalSha(ctx, s, keys, args)
+	if err := b.c.Process(ctx, cmd); isNoScript(err) {
+		return s.Eval(ctx, b.c, keys, args...)
+	}
+	return cmd
+}
+
+// shas holds each script's SHA1 as an interface value made once, so that
+// a call does not box it again.
+var shas sync.Map // *goredis.Script → any
+
+// evalSha is the EVALSHA command of a call of s, built with one
+// allocation besides the Cmd (go-redis's own boxes the command name, the
+// SHA1 and every key): keys are passed by pointer, which the client writes
+// and routes (Cluster) as the strings they point to. keys must not change
+// until the command has been sent.
+func evalSha(ctx context.Context, s *goredis.Script, keys []string, args []any) *goredis.Cmd {
+	sha, ok := shas.Load(s)
+	if !ok {
+		sha, _ = shas.LoadOrStore(s, any(s.Hash()))
+	}
+	a := make([]any, 3+len(keys)+len(args))
+	a[0], a[1], a[2] = "evalsha", sha, len(keys)
+	for i := range keys {
+		a[3+i] = &keys[i]
+	}
+	copy(a[3+len(keys):], args)
+	cmd := goredis.NewCmd(ctx, a...)
+	if len(keys) > 0 {
+		cmd.SetFirstKeyPos(3)
+	}
+	return cmd
 }
 
 // batchContext is the context of a round trip sent for its callers: not

@@ -219,3 +219,20 @@ func TestBatchPipelines(t *testing.T) {
 		t.Errorf("%d goroutines after Close, %d before", runtime.NumGoroutine(), base)
 	}
 }
+
+// TestEvalShaAllocations: a script call is built with two allocations (the
+// argument slice and the Cmd), however many keys it has; go-redis's
+// Script.Run made eleven for an acquire (the command name, the SHA1 and
+// each key boxed again on every call).
+func TestEvalShaAllocations(t *testing.T) {
+	keys := []string{"lock", "fence", "legacy"}
+	args := []any{"owner", 10000, "hold"}
+	evalSha(t.Context(), acquireScript, keys, args) // caches the boxed SHA1
+	if n := testing.AllocsPerRun(100, func() { evalSha(t.Context(), acquireScript, keys, args) }); n > 2 {
+		t.Errorf("evalSha: %.0f allocations, want at most 2", n)
+	}
+	cmd := evalSha(t.Context(), acquireScript, keys, args)
+	if got := fmt.Sprint(cmd.Args()[:4]); !strings.Contains(got, acquireScript.Hash()) || cmd.Args()[2] != 3 {
+		t.Errorf("evalSha args %s: want evalsha, the SHA1, 3 keys", got)
+	}
+}
