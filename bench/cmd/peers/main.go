@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -44,6 +45,7 @@ var (
 	outSVG          = flag.String("svg", "handoff.svg", "SVG plot of hot-key handoff p50")
 	seed            = flag.Uint64("seed", 0, "shuffle seed (0: random)")
 	sectionsF       = flag.String("sections", "uncontended,hotkey,keys,redlock", "comma-separated sections to run besides scale: uncontended, hotkey, keys, redlock (a subset is for quick side-by-side checks; its report has only those tables)")
+	cpuProfile      = flag.String("cpuprofile", "", "write this process's CPU profile to the file; the uncontended cycles carry the pprof label lib=<library> (go tool pprof -tagfocus 'lib=distlock redis$' -top peers FILE)")
 	clients         = flag.Int("clients", 4, "clients (connection pools, Lockers) the hot-key and 1,000-key goroutines are spread over")
 	nKeys           = 1000
 )
@@ -85,6 +87,16 @@ func main() {
 			log.Fatalf("bad -waiters %q", *waitersF)
 		}
 		waiters = append(waiters, w)
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			log.Fatal(err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			log.Fatal(err)
+		}
+		defer func() { pprof.StopCPUProfile(); _ = f.Close() }()
 	}
 	if *etcdOnly { // etcd.go: distlock etcd vs concurrency.Mutex only
 		runEtcdPeers(rng, waiters)

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -63,6 +64,7 @@ func measureUncontended(libs []lib, addrs [][]string, keyPrefix string, cycles i
 		mallocs uint64
 		cpu     time.Duration
 		srv     float64
+		perCmd  map[string]cmdStat
 		fails   int
 	}
 	st := make([]*state, len(libs))
@@ -77,7 +79,7 @@ func measureUncontended(libs []lib, addrs [][]string, keyPrefix string, cycles i
 	for i, l := range libs {
 		in := l.make(addrs[i])
 		acq := in.bind(fmt.Sprintf("%s/%d", keyPrefix, i), false)
-		s := &state{in: in, lat: make([]time.Duration, 0, cycles)}
+		s := &state{in: in, lat: make([]time.Duration, 0, cycles), perCmd: map[string]cmdStat{}}
 		s.cycle = func() error {
 			h, err := acq(ctx)
 			if err != nil {
@@ -103,6 +105,7 @@ func measureUncontended(libs []lib, addrs [][]string, keyPrefix string, cycles i
 			}
 			runtime.ReadMemStats(&m0)
 			cpu0 := processCPU()
+			pprof.SetGoroutineLabels(pprof.WithLabels(ctx, pprof.Labels("lib", l.name)))
 			for range n {
 				t := time.Now()
 				if err := s.cycle(); err != nil {
@@ -117,6 +120,7 @@ func measureUncontended(libs []lib, addrs [][]string, keyPrefix string, cycles i
 				}
 				s.lat = append(s.lat, time.Since(t))
 			}
+			pprof.SetGoroutineLabels(ctx)
 			s.cpu += processCPU() - cpu0
 			runtime.ReadMemStats(&m1)
 			s.mallocs += m1.Mallocs - m0.Mallocs
@@ -125,6 +129,10 @@ func measureUncontended(libs []lib, addrs [][]string, keyPrefix string, cycles i
 				return nil, err
 			}
 			s.srv += load1.cpu - load0.cpu
+			for k, v := range load1.sub(load0) {
+				c := s.perCmd[k]
+				s.perCmd[k] = cmdStat{c.calls + v.calls, c.usec + v.usec}
+			}
 		}
 	}
 	out := make([]uncontended, len(libs))
@@ -137,8 +145,31 @@ func measureUncontended(libs []lib, addrs [][]string, keyPrefix string, cycles i
 			client: us(s.cpu) / float64(cycles),
 			server: s.srv * 1e6 / float64(cycles),
 		}
+		for k, v := range s.perCmd {
+			// per cycle, summed over rounds: the report divides by rounds
+			addCmdStat(libs[i].name, k, cmdStat{v.calls / float64(cycles), v.usec / float64(cycles)})
+		}
 	}
 	return out, nil
+}
+
+// cmdStats is, per library of the uncontended table, the server's work per
+// cycle by command (INFO commandstats), summed over rounds.
+var (
+	cmdStatsMu sync.Mutex
+	cmdStats   = map[string]map[string]cmdStat{}
+)
+
+func addCmdStat(lib, cmd string, v cmdStat) {
+	cmdStatsMu.Lock()
+	defer cmdStatsMu.Unlock()
+	m := cmdStats[lib]
+	if m == nil {
+		m = map[string]cmdStat{}
+		cmdStats[lib] = m
+	}
+	c := m[cmd]
+	m[cmd] = cmdStat{c.calls + v.calls, c.usec + v.usec}
 }
 
 func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
@@ -270,14 +301,32 @@ func measureHandoff(l lib, addrs []string, key string, nInst, waiters int, hold,
 type load struct {
 	cmds int64   // total_commands_processed
 	cpu  float64 // used_cpu_user + used_cpu_sys, seconds
+	// per command (INFO commandstats, the commands a script runs
+	// included): calls and µs
+	perCmd map[string]cmdStat
+}
+
+// cmdStat is one command's line of INFO commandstats.
+type cmdStat struct{ calls, usec float64 }
+
+// sub returns the per-command difference l - before.
+func (l load) sub(before load) map[string]cmdStat {
+	d := map[string]cmdStat{}
+	for k, v := range l.perCmd {
+		b := before.perCmd[k]
+		if v.calls > b.calls {
+			d[k] = cmdStat{v.calls - b.calls, v.usec - b.usec}
+		}
+	}
+	return d
 }
 
 // serverLoad sums INFO stats and cpu over addrs.
 func serverLoad(addrs []string) (load, error) {
-	var l load
+	l := load{perCmd: map[string]cmdStat{}}
 	for _, a := range addrs {
 		c := newClient(a)
-		info, err := c.Info(context.Background(), "stats", "cpu").Result()
+		info, err := c.Info(context.Background(), "stats", "cpu", "commandstats").Result()
 		_ = c.Close()
 		if err != nil {
 			return l, fmt.Errorf("INFO on %s: %w", a, err)
@@ -294,6 +343,24 @@ func serverLoad(addrs []string) (load, error) {
 			case "used_cpu_user", "used_cpu_sys":
 				f, _ := strconv.ParseFloat(v, 64)
 				l.cpu += f
+			default:
+				name, ok := strings.CutPrefix(k, "cmdstat_")
+				if !ok {
+					continue
+				}
+				var st cmdStat
+				for _, f := range strings.Split(v, ",") {
+					fk, fv, _ := strings.Cut(f, "=")
+					n, _ := strconv.ParseFloat(fv, 64)
+					switch fk {
+					case "calls":
+						st.calls = n
+					case "usec":
+						st.usec = n
+					}
+				}
+				c := l.perCmd[name]
+				l.perCmd[name] = cmdStat{c.calls + st.calls, c.usec + st.usec}
 			}
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"runtime"
+	"sort"
 	"strings"
 	"time"
 )
@@ -62,6 +63,15 @@ func (r *report) markdown() []byte {
 		p("| %s | %.1f | %.1f | %.1f | %.1f | %.1f | %.2f× |\n", u.name, u.u.p50, u.u.p99, u.u.allocs, u.u.client, u.u.server, u.u.p50/floor)
 	}
 	p("\nfloor = SET NX PX + EVALSHA compare-and-delete; distlock = TryAcquire+Release (ctx Background, default auto-refresh on, TTL 10s); redislock = Obtain+Release; redsync = TryLockContext+UnlockContext on a reused Mutex. The libraries run interleaved in blocks of %d cycles, in a fresh random order per block, so that each samples the same machine states. Allocations are process-wide mallocs during the loop / cycles (the harness adds ~1-2 per cycle to every row). Client CPU is this process's user+system time (getrusage) over the loop, redis-server CPU its used_cpu_user+sys (INFO) / cycles: where a latency gap comes from. On this 2-core VM the latency of a lone sequential client is dominated by how long an idle vCPU takes to wake (the same cycle runs about 3× faster while other work keeps the CPUs busy, and p50s move between runs with that state); the CPU columns are the steadier comparison.\n\n", uncBlock)
+
+	if len(r.unc) > 0 {
+		p("### Server work per uncontended cycle, by command\n\n")
+		p("| library | commands/cycle | script µs/cycle | by command: calls × µs per call |\n|---|---:|---:|---|\n")
+		for _, u := range r.unc {
+			p("%s\n", cmdStatRow(u.name))
+		}
+		p("\nINFO commandstats deltas around each block of the table above, divided by the cycles and averaged over rounds. The commands a script runs (redis.call) are counted as well as the EVALSHA that ran it, whose µs include theirs; \"script µs\" is the EVALSHA and EVAL time per cycle. What the redis-server CPU column counts beyond the commands is the event loop and socket I/O.\n\n")
+	}
 
 	p("## 2. Hot key: handoffs (hold time %s, waiters over %d clients, %s per run)\n\n", *hold, *clients, *dur)
 	p("| library / config | waiters | handoffs/s | release→next acquire p50 µs | p99 µs | p50 vs distlock | wait p99 ms | server cmds/handoff | server CPU µs/handoff | gave up (per run) |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
@@ -247,4 +257,34 @@ func plural(n int) string {
 		return ""
 	}
 	return "s"
+}
+
+// cmdStatRow is the uncontended table's commandstats row of library name.
+func cmdStatRow(name string) string {
+	cmdStatsMu.Lock()
+	defer cmdStatsMu.Unlock()
+	m := cmdStats[name]
+	type kv struct {
+		k string
+		v cmdStat
+	}
+	var all []kv
+	var calls, scripts float64
+	for k, v := range m {
+		v = cmdStat{v.calls / float64(*rounds), v.usec / float64(*rounds)}
+		if k == "info" || v.calls < 0.005 {
+			continue // the harness's own INFO
+		}
+		all = append(all, kv{k, v})
+		calls += v.calls
+		if k == "evalsha" || k == "eval" {
+			scripts += v.usec
+		}
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].v.usec > all[j].v.usec })
+	var parts []string
+	for _, e := range all {
+		parts = append(parts, fmt.Sprintf("%s %.2f × %.2f", e.k, e.v.calls, e.v.usec/e.v.calls))
+	}
+	return fmt.Sprintf("| %s | %.1f | %.1f | %s |", name, calls, scripts, strings.Join(parts, "; "))
 }
