@@ -98,7 +98,10 @@ type driver struct {
 	g      *async.Group
 	undoer *redislua.Undoer
 	base   time.Time // for node.downUntil
-	closed atomic.Bool
+	// releasing: the releases still running on some nodes after their
+	// decision, which an acquire of the same lock waits for node by node.
+	releasing releasing
+	closed    atomic.Bool
 }
 
 var (

@@ -14,18 +14,32 @@ type quorumOp struct {
 	// wait bounds the wait for the nodes, from the start: the per-node
 	// timeout (capped at the validity) or the release wait.
 	wait time.Duration
-	// node runs the operation on node i, under ctx with the per-node
-	// deadline; its result's out says yes, no or failed.
-	node func(ctx context.Context, i int, n *node) nodeResult
+	// op runs the operation on each node and handles its late answers.
+	op nodeOp
 	// decided reports whether the answers so far decide the operation;
 	// the wait stops as soon as they do. (A function of d, not a closure:
 	// the common ones need no allocation.)
 	decided func(d *driver, rs []nodeResult) bool
-	// late, if not nil, receives each answer that came after the decision,
-	// with the decision (see round.finish), on the node's goroutine: it
-	// undoes what the node did when the operation failed.
-	late func(r nodeResult, success bool)
 }
+
+// nodeOp is what a quorumOp does on each node. An interface, not func
+// fields, so that the acquire and release (a pointer each) are passed
+// without allocating a closure per call.
+type nodeOp interface {
+	// node runs the operation on node i, under ctx with the per-node
+	// deadline; its result's out says yes, no or failed.
+	node(ctx context.Context, i int, n *node) nodeResult
+	// late receives each answer that came after the decision, with the
+	// decision (see round.finish), on the node's goroutine: it undoes what
+	// the node did when the operation failed.
+	late(r nodeResult, success bool)
+}
+
+// nodeFunc is a nodeOp without late handling.
+type nodeFunc func(ctx context.Context, i int, n *node) nodeResult
+
+func (f nodeFunc) node(ctx context.Context, i int, n *node) nodeResult { return f(ctx, i, n) }
+func (nodeFunc) late(nodeResult, bool)                                 {}
 
 // round is one quorumOp, decided: the answers collected by the decision.
 type round struct {
@@ -45,7 +59,7 @@ type round struct {
 func (d *driver) run(ctx context.Context, op quorumOp) round {
 	started := time.Now()
 	deadline := started.Add(op.wait)
-	f := d.start(ctx, deadline, op.node, op.late)
+	f := d.start(ctx, deadline, op.op)
 	rs, ctxDone := f.wait(ctx, len(d.nodes), func(rs []nodeResult) bool { return op.decided(d, rs) })
 	return round{d: d, f: f, rs: rs, ctxDone: ctxDone, started: started, deadline: deadline, elapsed: time.Since(started)}
 }
@@ -110,7 +124,14 @@ type nodeBatchResult struct {
 // ends; answers that arrive later go to the operation's late handler, which
 // learns the final decision first.
 type fanout struct {
-	results chan nodeResult // buffered: node goroutines never block on it
+	d   *driver
+	op  nodeOp
+	ctx context.Context // the caller's
+	// answers carries the index of each node whose answer is in res, until
+	// the decision; buffered, so that node goroutines never block on it
+	// (an int channel is one allocation; one of nodeResult would be two).
+	answers chan int
+	res     []nodeResult    // per node: its answer, written before its index is sent
 	nctx    context.Context // the caller's ctx with the per-node deadline
 	cancel  context.CancelFunc
 	running atomic.Int32 // node goroutines still running; the last cancels nctx
@@ -121,50 +142,69 @@ type fanout struct {
 	got     []bool        // per node: its answer was collected by the caller
 	pending *pendingNodes // the nodes still running at the decision; nil if none
 
-	final   chan struct{} // closed by finish
+	final   chan struct{} // closed by finish; made at the decision, only if some node is pending
 	success bool          // the decision, valid once final is closed
+
+	// Storage of res, got and the collected answers for the usual number
+	// of nodes, so that a round makes no allocations of its own for them.
+	resBuf [inlineNodes]nodeResult
+	rsBuf  [inlineNodes]nodeResult
+	gotBuf [inlineNodes]bool
 }
 
+// inlineNodes is the number of nodes a fanout has room for without
+// allocating its slices.
+const inlineNodes = 5
+
 // start sends op to every node. op runs with the shared per-node context;
-// late, if not nil, receives the answers that came after the decision
+// its late handler receives the answers that came after the decision
 // together with the decision, on the node's goroutine.
-func (d *driver) start(ctx context.Context, deadline time.Time, op func(ctx context.Context, i int, n *node) nodeResult, late func(r nodeResult, success bool)) *fanout {
+func (d *driver) start(ctx context.Context, deadline time.Time, op nodeOp) *fanout {
 	n := len(d.nodes)
-	f := &fanout{results: make(chan nodeResult, n), final: make(chan struct{})}
+	f := &fanout{d: d, op: op, ctx: ctx, answers: make(chan int, n)}
+	f.res, f.got = f.resBuf[:0], f.gotBuf[:0]
+	if n > inlineNodes {
+		f.res, f.got = make([]nodeResult, 0, n), make([]bool, 0, n)
+	}
+	f.res, f.got = f.res[:n], f.got[:n]
 	f.nctx, f.cancel = context.WithDeadline(ctx, deadline)
 	f.running.Store(int32(n))
-	for i, nd := range d.nodes {
-		run := func() {
-			r := op(f.nctx, i, nd)
-			r.i = i
-			if r.out == failed && r.nerr == nil {
-				r.nerr = d.nodeError(ctx, f.nctx, nd, r.err)
-			}
-			// Counted down after the answer was handed over, so that when
-			// the count reaches 0 (and nctx ends) every answer is in the
-			// channel or with its late handler.
-			defer f.nodeDone()
-			f.mu.Lock()
-			if !f.decided {
-				f.results <- r
-				f.mu.Unlock()
-				return
-			}
-			p := f.pending
-			f.mu.Unlock()
-			<-f.final
-			if late != nil {
-				late(r, f.success)
-			}
-			p.done(i)
-		}
-		if !d.g.Go(run) {
+	for i := range d.nodes {
+		if !d.g.Go(func() { f.run(i) }) {
 			// The driver is closing: answer at once.
-			f.results <- nodeResult{i: i, out: failed, err: errDriverClosed, nerr: &NodeError{Addr: nd.addr, Err: errDriverClosed}}
+			f.res[i] = nodeResult{i: i, out: failed, err: errDriverClosed, nerr: &NodeError{Addr: d.nodes[i].addr, Err: errDriverClosed}}
+			f.answers <- i
 			f.nodeDone()
 		}
 	}
 	return f
+}
+
+// run is node i's call, on its own goroutine: the answer goes to the
+// caller, or to the late handler once the operation is decided.
+func (f *fanout) run(i int) {
+	d, nd := f.d, f.d.nodes[i]
+	r := f.op.node(f.nctx, i, nd)
+	r.i = i
+	if r.out == failed && r.nerr == nil {
+		r.nerr = d.nodeError(f.ctx, f.nctx, nd, r.err)
+	}
+	// Counted down after the answer was handed over, so that when the
+	// count reaches 0 (and nctx ends) every answer is with the caller or
+	// its late handler.
+	defer f.nodeDone()
+	f.mu.Lock()
+	if !f.decided {
+		f.res[i] = r
+		f.answers <- i
+		f.mu.Unlock()
+		return
+	}
+	p, final := f.pending, f.final
+	f.mu.Unlock()
+	<-final
+	f.op.late(r, f.success)
+	p.done(i)
 }
 
 // pendingNodes are the nodes whose answer to an operation came after its
@@ -175,6 +215,10 @@ type pendingNodes struct {
 	mu    sync.Mutex
 	chans []chan struct{} // per node: closed when its answer is handled; nil once all were
 	left  int
+	// tracked, if not nil, records these nodes (of a release) under key
+	// until every one has answered.
+	tracked *releasing
+	key     string
 }
 
 // wait returns a channel closed when node i's answer has been handled, or
@@ -205,6 +249,9 @@ func (p *pendingNodes) done(i int) {
 	p.chans[i] = nil
 	if p.left--; p.left == 0 {
 		p.chans = nil
+		if p.tracked != nil {
+			p.tracked.forget(p.key, p)
+		}
 	}
 }
 
@@ -219,12 +266,15 @@ func (f *fanout) nodeDone() {
 // answered, the per-node deadline passes or ctx ends (ctxDone). Then the
 // fanout is decided: later answers go to the late handler, after finish.
 func (f *fanout) wait(ctx context.Context, n int, enough func(rs []nodeResult) bool) (rs []nodeResult, ctxDone bool) {
-	rs = make([]nodeResult, 0, n)
+	rs = f.rsBuf[:0]
+	if n > inlineNodes {
+		rs = make([]nodeResult, 0, n)
+	}
 collect:
 	for len(rs) < n {
 		select {
-		case r := <-f.results:
-			rs = append(rs, r)
+		case i := <-f.answers:
+			rs = append(rs, f.res[i])
 			if enough(rs) {
 				break collect
 			}
@@ -239,17 +289,17 @@ collect:
 drain:
 	for {
 		select {
-		case r := <-f.results:
-			rs = append(rs, r)
+		case i := <-f.answers:
+			rs = append(rs, f.res[i])
 		default:
 			break drain
 		}
 	}
+	for _, r := range rs {
+		f.got[r.i] = true
+	}
 	if len(rs) < n {
-		f.got = make([]bool, n)
-		for _, r := range rs {
-			f.got[r.i] = true
-		}
+		f.final = make(chan struct{})
 		f.pending = &pendingNodes{chans: make([]chan struct{}, n)}
 		for i, g := range f.got {
 			if !g {
@@ -265,7 +315,9 @@ drain:
 // finish records the decision and releases the late handlers.
 func (f *fanout) finish(success bool) {
 	f.success = success
-	close(f.final)
+	if f.final != nil {
+		close(f.final)
+	}
 }
 
 // timedOut returns the nodes that had not answered when the per-node
