@@ -43,7 +43,14 @@ func (d *driver) TryAcquire(ctx context.Context, req backend.Request) (backend.L
 	// unsure[i]: node i's answer was lost (the hold may be there, or may
 	// still arrive). Written before the lock sees it: at the decision, or
 	// by the late handler before the node's pending channel closes.
-	a.unsure = make([]bool, len(d.nodes))
+	// In the lock to be returned: late answers write it after that.
+	l := &lock{d: d, holdRef: a.h}
+	l.unsure = l.unsureBuf[:0]
+	if len(d.nodes) > inlineNodes {
+		l.unsure = make([]bool, 0, len(d.nodes))
+	}
+	l.unsure = l.unsure[:len(d.nodes)]
+	a.unsure = l.unsure
 	a.after = d.releasing.of(a.h.keys.Lock)
 	r := d.run(ctx, quorumOp{wait: min(d.nodeTimeout, validity), op: a, decided: acquireDecided})
 	success := !r.ctxDone && r.tally().yes >= d.quorum && r.elapsed < validity
@@ -54,7 +61,8 @@ func (d *driver) TryAcquire(ctx context.Context, req backend.Request) (backend.L
 	}
 	r.finish(success)
 	if success {
-		return &lock{d: d, holdRef: a.h, pending: r.f.pending, unsure: a.unsure}, nil
+		l.pending = r.f.pending
+		return l, nil
 	}
 	return nil, a.failed(ctx, &r)
 }

@@ -209,16 +209,39 @@ func (f *fanout) run(i int) {
 
 // pendingNodes are the nodes whose answer to an operation came after its
 // decision: an operation that must not overtake theirs (a release after
-// the acquire) waits for them. Once every one has answered, the channels
-// are dropped, so that a lock held for long keeps only this struct.
+// the acquire) waits for them. A node's channel is made only when someone
+// waits for it. Once every one has answered, the per-node state is
+// dropped, so that a lock held for long keeps only this struct.
 type pendingNodes struct {
 	mu    sync.Mutex
-	chans []chan struct{} // per node: closed when its answer is handled; nil once all were
+	pend  []bool          // per node: its answer is not handled yet; nil once all were
+	chans []chan struct{} // per node: made by wait, closed by done
 	left  int
 	// tracked, if not nil, records these nodes (of a release) under key
 	// until every one has answered.
 	tracked *releasing
 	key     string
+	pendBuf [inlineNodes]bool
+	chanBuf [inlineNodes]chan struct{}
+}
+
+// newPendingNodes returns the pending nodes of n for which answered is
+// false.
+func newPendingNodes(answered []bool) *pendingNodes {
+	p := &pendingNodes{}
+	n := len(answered)
+	p.pend, p.chans = p.pendBuf[:0], p.chanBuf[:0]
+	if n > inlineNodes {
+		p.pend, p.chans = make([]bool, 0, n), make([]chan struct{}, 0, n)
+	}
+	p.pend, p.chans = p.pend[:n], p.chans[:n]
+	for i, a := range answered {
+		if !a {
+			p.pend[i] = true
+			p.left++
+		}
+	}
+	return p
 }
 
 // wait returns a channel closed when node i's answer has been handled, or
@@ -229,8 +252,11 @@ func (p *pendingNodes) wait(i int) <-chan struct{} {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.chans == nil || p.chans[i] == nil {
+	if p.pend == nil || !p.pend[i] {
 		return nil
+	}
+	if p.chans[i] == nil {
+		p.chans[i] = make(chan struct{})
 	}
 	return p.chans[i]
 }
@@ -242,13 +268,16 @@ func (p *pendingNodes) done(i int) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.chans == nil || p.chans[i] == nil {
+	if p.pend == nil || !p.pend[i] {
 		return
 	}
-	close(p.chans[i])
-	p.chans[i] = nil
+	p.pend[i] = false
+	if p.chans[i] != nil {
+		close(p.chans[i])
+		p.chans[i] = nil
+	}
 	if p.left--; p.left == 0 {
-		p.chans = nil
+		p.pend, p.chans = nil, nil
 		if p.tracked != nil {
 			p.tracked.forget(p.key, p)
 		}
@@ -300,13 +329,7 @@ drain:
 	}
 	if len(rs) < n {
 		f.final = make(chan struct{})
-		f.pending = &pendingNodes{chans: make([]chan struct{}, n)}
-		for i, g := range f.got {
-			if !g {
-				f.pending.chans[i] = make(chan struct{})
-				f.pending.left++
-			}
-		}
+		f.pending = newPendingNodes(f.got)
 	}
 	f.mu.Unlock()
 	return rs, ctxDone
