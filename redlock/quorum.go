@@ -30,8 +30,11 @@ type nodeOp interface {
 	// deadline; its result's out says yes, no or failed.
 	node(ctx context.Context, i int, n *node) nodeResult
 	// late receives each answer that came after the decision, with the
-	// decision (see round.finish), on the node's goroutine: it undoes what
-	// the node did when the operation failed.
+	// decision (see round.finish), on the node's goroutine (or, for an
+	// answer that came between the decision and finish, on the caller's,
+	// in finish): it undoes what the node did when the operation failed.
+	// It starts background work with GoChild (work of the driver's group,
+	// or a caller that the Locker's Close waits for).
 	late(r nodeResult, success bool)
 }
 
@@ -142,8 +145,12 @@ type fanout struct {
 	got     []bool        // per node: its answer was collected by the caller
 	pending *pendingNodes // the nodes still running at the decision; nil if none
 
-	final   chan struct{} // closed by finish; made at the decision, only if some node is pending
-	success bool          // the decision, valid once final is closed
+	// finished: finish has recorded the decision (success). An answer
+	// that comes between the decision and finish is parked (its index in
+	// parked, the answer in res) and handed to the late handler by finish.
+	finished bool
+	success  bool
+	parked   []int
 
 	// Storage of res, got and the collected answers for the usual number
 	// of nodes, so that a round makes no allocations of its own for them.
@@ -170,7 +177,9 @@ func (d *driver) start(ctx context.Context, deadline time.Time, op nodeOp) *fano
 	f.nctx, f.cancel = context.WithDeadline(ctx, deadline)
 	f.running.Store(int32(n))
 	for i := range d.nodes {
-		if !d.g.Go(func() { f.run(i) }) {
+		r := d.runner(f, i)
+		if !d.g.Go(r.fn) {
+			d.runners.Put(r)
 			// The driver is closing: answer at once.
 			f.res[i] = nodeResult{i: i, out: failed, err: errDriverClosed, nerr: &NodeError{Addr: d.nodes[i].addr, Err: errDriverClosed}}
 			f.answers <- i
@@ -178,6 +187,35 @@ func (d *driver) start(ctx context.Context, deadline time.Time, op nodeOp) *fano
 		}
 	}
 	return f
+}
+
+// runner hands one node's call to a goroutine of the driver's group: its
+// fn, made once, is reused from call to call (through driver.runners), so
+// that starting a node's call allocates no closure.
+type runner struct {
+	d  *driver
+	f  *fanout
+	i  int
+	fn func()
+}
+
+// runner returns a runner of f's call on node i.
+func (d *driver) runner(f *fanout, i int) *runner {
+	r, _ := d.runners.Get().(*runner)
+	if r == nil {
+		r = &runner{d: d}
+		r.fn = r.run
+	}
+	r.f, r.i = f, i
+	return r
+}
+
+// run takes the call and gives the runner back before making it.
+func (r *runner) run() {
+	f, i := r.f, r.i
+	r.f = nil
+	r.d.runners.Put(r)
+	f.run(i)
 }
 
 // run is node i's call, on its own goroutine: the answer goes to the
@@ -200,10 +238,15 @@ func (f *fanout) run(i int) {
 		f.mu.Unlock()
 		return
 	}
-	p, final := f.pending, f.final
+	if !f.finished {
+		f.res[i] = r
+		f.parked = append(f.parked, i)
+		f.mu.Unlock()
+		return
+	}
+	p, success := f.pending, f.success
 	f.mu.Unlock()
-	<-final
-	f.op.late(r, f.success)
+	f.op.late(r, success)
 	p.done(i)
 }
 
@@ -328,18 +371,23 @@ drain:
 		f.got[r.i] = true
 	}
 	if len(rs) < n {
-		f.final = make(chan struct{})
 		f.pending = newPendingNodes(f.got)
 	}
 	f.mu.Unlock()
 	return rs, ctxDone
 }
 
-// finish records the decision and releases the late handlers.
+// finish records the decision and hands the answers parked meanwhile to
+// the late handler, on the caller's goroutine.
 func (f *fanout) finish(success bool) {
-	f.success = success
-	if f.final != nil {
-		close(f.final)
+	f.mu.Lock()
+	f.finished, f.success = true, success
+	parked := f.parked
+	f.parked = nil
+	f.mu.Unlock()
+	for _, i := range parked {
+		f.op.late(f.res[i], success)
+		f.pending.done(i)
 	}
 }
 
