@@ -37,8 +37,8 @@ func TestPendingNodes(t *testing.T) {
 	p.done(0) // repeated: no double close
 	p.done(2)
 	<-c2
-	if p.pend != nil || p.chans != nil || p.left != 0 {
-		t.Fatalf("all answered: pending %v chans %v left %d, want nil, nil and 0", p.pend, p.chans, p.left)
+	if p.st != nil || p.left != 0 {
+		t.Fatalf("all answered: state %v left %d, want nil and 0", p.st, p.left)
 	}
 	if p.wait(2) != nil {
 		t.Fatal("all answered, but wait returns a channel")

@@ -254,33 +254,40 @@ func (f *fanout) run(i int) {
 // decision: an operation that must not overtake theirs (a release after
 // the acquire) waits for them. A node's channel is made only when someone
 // waits for it. Once every one has answered, the per-node state is
-// dropped, so that a lock held for long keeps only this struct.
+// dropped, so that a lock held for long keeps only this small struct.
 type pendingNodes struct {
-	mu    sync.Mutex
-	pend  []bool          // per node: its answer is not handled yet; nil once all were
-	chans []chan struct{} // per node: made by wait, closed by done
-	left  int
+	mu   sync.Mutex
+	st   *pendState // nil once every node has answered
+	left int
 	// tracked, if not nil, records these nodes (of a release) under key
 	// until every one has answered.
 	tracked *releasing
 	key     string
+}
+
+// pendState is the per-node state of pendingNodes, in one allocation for
+// the usual number of nodes.
+type pendState struct {
+	pend    []bool          // per node: its answer is not handled yet
+	chans   []chan struct{} // per node: made by wait, closed by done
 	pendBuf [inlineNodes]bool
 	chanBuf [inlineNodes]chan struct{}
 }
 
-// newPendingNodes returns the pending nodes of n for which answered is
+// newPendingNodes returns the pending nodes: those for which answered is
 // false.
 func newPendingNodes(answered []bool) *pendingNodes {
-	p := &pendingNodes{}
+	st := &pendState{}
 	n := len(answered)
-	p.pend, p.chans = p.pendBuf[:0], p.chanBuf[:0]
+	st.pend, st.chans = st.pendBuf[:0], st.chanBuf[:0]
 	if n > inlineNodes {
-		p.pend, p.chans = make([]bool, 0, n), make([]chan struct{}, 0, n)
+		st.pend, st.chans = make([]bool, 0, n), make([]chan struct{}, 0, n)
 	}
-	p.pend, p.chans = p.pend[:n], p.chans[:n]
+	st.pend, st.chans = st.pend[:n], st.chans[:n]
+	p := &pendingNodes{st: st}
 	for i, a := range answered {
 		if !a {
-			p.pend[i] = true
+			st.pend[i] = true
 			p.left++
 		}
 	}
@@ -295,13 +302,14 @@ func (p *pendingNodes) wait(i int) <-chan struct{} {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.pend == nil || !p.pend[i] {
+	st := p.st
+	if st == nil || !st.pend[i] {
 		return nil
 	}
-	if p.chans[i] == nil {
-		p.chans[i] = make(chan struct{})
+	if st.chans[i] == nil {
+		st.chans[i] = make(chan struct{})
 	}
-	return p.chans[i]
+	return st.chans[i]
 }
 
 // done records that node i's late answer has been handled. p may be nil.
@@ -311,16 +319,17 @@ func (p *pendingNodes) done(i int) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.pend == nil || !p.pend[i] {
+	st := p.st
+	if st == nil || !st.pend[i] {
 		return
 	}
-	p.pend[i] = false
-	if p.chans[i] != nil {
-		close(p.chans[i])
-		p.chans[i] = nil
+	st.pend[i] = false
+	if st.chans[i] != nil {
+		close(st.chans[i])
+		st.chans[i] = nil
 	}
 	if p.left--; p.left == 0 {
-		p.pend, p.chans = nil, nil
+		p.st = nil
 		if p.tracked != nil {
 			p.tracked.forget(p.key, p)
 		}

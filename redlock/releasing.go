@@ -30,7 +30,7 @@ func (r *releasing) track(key string, p *pendingNodes) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.pend == nil {
+	if p.st == nil {
 		return // every node has answered meanwhile
 	}
 	p.tracked, p.key = r, key
