@@ -43,8 +43,16 @@ func (d *driver) TryAcquire(ctx context.Context, req backend.Request) (backend.L
 	// unsure[i]: node i's answer was lost (the hold may be there, or may
 	// still arrive). Written before the lock sees it: at the decision, or
 	// by the late handler before the node's pending channel closes.
-	a.unsure = make([]bool, len(d.nodes))
-	r := d.run(ctx, quorumOp{wait: min(d.nodeTimeout, validity), node: a.node, decided: acquireDecided, late: a.late})
+	// In the lock to be returned: late answers write it after that.
+	l := &lock{d: d, holdRef: a.h}
+	l.unsure = l.unsureBuf[:0]
+	if len(d.nodes) > inlineNodes {
+		l.unsure = make([]bool, 0, len(d.nodes))
+	}
+	l.unsure = l.unsure[:len(d.nodes)]
+	a.unsure = l.unsure
+	a.after = d.releasing.of(a.h.keys.Lock)
+	r := d.run(ctx, quorumOp{wait: min(d.nodeTimeout, validity), op: a, decided: acquireDecided})
 	success := !r.ctxDone && r.tally().yes >= d.quorum && r.elapsed < validity
 	if success {
 		for _, x := range r.rs {
@@ -53,7 +61,8 @@ func (d *driver) TryAcquire(ctx context.Context, req backend.Request) (backend.L
 	}
 	r.finish(success)
 	if success {
-		return &lock{d: d, holdRef: a.h, pending: r.f.pending, unsure: a.unsure}, nil
+		l.pending = r.f.pending
+		return l, nil
 	}
 	return nil, a.failed(ctx, &r)
 }
@@ -74,10 +83,19 @@ type attempt struct {
 	ttl      time.Duration
 	validity time.Duration
 	unsure   []bool
+	// after: the nodes still running this driver's latest release of the
+	// lock, whose answer the acquire waits for on each (see releasing).
+	after *pendingNodes
 }
 
 // node runs the acquire script on node nd.
-func (a *attempt) node(ctx context.Context, _ int, nd *node) nodeResult {
+func (a *attempt) node(ctx context.Context, i int, nd *node) nodeResult {
+	if p := a.after.wait(i); p != nil {
+		select {
+		case <-p:
+		case <-ctx.Done(): // then the request is not sent (not ambiguous)
+		}
+	}
 	r, _, err := nd.batch.Acquire(ctx, a.h.keys, a.h.owner, a.h.hold, a.metadata, a.ttl, nil)
 	switch {
 	case err != nil:

@@ -81,14 +81,14 @@ func (d *driver) admin(ctx context.Context, key string, wait time.Duration, op f
 	states := make([]redislua.LockState, len(d.nodes)) // written by node i only, read once its answer is in
 	r = d.run(ctx, quorumOp{
 		wait: wait,
-		node: func(ctx context.Context, i int, nd *node) nodeResult {
+		op: nodeFunc(func(ctx context.Context, i int, nd *node) nodeResult {
 			s, err := op(ctx, nd.client, k)
 			if err != nil {
 				return nodeResult{out: failed, err: err}
 			}
 			states[i] = s
 			return nodeResult{out: yes}
-		},
+		}),
 		decided: func(*driver, []nodeResult) bool { return false }, // every node's answer counts
 	})
 	r.finish(true)

@@ -2,7 +2,9 @@ package redlock
 
 import (
 	"context"
+	"errors"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -26,6 +28,10 @@ import (
 //     almost all CPU (client, kernel, server), so 5 nodes cost about 5
 //     times the CPU, and on a 2-core machine that shared with 6 servers the
 //     ratio is CPU-bound, not latency-bound;
+//   - floor: the ratio's floor on this machine, interleaved in one run:
+//     p50 of one PING to one redis-server and of five parallel PINGs (one
+//     goroutine each) to the five nodes, and p50 of the single-node and
+//     Redlock cycles (a cycle is two such round trips);
 //   - paired/rtt-2ms: the same behind proxies adding about 2ms of round
 //     trip: the fan-out is parallel, so the ratio stays near 1 (target
 //     <= 1.5), not near 5;
@@ -45,6 +51,9 @@ func BenchmarkRedlock(b *testing.B) {
 	b.Run("acquire+release/redlock-5", func(b *testing.B) { cycle(b, open(b, redlockURL)) })
 	b.Run("acquire+release/redis", func(b *testing.B) { cycle(b, open(b, redisURL)) })
 	b.Run("paired", func(b *testing.B) { benchPaired(b, open(b, redisURL), open(b, redlockURL), 100) })
+	b.Run("floor", func(b *testing.B) {
+		benchFloor(b, c.addrs(), single.Addr(), open(b, redisURL), open(b, redlockURL), 50)
+	})
 	// The same with a network between client and servers: every node (and
 	// the single Redis) behind an in-process proxy delaying each chunk by
 	// 1ms each way (a ~2ms round trip). Here the round trip, not CPU,
@@ -160,4 +169,76 @@ func handoff(b *testing.B, ls []distlock.Locker, goroutines int) {
 		_ = lease.Release(ctx)
 	}
 	benchkit.Handoff(b, ctx, ls, key, goroutines)
+}
+
+// benchFloor measures, interleaved in blocks, the p50 of: one PING to the
+// single server, five parallel PINGs to the five nodes, a single-node
+// cycle and a Redlock cycle. One op is one block of each.
+func benchFloor(b *testing.B, five []string, one string, single, rl distlock.Locker, block int) {
+	ctx := context.Background()
+	client := func(addr string) *goredis.Client {
+		c := goredis.NewClient(&goredis.Options{Addr: addr})
+		b.Cleanup(func() { _ = c.Close() })
+		return c
+	}
+	c1 := client(one)
+	c5 := make([]*goredis.Client, len(five))
+	for i, a := range five {
+		c5[i] = client(a)
+	}
+	cycle := func(l distlock.Locker) func() error {
+		return func() error {
+			lease, err := l.TryAcquire(ctx, "bench/floor")
+			if err != nil {
+				return err
+			}
+			return lease.Release(ctx)
+		}
+	}
+	cases := []struct {
+		name string
+		do   func() error
+	}{
+		{"ping1", func() error { return c1.Ping(ctx).Err() }},
+		{"ping5", func() error {
+			var wg sync.WaitGroup
+			errs := make([]error, len(c5))
+			for i, c := range c5 {
+				wg.Go(func() { errs[i] = c.Ping(ctx).Err() })
+			}
+			wg.Wait()
+			return errors.Join(errs...)
+		}},
+		{"redis", cycle(single)},
+		{"redlock", cycle(rl)},
+	}
+	lat := make([][]time.Duration, len(cases))
+	for _, c := range cases { // warm: connections, scripts
+		for range 20 {
+			if err := c.do(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.ResetTimer()
+	for range b.N {
+		for i, c := range cases {
+			for range block {
+				start := time.Now()
+				if err := c.do(); err != nil {
+					b.Fatal(err)
+				}
+				lat[i] = append(lat[i], time.Since(start))
+			}
+		}
+	}
+	b.StopTimer()
+	p50 := make([]float64, len(cases))
+	for i := range lat {
+		slices.Sort(lat[i])
+		p50[i] = float64(lat[i][len(lat[i])/2]) / float64(time.Microsecond)
+		b.ReportMetric(p50[i], cases[i].name+"-p50-µs")
+	}
+	b.ReportMetric(p50[1]/p50[0], "ping5/ping1")
+	b.ReportMetric(p50[3]/p50[2], "redlock/redis")
 }

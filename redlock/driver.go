@@ -3,6 +3,7 @@ package redlock
 import (
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -95,10 +96,14 @@ type driver struct {
 	holds       *redislua.HoldSource
 	// g runs the node round trips that outlive their caller and the undo
 	// of failed or ambiguous operations (undoer, which bounds them).
-	g      *async.Group
-	undoer *redislua.Undoer
-	base   time.Time // for node.downUntil
-	closed atomic.Bool
+	g       *async.Group
+	undoer  *redislua.Undoer
+	base    time.Time // for node.downUntil
+	runners sync.Pool // of *runner
+	// releasing: the releases still running on some nodes after their
+	// decision, which an acquire of the same lock waits for node by node.
+	releasing releasing
+	closed    atomic.Bool
 }
 
 var (

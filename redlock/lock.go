@@ -10,7 +10,8 @@ type lock struct {
 	pending *pendingNodes
 	// unsure[i]: the acquire's answer from node i was lost (read after
 	// pending.wait(i), if not nil, is closed).
-	unsure []bool
+	unsure    []bool
+	unsureBuf [inlineNodes]bool
 }
 
 // Token is always 0: Redlock has no fencing token (see the package

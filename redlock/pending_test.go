@@ -12,8 +12,7 @@ func TestPendingNodes(t *testing.T) {
 	}
 	none.done(0) // no panic
 
-	p := &pendingNodes{chans: make([]chan struct{}, 3), left: 2}
-	p.chans[0], p.chans[2] = make(chan struct{}), make(chan struct{})
+	p := newPendingNodes([]bool{false, true, false})
 	if p.wait(1) != nil {
 		t.Fatal("node 1 answered before the decision, but wait returned a channel")
 	}
@@ -38,8 +37,8 @@ func TestPendingNodes(t *testing.T) {
 	p.done(0) // repeated: no double close
 	p.done(2)
 	<-c2
-	if p.chans != nil || p.left != 0 {
-		t.Fatalf("all answered: chans %v left %d, want nil and 0", p.chans, p.left)
+	if p.st != nil || p.left != 0 {
+		t.Fatalf("all answered: state %v left %d, want nil and 0", p.st, p.left)
 	}
 	if p.wait(2) != nil {
 		t.Fatal("all answered, but wait returns a channel")

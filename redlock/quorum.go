@@ -14,18 +14,35 @@ type quorumOp struct {
 	// wait bounds the wait for the nodes, from the start: the per-node
 	// timeout (capped at the validity) or the release wait.
 	wait time.Duration
-	// node runs the operation on node i, under ctx with the per-node
-	// deadline; its result's out says yes, no or failed.
-	node func(ctx context.Context, i int, n *node) nodeResult
+	// op runs the operation on each node and handles its late answers.
+	op nodeOp
 	// decided reports whether the answers so far decide the operation;
 	// the wait stops as soon as they do. (A function of d, not a closure:
 	// the common ones need no allocation.)
 	decided func(d *driver, rs []nodeResult) bool
-	// late, if not nil, receives each answer that came after the decision,
-	// with the decision (see round.finish), on the node's goroutine: it
-	// undoes what the node did when the operation failed.
-	late func(r nodeResult, success bool)
 }
+
+// nodeOp is what a quorumOp does on each node. An interface, not func
+// fields, so that the acquire and release (a pointer each) are passed
+// without allocating a closure per call.
+type nodeOp interface {
+	// node runs the operation on node i, under ctx with the per-node
+	// deadline; its result's out says yes, no or failed.
+	node(ctx context.Context, i int, n *node) nodeResult
+	// late receives each answer that came after the decision, with the
+	// decision (see round.finish), on the node's goroutine (or, for an
+	// answer that came between the decision and finish, on the caller's,
+	// in finish): it undoes what the node did when the operation failed.
+	// It starts background work with GoChild (work of the driver's group,
+	// or a caller that the Locker's Close waits for).
+	late(r nodeResult, success bool)
+}
+
+// nodeFunc is a nodeOp without late handling.
+type nodeFunc func(ctx context.Context, i int, n *node) nodeResult
+
+func (f nodeFunc) node(ctx context.Context, i int, n *node) nodeResult { return f(ctx, i, n) }
+func (nodeFunc) late(nodeResult, bool)                                 {}
 
 // round is one quorumOp, decided: the answers collected by the decision.
 type round struct {
@@ -45,7 +62,7 @@ type round struct {
 func (d *driver) run(ctx context.Context, op quorumOp) round {
 	started := time.Now()
 	deadline := started.Add(op.wait)
-	f := d.start(ctx, deadline, op.node, op.late)
+	f := d.start(ctx, deadline, op.op)
 	rs, ctxDone := f.wait(ctx, len(d.nodes), func(rs []nodeResult) bool { return op.decided(d, rs) })
 	return round{d: d, f: f, rs: rs, ctxDone: ctxDone, started: started, deadline: deadline, elapsed: time.Since(started)}
 }
@@ -110,7 +127,14 @@ type nodeBatchResult struct {
 // ends; answers that arrive later go to the operation's late handler, which
 // learns the final decision first.
 type fanout struct {
-	results chan nodeResult // buffered: node goroutines never block on it
+	d   *driver
+	op  nodeOp
+	ctx context.Context // the caller's
+	// answers carries the index of each node whose answer is in res, until
+	// the decision; buffered, so that node goroutines never block on it
+	// (an int channel is one allocation; one of nodeResult would be two).
+	answers chan int
+	res     []nodeResult    // per node: its answer, written before its index is sent
 	nctx    context.Context // the caller's ctx with the per-node deadline
 	cancel  context.CancelFunc
 	running atomic.Int32 // node goroutines still running; the last cancels nctx
@@ -121,60 +145,153 @@ type fanout struct {
 	got     []bool        // per node: its answer was collected by the caller
 	pending *pendingNodes // the nodes still running at the decision; nil if none
 
-	final   chan struct{} // closed by finish
-	success bool          // the decision, valid once final is closed
+	// finished: finish has recorded the decision (success). An answer
+	// that comes between the decision and finish is parked (its index in
+	// parked, the answer in res) and handed to the late handler by finish.
+	finished bool
+	success  bool
+	parked   []int
+
+	// Storage of res, got and the collected answers for the usual number
+	// of nodes, so that a round makes no allocations of its own for them.
+	resBuf [inlineNodes]nodeResult
+	rsBuf  [inlineNodes]nodeResult
+	gotBuf [inlineNodes]bool
 }
 
+// inlineNodes is the number of nodes a fanout has room for without
+// allocating its slices.
+const inlineNodes = 5
+
 // start sends op to every node. op runs with the shared per-node context;
-// late, if not nil, receives the answers that came after the decision
+// its late handler receives the answers that came after the decision
 // together with the decision, on the node's goroutine.
-func (d *driver) start(ctx context.Context, deadline time.Time, op func(ctx context.Context, i int, n *node) nodeResult, late func(r nodeResult, success bool)) *fanout {
+func (d *driver) start(ctx context.Context, deadline time.Time, op nodeOp) *fanout {
 	n := len(d.nodes)
-	f := &fanout{results: make(chan nodeResult, n), final: make(chan struct{})}
+	f := &fanout{d: d, op: op, ctx: ctx, answers: make(chan int, n)}
+	f.res, f.got = f.resBuf[:0], f.gotBuf[:0]
+	if n > inlineNodes {
+		f.res, f.got = make([]nodeResult, 0, n), make([]bool, 0, n)
+	}
+	f.res, f.got = f.res[:n], f.got[:n]
 	f.nctx, f.cancel = context.WithDeadline(ctx, deadline)
 	f.running.Store(int32(n))
-	for i, nd := range d.nodes {
-		run := func() {
-			r := op(f.nctx, i, nd)
-			r.i = i
-			if r.out == failed && r.nerr == nil {
-				r.nerr = d.nodeError(ctx, f.nctx, nd, r.err)
-			}
-			// Counted down after the answer was handed over, so that when
-			// the count reaches 0 (and nctx ends) every answer is in the
-			// channel or with its late handler.
-			defer f.nodeDone()
-			f.mu.Lock()
-			if !f.decided {
-				f.results <- r
-				f.mu.Unlock()
-				return
-			}
-			p := f.pending
-			f.mu.Unlock()
-			<-f.final
-			if late != nil {
-				late(r, f.success)
-			}
-			p.done(i)
-		}
-		if !d.g.Go(run) {
+	for i := range d.nodes {
+		r := d.runner(f, i)
+		if !d.g.Go(r.fn) {
+			d.runners.Put(r)
 			// The driver is closing: answer at once.
-			f.results <- nodeResult{i: i, out: failed, err: errDriverClosed, nerr: &NodeError{Addr: nd.addr, Err: errDriverClosed}}
+			f.res[i] = nodeResult{i: i, out: failed, err: errDriverClosed, nerr: &NodeError{Addr: d.nodes[i].addr, Err: errDriverClosed}}
+			f.answers <- i
 			f.nodeDone()
 		}
 	}
 	return f
 }
 
+// runner hands one node's call to a goroutine of the driver's group: its
+// fn, made once, is reused from call to call (through driver.runners), so
+// that starting a node's call allocates no closure.
+type runner struct {
+	d  *driver
+	f  *fanout
+	i  int
+	fn func()
+}
+
+// runner returns a runner of f's call on node i.
+func (d *driver) runner(f *fanout, i int) *runner {
+	r, _ := d.runners.Get().(*runner)
+	if r == nil {
+		r = &runner{d: d}
+		r.fn = r.run
+	}
+	r.f, r.i = f, i
+	return r
+}
+
+// run takes the call and gives the runner back before making it.
+func (r *runner) run() {
+	f, i := r.f, r.i
+	r.f = nil
+	r.d.runners.Put(r)
+	f.run(i)
+}
+
+// run is node i's call, on its own goroutine: the answer goes to the
+// caller, or to the late handler once the operation is decided.
+func (f *fanout) run(i int) {
+	d, nd := f.d, f.d.nodes[i]
+	r := f.op.node(f.nctx, i, nd)
+	r.i = i
+	if r.out == failed && r.nerr == nil {
+		r.nerr = d.nodeError(f.ctx, f.nctx, nd, r.err)
+	}
+	// Counted down after the answer was handed over, so that when the
+	// count reaches 0 (and nctx ends) every answer is with the caller or
+	// its late handler.
+	defer f.nodeDone()
+	f.mu.Lock()
+	if !f.decided {
+		f.res[i] = r
+		f.answers <- i
+		f.mu.Unlock()
+		return
+	}
+	if !f.finished {
+		f.res[i] = r
+		f.parked = append(f.parked, i)
+		f.mu.Unlock()
+		return
+	}
+	p, success := f.pending, f.success
+	f.mu.Unlock()
+	f.op.late(r, success)
+	p.done(i)
+}
+
 // pendingNodes are the nodes whose answer to an operation came after its
 // decision: an operation that must not overtake theirs (a release after
-// the acquire) waits for them. Once every one has answered, the channels
-// are dropped, so that a lock held for long keeps only this struct.
+// the acquire) waits for them. A node's channel is made only when someone
+// waits for it. Once every one has answered, the per-node state is
+// dropped, so that a lock held for long keeps only this small struct.
 type pendingNodes struct {
-	mu    sync.Mutex
-	chans []chan struct{} // per node: closed when its answer is handled; nil once all were
-	left  int
+	mu   sync.Mutex
+	st   *pendState // nil once every node has answered
+	left int
+	// tracked, if not nil, records these nodes (of a release) under key
+	// until every one has answered.
+	tracked *releasing
+	key     string
+}
+
+// pendState is the per-node state of pendingNodes, in one allocation for
+// the usual number of nodes.
+type pendState struct {
+	pend    []bool          // per node: its answer is not handled yet
+	chans   []chan struct{} // per node: made by wait, closed by done
+	pendBuf [inlineNodes]bool
+	chanBuf [inlineNodes]chan struct{}
+}
+
+// newPendingNodes returns the pending nodes: those for which answered is
+// false.
+func newPendingNodes(answered []bool) *pendingNodes {
+	st := &pendState{}
+	n := len(answered)
+	st.pend, st.chans = st.pendBuf[:0], st.chanBuf[:0]
+	if n > inlineNodes {
+		st.pend, st.chans = make([]bool, 0, n), make([]chan struct{}, 0, n)
+	}
+	st.pend, st.chans = st.pend[:n], st.chans[:n]
+	p := &pendingNodes{st: st}
+	for i, a := range answered {
+		if !a {
+			st.pend[i] = true
+			p.left++
+		}
+	}
+	return p
 }
 
 // wait returns a channel closed when node i's answer has been handled, or
@@ -185,10 +302,14 @@ func (p *pendingNodes) wait(i int) <-chan struct{} {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.chans == nil || p.chans[i] == nil {
+	st := p.st
+	if st == nil || !st.pend[i] {
 		return nil
 	}
-	return p.chans[i]
+	if st.chans[i] == nil {
+		st.chans[i] = make(chan struct{})
+	}
+	return st.chans[i]
 }
 
 // done records that node i's late answer has been handled. p may be nil.
@@ -198,13 +319,20 @@ func (p *pendingNodes) done(i int) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.chans == nil || p.chans[i] == nil {
+	st := p.st
+	if st == nil || !st.pend[i] {
 		return
 	}
-	close(p.chans[i])
-	p.chans[i] = nil
+	st.pend[i] = false
+	if st.chans[i] != nil {
+		close(st.chans[i])
+		st.chans[i] = nil
+	}
 	if p.left--; p.left == 0 {
-		p.chans = nil
+		p.st = nil
+		if p.tracked != nil {
+			p.tracked.forget(p.key, p)
+		}
 	}
 }
 
@@ -219,12 +347,15 @@ func (f *fanout) nodeDone() {
 // answered, the per-node deadline passes or ctx ends (ctxDone). Then the
 // fanout is decided: later answers go to the late handler, after finish.
 func (f *fanout) wait(ctx context.Context, n int, enough func(rs []nodeResult) bool) (rs []nodeResult, ctxDone bool) {
-	rs = make([]nodeResult, 0, n)
+	rs = f.rsBuf[:0]
+	if n > inlineNodes {
+		rs = make([]nodeResult, 0, n)
+	}
 collect:
 	for len(rs) < n {
 		select {
-		case r := <-f.results:
-			rs = append(rs, r)
+		case i := <-f.answers:
+			rs = append(rs, f.res[i])
 			if enough(rs) {
 				break collect
 			}
@@ -239,33 +370,34 @@ collect:
 drain:
 	for {
 		select {
-		case r := <-f.results:
-			rs = append(rs, r)
+		case i := <-f.answers:
+			rs = append(rs, f.res[i])
 		default:
 			break drain
 		}
 	}
+	for _, r := range rs {
+		f.got[r.i] = true
+	}
 	if len(rs) < n {
-		f.got = make([]bool, n)
-		for _, r := range rs {
-			f.got[r.i] = true
-		}
-		f.pending = &pendingNodes{chans: make([]chan struct{}, n)}
-		for i, g := range f.got {
-			if !g {
-				f.pending.chans[i] = make(chan struct{})
-				f.pending.left++
-			}
-		}
+		f.pending = newPendingNodes(f.got)
 	}
 	f.mu.Unlock()
 	return rs, ctxDone
 }
 
-// finish records the decision and releases the late handlers.
+// finish records the decision and hands the answers parked meanwhile to
+// the late handler, on the caller's goroutine.
 func (f *fanout) finish(success bool) {
-	f.success = success
-	close(f.final)
+	f.mu.Lock()
+	f.finished, f.success = true, success
+	parked := f.parked
+	f.parked = nil
+	f.mu.Unlock()
+	for _, i := range parked {
+		f.op.late(f.res[i], success)
+		f.pending.done(i)
+	}
 }
 
 // timedOut returns the nodes that had not answered when the per-node

@@ -26,7 +26,7 @@ func (l *lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	// dead or slow minority does not delay it.
 	r := d.run(ctx, quorumOp{
 		wait: validity,
-		node: func(ctx context.Context, _ int, nd *node) nodeResult {
+		op: nodeFunc(func(ctx context.Context, _ int, nd *node) nodeResult {
 			held, err := nd.batch.Refresh(ctx, l.keys, l.owner, 0, l.hold, ttl)
 			switch {
 			case err != nil:
@@ -35,7 +35,7 @@ func (l *lock) Refresh(ctx context.Context, ttl time.Duration) error {
 				return nodeResult{out: no}
 			}
 			return nodeResult{out: yes}
-		},
+		}),
 		decided: settled,
 	})
 	r.finish(true)
@@ -78,14 +78,14 @@ func (d *driver) RefreshBatch(ctx context.Context, items []backend.RefreshItem) 
 	// no longer has it.
 	r := d.run(ctx, quorumOp{
 		wait: b.validity,
-		node: func(ctx context.Context, _ int, nd *node) nodeResult {
+		op: nodeFunc(func(ctx context.Context, _ int, nd *node) nodeResult {
 			res := redislua.RefreshBatch(ctx, nd.client, b.ops)
 			out := nodeResult{out: yes, batch: make([]nodeBatchResult, len(res))}
 			for j, x := range res {
 				out.batch[j] = nodeBatchResult{held: x.Held, err: x.Err}
 			}
 			return out
-		},
+		}),
 		decided: func(d *driver, rs []nodeResult) bool {
 			for j := range b.locks {
 				if !settled(d, itemResults(rs, j)) {

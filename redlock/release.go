@@ -14,17 +14,9 @@ func (l *lock) Release(ctx context.Context) error {
 	// Decided once a quorum released the hold (the lock is then free for
 	// the next owner: a quorum of nodes is) or a majority no longer had
 	// it; the other nodes finish in the background.
-	r := d.run(ctx, quorumOp{
-		wait:    max(d.nodeTimeout, MinReleaseWait),
-		node:    l.releaseNode,
-		decided: settled,
-		late: func(x nodeResult, _ bool) {
-			if !x.queued && unfinished(x.err) {
-				l.undo(x.i, true)
-			}
-		},
-	})
+	r := d.run(ctx, quorumOp{wait: max(d.nodeTimeout, MinReleaseWait), op: (*releaseOp)(l), decided: settled})
 	r.finish(true)
+	d.releasing.track(l.keys.Lock, r.f.pending)
 	for _, x := range r.rs {
 		if !x.queued && unfinished(x.err) {
 			l.undo(x.i, false)
@@ -42,10 +34,27 @@ func (l *lock) Release(ctx context.Context) error {
 	return r.unavailable("release")
 }
 
+// releaseOp is a lock's release, as the nodeOp of its round.
+type releaseOp lock
+
+func (o *releaseOp) node(ctx context.Context, i int, nd *node) nodeResult {
+	return (*lock)(o).releaseNode(ctx, i, nd)
+}
+
+// late undoes the release of a node whose answer came after the decision
+// and left the hold there, or may have.
+func (o *releaseOp) late(x nodeResult, _ bool) {
+	if !x.queued && unfinished(x.err) {
+		(*lock)(o).undo(x.i, true)
+	}
+}
+
 // unfinished reports whether a node's release that failed with err may
 // have left the hold there: its outcome is unknown, or it was never sent
 // (its ctx ended while it was queued in the node's batch).
-func unfinished(err error) bool { return redislua.Ambiguous(err) || redislua.NotSent(err) }
+func unfinished(err error) bool {
+	return err != nil && (redislua.Ambiguous(err) || redislua.NotSent(err))
+}
 
 // releaseNode releases the hold on node i, after the acquire of it if that
 // is still running there.
