@@ -10,6 +10,10 @@ import (
 	"github.com/distlock/distlock/internal/async"
 )
 
+// maxPipeBatch bounds the requests of one exchange, so that reading their
+// replies stays far within the client's I/O timeout.
+const maxPipeBatch = 512
+
 // pipe is natural batching of the Locker's requests to one server: while
 // an exchange is in flight on the Locker's connection to that server, the
 // next requests queue, and the moment it is answered every queued request
@@ -88,7 +92,7 @@ func (p *pipe) do(ctx context.Context, cmd []byte, read func(r *bufio.Reader) er
 	return r.err
 }
 
-// Pending returns the number of requests queued behind the exchange in
+// pending returns the number of requests queued behind the exchange in
 // flight (for tests).
 func (p *pipe) pending() int {
 	p.mu.Lock()
@@ -122,7 +126,12 @@ func (p *pipe) flush() {
 			p.mu.Unlock()
 			return
 		}
-		batch, p.q = p.q, batch[:0]
+		if len(p.q) <= maxPipeBatch {
+			batch, p.q = p.q, batch[:0]
+		} else {
+			batch = append(batch[:0], p.q[:maxPipeBatch]...)
+			p.q = append(p.q[:0], p.q[maxPipeBatch:]...)
+		}
 		p.mu.Unlock()
 		n := 0
 		for _, r := range batch {
