@@ -25,9 +25,10 @@ import (
 type gate struct {
 	mu      sync.Mutex
 	writes  [][]byte
-	writers []int64         // the goroutine of each write
-	hold    chan struct{}   // not nil: reads wait until it is closed
-	waiting chan chan<- int // a held read announces itself
+	writers []int64                // the goroutine of each write
+	hold    chan struct{}          // not nil: reads wait until it is closed
+	fail    map[chan struct{}]bool // reads held by this hold then fail
+	waiting chan chan<- int        // a held read announces itself
 }
 
 func (g *gate) dial(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -57,6 +58,19 @@ func (g *gate) arm() (open func()) {
 			close(h)
 		})
 	}
+}
+
+// armFailing is arm, but the reads it held fail when they are let go: the
+// connection breaks after its requests were sent.
+func (g *gate) armFailing() (open func()) {
+	open = g.arm()
+	g.mu.Lock()
+	if g.fail == nil {
+		g.fail = map[chan struct{}]bool{}
+	}
+	g.fail[g.hold] = true
+	g.mu.Unlock()
+	return open
 }
 
 // held waits until a read is held (a request was written and its reply
@@ -100,6 +114,13 @@ func (c *gatedConn) Read(p []byte) (int, error) {
 		default:
 		}
 		<-h
+		c.g.mu.Lock()
+		fail := c.g.fail[h]
+		c.g.mu.Unlock()
+		if fail {
+			_ = c.Conn.Close()
+			return 0, net.ErrClosed
+		}
 	}
 	return c.Conn.Read(p)
 }
@@ -297,5 +318,66 @@ func TestPipeLoneRequestGoesAtOnce(t *testing.T) {
 	g.mu.Unlock()
 	if me := goid(); len(writers) != 1 || writers[0] != me {
 		t.Errorf("written by goroutines %v, want one write by the caller (%d)", writers, me)
+	}
+}
+
+// When the connection breaks after a batch was sent, every request of the
+// batch has an unknown outcome, as a lone request's would: each
+// acquisition undoes its first hold in the background and tries once more
+// on a fresh connection, so each caller gets its lock and no hold is left
+// behind.
+func TestPipeBatchBrokenConnection(t *testing.T) {
+	srv := testserver.Memcached(t, testserver.MemcachedConfig{NoEvict: true})
+	d, g, p := gatedDriver(t, srv)
+	admin := adminClient(t, srv.Addr())
+	open := g.arm()
+	defer open()
+	first := tryAcquireAsync(ctxT(t, time.Minute), d, "pipe/io/first", "a")
+	g.held(t)
+	var queued []<-chan acquired
+	for i := range 3 {
+		queued = append(queued, tryAcquireAsync(ctxT(t, time.Minute), d, "pipe/io/"+strconv.Itoa(i), "a"))
+	}
+	if !waitFor(10*time.Second, func() bool { return p.pending() == 3 }) {
+		t.Fatal("the acquisitions did not queue behind the first")
+	}
+	openBatch := g.armFailing()
+	defer openBatch()
+	open()
+	if r := <-first; r.err != nil {
+		t.Fatalf("the acquisition in flight: %v", r.err)
+	}
+	g.held(t) // the batch is written
+	openBatch()
+	for i, ch := range queued {
+		r := <-ch
+		if r.err != nil {
+			t.Errorf("acquisition %d after a broken connection: %v", i, r.err)
+			continue
+		}
+		l := r.l.(*lock)
+		if !waitFor(10*time.Second, func() bool {
+			it, err := admin.Get(l.key)
+			if err != nil {
+				return false
+			}
+			rec, ok := decodeRecord(it.Value)
+			return ok && len(rec.holds) == 1 && rec.holds[0] == l.hold
+		}) {
+			it, err := admin.Get(l.key)
+			t.Errorf("acquisition %d: the item does not come to record just its hold %s: %v %v", i, l.hold, it, err)
+		}
+		// The first hold was taken off: by cas when the retry had nested
+		// in it, by md when the undo came first.
+		undone := false
+		for _, w := range g.written() {
+			for _, verb := range []string{"cas ", "md "} {
+				w = append([]byte("\n"), w...)
+				undone = undone || bytes.Contains(w, []byte("\n"+verb+l.key+" "))
+			}
+		}
+		if !undone {
+			t.Errorf("acquisition %d: no hold was undone: the broken batch was not retried", i)
+		}
 	}
 }
