@@ -80,11 +80,8 @@ func (d *driver) metaDelete(ctx context.Context, addr net.Addr, key string, cas 
 	}
 	var res mdResult
 	err := d.pipes.to(addr).do(ctx, fmt.Appendf(nil, "md %s C%d\r\n", key, cas), func(r *bufio.Reader) error {
-		line, err := readLine(r)
-		if err != nil {
-			return err
-		}
-		res, err = parseMDReply(line)
+		var err error
+		res, err = readMD(r)
 		return err
 	})
 	return res, err

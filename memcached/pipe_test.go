@@ -189,29 +189,42 @@ func tryAcquireAsync(ctx context.Context, d *driver, key, owner string) <-chan a
 	return ch
 }
 
+// queueBehind puts an acquisition on d in flight, its reply held by g,
+// calls start (which starts requests that queue behind it) and waits until
+// n requests are queued. release lets the first reply through and waits
+// for the acquisition.
+func queueBehind(t *testing.T, d *driver, g *gate, p *pipe, n int, start func()) (release func()) {
+	t.Helper()
+	open := g.arm()
+	t.Cleanup(open)
+	first := tryAcquireAsync(ctxT(t, time.Minute), d, "pipe/first", "a")
+	g.held(t)
+	start()
+	if !waitFor(10*time.Second, func() bool { return p.pending() == n }) {
+		t.Fatalf("%d requests queued behind the one in flight, want %d", p.pending(), n)
+	}
+	return func() {
+		open()
+		if r := <-first; r.err != nil {
+			t.Fatalf("the acquisition in flight: %v", r.err)
+		}
+	}
+}
+
 // An acquisition whose ctx ends while it waits in the queue behind a
 // request in flight is never sent: its caller gets ctx's error and the
 // server never sees the key.
 func TestPipeCancelledQueuedAcquireNeverSent(t *testing.T) {
 	srv := testserver.Memcached(t, testserver.MemcachedConfig{NoEvict: true})
 	d, g, p := gatedDriver(t, srv)
-	open := g.arm()
-	defer open()
-	first := tryAcquireAsync(ctxT(t, time.Minute), d, "pipe/first", "a")
-	g.held(t)
 	ctx, cancel := context.WithCancel(t.Context())
-	queued := tryAcquireAsync(ctx, d, "pipe/queued", "b")
-	if !waitFor(10*time.Second, func() bool { return p.pending() == 1 }) {
-		t.Fatal("the second acquisition did not queue behind the first")
-	}
+	var queued <-chan acquired
+	release := queueBehind(t, d, g, p, 1, func() { queued = tryAcquireAsync(ctx, d, "pipe/queued", "b") })
 	cancel()
 	if r := <-queued; !errors.Is(r.err, context.Canceled) {
 		t.Fatalf("cancelled queued TryAcquire = %v, %v; want context.Canceled", r.l, r.err)
 	}
-	open()
-	if r := <-first; r.err != nil {
-		t.Fatalf("the acquisition in flight: %v", r.err)
-	}
+	release()
 	_ = d.Close() // waits for the flusher and any undo
 	if sentKey(g.written(), "pipe/queued") {
 		t.Error("the cancelled queued acquisition was sent")
@@ -233,24 +246,17 @@ func TestPipeBatchedAcquireAbandonedUndone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	open := g.arm()
-	defer open()
-	first := tryAcquireAsync(ctxT(t, time.Minute), d, "pipe/first", "a")
-	g.held(t)
 	ctx, cancel := context.WithCancel(t.Context())
-	abandoned := tryAcquireAsync(ctx, d, "pipe/abandoned", "a")
-	kept := tryAcquireAsync(ctxT(t, time.Minute), d, "pipe/kept", "a")
-	busy := tryAcquireAsync(ctxT(t, time.Minute), d, "pipe/taken", "a")
-	if !waitFor(10*time.Second, func() bool { return p.pending() == 3 }) {
-		t.Fatal("the acquisitions did not queue behind the first")
-	}
+	var abandoned, kept, busy <-chan acquired
+	release := queueBehind(t, d, g, p, 3, func() {
+		abandoned = tryAcquireAsync(ctx, d, "pipe/abandoned", "a")
+		kept = tryAcquireAsync(ctxT(t, time.Minute), d, "pipe/kept", "a")
+		busy = tryAcquireAsync(ctxT(t, time.Minute), d, "pipe/taken", "a")
+	})
 	trips0, reqs0 := p.roundTrips.Load(), p.requests.Load()
 	openBatch := g.arm() // the batch's replies are held in their turn
 	defer openBatch()
-	open() // the first reply goes through
-	if r := <-first; r.err != nil {
-		t.Fatalf("the acquisition in flight: %v", r.err)
-	}
+	release()
 	g.held(t) // the batch is written, its replies held
 	cancel()
 	if r := <-abandoned; !errors.Is(r.err, context.Canceled) {
@@ -330,23 +336,15 @@ func TestPipeBatchBrokenConnection(t *testing.T) {
 	srv := testserver.Memcached(t, testserver.MemcachedConfig{NoEvict: true})
 	d, g, p := gatedDriver(t, srv)
 	admin := adminClient(t, srv.Addr())
-	open := g.arm()
-	defer open()
-	first := tryAcquireAsync(ctxT(t, time.Minute), d, "pipe/io/first", "a")
-	g.held(t)
 	var queued []<-chan acquired
-	for i := range 3 {
-		queued = append(queued, tryAcquireAsync(ctxT(t, time.Minute), d, "pipe/io/"+strconv.Itoa(i), "a"))
-	}
-	if !waitFor(10*time.Second, func() bool { return p.pending() == 3 }) {
-		t.Fatal("the acquisitions did not queue behind the first")
-	}
+	release := queueBehind(t, d, g, p, 3, func() {
+		for i := range 3 {
+			queued = append(queued, tryAcquireAsync(ctxT(t, time.Minute), d, "pipe/io/"+strconv.Itoa(i), "a"))
+		}
+	})
 	openBatch := g.armFailing()
 	defer openBatch()
-	open()
-	if r := <-first; r.err != nil {
-		t.Fatalf("the acquisition in flight: %v", r.err)
-	}
+	release()
 	g.held(t) // the batch is written
 	openBatch()
 	for i, ch := range queued {
