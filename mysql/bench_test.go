@@ -58,7 +58,9 @@ func BenchmarkHandoff(b *testing.B) {
 // batching of acquire and release. goroutines=N/statements is the Locker
 // as it is: N goroutines share one Locker (its pool) and cycle
 // TryAcquire+Release, each with a ctx that has a deadline, over 1,000
-// distinct keys (goroutine i cycles through its own keys: no contention).
+// distinct keys (goroutine i cycles through its own keys: no contention),
+// on a pool without a limit (/url-pool: the URL opener's, at most 32
+// connections).
 // The two others are upper bounds of a batched Locker: the same cycles
 // with no queueing cost at all, 64 at a time on one connection, as one
 // multi-statement of 64 acquires and then one of 64 releases (a
@@ -82,6 +84,19 @@ func BenchmarkNaturalBatching(b *testing.B) {
 			})
 		})
 	}
+	b.Run("goroutines=64/statements/url-pool", func(b *testing.B) {
+		l, err := distlock.Open(context.Background(), mysqlURL(srv, "table="+uniqueTable("nb")))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer l.Close()
+		if err := rowCycle(l, "bench/warm"); err != nil {
+			b.Fatal(err)
+		}
+		measureCycles(b, admin, func() {
+			parallelCycles(b, 64, func(key string) error { return rowCycle(l, key) })
+		})
+	})
 	for _, txn := range []bool{false, true} {
 		name := "goroutines=64/multi-statement"
 		if txn {
