@@ -163,10 +163,11 @@ func benchHandoff(b *testing.B, srv *testserver.Server, query string) {
 // goroutines: no contention). It reports cycles/s, the server's requests
 // per cycle (its get, set, touch and delete counters), the round trips
 // (writes on the client's connections) and the dials per cycle.
-// lone/paired is one goroutine alternating, in blocks of 50 cycles,
-// between an unbatched and a batched Locker: the medians of a cycle and
-// their ratio, immune to the load of other processes that drifts between
-// sub-benchmarks.
+// goroutines=N/paired alternates blocks of cycles (64×10, or 50 for a
+// lone goroutine) between an
+// unbatched and a batched Locker and reports the median rate of each and
+// their ratio: a side-by-side comparison immune to the load of other
+// processes, which drifts between sub-benchmarks.
 func BenchmarkNaturalBatching(b *testing.B) {
 	srv := testserver.Memcached(b, testserver.MemcachedConfig{NoEvict: true, ExtraArgs: []string{"-c", "4096"}})
 	for _, n := range []int{1, 64} {
@@ -178,31 +179,49 @@ func BenchmarkNaturalBatching(b *testing.B) {
 			b.Run(name, func(b *testing.B) { benchBatching(b, srv, n, batched) })
 		}
 	}
-	b.Run("lone/paired", func(b *testing.B) {
-		var ls [2]*Locker
-		for i := range ls {
-			ls[i], _ = benchLocker(b, srv, i == 1)
-			if err := batchCycle(ls[i], "bench/batch/warm"); err != nil {
-				b.Fatal(err)
+	// paired: blocks of cycles alternate between an unbatched and a
+	// batched Locker; one op is one block.
+	for _, n := range []int{1, 64} {
+		b.Run(fmt.Sprintf("goroutines=%d/paired", n), func(b *testing.B) {
+			var ls [2]*Locker
+			for i := range ls {
+				ls[i], _ = benchLocker(b, srv, i == 1)
+				if err := batchCycle(ls[i], "bench/batch/warm"); err != nil {
+					b.Fatal(err)
+				}
 			}
-		}
-		var took [2][]time.Duration
-		for i := 0; b.Loop(); i++ {
-			w := (i / 50) % 2
-			start := time.Now()
-			if err := batchCycle(ls[w], fmt.Sprintf("bench/batch/lone/%d", i%100)); err != nil {
-				b.Fatal(err)
+			per := 10 // cycles per goroutine and block
+			if n == 1 {
+				per = 50
 			}
-			took[w] = append(took[w], time.Since(start))
-		}
-		if len(took[1]) == 0 {
-			return
-		}
-		x, y := medianOf(took[0]), medianOf(took[1])
-		b.ReportMetric(float64(x.Microseconds()), "unbatched-µs")
-		b.ReportMetric(float64(y.Microseconds()), "batched-µs")
-		b.ReportMetric(float64(x)/float64(y), "speedup")
-	})
+			var took [2][]time.Duration
+			for i := 0; b.Loop(); i++ {
+				w := i % 2
+				start := time.Now()
+				var wg sync.WaitGroup
+				for g := range n {
+					wg.Go(func() {
+						for j := range per {
+							if err := batchCycle(ls[w], fmt.Sprintf("bench/batch/%d", g+n*j)); err != nil {
+								b.Error(err)
+								return
+							}
+						}
+					})
+				}
+				wg.Wait()
+				took[w] = append(took[w], time.Since(start))
+			}
+			if len(took[1]) == 0 {
+				return
+			}
+			x, y := medianOf(took[0]), medianOf(took[1])
+			cycles := float64(per * n)
+			b.ReportMetric(cycles/x.Seconds(), "unbatched-cycles/s")
+			b.ReportMetric(cycles/y.Seconds(), "batched-cycles/s")
+			b.ReportMetric(float64(x)/float64(y), "speedup")
+		})
+	}
 }
 
 func medianOf(d []time.Duration) time.Duration {

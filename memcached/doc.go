@@ -80,10 +80,11 @@
 //     requests whose replies were not read are of unknown outcome, exactly
 //     as a lone request's. Measured on a 2-core machine (memcached/
 //     BenchmarkNaturalBatching): 64 goroutines cycling TryAcquire+Release
-//     over distinct keys on one Locker ran 2.5–2.9 times as many cycles a
-//     second, at 0.1 writes per cycle instead of 3 and no dials (gomemcache
-//     dialled a connection every 10–20 cycles beyond its 16 idle ones); a
-//     lone goroutine ran as fast (1.04–1.12×). Without a selector the
+//     over distinct keys on one Locker ran 2.6–2.8 times as many cycles a
+//     second (blocks alternating with an unbatched Locker), at 0.1–0.15
+//     writes per cycle instead of 3 and no dials (gomemcache dialled a
+//     connection every 10–20 cycles beyond its 16 idle ones); a lone
+//     goroutine ran as fast (1.03–1.08×). Without a selector the
 //     requests go through gomemcache, a connection per concurrent request.
 //
 // Waiting polls: distlock's Acquire retries with jittered, capped backoff,
