@@ -79,7 +79,11 @@ func open(ctx context.Context, u *url.URL) (backend.Driver, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("connect to %s: %w", cfg.Addr, sqllock.OpenError(ctx, err, errorCode))
 	}
-	return newDriver(db, db.Close, c.config), nil
+	d := newDriver(db, db.Close, c.config)
+	if rd, ok := d.(*rowDriver); ok {
+		rd.batch = &stmtBatch{d: rd} // the pool has multiStatements
+	}
+	return d, nil
 }
 
 // urlConfig is what a URL configures: the Locker and its pool.
@@ -172,6 +176,7 @@ func parseURL(u *url.URL) (*gomysql.Config, urlConfig, error) {
 		cfg.Passwd, _ = u.User.Password()
 	}
 	cfg.InterpolateParams = true
+	cfg.MultiStatements = true // row mode's batched statements (stmtBatch)
 	cfg.Timeout = timeout
 	cfg.TLSConfig = tls
 	if c.Mode == string(ModeForUpdate) {

@@ -97,6 +97,7 @@ type rowDriver struct {
 	qBatchHead                             string      // rowRefreshBatchHead
 	batchMax                               int         // locks per batched refresh statement
 	sem                                    permitTable // semaphore.go
+	batch                                  *stmtBatch  // nil: each statement alone
 }
 
 func newRowDriver(b *base) *rowDriver {
@@ -132,17 +133,13 @@ func (d *rowDriver) TryAcquire(ctx context.Context, req backend.Request) (backen
 	hold := newHoldID()
 	floor := floorHash(h)
 	md := []byte(req.Metadata)
-	res, err := d.db.ExecContext(ctx, d.qAcquire,
+	id, err := d.lastInsertID(ctx, h[:], d.qAcquire,
 		h[:], []byte(req.Key), owner, us, floor[:], hold[:], md,
 		owner, owner, owner, hold[:], owner, hold[:], md, us, owner, us)
 	if err != nil {
-		if !serverRejected(err) {
+		if !serverRejected(err) && !isNotSent(err) {
 			d.abandon(h, owner, hold, req.TTL)
 		}
-		return nil, sqllock.Failed(ctx, err)
-	}
-	id, err := res.LastInsertId()
-	if err != nil {
 		return nil, sqllock.Failed(ctx, err)
 	}
 	v := uint64(id)
@@ -153,6 +150,26 @@ func (d *rowDriver) TryAcquire(ctx context.Context, req backend.Request) (backen
 		return nil, backend.Busy(time.Duration(v&^busyBit) * time.Microsecond)
 	}
 	return &rowLock{d: d, hash: h, owner: owner, token: v, hold: hold}, nil
+}
+
+// lastInsertID runs one statement on the row whose key_hash is hash and
+// returns its outcome, LAST_INSERT_ID: through the natural batching of
+// statements where the Locker has it (stmtBatch), else alone.
+func (d *rowDriver) lastInsertID(ctx context.Context, hash []byte, q string, args ...any) (int64, error) {
+	if d.batch != nil {
+		return d.batch.exec(ctx, hash, q, args)
+	}
+	return d.execAlone(ctx, q, args)
+}
+
+// execAlone runs one statement as an autocommit statement of its own and
+// returns its LAST_INSERT_ID.
+func (d *rowDriver) execAlone(ctx context.Context, q string, args []any) (int64, error) {
+	res, err := d.db.ExecContext(ctx, q, args...)
+	if err != nil {
+		return 0, err
+	}
+	return res.LastInsertId()
 }
 
 // abandon gives back, in the background, the hold that an acquire with
@@ -200,11 +217,7 @@ func (l *rowLock) Release(ctx context.Context) error {
 }
 
 func (l *rowLock) exec(ctx context.Context, q string, args ...any) error {
-	res, err := l.d.db.ExecContext(ctx, q, args...)
-	if err != nil {
-		return sqllock.Failed(ctx, err)
-	}
-	id, err := res.LastInsertId()
+	id, err := l.d.lastInsertID(ctx, l.hash[:], q, args...)
 	if err != nil {
 		return sqllock.Failed(ctx, err)
 	}
