@@ -16,6 +16,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/internal/testkit/sqltest"
+	"github.com/distlock/distlock/internal/testkit/testserver"
 	"github.com/distlock/distlock/mysql"
 )
 
@@ -90,30 +91,9 @@ func BenchmarkNaturalBatching(b *testing.B) {
 		})
 	}
 	for _, n := range []int{1, 64} {
-		b.Run(fmt.Sprintf("goroutines=%d/paired", n), func(b *testing.B) {
-			table := uniqueTable("nb")
-			var ls [2]distlock.Locker
-			for i := range ls {
-				cfg := config(b, srv)
-				cfg.MultiStatements = true
-				db := openDB(b, cfg)
-				db.SetMaxOpenConns(mysql.DefaultMaxConns) // as the URL opener
-				l, err := mysql.NewBatching(db, i == 1, mysql.WithTable(table))
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer l.Close()
-				if err := rowCycle(l, "bench/warm"); err != nil {
-					b.Fatal(err)
-				}
-				ls[i] = l
-			}
-			per := 5 // cycles per goroutine and block
-			if n == 1 {
-				per = 20
-			}
-			pairedBlocks(b, n, per, func(w int, key string) error { return rowCycle(ls[w], key) })
-		})
+		for _, lanes := range []int{1, 2} {
+			b.Run(fmt.Sprintf("goroutines=%d/paired/lanes=%d", n, lanes), func(b *testing.B) { benchPaired(b, srv, n, lanes) })
+		}
 	}
 	b.Run("goroutines=64/statements/url-pool", func(b *testing.B) {
 		l, err := distlock.Open(context.Background(), mysqlURL(srv, "table="+uniqueTable("nb")))
@@ -158,6 +138,33 @@ func BenchmarkNaturalBatching(b *testing.B) {
 			})
 		})
 	}
+}
+
+// benchPaired alternates blocks of cycles between a Locker without
+// batching and one with lanes (pools of the URL opener's size).
+func benchPaired(b *testing.B, srv *testserver.MariaDB, n, lanes int) {
+	table := uniqueTable("nb")
+	var ls [2]distlock.Locker
+	for i := range ls {
+		cfg := config(b, srv)
+		cfg.MultiStatements = true
+		db := openDB(b, cfg)
+		db.SetMaxOpenConns(mysql.DefaultMaxConns) // as the URL opener
+		l, err := mysql.NewBatching(db, i*lanes, mysql.WithTable(table))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer l.Close()
+		if err := rowCycle(l, "bench/warm"); err != nil {
+			b.Fatal(err)
+		}
+		ls[i] = l
+	}
+	per := 5 // cycles per goroutine and block
+	if n == 1 {
+		per = 20
+	}
+	pairedBlocks(b, n, per, func(w int, key string) error { return rowCycle(ls[w], key) })
 }
 
 // pairedBlocks alternates blocks of goroutines × per cycles between way 0

@@ -65,14 +65,18 @@ func RowReleaseArgs(key, owner string, hold []byte, fence uint64) []any {
 
 // NewBatching is New in row mode with the natural batching of statements
 // that the URL opener turns on (db must have multiStatements and
-// interpolateParams), or without.
-func NewBatching(db *sql.DB, batched bool, opts ...Option) (*Locker, error) {
+// interpolateParams), with lanes in flight at once (0: no batching; -1:
+// the URL opener's).
+func NewBatching(db *sql.DB, lanes int, opts ...Option) (*Locker, error) {
 	l, err := New(db, opts...)
 	if err != nil {
 		return nil, err
 	}
-	if batched && l.row != nil {
-		l.row.batch = &stmtBatch{d: l.row}
+	if lanes < 0 {
+		lanes = stmtLanes
+	}
+	if lanes > 0 && l.row != nil {
+		l.row.batch = &stmtBatch{d: l.row, lanes: lanes}
 	}
 	return l, nil
 }

@@ -81,7 +81,7 @@ func open(ctx context.Context, u *url.URL) (backend.Driver, error) {
 	}
 	d := newDriver(db, db.Close, c.config)
 	if rd, ok := d.(*rowDriver); ok {
-		rd.batch = &stmtBatch{d: rd} // the pool has multiStatements
+		rd.batch = &stmtBatch{d: rd, lanes: stmtLanes} // the pool has multiStatements
 	}
 	return d, nil
 }

@@ -20,6 +20,11 @@ import (
 // stmtBatchMax bounds the statements of one batched transaction.
 const stmtBatchMax = 64
 
+// stmtLanes is how many statements or batches a Locker has in flight at
+// once: more than one, so that the server's cores execute statements side
+// by side, while the others queue.
+const stmtLanes = 2
+
 // stmtBatch is natural batching of row mode's single-row statements
 // (acquire, release, refresh) of one Locker: while a statement or batch is
 // in flight, the next statements queue, and the moment it is answered they
@@ -44,9 +49,11 @@ const stmtBatchMax = 64
 type stmtBatch struct {
 	d *rowDriver
 
-	mu   sync.Mutex
-	busy bool // a statement or batch is in flight, or a flusher is starting
-	q    []*stmtReq
+	lanes int // statements or batches in flight at once, at most
+
+	mu     sync.Mutex
+	flying int // statements or batches in flight, and flushers starting
+	q      []*stmtReq
 
 	roundTrips atomic.Uint64 // single statements and batches sent
 	statements atomic.Uint64 // statements they carried
@@ -94,8 +101,8 @@ func (b *stmtBatch) exec(ctx context.Context, hash []byte, query string, args []
 		return 0, &notSent{async.CtxError(ctx)}
 	}
 	b.mu.Lock()
-	if !b.busy {
-		b.busy = true
+	if b.flying < b.lanes {
+		b.flying++
 		b.mu.Unlock()
 		b.roundTrips.Add(1)
 		b.statements.Add(1)
@@ -134,11 +141,11 @@ func (b *stmtBatch) pending() int {
 }
 
 // next hands what queued during the caller's statement to a flusher, or
-// marks b free.
+// frees its lane.
 func (b *stmtBatch) next() {
 	b.mu.Lock()
 	if len(b.q) == 0 {
-		b.busy = false
+		b.flying--
 		b.mu.Unlock()
 		return
 	}
@@ -149,13 +156,13 @@ func (b *stmtBatch) next() {
 }
 
 // flush sends the queue, at most stmtBatchMax statements at a time, until
-// it finds it empty; then b is free.
+// it finds it empty; then its lane is free.
 func (b *stmtBatch) flush() {
 	var batch []*stmtReq
 	for {
 		b.mu.Lock()
 		if len(b.q) == 0 {
-			b.busy = false
+			b.flying--
 			b.mu.Unlock()
 			return
 		}

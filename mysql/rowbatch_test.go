@@ -2,6 +2,7 @@ package mysql_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"net"
 	"strings"
@@ -111,18 +112,27 @@ func (c *gatedStmtConn) Read(b []byte) (int, error) {
 // inspection.
 func batchedPair(t *testing.T, name string) (l, other *mysql.Locker, g *stmtGate) {
 	t.Helper()
+	l, other, g, _ = batchedPairOn(t, uniqueTable(name), nil)
+	return l, other, g
+}
+
+// batchedPairOn is batchedPair on table, with params added to the batched
+// Locker's DSN; it returns an admin pool too.
+func batchedPairOn(t *testing.T, table string, params map[string]string) (l, other *mysql.Locker, g *stmtGate, admin *sql.DB) {
+	t.Helper()
 	srv := server(t)
-	table := uniqueTable(name)
 	g = &stmtGate{waiting: make(chan struct{}, 1)}
 	cfg := config(t, srv)
 	cfg.MultiStatements = true
 	cfg.DialFunc = g.dial
-	l, err := mysql.NewBatching(openDB(t, cfg), true, mysql.WithTable(table))
+	cfg.Params = params
+	l, err := mysql.NewBatching(openDB(t, cfg), 1, mysql.WithTable(table))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { l.Close() })
-	other = mustNew(t, adminDB(t, srv), mysql.WithTable(table))
+	admin = adminDB(t, srv)
+	other = mustNew(t, admin, mysql.WithTable(table))
 	t.Cleanup(func() { other.Close() })
 	warm, err := l.TryAcquire(ctxT(t, 10*time.Second), "warm")
 	if err != nil {
@@ -131,7 +141,7 @@ func batchedPair(t *testing.T, name string) (l, other *mysql.Locker, g *stmtGate
 	if err := warm.Release(ctxT(t, 10*time.Second)); err != nil {
 		t.Fatal(err)
 	}
-	return l, other, g
+	return l, other, g, admin
 }
 
 type rowAcquired struct {
@@ -260,5 +270,63 @@ func TestRowBatchLoneStatementAlone(t *testing.T) {
 	}
 	if n := g.sent("START TRANSACTION"); n != 0 {
 		t.Errorf("%d transactions sent for lone statements", n)
+	}
+}
+
+// When the server refuses a statement of a batch (here a lock-wait
+// timeout on a row another session has locked), the transaction is rolled
+// back and each statement runs again alone: its neighbour gets its lock
+// with exactly one hold (the rolled-back run left none), and the refused
+// one gets the server's error, not an unknown outcome.
+func TestRowBatchRefusedStatementRunsAlone(t *testing.T) {
+	table := uniqueTable("nbrefused")
+	l, other, g, admin := batchedPairOn(t, table, map[string]string{"innodb_lock_wait_timeout": "1"})
+	ctx := ctxT(t, time.Minute)
+	for _, key := range []string{"batch-locked", "batch-free"} { // the rows exist
+		lease, err := other.TryAcquire(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := lease.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tx, err := admin.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	h := mysqlKeyHash("batch-locked")
+	if _, err := tx.ExecContext(ctx, "SELECT fence FROM `"+table+"` WHERE key_hash = ? FOR UPDATE", h[:]); err != nil {
+		t.Fatal(err)
+	}
+	var locked, free <-chan rowAcquired
+	release := rowQueueBehind(t, l, g, 2, func() {
+		locked = tryAcquireRow(ctx, l, "batch-locked")
+		free = tryAcquireRow(ctx, l, "batch-free")
+	})
+	release()
+	r := <-free
+	if r.err != nil {
+		t.Fatalf("the neighbour of a refused statement: %v", r.err)
+	}
+	defer r.lease.Release(ctx)
+	if r := <-locked; r.err == nil || errors.Is(r.err, context.DeadlineExceeded) {
+		t.Errorf("acquisition of a row locked by another session = %v, %v; want the server's lock-wait timeout", r.lease, r.err)
+	}
+	if n := g.sent("START TRANSACTION"); n != 1 {
+		t.Errorf("%d batched transactions, want 1", n)
+	}
+	if n := g.sent("ROLLBACK"); n != 1 {
+		t.Errorf("%d rollbacks, want 1", n)
+	}
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	if info, err := distlock.Inspect(ctx, other, "batch-free"); err != nil || !info.Held || info.Holds != 1 {
+		t.Errorf("the neighbour's lock: %+v, %v; want held once", info, err)
+	}
+	if info, err := distlock.Inspect(ctx, other, "batch-locked"); err != nil || info.Held {
+		t.Errorf("the refused acquisition's lock: %+v, %v; want free", info, err)
 	}
 }
