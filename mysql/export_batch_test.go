@@ -62,30 +62,3 @@ func RowReleaseArgs(key, owner string, hold []byte, fence uint64) []any {
 	h := keyHash(key)
 	return []any{hold, h[:], []byte(owner), fence}
 }
-
-// NewBatching is New in row mode with the natural batching of statements
-// that the URL opener turns on (db must have multiStatements and
-// interpolateParams), with lanes in flight at once (0: no batching; -1:
-// the URL opener's).
-func NewBatching(db *sql.DB, lanes int, opts ...Option) (*Locker, error) {
-	l, err := New(db, opts...)
-	if err != nil {
-		return nil, err
-	}
-	if lanes < 0 {
-		lanes = stmtLanes
-	}
-	if lanes > 0 && l.row != nil {
-		l.row.batch = &stmtBatch{d: l.row, lanes: lanes}
-	}
-	return l, nil
-}
-
-// BatchPending returns the statements queued in l's batching.
-func BatchPending(l *Locker) int { return l.row.batch.pending() }
-
-// BatchStats returns the round trips of l's batching and the statements
-// they carried.
-func BatchStats(l *Locker) (roundTrips, statements uint64) {
-	return l.row.batch.roundTrips.Load(), l.row.batch.statements.Load()
-}

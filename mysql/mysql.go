@@ -406,8 +406,7 @@ type Locker struct {
 	distlock.Locker // Acquire, TryAcquire, Capabilities, Close
 	mode            Mode
 	b               *base
-	fu              *fuDriver  // nil in row mode
-	row             *rowDriver // nil in forupdate mode
+	fu              *fuDriver // nil in row mode
 }
 
 // New returns a Locker over db, which must use the go-sql-driver/mysql
@@ -432,7 +431,6 @@ func New(db *sql.DB, opts ...Option) (*Locker, error) {
 	d := newDriver(db, nil, c)
 	l := &Locker{mode: Mode(c.Mode), b: d.common()}
 	l.fu, _ = d.(*fuDriver)
-	l.row, _ = d.(*rowDriver)
 	l.Locker = distlock.New(d, "mysql", c.Defaults...)
 	return l, nil
 }

@@ -79,11 +79,7 @@ func open(ctx context.Context, u *url.URL) (backend.Driver, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("connect to %s: %w", cfg.Addr, sqllock.OpenError(ctx, err, errorCode))
 	}
-	d := newDriver(db, db.Close, c.config)
-	if rd, ok := d.(*rowDriver); ok {
-		rd.batch = &stmtBatch{d: rd, lanes: stmtLanes} // the pool has multiStatements
-	}
-	return d, nil
+	return newDriver(db, db.Close, c.config), nil
 }
 
 // urlConfig is what a URL configures: the Locker and its pool.
@@ -176,7 +172,6 @@ func parseURL(u *url.URL) (*gomysql.Config, urlConfig, error) {
 		cfg.Passwd, _ = u.User.Password()
 	}
 	cfg.InterpolateParams = true
-	cfg.MultiStatements = true // row mode's batched statements (stmtBatch)
 	cfg.Timeout = timeout
 	cfg.TLSConfig = tls
 	if c.Mode == string(ModeForUpdate) {

@@ -97,7 +97,6 @@ type rowDriver struct {
 	qBatchHead                             string      // rowRefreshBatchHead
 	batchMax                               int         // locks per batched refresh statement
 	sem                                    permitTable // semaphore.go
-	batch                                  *stmtBatch  // nil: each statement alone
 }
 
 func newRowDriver(b *base) *rowDriver {
@@ -133,13 +132,17 @@ func (d *rowDriver) TryAcquire(ctx context.Context, req backend.Request) (backen
 	hold := newHoldID()
 	floor := floorHash(h)
 	md := []byte(req.Metadata)
-	id, err := d.lastInsertID(ctx, h[:], d.qAcquire,
+	res, err := d.db.ExecContext(ctx, d.qAcquire,
 		h[:], []byte(req.Key), owner, us, floor[:], hold[:], md,
 		owner, owner, owner, hold[:], owner, hold[:], md, us, owner, us)
 	if err != nil {
-		if !serverRejected(err) && !isNotSent(err) {
+		if !serverRejected(err) {
 			d.abandon(h, owner, hold, req.TTL)
 		}
+		return nil, sqllock.Failed(ctx, err)
+	}
+	id, err := res.LastInsertId()
+	if err != nil {
 		return nil, sqllock.Failed(ctx, err)
 	}
 	v := uint64(id)
@@ -150,26 +153,6 @@ func (d *rowDriver) TryAcquire(ctx context.Context, req backend.Request) (backen
 		return nil, backend.Busy(time.Duration(v&^busyBit) * time.Microsecond)
 	}
 	return &rowLock{d: d, hash: h, owner: owner, token: v, hold: hold}, nil
-}
-
-// lastInsertID runs one statement on the row whose key_hash is hash and
-// returns its outcome, LAST_INSERT_ID: through the natural batching of
-// statements where the Locker has it (stmtBatch), else alone.
-func (d *rowDriver) lastInsertID(ctx context.Context, hash []byte, q string, args ...any) (int64, error) {
-	if d.batch != nil {
-		return d.batch.exec(ctx, hash, q, args)
-	}
-	return d.execAlone(ctx, q, args)
-}
-
-// execAlone runs one statement as an autocommit statement of its own and
-// returns its LAST_INSERT_ID.
-func (d *rowDriver) execAlone(ctx context.Context, q string, args []any) (int64, error) {
-	res, err := d.db.ExecContext(ctx, q, args...)
-	if err != nil {
-		return 0, err
-	}
-	return res.LastInsertId()
 }
 
 // abandon gives back, in the background, the hold that an acquire with
@@ -217,7 +200,11 @@ func (l *rowLock) Release(ctx context.Context) error {
 }
 
 func (l *rowLock) exec(ctx context.Context, q string, args ...any) error {
-	id, err := l.d.lastInsertID(ctx, l.hash[:], q, args...)
+	res, err := l.d.db.ExecContext(ctx, q, args...)
+	if err != nil {
+		return sqllock.Failed(ctx, err)
+	}
+	id, err := res.LastInsertId()
 	if err != nil {
 		return sqllock.Failed(ctx, err)
 	}
