@@ -42,7 +42,6 @@ type pipe struct {
 // pipeReq is one request of a pipe: its command bytes and the reader of
 // its reply.
 type pipeReq struct {
-	ctx   context.Context
 	cmd   []byte
 	read  func(r *bufio.Reader) error
 	err   error
@@ -66,7 +65,7 @@ func (p *pipe) do(ctx context.Context, cmd []byte, read func(r *bufio.Reader) er
 	if ctx.Err() != nil {
 		return async.CtxError(ctx)
 	}
-	r := &pipeReq{ctx: ctx, cmd: cmd, read: read}
+	r := &pipeReq{cmd: cmd, read: read}
 	p.mu.Lock()
 	if !p.busy {
 		// Free: the caller sends its own request at once.
