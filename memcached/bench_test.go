@@ -3,7 +3,13 @@ package memcached
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -147,4 +153,185 @@ func benchHandoff(b *testing.B, srv *testserver.Server, query string) {
 		after += d.attempts.Load()
 	}
 	b.ReportMetric(float64(after-before)/float64(b.N), "attempts/handoff")
+}
+
+// BenchmarkNaturalBatching measures natural batching (pipe.go) side by
+// side with gomemcache's connection per request: goroutines (1 and 64)
+// share one Locker (URL defaults: 16 idle connections) and cycle
+// TryAcquire+Release, each with a ctx that has a deadline, over 1,000
+// distinct keys (goroutine i cycles through its own keys, ≡ i mod
+// goroutines: no contention). It reports cycles/s, the server's requests
+// per cycle (its get, set, touch and delete counters), the round trips
+// (writes on the client's connections) and the dials per cycle.
+// goroutines=N/paired alternates blocks of cycles (64×10, or 50 for a
+// lone goroutine) between an
+// unbatched and a batched Locker and reports the median rate of each and
+// their ratio: a side-by-side comparison immune to the load of other
+// processes, which drifts between sub-benchmarks.
+func BenchmarkNaturalBatching(b *testing.B) {
+	srv := testserver.Memcached(b, testserver.MemcachedConfig{NoEvict: true, ExtraArgs: []string{"-c", "4096"}})
+	for _, n := range []int{1, 64} {
+		for _, batched := range []bool{false, true} {
+			name := fmt.Sprintf("goroutines=%d/unbatched", n)
+			if batched {
+				name = fmt.Sprintf("goroutines=%d/batched", n)
+			}
+			b.Run(name, func(b *testing.B) { benchBatching(b, srv, n, batched) })
+		}
+	}
+	// paired: blocks of cycles alternate between an unbatched and a
+	// batched Locker; one op is one block.
+	for _, n := range []int{1, 64} {
+		b.Run(fmt.Sprintf("goroutines=%d/paired", n), func(b *testing.B) {
+			var ls [2]*Locker
+			for i := range ls {
+				ls[i], _ = benchLocker(b, srv, i == 1)
+				if err := batchCycle(ls[i], "bench/batch/warm"); err != nil {
+					b.Fatal(err)
+				}
+			}
+			per := 10 // cycles per goroutine and block
+			if n == 1 {
+				per = 50
+			}
+			var took [2][]time.Duration
+			for i := 0; b.Loop(); i++ {
+				w := i % 2
+				start := time.Now()
+				var wg sync.WaitGroup
+				for g := range n {
+					wg.Go(func() {
+						for j := range per {
+							if err := batchCycle(ls[w], fmt.Sprintf("bench/batch/%d", g+n*j)); err != nil {
+								b.Error(err)
+								return
+							}
+						}
+					})
+				}
+				wg.Wait()
+				took[w] = append(took[w], time.Since(start))
+			}
+			if len(took[1]) == 0 {
+				return
+			}
+			x, y := medianOf(took[0]), medianOf(took[1])
+			cycles := float64(per * n)
+			b.ReportMetric(cycles/x.Seconds(), "unbatched-cycles/s")
+			b.ReportMetric(cycles/y.Seconds(), "batched-cycles/s")
+			b.ReportMetric(float64(x)/float64(y), "speedup")
+		})
+	}
+}
+
+func medianOf(d []time.Duration) time.Duration {
+	slices.Sort(d)
+	return d[len(d)/2]
+}
+
+// benchCounters count a benchmark Locker's dials and writes.
+type benchCounters struct{ writes, dials atomic.Int64 }
+
+// benchLocker is a Locker on srv as the URL opener makes it (selector,
+// 16 idle connections), with natural batching or without, whose
+// connections are counted.
+func benchLocker(b *testing.B, srv *testserver.Server, batched bool) (*Locker, *benchCounters) {
+	cnt := new(benchCounters)
+	client := memcache.New(srv.Addr())
+	client.Timeout = 5 * time.Second
+	client.MaxIdleConns = defaultURLMaxIdle
+	client.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		var d net.Dialer
+		c, err := d.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		cnt.dials.Add(1)
+		return &countingConn{Conn: c, writes: &cnt.writes}, nil
+	}
+	ss := new(memcache.ServerList)
+	if err := ss.SetServers(srv.Addr()); err != nil {
+		b.Fatal(err)
+	}
+	l, err := New(client, WithSelector(ss), WithCloseClient())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = l.Close() })
+	if !batched {
+		l.d.pipes = nil
+	}
+	return l, cnt
+}
+
+// batchCycle is TryAcquire+Release of key on l, within a deadline.
+func batchCycle(l *Locker, key string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	lease, err := l.TryAcquire(ctx, key)
+	if err != nil {
+		return err
+	}
+	return lease.Release(ctx)
+}
+
+func benchBatching(b *testing.B, srv *testserver.Server, goroutines int, batched bool) {
+	const keys = 1000
+	l, cnt := benchLocker(b, srv, batched)
+	if err := batchCycle(l, "bench/batch/warm"); err != nil { // pin checked, connections dialled
+		b.Fatal(err)
+	}
+	reqs0, writes0, dials0 := serverRequests(b, srv.Addr()), cnt.writes.Load(), cnt.dials.Load()
+	var left atomic.Int64
+	left.Store(int64(b.N))
+	var wg sync.WaitGroup
+	start := time.Now()
+	b.ResetTimer()
+	for g := range goroutines {
+		wg.Go(func() {
+			for i := 0; left.Add(-1) >= 0; i++ {
+				if err := batchCycle(l, fmt.Sprintf("bench/batch/%d", g+goroutines*(i%(keys/goroutines)))); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	n := float64(b.N)
+	b.ReportMetric(n/elapsed.Seconds(), "cycles/s")
+	b.ReportMetric(float64(serverRequests(b, srv.Addr())-reqs0)/n, "requests/cycle")
+	b.ReportMetric(float64(cnt.writes.Load()-writes0)/n, "roundtrips/cycle")
+	b.ReportMetric(float64(cnt.dials.Load()-dials0)/n, "dials/cycle")
+}
+
+// countingConn counts the writes on a connection.
+type countingConn struct {
+	net.Conn
+	writes *atomic.Int64
+}
+
+func (c *countingConn) Write(p []byte) (int, error) {
+	c.writes.Add(1)
+	return c.Conn.Write(p)
+}
+
+// serverRequests is the sum of the server's get, set (add, cas), touch
+// and delete (md) counters.
+func serverRequests(t testing.TB, addr string) int64 {
+	var n int64
+	for _, line := range rawCmd(t, addr, "stats", func(l string) bool { return l == "END" }) {
+		f := strings.Fields(line)
+		if len(f) != 3 {
+			continue
+		}
+		switch f[1] {
+		case "cmd_get", "cmd_set", "cmd_touch", "delete_hits", "delete_misses":
+			v, _ := strconv.ParseInt(f[2], 10, 64)
+			n += v
+		}
+	}
+	return n
 }

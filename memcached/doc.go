@@ -67,6 +67,25 @@
 //     Measured on a 2-core machine with two local servers: 100,000 leases
 //     at TTL 3 s (about 100,000 refreshes a second) held for 15 s without
 //     a loss, at 0.03 requests per refresh (one-by-one refresh needs 2).
+//   - Natural batching: where the Locker knows which server holds each
+//     key (the URL opener, or WithSelector), the requests of acquire,
+//     release and refresh (add, gets, cas, md) go through one connection
+//     per server: while one exchange is in flight, the requests of other
+//     goroutines queue, and the moment it is answered they go out
+//     together in one write (at most 512), their replies read in order. A
+//     lone request is sent at once, never delayed. A request whose context
+//     ends while it is queued is never sent; one already sent is read to
+//     its end in the background and, if it was an acquisition, undone as
+//     below. Each request keeps its own outcome: after an I/O error the
+//     requests whose replies were not read are of unknown outcome, exactly
+//     as a lone request's. Measured on a 2-core machine (memcached/
+//     BenchmarkNaturalBatching): 64 goroutines cycling TryAcquire+Release
+//     over distinct keys on one Locker ran 2.6–2.8 times as many cycles a
+//     second (blocks alternating with an unbatched Locker), at 0.1–0.15
+//     writes per cycle instead of 3 and no dials (gomemcache dialled a
+//     connection every 10–20 cycles beyond its 16 idle ones); a lone
+//     goroutine ran as fast (1.03–1.08×). Without a selector the
+//     requests go through gomemcache, a connection per concurrent request.
 //
 // Waiting polls: distlock's Acquire retries with jittered, capped backoff,
 // never sleeping past the holder's recorded expiry.
@@ -204,9 +223,10 @@
 // are transient outages, which distlock.WithRetryUnavailable waits out;
 // "SERVER_ERROR out of memory" and other server errors are not.
 //
-// gomemcache opens one connection per concurrent request and keeps up to
-// MaxIdleConns (the URL's max_idle=, default 16) of them idle per server;
-// it has no upper bound. memcached refuses connections beyond its -c limit
+// Without a selector (New without WithSelector), gomemcache opens one
+// connection per concurrent request and keeps up to MaxIdleConns (the
+// URL's max_idle=, default 16) of them idle per server; it has no upper
+// bound. memcached refuses connections beyond its -c limit
 // (default 1024) with "ERROR Too many open connections", which is reported
 // as ErrUnavailable: size -c for the number of concurrent lock operations.
 package memcached

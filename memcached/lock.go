@@ -51,11 +51,11 @@ func (d *driver) TryAcquire(ctx context.Context, req backend.Request) (backend.L
 		if err := d.ensurePinned(ctx, key); err != nil {
 			return nil, shape(err)
 		}
-		l, err := d.acquireOnce(key, req)
+		l, err := d.acquireOnce(ctx, key, req)
 		if d.freshRetry(ctx, err) {
 			// The first attempt is undone in the background (acquireOnce
 			// saw to it); its unique hold id keeps the two apart.
-			l, err = d.acquireOnce(key, req)
+			l, err = d.acquireOnce(ctx, key, req)
 		}
 		return l, shape(err)
 	}, func(l *lock, _ error) {
@@ -73,7 +73,7 @@ func (d *driver) TryAcquire(ctx context.Context, req backend.Request) (backend.L
 // owner holds it, add a hold (nest); otherwise report the holder's
 // remaining time. When the outcome of a write is unknown it starts the
 // background undo of that write's hold.
-func (d *driver) acquireOnce(key string, req backend.Request) (*lock, error) {
+func (d *driver) acquireOnce(ctx context.Context, key string, req backend.Request) (*lock, error) {
 	h := holdRef{owner: req.Owner, hold: randomID(holdBytes)}
 	// Compare-and-swap conflicts here come from the same owner's other
 	// holds being added and removed: each one is progress, so the loop
@@ -91,7 +91,7 @@ func (d *driver) acquireOnce(key string, req backend.Request) (*lock, error) {
 		now := time.Now().UnixMilli()
 		h.tenure = randomID(tenureBytes)
 		rec := record{expMs: now + req.TTL.Milliseconds(), tenure: h.tenure, holds: []string{h.hold}, metadata: req.Metadata, owner: h.owner}
-		err := d.c.Add(&memcache.Item{Key: key, Value: rec.encode(), Expiration: ttlSeconds(req.TTL)})
+		err := d.add(ctx, &memcache.Item{Key: key, Value: rec.encode(), Expiration: ttlSeconds(req.TTL)})
 		if err == nil {
 			return d.newLock(key, h, req.TTL), nil
 		}
@@ -101,7 +101,7 @@ func (d *driver) acquireOnce(key string, req backend.Request) (*lock, error) {
 			}
 			return nil, err
 		}
-		l, retry, err := d.nest(key, h, req.TTL)
+		l, retry, err := d.nest(ctx, key, h, req.TTL)
 		if !retry {
 			return l, err
 		}
@@ -112,8 +112,8 @@ func (d *driver) acquireOnce(key string, req backend.Request) (*lock, error) {
 // nest adds hold h.hold to the item key if h.owner holds it, by
 // compare-and-swap, and extends its expiry to max(remaining, ttl). retry
 // means the item changed or vanished since it was read.
-func (d *driver) nest(key string, h holdRef, ttl time.Duration) (l *lock, retry bool, err error) {
-	it, err := d.c.Get(key)
+func (d *driver) nest(ctx context.Context, key string, h holdRef, ttl time.Duration) (l *lock, retry bool, err error) {
+	it, err := d.get(ctx, key)
 	if errors.Is(err, memcache.ErrCacheMiss) {
 		return nil, true, nil // freed in between: add again
 	}
@@ -134,7 +134,7 @@ func (d *driver) nest(key string, h holdRef, ttl time.Duration) (l *lock, retry 
 	cur.expMs = max(cur.expMs, now+ttl.Milliseconds()) // never shorten
 	it.Value, it.Expiration = cur.encode(), expSeconds(cur.expMs, now)
 	h.tenure = cur.tenure
-	err = d.c.CompareAndSwap(it)
+	err = d.cas(ctx, it)
 	switch {
 	case err == nil:
 		return d.newLock(key, h, ttl), false, nil
@@ -191,9 +191,9 @@ func (l *lock) Refresh(ctx context.Context, ttl time.Duration) error {
 // RefreshBatch falls back to it for the items its pipeline cannot settle.
 func (l *lock) refresh(ctx context.Context, ttl time.Duration) error {
 	d := l.d
-	err := d.extendHold(l.key, l.holdRef, ttl)
+	err := d.extendHold(ctx, l.key, l.holdRef, ttl)
 	if d.freshRetry(ctx, err) {
-		err = d.extendHold(l.key, l.holdRef, ttl)
+		err = d.extendHold(ctx, l.key, l.holdRef, ttl)
 	}
 	if err == nil {
 		l.extended(ttl)
@@ -216,9 +216,9 @@ func (l *lock) extended(ttl time.Duration) {
 // check that the record still holds h, then write (a compare-and-swap, or
 // the final delete). write's retry means the item changed since the gets:
 // read again, at most casRetries times.
-func (d *driver) rewrite(key string, h holdRef, write func(it *memcache.Item, cur record) (retry bool, err error)) error {
+func (d *driver) rewrite(ctx context.Context, key string, h holdRef, write func(it *memcache.Item, cur record) (retry bool, err error)) error {
 	for range casRetries {
-		it, err := d.c.Get(key)
+		it, err := d.get(ctx, key)
 		if errors.Is(err, memcache.ErrCacheMiss) {
 			return errGone
 		}
@@ -251,12 +251,12 @@ func casOutcome(err error) (retry bool, _ error) {
 // extendHold is the owner-checked refresh: it rewrites the item by
 // compare-and-swap with an expiry of max(remaining, ttl), only if it still
 // records h.
-func (d *driver) extendHold(key string, h holdRef, ttl time.Duration) error {
-	return d.rewrite(key, h, func(it *memcache.Item, cur record) (bool, error) {
+func (d *driver) extendHold(ctx context.Context, key string, h holdRef, ttl time.Duration) error {
+	return d.rewrite(ctx, key, h, func(it *memcache.Item, cur record) (bool, error) {
 		now := time.Now().UnixMilli()
 		cur.expMs = max(cur.expMs, now+ttl.Milliseconds())
 		it.Value, it.Expiration = cur.encode(), expSeconds(cur.expMs, now)
-		return casOutcome(d.c.CompareAndSwap(it))
+		return casOutcome(d.cas(ctx, it))
 	})
 }
 
@@ -265,7 +265,7 @@ func (d *driver) extendHold(key string, h holdRef, ttl time.Duration) error {
 // the last one — unless a minimum hold (the linger mark) still runs: then
 // the item stays until that moment.
 func (d *driver) removeHold(ctx context.Context, key string, h holdRef) error {
-	return d.rewrite(key, h, func(it *memcache.Item, cur record) (bool, error) {
+	return d.rewrite(ctx, key, h, func(it *memcache.Item, cur record) (bool, error) {
 		now := time.Now().UnixMilli()
 		linger := cur.lingerMs()
 		cur.holds = cur.without(h.hold)
@@ -277,7 +277,7 @@ func (d *driver) removeHold(ctx context.Context, key string, h holdRef) error {
 			return d.deleteItem(ctx, it)
 		}
 		it.Value, it.Expiration = cur.encode(), expSeconds(cur.expMs, now)
-		return casOutcome(d.c.CompareAndSwap(it))
+		return casOutcome(d.cas(ctx, it))
 	})
 }
 
@@ -287,7 +287,7 @@ func (d *driver) removeHold(ctx context.Context, key string, h holdRef) error {
 // memcached treats as gone at once.
 func (d *driver) deleteItem(ctx context.Context, it *memcache.Item) (retry bool, err error) {
 	if addr, ok := d.metaServer(it.Key); ok {
-		res, err := d.raw.metaDelete(ctx, addr, it.Key, it.CasID)
+		res, err := d.metaDelete(ctx, addr, it.Key, it.CasID)
 		if err != nil {
 			return false, err
 		}
@@ -303,7 +303,7 @@ func (d *driver) deleteItem(ctx context.Context, it *memcache.Item) (retry bool,
 		d.noMeta.Store(addr.String(), true) // fall back to the tombstone
 	}
 	it.Value, it.Expiration = nil, -1
-	retry, err = casOutcome(d.c.CompareAndSwap(it))
+	retry, err = casOutcome(d.cas(ctx, it))
 	if !retry && err == nil {
 		statTombstones.Add(1)
 	}

@@ -101,7 +101,7 @@ func newDriver(c *memcache.Client, opts []Option) (*driver, error) {
 		d.timeout = c.Timeout
 	}
 	d.pin = cfg.pin
-	d.knowServers(c, cfg.selector, d.timeout)
+	d.knowServers(c, cfg.selector, d.timeout, d.g)
 	return d, nil
 }
 

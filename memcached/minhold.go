@@ -69,10 +69,10 @@ func (d *driver) ReleaseAfter(ctx context.Context, bl backend.Lock, dur time.Dur
 		return fmt.Errorf("%w: not a lock of this Locker", backend.ErrNotHeld)
 	}
 	_, err := call(d, ctx, func(ctx context.Context) (struct{}, error) {
-		err := d.lingerHold(l.key, l.holdRef, dur)
+		err := d.lingerHold(ctx, l.key, l.holdRef, dur)
 		if d.freshRetry(ctx, err) {
 			// A "not held" now may be the first attempt's success.
-			if err2 := d.lingerHold(l.key, l.holdRef, dur); !errors.Is(err2, backend.ErrNotHeld) {
+			if err2 := d.lingerHold(ctx, l.key, l.holdRef, dur); !errors.Is(err2, backend.ErrNotHeld) {
 				err = err2
 			}
 		}
@@ -82,8 +82,8 @@ func (d *driver) ReleaseAfter(ctx context.Context, bl backend.Lock, dur time.Dur
 }
 
 // lingerHold swaps h's hold for the linger mark, owner-checked.
-func (d *driver) lingerHold(key string, h holdRef, dur time.Duration) error {
-	return d.rewrite(key, h, func(it *memcache.Item, cur record) (bool, error) {
+func (d *driver) lingerHold(ctx context.Context, key string, h holdRef, dur time.Duration) error {
+	return d.rewrite(ctx, key, h, func(it *memcache.Item, cur record) (bool, error) {
 		now := time.Now().UnixMilli()
 		until := max(cur.lingerMs(), now+dur.Milliseconds())
 		cur.holds = withLinger(cur.without(h.hold), until)
@@ -93,6 +93,6 @@ func (d *driver) lingerHold(key string, h holdRef, dur time.Duration) error {
 			cur.expMs = max(cur.expMs, until)
 		}
 		it.Value, it.Expiration = cur.encode(), expSeconds(cur.expMs, now)
-		return casOutcome(d.c.CompareAndSwap(it))
+		return casOutcome(d.cas(ctx, it))
 	})
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/bradfitz/gomemcache/memcache"
 
 	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/internal/async"
 )
 
 // servers is what a Locker knows about the server of each key: nothing
@@ -19,10 +20,13 @@ import (
 // connections to each server (for the meta delete and the pin record), and
 // the server-list guard.
 type servers struct {
-	sel  memcache.ServerSelector // nil: unknown
-	raw  *rawPool                // nil without sel
-	list string                  // the server list, as the pin records it
-	pin  PinMode
+	sel memcache.ServerSelector // nil: unknown
+	raw *rawPool                // nil without sel
+	// pipes batch the lock paths' requests (items.go); nil without sel,
+	// or when tests turn batching off.
+	pipes *pipes
+	list  string // the server list, as the pin records it
+	pin   PinMode
 
 	pinMu  sync.RWMutex
 	pinned map[string]bool // server address → its record checked
@@ -31,7 +35,7 @@ type servers struct {
 
 // knowServers sets up the Locker's own connections to the servers of sel,
 // dialled as the client dials, with its timeout and idle limit.
-func (s *servers) knowServers(c *memcache.Client, sel memcache.ServerSelector, timeout time.Duration) {
+func (s *servers) knowServers(c *memcache.Client, sel memcache.ServerSelector, timeout time.Duration, g *async.Group) {
 	s.pinned = map[string]bool{}
 	if sel == nil {
 		return
@@ -42,6 +46,7 @@ func (s *servers) knowServers(c *memcache.Client, sel memcache.ServerSelector, t
 	}
 	s.sel = sel
 	s.raw = newRawPool(c.DialContext, timeout, idle)
+	s.pipes = &pipes{pool: s.raw, g: g}
 	var addrs []string
 	_ = sel.Each(func(a net.Addr) error {
 		addrs = append(addrs, a.String())

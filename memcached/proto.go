@@ -157,14 +157,23 @@ func (p *rawPool) metaDelete(ctx context.Context, addr net.Addr, key string, cas
 	var res mdResult
 	err := p.do(ctx, addr, func(rw *bufio.ReadWriter) error {
 		_, _ = fmt.Fprintf(rw, "md %s C%d\r\n", key, cas)
-		line, err := reply(rw)
-		if err != nil {
+		if err := rw.Flush(); err != nil {
 			return err
 		}
-		res, err = parseMDReply(line)
+		var err error
+		res, err = readMD(rw.Reader)
 		return err
 	})
 	return res, err
+}
+
+// readMD reads the reply of a meta compare-and-delete (parseMDReply).
+func readMD(r *bufio.Reader) (mdResult, error) {
+	line, err := readLine(r)
+	if err != nil {
+		return 0, err
+	}
+	return parseMDReply(line)
 }
 
 // storeResult is the answer to a text-protocol storage command.
