@@ -5,9 +5,9 @@ import (
 	"context"
 	"net"
 	"sync"
-	"sync/atomic"
 
 	"github.com/distlock/distlock/internal/async"
+	"github.com/distlock/distlock/internal/natbatch"
 )
 
 // maxPipeBatch bounds the requests of one exchange, so that reading their
@@ -29,32 +29,24 @@ const maxPipeBatch = 512
 type pipe struct {
 	pool *rawPool
 	addr net.Addr
-	g    *async.Group
+	q    *natbatch.Queue[*pipeReq]
+}
 
-	mu   sync.Mutex
-	busy bool // an exchange is in flight, or a flusher is starting
-	q    []*pipeReq
-
-	roundTrips atomic.Uint64 // exchanges written
-	requests   atomic.Uint64 // requests they carried
+// newPipe returns the pipe to addr over pool; its flushes run on g.
+func newPipe(pool *rawPool, addr net.Addr, g *async.Group) *pipe {
+	p := &pipe{pool: pool, addr: addr}
+	p.q = natbatch.New(g, maxPipeBatch, p.exchange, nil)
+	return p
 }
 
 // pipeReq is one request of a pipe: its command bytes and the reader of
 // its reply.
 type pipeReq struct {
-	cmd   []byte
-	read  func(r *bufio.Reader) error
-	err   error
-	state atomic.Int32
-	done  chan struct{}
+	natbatch.Req
+	cmd  []byte
+	read func(r *bufio.Reader) error
+	err  error
 }
-
-// The states of a pipeReq.
-const (
-	reqQueued int32 = iota
-	reqSent
-	reqDropped // its ctx ended while it was queued: never sent
-)
 
 // do sends cmd through p and hands its reply to read, which returns an
 // *errReply for a well-formed reply it does not expect (the connection
@@ -66,97 +58,28 @@ func (p *pipe) do(ctx context.Context, cmd []byte, read func(r *bufio.Reader) er
 		return async.CtxError(ctx)
 	}
 	r := &pipeReq{cmd: cmd, read: read}
-	p.mu.Lock()
-	if !p.busy {
+	if p.q.Own() {
 		// Free: the caller sends its own request at once.
-		p.busy = true
-		p.mu.Unlock()
-		r.state.Store(reqSent)
 		p.exchange([]*pipeReq{r})
-		p.next()
+		p.q.Next()
 		return r.err
 	}
-	r.done = make(chan struct{})
-	p.q = append(p.q, r)
-	p.mu.Unlock()
-	select {
-	case <-r.done:
-		return r.err
-	case <-ctx.Done():
-	}
-	if r.state.CompareAndSwap(reqQueued, reqDropped) {
+	p.q.Push(r)
+	if p.q.Wait(ctx, r, false) == natbatch.Dropped {
 		return async.CtxError(ctx)
 	}
-	<-r.done // sent: its reply is read to its end
-	return r.err
+	return r.err // sent: its reply was read to its end
 }
 
 // pending returns the number of requests queued behind the exchange in
 // flight (for tests).
-func (p *pipe) pending() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return len(p.q)
-}
-
-// next hands what queued during the caller's exchange to a flusher, or
-// marks p free.
-func (p *pipe) next() {
-	p.mu.Lock()
-	if len(p.q) == 0 {
-		p.busy = false
-		p.mu.Unlock()
-		return
-	}
-	p.mu.Unlock()
-	if !p.g.Go(p.flush) {
-		p.flush() // closing: no more background work
-	}
-}
-
-// flush sends the queue as one exchange, again and again, until it finds
-// the queue empty; then p is free.
-func (p *pipe) flush() {
-	var batch []*pipeReq
-	for {
-		p.mu.Lock()
-		if len(p.q) == 0 {
-			p.busy = false
-			p.mu.Unlock()
-			return
-		}
-		if len(p.q) <= maxPipeBatch {
-			batch, p.q = p.q, batch[:0]
-		} else {
-			batch = append(batch[:0], p.q[:maxPipeBatch]...)
-			p.q = append(p.q[:0], p.q[maxPipeBatch:]...)
-		}
-		p.mu.Unlock()
-		n := 0
-		for _, r := range batch {
-			if r.state.CompareAndSwap(reqQueued, reqSent) {
-				batch[n] = r
-				n++
-			}
-		}
-		if n > 0 {
-			p.exchange(batch[:n])
-			for _, r := range batch[:n] {
-				close(r.done)
-			}
-		}
-		clear(batch)
-		batch = batch[:0]
-	}
-}
+func (p *pipe) pending() int { return p.q.Pending() }
 
 // exchange writes the commands of reqs in one write on one connection and
 // reads their replies in order, setting each request's err. After a reply
 // that cannot be placed or an I/O error, every later request gets that
 // error: its outcome is unknown.
 func (p *pipe) exchange(reqs []*pipeReq) {
-	p.roundTrips.Add(1)
-	p.requests.Add(uint64(len(reqs)))
 	var buf []byte
 	if len(reqs) == 1 {
 		buf = reqs[0].cmd
@@ -203,6 +126,6 @@ func (ps *pipes) to(addr net.Addr) *pipe {
 	if p, ok := ps.m.Load(addr.String()); ok {
 		return p.(*pipe)
 	}
-	p, _ := ps.m.LoadOrStore(addr.String(), &pipe{pool: ps.pool, addr: addr, g: ps.g})
+	p, _ := ps.m.LoadOrStore(addr.String(), newPipe(ps.pool, addr, ps.g))
 	return p.(*pipe)
 }

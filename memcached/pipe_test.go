@@ -253,7 +253,7 @@ func TestPipeBatchedAcquireAbandonedUndone(t *testing.T) {
 		kept = tryAcquireAsync(ctxT(t, time.Minute), d, "pipe/kept", "a")
 		busy = tryAcquireAsync(ctxT(t, time.Minute), d, "pipe/taken", "a")
 	})
-	trips0, reqs0 := p.roundTrips.Load(), p.requests.Load()
+	trips0, reqs0 := p.q.Stats()
 	openBatch := g.arm() // the batch's replies are held in their turn
 	defer openBatch()
 	release()
@@ -269,7 +269,8 @@ func TestPipeBatchedAcquireAbandonedUndone(t *testing.T) {
 	if r := <-busy; !errors.Is(r.err, backend.ErrNotAcquired) {
 		t.Errorf("a neighbour in the batch on a held key: %v, %v; want ErrNotAcquired", r.l, r.err)
 	}
-	if got, n := p.roundTrips.Load()-trips0, p.requests.Load()-reqs0; got < 1 || n < 3 {
+	trips1, reqs1 := p.q.Stats()
+	if got, n := trips1-trips0, reqs1-reqs0; got < 1 || n < 3 {
 		t.Errorf("after the first: %d round trips carrying %d requests", got, n)
 	}
 	batched := false
@@ -305,7 +306,7 @@ func TestPipeBatchedAcquireAbandonedUndone(t *testing.T) {
 func TestPipeLoneRequestGoesAtOnce(t *testing.T) {
 	srv := testserver.Memcached(t, testserver.MemcachedConfig{NoEvict: true})
 	_, g, p := gatedDriver(t, srv)
-	trips0, reqs0 := p.roundTrips.Load(), p.requests.Load()
+	trips0, reqs0 := p.q.Stats()
 	n0 := len(g.written())
 	var line string
 	err := p.do(ctxT(t, 10*time.Second), []byte("version\r\n"), func(r *bufio.Reader) error {
@@ -316,7 +317,8 @@ func TestPipeLoneRequestGoesAtOnce(t *testing.T) {
 	if err != nil || len(line) < len("VERSION ") {
 		t.Fatalf("version = %q, %v", line, err)
 	}
-	if trips, reqs := p.roundTrips.Load()-trips0, p.requests.Load()-reqs0; trips != 1 || reqs != 1 {
+	trips1, reqs1 := p.q.Stats()
+	if trips, reqs := trips1-trips0, reqs1-reqs0; trips != 1 || reqs != 1 {
 		t.Errorf("%d round trips carrying %d requests, want 1 and 1", trips, reqs)
 	}
 	g.mu.Lock()

@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock/internal/async"
+	"github.com/distlock/distlock/internal/natbatch"
 )
 
 // Batch is natural batching of the script calls of many goroutines to one
@@ -24,15 +24,8 @@ import (
 // Safe for concurrent use.
 type Batch struct {
 	c       Client
-	g       *async.Group
 	patient bool // see NewPatientBatch
-
-	mu   sync.Mutex
-	busy bool // a request or pipeline is in flight, or a flusher is starting
-	q    []*call
-
-	pipelines atomic.Uint64 // round trips sent: single calls and pipelines
-	calls     atomic.Uint64 // requests sent
+	q       *natbatch.Queue[*call]
 }
 
 // Client is what a Batch needs of a go-redis client: every client type
@@ -45,7 +38,7 @@ type Client interface {
 
 // NewBatch returns the Batch of client c. Its flushes run on g (whose Close
 // waits for them); while g is closing, they run on the caller's goroutine.
-func NewBatch(c Client, g *async.Group) *Batch { return &Batch{c: c, g: g} }
+func NewBatch(c Client, g *async.Group) *Batch { return newBatch(c, g, false) }
 
 // NewPatientBatch is NewBatch for callers that run on goroutines of their
 // own and wait for the answer anyway (Redlock's per-node calls, whose
@@ -53,41 +46,35 @@ func NewBatch(c Client, g *async.Group) *Batch { return &Batch{c: c, g: g} }
 // connection free is sent on the caller's goroutine whatever its ctx, and
 // once sent it is never abandoned (late is not called); a queued request is
 // still dropped, never sent, when its ctx ends.
-func NewPatientBatch(c Client, g *async.Group) *Batch {
-	return &Batch{c: c, g: g, patient: true}
+func NewPatientBatch(c Client, g *async.Group) *Batch { return newBatch(c, g, true) }
+
+func newBatch(c Client, g *async.Group, patient bool) *Batch {
+	b := &Batch{c: c, patient: patient}
+	b.q = natbatch.New(g, 0, b.send, func(c *call) {
+		if c.late != nil {
+			c.late(c.cmd)
+		}
+	})
+	return b
 }
 
 // Stats returns the round trips sent (a single call or a pipeline each)
 // and the requests they carried.
-func (b *Batch) Stats() (roundTrips, requests uint64) { return b.pipelines.Load(), b.calls.Load() }
+func (b *Batch) Stats() (roundTrips, requests uint64) { return b.q.Stats() }
 
 // Pending returns the number of requests queued behind the one in flight
 // (for tests and diagnostics).
-func (b *Batch) Pending() int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return len(b.q)
-}
-
-// The states of a call.
-const (
-	queued int32 = iota
-	sent
-	delivered      // the caller takes the answer
-	dropped        // the caller's ctx ended while it was queued: never sent
-	abandonedAfter // the caller's ctx ended after it was sent: late gets it
-)
+func (b *Batch) Pending() int { return b.q.Pending() }
 
 // call is one request in a Batch.
 type call struct {
-	ctx   context.Context
-	s     *goredis.Script
-	keys  []string
-	args  []any
-	late  func(*goredis.Cmd)
-	cmd   *goredis.Cmd
-	state atomic.Int32
-	done  chan struct{}
+	natbatch.Req
+	ctx  context.Context
+	s    *goredis.Script
+	keys []string
+	args []any
+	late func(*goredis.Cmd)
+	cmd  *goredis.Cmd
 }
 
 // notSent is the error of a request whose ctx ended while it was queued:
@@ -116,93 +103,22 @@ func (b *Batch) Do(ctx context.Context, s *goredis.Script, keys []string, args [
 	if err := ctx.Err(); err != nil {
 		return nil, false, &notSent{async.CtxError(ctx)}
 	}
-	b.mu.Lock()
-	if !b.busy && (ctx.Done() == nil || b.patient) {
+	if (ctx.Done() == nil || b.patient) && b.q.Own() {
 		// Free, and the caller need not be interrupted: it sends its own
 		// request, without a hop to another goroutine.
-		b.busy = true
-		b.mu.Unlock()
-		b.pipelines.Add(1)
-		b.calls.Add(1)
 		cmd = b.run(ctx, s, keys, args)
-		b.next()
+		b.q.Next()
 		return cmd, false, nil
 	}
 	c := &call{ctx: ctx, s: s, keys: keys, args: args, late: late}
-	c.done = make(chan struct{})
-	b.q = append(b.q, c)
-	start := !b.busy
-	b.busy = true
-	b.mu.Unlock()
-	if start && !b.g.Go(b.flush) {
-		b.flush() // closing: no more background work
-	}
-	select {
-	case <-c.done:
-		return c.cmd, false, nil
-	case <-ctx.Done():
-	}
-	if c.state.CompareAndSwap(queued, dropped) {
+	b.q.Push(c)
+	switch b.q.Wait(ctx, c, !b.patient) {
+	case natbatch.Dropped:
 		return nil, false, &notSent{async.CtxError(ctx)}
-	}
-	if !b.patient && c.state.CompareAndSwap(sent, abandonedAfter) {
+	case natbatch.Abandoned:
 		return nil, true, async.CtxError(ctx)
 	}
-	<-c.done
 	return c.cmd, false, nil
-}
-
-// next hands what queued behind the caller's own request to a flusher, or
-// marks b free.
-func (b *Batch) next() {
-	b.mu.Lock()
-	if len(b.q) == 0 {
-		b.busy = false
-		b.mu.Unlock()
-		return
-	}
-	b.mu.Unlock()
-	if !b.g.Go(b.flush) {
-		b.flush()
-	}
-}
-
-// flush sends the queue as one pipeline, again and again, until it finds
-// the queue empty; then b is free.
-func (b *Batch) flush() {
-	var batch []*call
-	for {
-		b.mu.Lock()
-		if len(b.q) == 0 {
-			b.busy = false
-			b.mu.Unlock()
-			return
-		}
-		batch, b.q = b.q, batch[:0]
-		b.mu.Unlock()
-		// Claim each request; one whose caller gave up while it waited
-		// is never sent.
-		n := 0
-		for _, c := range batch {
-			if c.state.CompareAndSwap(queued, sent) {
-				batch[n] = c
-				n++
-			}
-		}
-		clear(batch[n:])
-		if n > 0 {
-			b.send(batch[:n])
-			for _, c := range batch[:n] {
-				if c.state.CompareAndSwap(sent, delivered) {
-					close(c.done)
-				} else if c.late != nil {
-					c.late(c.cmd)
-				}
-			}
-		}
-		clear(batch)
-		batch = batch[:0]
-	}
 }
 
 // send runs calls in one round trip: one call as Script.Run does it
@@ -210,8 +126,6 @@ func (b *Batch) flush() {
 // for those that got NOSCRIPT (after a restart or SCRIPT FLUSH), by a
 // pipeline of EVAL.
 func (b *Batch) send(calls []*call) {
-	b.pipelines.Add(1)
-	b.calls.Add(uint64(len(calls)))
 	ctx := batchContext(calls)
 	if len(calls) == 1 {
 		c := calls[0]

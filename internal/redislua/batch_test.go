@@ -115,11 +115,7 @@ func TestBatchDropsCancelledQueued(t *testing.T) {
 	}
 }
 
-func (b *Batch) isBusy() bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.busy
-}
+func (b *Batch) isBusy() bool { return b.q.Busy() }
 
 // TestBatchAbandonedAfterSend: a request whose ctx ends after it was sent
 // returns at once, abandoned, and late receives its reply.
