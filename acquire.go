@@ -173,8 +173,8 @@ func (l *locker) waitLoop(ctx context.Context, req backend.Request, policy Retry
 			defer stop()
 		}
 		if l.notifier != nil && wake == nil {
-			ch, cancel := l.notifier.Watch(ctx, req.Key)
-			defer cancel()
+			ch, cancel := l.watch(ctx, req.Key)
+			defer func() { cancel(err == nil) }()
 			wake = ch
 			if ctx.Err() == nil {
 				continue // subscribed: try once more so a release in between is not missed
@@ -209,6 +209,17 @@ func (l *locker) waitLoop(ctx context.Context, req backend.Request, policy Retry
 			timer.Stop()
 		}
 	}
+}
+
+// watch is the Notifier's Watch of key, through WatchHeld where the driver
+// has it: the cancel it returns is told whether the waiter leaves holding
+// the lock.
+func (l *locker) watch(ctx context.Context, key string) (<-chan struct{}, func(held bool)) {
+	if l.heldNotifier != nil {
+		return l.heldNotifier.WatchHeld(ctx, key)
+	}
+	ch, cancel := l.notifier.Watch(ctx, key)
+	return ch, func(bool) { cancel() }
 }
 
 // notifyFallback is the longest a notified waiter sleeps without a message

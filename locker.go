@@ -80,6 +80,7 @@ func New(d backend.Driver, name string, opts ...Option) Locker {
 	}
 	l.blocker, _ = d.(backend.Blocker)
 	l.notifier, _ = d.(backend.Notifier)
+	l.heldNotifier, _ = d.(backend.HeldNotifier)
 	l.ttlPolicy, _ = d.(backend.TTLPolicy)
 	l.batcher, _ = d.(backend.BatchRefresher)
 	l.delayed, _ = d.(backend.DelayedReleaser)
@@ -226,16 +227,18 @@ func init() { releaseBound.Store(int64(releaseTimeout)) }
 func releaseLimit() time.Duration { return time.Duration(releaseBound.Load()) }
 
 type locker struct {
-	drv        backend.Driver
-	name       string
-	caps       Capabilities
-	defaults   []Option
-	blocker    backend.Blocker
-	notifier   backend.Notifier
-	ttlPolicy  backend.TTLPolicy
-	batcher    backend.BatchRefresher
-	delayed    backend.DelayedReleaser
-	classifier backend.ErrorClassifier
+	drv      backend.Driver
+	name     string
+	caps     Capabilities
+	defaults []Option
+	blocker  backend.Blocker
+	notifier backend.Notifier
+	// heldNotifier, when the driver has it, is notifier's WatchHeld
+	heldNotifier backend.HeldNotifier
+	ttlPolicy    backend.TTLPolicy
+	batcher      backend.BatchRefresher
+	delayed      backend.DelayedReleaser
+	classifier   backend.ErrorClassifier
 
 	closeCtx context.Context // cancelled with ErrClosed by Close
 	closeFn  context.CancelCauseFunc

@@ -180,6 +180,18 @@ type Notifier interface {
 	Watch(ctx context.Context, key string) (ch <-chan struct{}, cancel func())
 }
 
+// HeldNotifier is optionally implemented by a Notifier that wakes one
+// watcher of a key at a time. WatchHeld is Watch whose cancel is told
+// whether the waiter leaves holding the lock: a woken watcher that
+// acquired need not hand its wake-up on, since the lock is taken and its
+// release will wake the next watcher (a hand-on would cost the next
+// watcher an attempt that cannot succeed). cancel(false) is Watch's
+// cancel. distlock calls WatchHeld instead of Watch where it is
+// implemented.
+type HeldNotifier interface {
+	WatchHeld(ctx context.Context, key string) (ch <-chan struct{}, cancel func(held bool))
+}
+
 // TTLPolicy is implemented by drivers whose validity differs from the
 // default. Validity returns for how long after an acquire or refresh request
 // with ttl was sent the lock is certainly still held by the server (ttl less

@@ -30,6 +30,11 @@
 //   - Notifier: the backend announces releases. ctx: Watch returns when ctx
 //     ends, whatever the notification channel does. Without it: polling
 //     only, at the retry policy's delays.
+//   - HeldNotifier (with Notifier): a Notifier that wakes one watcher at a
+//     time learns whether a leaving watcher holds the lock, and hands no
+//     wake-up on for one that does. ctx: as Watch. Without it: every woken
+//     watcher that leaves hands its wake-up on, costing the next one an
+//     attempt when the leaver acquired.
 //   - TTLPolicy: validity differs from ttl less 1% + 2 ms (coarse server
 //     clocks, minimum TTLs). Without it: DefaultValidity.
 //   - Issued: a lock granted after a wait inside the driver knows when the

@@ -274,3 +274,53 @@ func TestSubscriptionSurvivesReconnect(t *testing.T) {
 		}
 	}
 }
+
+// TestWokenAcquirerHandsNothingOn: of two waiters of one Locker, the one
+// woken by a release acquires, and leaves its wake-up unhanded — the lock
+// is taken: the other waiter makes no attempt until the next release (its
+// attempt would have been refused; before backend.HeldNotifier every
+// handoff cost one).
+func TestWokenAcquirerHandsNothingOn(t *testing.T) {
+	srv := testserver.Redis(t, testserver.RedisConfig{})
+	holder := newTestLocker(t, &goredis.Options{Addr: srv.Addr()})
+	w := newTestLocker(t, &goredis.Options{Addr: srv.Addr()})
+	counter := newAcquireCounter()
+	w.client.AddHook(counter)
+	ctx := tctx(t, time.Minute)
+	slow := distlock.WithRetry(distlock.Backoff{Min: time.Minute, Max: time.Minute})
+	const key = "notify/handon"
+	h, err := holder.TryAcquire(ctx, key, distlock.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	leases := make(chan *distlock.Lease, 2)
+	for i := range 2 {
+		go func() {
+			lease, err := w.Acquire(ctx, key, slow, distlock.WithTTL(time.Minute))
+			if err != nil {
+				t.Error(err)
+			}
+			leases <- lease
+		}()
+		// in order: first try, then the retry after subscribing
+		eventually(t, 10*time.Second, "waiter subscribed and retried", func() bool { return counter.n.Load() == int64(2*(i+1)) })
+	}
+	if err := h.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	first := <-leases
+	// The winner's attempt: 5 in all. A hand-on would make the other
+	// waiter attempt within milliseconds; wait well past that.
+	time.Sleep(300 * time.Millisecond)
+	if n := counter.n.Load(); n != 5 {
+		t.Fatalf("%d acquire attempts after the handoff, want 5 (2 per waiter, the winner's 1): the woken winner handed its wake-up on", n)
+	}
+	if err := first.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	second := <-leases
+	if second == nil {
+		t.Fatal("the second waiter did not acquire after the release")
+	}
+	_ = second.Release(ctx)
+}

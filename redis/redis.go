@@ -220,6 +220,12 @@ func (d *driver) Watch(ctx context.Context, key string) (<-chan struct{}, func()
 	return d.sub.Watch(ctx, d.keys(key).Channel)
 }
 
+// WatchHeld implements backend.HeldNotifier: a woken waiter that leaves
+// holding the lock hands no wake-up on.
+func (d *driver) WatchHeld(ctx context.Context, key string) (<-chan struct{}, func(held bool)) {
+	return d.sub.WatchHeld(ctx, d.keys(key).Channel)
+}
+
 // RefreshBatch implements backend.BatchRefresher: one pipeline (one round
 // trip per node) for every lock of this driver in items.
 func (d *driver) RefreshBatch(ctx context.Context, items []backend.RefreshItem) []error {

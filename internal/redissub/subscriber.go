@@ -172,12 +172,25 @@ func (s *Subscriber) Watch(ctx context.Context, channel string) (<-chan struct{}
 	return ch, cancel
 }
 
+// WatchHeld is Watch whose cancel is told whether the waiter leaves
+// holding the lock (backend.HeldNotifier): cancel(true) hands no wake-up
+// on, since the lock is taken and its release wakes the next waiter;
+// cancel(false) is Watch's cancel.
+func (s *Subscriber) WatchHeld(ctx context.Context, channel string) (<-chan struct{}, func(held bool)) {
+	ch := make(chan struct{}, 1)
+	ok, w := s.watch(ctx, channel, watcher{ch: ch, rank: NextRank()})
+	if !ok {
+		return never, func(bool) {}
+	}
+	return ch, func(held bool) { s.unwatch(w, !held) }
+}
+
 // WatchRank is Watch with the caller's channel ch (capacity at least 1;
 // sends to it never block) and rank (see NextRank). It reports whether the
 // subscription was confirmed; if not, ch will not be sent to and cancel is
 // a no-op. Several Subscribers may send to one ch.
 func (s *Subscriber) WatchRank(ctx context.Context, channel string, ch chan struct{}, rank uint64) (ok bool, cancel func()) {
-	return s.watch(ctx, channel, watcher{ch: ch, rank: rank})
+	return s.watchFunc(ctx, channel, watcher{ch: ch, rank: rank})
 }
 
 // WatchGrant is WatchRank for a waiter of a fair lock (redislua.Keys.Fair) whose
@@ -186,19 +199,30 @@ func (s *Subscriber) WatchRank(ctx context.Context, channel string, ch chan stru
 // the lock is taken; plain release messages and reconnections wake ch as
 // for Watch.
 func (s *Subscriber) WatchGrant(ctx context.Context, channel, hold string, ch chan struct{}, grants chan GrantMessage) (ok bool, cancel func()) {
-	return s.watch(ctx, channel, watcher{ch: ch, rank: NextRank(), hold: hold, grants: grants})
+	return s.watchFunc(ctx, channel, watcher{ch: ch, rank: NextRank(), hold: hold, grants: grants})
+}
+
+// watchFunc is watch with the watcher's cancel (handing a wake-up on) as a
+// func, a no-op if the subscription was not confirmed.
+func (s *Subscriber) watchFunc(ctx context.Context, channel string, proto watcher) (ok bool, cancel func()) {
+	ok, w := s.watch(ctx, channel, proto)
+	if !ok {
+		return false, noop
+	}
+	return true, func() { s.unwatch(w, true) }
 }
 
 // watch adds a waiter like proto to channel's queue and waits for the
-// subscription's confirmation (await). It takes only mu on the caller's
+// subscription's confirmation (await); it returns the waiter, to be
+// removed with unwatch, when confirmed. It takes only mu on the caller's
 // goroutine: a new channel's SUBSCRIBE is written by subscribe, which
 // waits for the write lock (held by a write that may be stuck on a silent
 // connection) on a goroutine of its own.
-func (s *Subscriber) watch(ctx context.Context, channel string, proto watcher) (ok bool, cancel func()) {
+func (s *Subscriber) watch(ctx context.Context, channel string, proto watcher) (ok bool, w *watcher) {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		return false, noop
+		return false, nil
 	}
 	t := s.topics[channel]
 	if t == nil {
@@ -207,9 +231,9 @@ func (s *Subscriber) watch(ctx context.Context, channel string, proto watcher) (
 		s.wg.Add(1)
 		go s.subscribe(t)
 	}
-	w := s.addLocked(t, proto)
+	w = s.addLocked(t, proto)
 	s.mu.Unlock()
-	return s.await(ctx, w)
+	return s.await(ctx, w), w
 }
 
 // addLocked adds a watcher like proto to t's queue, in rank order. Callers
@@ -268,34 +292,33 @@ func (s *Subscriber) subscribe(t *topic) {
 }
 
 // await waits for w's topic to be confirmed, at most the confirm timeout
-// or until ctx ends.
-func (s *Subscriber) await(ctx context.Context, w *watcher) (bool, func()) {
-	cancel := func() { s.unwatch(w) }
+// or until ctx ends; unconfirmed, w is removed.
+func (s *Subscriber) await(ctx context.Context, w *watcher) bool {
 	s.mu.Lock()
 	confirmed := w.t.confirmed
 	s.mu.Unlock()
 	select {
 	case <-confirmed:
-		return true, cancel
+		return true
 	default:
 	}
 	timer := time.NewTimer(s.confirm)
 	defer timer.Stop()
 	select {
 	case <-confirmed:
-		return true, cancel
+		return true
 	case <-timer.C:
 	case <-s.done:
 	case <-ctx.Done():
 	}
-	cancel()
-	return false, noop
+	s.unwatch(w, true)
+	return false
 }
 
 // unwatch removes w, handing a wake-up it received on to the new head of
-// the queue; the last watcher of a topic unsubscribes it, the last topic
-// schedules the end of the session.
-func (s *Subscriber) unwatch(w *watcher) {
+// the queue if handOn; the last watcher of a topic unsubscribes it, the
+// last topic schedules the end of the session.
+func (s *Subscriber) unwatch(w *watcher, handOn bool) {
 	s.mu.Lock()
 	if w.gone {
 		s.mu.Unlock()
@@ -304,7 +327,7 @@ func (s *Subscriber) unwatch(w *watcher) {
 	w.gone = true
 	t := w.t
 	t.watchers = slices.DeleteFunc(t.watchers, func(x *watcher) bool { return x == w })
-	if w.woken && len(t.watchers) > 0 && s.topics[t.name] == t && !s.closed {
+	if handOn && w.woken && len(t.watchers) > 0 && s.topics[t.name] == t && !s.closed {
 		s.handOns.Add(1)
 		s.wakeHead(t)
 	}

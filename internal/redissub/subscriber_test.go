@@ -214,3 +214,49 @@ func TestSubscriberUnavailable(t *testing.T) {
 		t.Error("Watch after Close returned nil")
 	}
 }
+
+// TestWatchHeldHandsNothingOn: a woken waiter that leaves holding the lock
+// (WatchHeld's cancel(true)) hands no wake-up on — the lock is taken, and
+// its release wakes the next waiter; one that leaves without it
+// (cancel(false)) hands the wake-up on as Watch's cancel does.
+func TestWatchHeldHandsNothingOn(t *testing.T) {
+	c := client(t)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	sub := NewSubscriber(c, SubscriberOptions{})
+	defer sub.Close()
+	const channel = "held"
+	chs := make([]<-chan struct{}, 3)
+	cancels := make([]func(bool), 3)
+	for i := range chs {
+		chs[i], cancels[i] = sub.WatchHeld(t.Context(), channel)
+		defer cancels[i](false)
+	}
+	publish := func() {
+		t.Helper()
+		if err := c.Publish(ctx, channel, "0").Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	publish()
+	if !fired(chs[0], 5*time.Second) {
+		t.Fatal("head not woken by a release")
+	}
+	dispatched(t, sub, 1)
+	cancels[0](true) // acquired
+	if fired(chs[1], 0) || fired(chs[2], 0) {
+		t.Fatal("a woken waiter that left holding the lock handed the wake-up on")
+	}
+	if n := sub.Stats().HandOns; n != 0 {
+		t.Fatalf("%d hand-ons, want 0", n)
+	}
+	publish() // its release wakes the next head
+	if !fired(chs[1], 5*time.Second) {
+		t.Fatal("the next head not woken by the release")
+	}
+	dispatched(t, sub, 2)
+	cancels[1](false) // gave up: hands on
+	if !fired(chs[2], 5*time.Second) {
+		t.Fatal("a woken waiter that left without the lock did not hand the wake-up on")
+	}
+}
