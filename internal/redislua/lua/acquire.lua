@@ -9,7 +9,8 @@
 redis.replicate_commands() -- TIME before writes: a no-op from Redis 5 on, needed on 3.2 and 4
 local tm = redis.call('TIME')
 local ms = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)
-local o = redis.call('HGET', KEYS[1], 'o')
+local v = redis.call('HMGET', KEYS[1], 'o', 't')
+local o = v[1]
 if not o then
 	local t = 0
 	if KEYS[2] then t = next_token(KEYS[2], KEYS[3]) end
@@ -26,7 +27,7 @@ if o == ARGV[1] then
 	if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then
 		redis.call('PEXPIRE', KEYS[1], ARGV[2])
 	end
-	return {2, redis.call('HGET', KEYS[1], 't')}
+	return {2, v[2]}
 end
 local age = -1
 local f = redis.call('HGETALL', KEYS[1])

@@ -3,8 +3,8 @@
 -- publication). A freed lock publishes its token on the channel.
 -- Returns 0 not held (nothing changed), 1 freed, 2 hold released and others
 -- of the same owner remain.
-local r, v = release_hold()
+local r, f = release_hold()
 if r == 1 and ARGV[4] ~= '' then
-	redis.call('PUBLISH', ARGV[4], v[2])
+	redis.call('PUBLISH', ARGV[4], f.t)
 end
 return r
