@@ -6,6 +6,11 @@
 -- Returns {1, token} new lock, {2, token} reentrant hold, {0, pttl, holder,
 -- age} busy, with age the ms since the holder's newest hold was added (-1:
 -- unknown, such as a hold written by a fair script, whose value is 1).
+-- A busy attempt marks the lock hash with the field w: the release that
+-- frees it publishes the wake-up (release.lua publishes only then), which
+-- this caller, subscribed before it attempted, may wait for. A waiter
+-- attempts again after every wake-up (or hand-on, see redissub) and after
+-- its timer, so it marks whichever holder it finds busy next.
 redis.replicate_commands() -- TIME before writes: a no-op from Redis 5 on, needed on 3.2 and 4
 local tm = redis.call('TIME')
 local ms = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)
@@ -29,12 +34,18 @@ if o == ARGV[1] then
 	end
 	return {2, v[2]}
 end
-local age = -1
+local age, w = -1, false
 local f = redis.call('HGETALL', KEYS[1])
 for i = 1, #f, 2 do
+	local k = f[i]
 	local v = tonumber(f[i + 1])
-	if string.sub(f[i], 1, 1) == 'h' and v and v > 1 and (age < 0 or ms - v < age) then
+	if k == 'w' then
+		w = true
+	elseif string.byte(k, 1) == 104 and v and v > 1 and (age < 0 or ms - v < age) then -- 104: 'h', a hold
 		age = math.max(ms - v, 0)
 	end
+end
+if not w then
+	redis.call('HSET', KEYS[1], 'w', 1)
 end
 return {0, redis.call('PTTL', KEYS[1]), o, age}
