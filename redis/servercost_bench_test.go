@@ -11,6 +11,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/testkit/benchkit"
 	"github.com/distlock/distlock/internal/testkit/testserver"
 )
 
@@ -24,7 +25,10 @@ import (
 //   - script-µs: the usec of EVAL/EVALSHA in INFO commandstats (inner
 //     calls included);
 //   - cmds: every command in INFO commandstats, the calls scripts make
-//     included (INFO and CONFIG left out).
+//     included (INFO and CONFIG left out);
+//
+// and the same per handoff of a hot key (handoff: 8 goroutines over 2
+// Lockers, zero hold time, benchkit.Handoff).
 //
 // The per-command calls and usec_per_call are logged (-v). Run the
 // sub-benchmarks side by side in one run and compare ratios:
@@ -75,6 +79,25 @@ func BenchmarkServerCost(b *testing.B) {
 	b.Run("try+release/fair", func(b *testing.B) {
 		serverCost(b, admin, locker(open(b, url+"?fair=true"), "bench/cost/fair"))
 	})
+	b.Run("handoff", func(b *testing.B) {
+		ls := []distlock.Locker{open(b, url), open(b, url)}
+		for _, l := range ls { // scripts loaded, subscriptions dialled
+			if err := locker(l, "bench/cost/hot")(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := admin.ConfigResetStat(ctx).Err(); err != nil {
+			b.Fatal(err)
+		}
+		cpu0 := serverCPU(b, admin)
+		benchkit.Handoff(b, ctx, ls, "bench/cost/hot", 8)
+		cpu1 := serverCPU(b, admin)
+		calls, scriptUS := totals(commandStats(b, admin))
+		n := float64(b.N)
+		b.ReportMetric((cpu1-cpu0)*1e6/n, "server-µs/handoff")
+		b.ReportMetric(scriptUS/n, "script-µs/handoff")
+		b.ReportMetric(calls/n, "cmds/handoff")
+	})
 }
 
 // serverCost runs cycle b.N times (after a warm-up that loads the
@@ -108,17 +131,7 @@ func serverCost(b *testing.B, admin *goredis.Client, cycle func() error) {
 		b.StopTimer()
 		cpu1 := serverCPU(b, admin)
 		last = commandStats(b, admin)
-		var calls, scriptUS float64
-		for name, s := range last {
-			switch name {
-			case "info", "config|resetstat", "config":
-			case "evalsha", "eval":
-				scriptUS += s.usec
-				calls += s.calls
-			default:
-				calls += s.calls
-			}
-		}
+		calls, scriptUS := totals(last)
 		cpus = append(cpus, (cpu1-cpu0)*1e6/float64(n))
 		scripts = append(scripts, scriptUS/float64(n))
 		cmds = append(cmds, calls/float64(n))
@@ -139,6 +152,23 @@ func serverCost(b *testing.B, admin *goredis.Client, cycle func() error) {
 	b.ReportMetric(median(cpus), "server-µs/cycle")
 	b.ReportMetric(median(scripts), "script-µs/cycle")
 	b.ReportMetric(median(cmds), "cmds/cycle")
+}
+
+// totals sums stats: the calls of every command (the scripts' inner calls
+// included; INFO and CONFIG, the measurement's own, left out) and the usec
+// of the scripts (EVAL, EVALSHA: their inner calls included).
+func totals(stats map[string]cmdStat) (calls, scriptUS float64) {
+	for name, s := range stats {
+		switch name {
+		case "info", "config|resetstat", "config":
+		case "evalsha", "eval":
+			scriptUS += s.usec
+			calls += s.calls
+		default:
+			calls += s.calls
+		}
+	}
+	return calls, scriptUS
 }
 
 // costBlock is the number of cycles between two resets of the server's
