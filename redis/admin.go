@@ -20,7 +20,9 @@ var (
 
 // Inspect implements backend.Inspector: the lock hash, its PTTL (the
 // server's clock) and, in fair mode, the number of live waiters in the
-// queue, read by one script that changes nothing.
+// queue, read by one script that changes nothing but the mark that makes
+// the holder's release publish its wake-up (Observe looks after it
+// subscribed; see redislua.Inspect).
 func (d *driver) Inspect(ctx context.Context, key string) (backend.LockInfo, error) {
 	return d.admin(ctx, key, redislua.Inspect)
 }

@@ -18,7 +18,8 @@
 //     remaining PTTL.
 //   - Release: owner-checked compare-and-delete. Only the holder (owner,
 //     token and the acquisition's own hold id must match) can remove its
-//     hold; when the last hold goes the key is deleted and a wake-up is
+//     hold; when the last hold goes the key is deleted and, if someone
+//     waits (a busy attempt or an Inspect marked the lock), a wake-up is
 //     PUBLISHed on the key's channel. A stale holder — one whose lock
 //     expired and was taken over, as in the classic scenario — changes
 //     nothing and gets ErrNotHeld.

@@ -215,9 +215,21 @@ func (d *driver) undo(k redislua.Keys, req backend.Request, hold string, inFligh
 }
 
 // Watch implements backend.Notifier over the Locker's shared subscription;
-// it returns when the subscription is confirmed, or when ctx ends.
+// it returns when the subscription is confirmed and the watcher registered
+// with the lock's holder (redislua.Watch: a release publishes only for a
+// lock someone waits for), or when ctx ends. A holder that takes the lock
+// later is registered by the caller's next attempt (or Observe's next
+// look, an Inspect). A failed registration is not reported: the caller
+// then learns of the release by its own timers, as of a lost message.
 func (d *driver) Watch(ctx context.Context, key string) (<-chan struct{}, func()) {
-	return d.sub.Watch(ctx, d.keys(key).Channel)
+	k := d.keys(key)
+	ch, cancel := d.sub.Watch(ctx, k.Channel)
+	if ctx.Err() == nil && !d.closed.Load() {
+		_, _, _ = async.Call(d.bg.Group(), ctx, func(ctx context.Context) (struct{}, error) {
+			return struct{}{}, redislua.Watch(ctx, d.client, k)
+		}, nil)
+	}
+	return ch, cancel
 }
 
 // WatchHeld implements backend.HeldNotifier: a woken waiter that leaves

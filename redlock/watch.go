@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 
+	"github.com/distlock/distlock/internal/redislua"
 	"github.com/distlock/distlock/internal/redissub"
 )
 
@@ -15,13 +16,17 @@ import (
 // release therefore reaches the waiter — or every node has answered or
 // timed out, or ctx has ended; nodes that just failed are not waited for.
 // The per-node subscriptions run on goroutines of their own under ctx, so a
-// silent node never holds the caller past ctx.
+// silent node never holds the caller past ctx. A node counts as confirmed
+// once the watcher is also registered with the lock's holder there
+// (redislua.Watch: a node's release publishes only for a lock someone
+// waits for).
 func (d *driver) Watch(ctx context.Context, key string) (<-chan struct{}, func()) {
 	ch := make(chan struct{}, 1)
 	if d.closed.Load() {
 		return ch, func() {}
 	}
-	channel := d.keys(key).Channel
+	k := d.keys(key)
+	channel := k.Channel
 	rank := redissub.NextRank()
 	w := &watch{}
 	need := len(d.nodes) - d.quorum + 1
@@ -36,7 +41,7 @@ func (d *driver) Watch(ctx context.Context, key string) (<-chan struct{}, func()
 			if ok && !w.add(cancel) {
 				cancel()
 			}
-			answers <- ok
+			answers <- ok && redislua.Watch(ctx, nd.client, k) == nil
 		}) {
 			launched++
 		}

@@ -40,9 +40,11 @@ func (k Keys) adminKeys() []string {
 	return []string{k.Lock}
 }
 
-// Inspect reads the lock of k in one round trip, changing nothing: its
-// hash, its PTTL and, for a fair lock (Keys.Fair), the number of live
-// waiters in its queue.
+// Inspect reads the lock of k in one round trip: its hash, its PTTL and,
+// for a fair lock (Keys.Fair), the number of live waiters in its queue.
+// It changes nothing but the mark w on a held lock (see Watch), so that
+// the holder's release publishes its wake-up: Election.Observe subscribes
+// and then looks.
 func Inspect(ctx context.Context, c goredis.Scripter, k Keys) (LockState, error) {
 	v, err := inspectScript.Run(ctx, c, k.adminKeys()).Slice()
 	if err != nil {

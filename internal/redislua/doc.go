@@ -22,7 +22,7 @@
 //	<prefix>{<tag>}        hash: o=owner, t=token, name=key, meta=the first
 //	                       hold's metadata (absent when empty), one field
 //	                       "h…" per hold (its value: the server time in ms
-//	                       it was taken)
+//	                       it was taken), w=1 once someone waits for it
 //	<prefix>fence{<stag>}  integer: the fencing counter (INCR) of the lock
 //	                       key's slot, shared by every lock in that slot;
 //	                       never expires (FenceKey, SlotTag)
@@ -42,8 +42,16 @@
 //
 // Each acquisition adds its own hold field (a unique id from HoldSource) to
 // the hash. The hold count of a reentrant owner is the number of hold
-// fields; the lock is freed (the hash deleted and a wake-up published) when
-// the last one is released. Because a hold id is unique per acquisition, an
+// fields; the lock is freed (the hash deleted) when the last one is
+// released. The freeing release publishes the wake-up only for a lock
+// marked w: a busy attempt marks the lock it finds held (every waiter
+// subscribes first and attempts again after each wake-up, so it marks each
+// holder it waits for), and so do Watch (for the holder at the time) and
+// Inspect (Election.Observe subscribes, then looks); a release nobody
+// waits for costs no PUBLISH. A plain
+// waiter not woken by a release (a Subscriber wakes one waiter per
+// message) is handed the wake-up when the woken one leaves, and its retry
+// marks the new holder. Because a hold id is unique per acquisition, an
 // acquisition whose reply was lost can be recognised and undone exactly: a
 // retry with the same hold id is idempotent, and Release with the owner and
 // hold id (token 0) removes precisely that hold and nothing else.

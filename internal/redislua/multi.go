@@ -29,7 +29,9 @@ type AllResult struct {
 // AcquireAll takes the free locks of all at once, all or nothing, in one
 // script (every key on one node: on Redis Cluster, in one slot), each with
 // its slot's next fencing token and expiry ttl, as Acquire takes one free
-// lock. A lock held by anyone — its owner included — makes it take nothing.
+// lock. A lock held by anyone — its owner included — makes it take
+// nothing; that lock is marked for its release to publish the wake-up, as
+// a busy Acquire marks it (see Watch).
 // Holds must come from a HoldSource.
 func AcquireAll(ctx context.Context, c goredis.Scripter, all []AllAttempt, ttl time.Duration) (AllResult, error) {
 	px, err := PX(ttl)

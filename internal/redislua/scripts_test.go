@@ -30,8 +30,8 @@ func TestComposition(t *testing.T) {
 	}
 	check := "redis.call('HMGET', KEYS[1], 'o', 't', ARGV[3]"
 	files, err := fs.Glob(luaFiles, "lua/*.lua")
-	if err != nil || len(files) != 11+6 { // + the semaphore scripts (sem_*.lua), acquire_all.lua and release_after.lua
-		t.Fatalf("embedded %v, %v; want 17 files", files, err)
+	if err != nil || len(files) != 11+7 { // + the semaphore scripts (sem_*.lua), acquire_all.lua, release_after.lua and watch.lua
+		t.Fatalf("embedded %v, %v; want 18 files", files, err)
 	}
 	for _, f := range files {
 		b, _ := luaFiles.ReadFile(f)

@@ -6,12 +6,35 @@
 -- Returns {1, token} new lock, {2, token} reentrant hold, {0, pttl, holder,
 -- age} busy, with age the ms since the holder's newest hold was added (-1:
 -- unknown, such as a hold written by a fair script, whose value is 1).
+-- A busy attempt marks the lock hash with the field w: the release that
+-- frees it publishes the wake-up (release.lua publishes only then), which
+-- this caller, subscribed before it attempted, may wait for. A waiter
+-- attempts again after every wake-up (or hand-on, see redissub) and after
+-- its timer, so it marks whichever holder it finds busy next.
+-- One HGETALL reads what every outcome needs (an absent lock: an empty
+-- reply), so a busy attempt, a waiter's usual one, reads the hash once.
 redis.replicate_commands() -- TIME before writes: a no-op from Redis 5 on, needed on 3.2 and 4
 local tm = redis.call('TIME')
 local ms = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)
-local o = redis.call('HGET', KEYS[1], 'o')
+local f = redis.call('HGETALL', KEYS[1])
+local o, t, w, age = false, false, false, -1
+for i = 1, #f, 2 do
+	local k = f[i]
+	if k == 'o' then
+		o = f[i + 1]
+	elseif k == 't' then
+		t = f[i + 1]
+	elseif k == 'w' then
+		w = true
+	elseif string.byte(k, 1) == 104 then -- 104: 'h', a hold
+		local v = tonumber(f[i + 1])
+		if v and v > 1 and (age < 0 or ms - v < age) then
+			age = math.max(ms - v, 0)
+		end
+	end
+end
 if not o then
-	local t = 0
+	t = 0
 	if KEYS[2] then t = next_token(KEYS[2], KEYS[3]) end
 	if ARGV[5] then
 		redis.call('HSET', KEYS[1], 'o', ARGV[1], 't', t, ARGV[3], ms, 'name', ARGV[4], 'meta', ARGV[5])
@@ -26,14 +49,9 @@ if o == ARGV[1] then
 	if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then
 		redis.call('PEXPIRE', KEYS[1], ARGV[2])
 	end
-	return {2, redis.call('HGET', KEYS[1], 't')}
+	return {2, t}
 end
-local age = -1
-local f = redis.call('HGETALL', KEYS[1])
-for i = 1, #f, 2 do
-	local v = tonumber(f[i + 1])
-	if string.sub(f[i], 1, 1) == 'h' and v and v > 1 and (age < 0 or ms - v < age) then
-		age = math.max(ms - v, 0)
-	end
+if not w then
+	redis.call('HSET', KEYS[1], 'w', 1)
 end
 return {0, redis.call('PTTL', KEYS[1]), o, age}

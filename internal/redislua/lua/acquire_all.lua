@@ -3,13 +3,15 @@
 -- counter, its legacy counter. ARGV[1] ttl ms, then per lock i owner, hold
 -- id, the lock's name and metadata ("" for none) at ARGV[4i-2 .. 4i+1].
 -- Returns {1, token...} all taken, in order; {0, i, pttl} lock i is held
--- (by anyone: a nested hold is not taken here), nothing changed.
+-- (by anyone: a nested hold is not taken here), nothing changed but the
+-- mark w on lock i, as a busy acquire.lua sets it.
 redis.replicate_commands() -- TIME before writes, as acquire.lua
 local tm = redis.call('TIME')
 local ms = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)
 local n = #KEYS / 3
 for i = 1, n do
 	if redis.call('EXISTS', KEYS[3 * i - 2]) == 1 then
+		redis.call('HSET', KEYS[3 * i - 2], 'w', 1)
 		return {0, i, redis.call('PTTL', KEYS[3 * i - 2])}
 	end
 end

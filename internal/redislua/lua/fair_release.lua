@@ -7,11 +7,11 @@
 -- plain wake-up published. A lock found free (expired) is served too.
 -- Returns 0 not held, 1 freed, 2 hold released and others remain.
 drop(ARGV[3])
-local r, v = release_hold()
-if r == 0 and not v[1] then
+local r, f = release_hold()
+if r == 0 and not f.o then
 	serve(ARGV[4], ARGV[5])
 end
 if r == 1 and not serve(ARGV[4], ARGV[5]) and ARGV[4] ~= '' then
-	redis.call('PUBLISH', ARGV[4], v[2])
+	redis.call('PUBLISH', ARGV[4], f.t)
 end
 return r

@@ -9,16 +9,15 @@
 -- owner finds it busy until it expires.
 -- Returns 0 not held (nothing changed), 1 lingering with no hold, 2 other
 -- holds remain.
-local ok, v = held()
+local f, n, ok = lock_fields()
 if not ok then
 	return 0
 end
 local now = now_ms()
-local lg = math.max(tonumber(v[6] or '0'), now + tonumber(ARGV[4]))
+local lg = math.max(tonumber(f.lg or '0'), now + tonumber(ARGV[4]))
 redis.call('HSET', KEYS[1], 'lg', lg)
 redis.call('HDEL', KEYS[1], ARGV[3])
-v[6] = lg
-if redis.call('HLEN', KEYS[1]) > fixed_fields(v) then
+if n > 1 then
 	if redis.call('PTTL', KEYS[1]) < lg - now then
 		redis.call('PEXPIRE', KEYS[1], lg - now)
 	end
