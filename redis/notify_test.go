@@ -1,6 +1,7 @@
 package redis
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"runtime"
@@ -279,7 +280,9 @@ func TestSubscriptionSurvivesReconnect(t *testing.T) {
 // woken by a release acquires, and leaves its wake-up unhanded — the lock
 // is taken: the other waiter makes no attempt until the next release (its
 // attempt would have been refused; before backend.HeldNotifier every
-// handoff cost one).
+// handoff cost one). The lock it took is marked for the other waiter
+// (AcquireWaited), whose wake-up then comes from its release, long before
+// the minute-long TTL and retry delay (its ctx ends after 20s).
 func TestWokenAcquirerHandsNothingOn(t *testing.T) {
 	srv := testserver.Redis(t, testserver.RedisConfig{})
 	holder := newTestLocker(t, &goredis.Options{Addr: srv.Addr()})
@@ -294,9 +297,11 @@ func TestWokenAcquirerHandsNothingOn(t *testing.T) {
 		t.Fatal(err)
 	}
 	leases := make(chan *distlock.Lease, 2)
+	wctx, wcancel := context.WithTimeout(ctx, 20*time.Second)
+	defer wcancel()
 	for i := range 2 {
 		go func() {
-			lease, err := w.Acquire(ctx, key, slow, distlock.WithTTL(time.Minute))
+			lease, err := w.Acquire(wctx, key, slow, distlock.WithTTL(time.Minute))
 			if err != nil {
 				t.Error(err)
 			}

@@ -184,7 +184,13 @@ func (d *driver) attempt(ctx context.Context, k redislua.Keys, req backend.Reque
 	if fa != nil {
 		r, abandoned, err = d.batch.FairAcquire(ctx, k, req.Owner, req.TTL, *fa, late)
 	} else {
-		r, abandoned, err = d.batch.Acquire(ctx, k, req.Owner, hold, req.Metadata, req.TTL, late)
+		acquire := d.batch.Acquire
+		if d.sub.Watching(k.Channel) {
+			// Waiters of this Locker: a lock taken now is marked for
+			// them (see WatchHeld).
+			acquire = d.batch.AcquireWaited
+		}
+		r, abandoned, err = acquire(ctx, k, req.Owner, hold, req.Metadata, req.TTL, late)
 	}
 	if err != nil {
 		if redislua.Ambiguous(err) && !abandoned {
@@ -232,8 +238,12 @@ func (d *driver) Watch(ctx context.Context, key string) (<-chan struct{}, func()
 	return ch, cancel
 }
 
-// WatchHeld implements backend.HeldNotifier: a woken waiter that leaves
-// holding the lock hands no wake-up on.
+// WatchHeld implements backend.HeldNotifier for distlock's acquire loop:
+// unlike Watch it does not mark the lock, since the loop attempts again
+// right after it and a busy attempt marks the holder; and a woken waiter
+// that leaves holding the lock hands no wake-up on, since the lock it
+// takes while other waiters of this Locker wait is marked for them at once
+// (AcquireWaited), and its release wakes the next.
 func (d *driver) WatchHeld(ctx context.Context, key string) (<-chan struct{}, func(held bool)) {
 	return d.sub.WatchHeld(ctx, d.keys(key).Channel)
 }

@@ -238,7 +238,19 @@ func via[T any](ctx context.Context, b *Batch, s *goredis.Script, keys []string,
 // Acquire is the package's Acquire through b (see Do for ctx, abandoned
 // and late).
 func (b *Batch) Acquire(ctx context.Context, k Keys, owner, hold, metadata string, ttl time.Duration, late func(AcquireResult, error)) (AcquireResult, bool, error) {
-	keys, args, err := acquireCall(k, owner, hold, metadata, ttl)
+	return b.acquire(ctx, k, owner, hold, metadata, ttl, false, late)
+}
+
+// AcquireWaited is Acquire for a caller whose Locker has other waiters of
+// the lock: a lock it takes is marked for them at once (field w), so that
+// its release wakes them although they have not attempted against it (a
+// woken waiter that acquires hands no wake-up on: backend.HeldNotifier).
+func (b *Batch) AcquireWaited(ctx context.Context, k Keys, owner, hold, metadata string, ttl time.Duration, late func(AcquireResult, error)) (AcquireResult, bool, error) {
+	return b.acquire(ctx, k, owner, hold, metadata, ttl, true, late)
+}
+
+func (b *Batch) acquire(ctx context.Context, k Keys, owner, hold, metadata string, ttl time.Duration, waited bool, late func(AcquireResult, error)) (AcquireResult, bool, error) {
+	keys, args, err := acquireCall(k, owner, hold, metadata, ttl, waited)
 	if err != nil {
 		return AcquireResult{}, false, err
 	}

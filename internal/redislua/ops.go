@@ -55,7 +55,7 @@ type AcquireResult struct {
 // after a lost reply does not add a second hold. hold must come from a
 // HoldSource; ttl must be whole milliseconds (see PX).
 func Acquire(ctx context.Context, c goredis.Scripter, k Keys, owner, hold, metadata string, ttl time.Duration) (AcquireResult, error) {
-	keys, args, err := acquireCall(k, owner, hold, metadata, ttl)
+	keys, args, err := acquireCall(k, owner, hold, metadata, ttl, false)
 	if err != nil {
 		return AcquireResult{}, err
 	}
@@ -64,7 +64,7 @@ func Acquire(ctx context.Context, c goredis.Scripter, k Keys, owner, hold, metad
 
 // acquireCall checks Acquire's arguments and returns the script's keys and
 // arguments.
-func acquireCall(k Keys, owner, hold, metadata string, ttl time.Duration) ([]string, []any, error) {
+func acquireCall(k Keys, owner, hold, metadata string, ttl time.Duration, waited bool) ([]string, []any, error) {
 	px, err := PX(ttl)
 	if err != nil {
 		return nil, nil, err
@@ -73,10 +73,14 @@ func acquireCall(k Keys, owner, hold, metadata string, ttl time.Duration) ([]str
 		return nil, nil, err
 	}
 	r := &callArgs{keys: [3]string{k.Lock, k.Fence, k.Legacy}, s: [4]string{owner, hold, k.Name, metadata}, n: px}
-	r.args = [5]any{&r.s[0], &r.n, &r.s[1], &r.s[2], &r.s[3]}
+	r.args = [6]any{&r.s[0], &r.n, &r.s[1], &r.s[2], &r.s[3], "0"}
 	keys := r.keys[:1]
 	if k.Fence != "" {
 		keys = r.keys[:3]
+	}
+	if waited {
+		r.args[5] = "1" // other waiters: the new lock is marked for them
+		return keys, r.args[:6], nil
 	}
 	if metadata == "" {
 		return keys, r.args[:4], nil // no metadata: not sent, not stored
@@ -90,7 +94,7 @@ func acquireCall(k Keys, owner, hold, metadata string, ttl time.Duration) ([]str
 // string or a large integer would allocate once per argument).
 type callArgs struct {
 	keys [3]string
-	args [5]any
+	args [6]any
 	s    [4]string
 	n    int64
 	u    uint64
@@ -194,7 +198,7 @@ func releaseCall(k Keys, owner string, token uint64, hold string) (*goredis.Scri
 		return fairReleaseScript, k.fairKeys(), []any{owner, token, hold, k.Channel, k.Name}, nil
 	}
 	r := &callArgs{keys: [3]string{k.Lock}, s: [4]string{owner, hold, k.Channel}, u: token}
-	r.args = [5]any{&r.s[0], &r.u, &r.s[1], &r.s[2]}
+	r.args = [6]any{&r.s[0], &r.u, &r.s[1], &r.s[2]}
 	return releaseScript, r.keys[:1], r.args[:4], nil
 }
 
@@ -237,7 +241,7 @@ func refreshCall(k Keys, owner string, token uint64, hold string, ttl time.Durat
 		return nil, nil, err
 	}
 	r := &callArgs{keys: [3]string{k.Lock}, s: [4]string{owner, hold}, u: token, n: px}
-	r.args = [5]any{&r.s[0], &r.u, &r.s[1], &r.n}
+	r.args = [6]any{&r.s[0], &r.u, &r.s[1], &r.n}
 	return r.keys[:1], r.args[:4], nil
 }
 

@@ -434,6 +434,14 @@ func (s *Subscriber) Close() error {
 
 // Active reports whether the pub/sub session (connection and reader
 // goroutine) is up, and how many channels are watched.
+// Watching reports whether channel has a watcher.
+func (s *Subscriber) Watching(channel string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t := s.topics[channel]
+	return t != nil && len(t.watchers) > 0
+}
+
 func (s *Subscriber) Active() (session bool, channels int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

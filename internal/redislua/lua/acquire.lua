@@ -1,7 +1,9 @@
 -- acquire.lua (after fence.lua): KEYS[1] lock, KEYS[2] slot fence counter
 -- and KEYS[3] legacy counter (both optional: no fencing); ARGV[1] owner,
 -- ARGV[2] ttl ms, ARGV[3] hold id, ARGV[4] the lock's name, ARGV[5]
--- metadata (absent when empty). Each hold field's value is the server time
+-- metadata (absent or empty: none), ARGV[6] '1' when the caller's Locker
+-- has other waiters of this lock (a new lock is then marked w at once: they
+-- wait for its release without attempting against it). Each hold field's value is the server time
 -- (ms) at which it was added; a new lock also stores its name and metadata.
 -- Returns {1, token} new lock, {2, token} reentrant hold, {0, pttl, holder,
 -- age} busy, with age the ms since the holder's newest hold was added (-1:
@@ -36,10 +38,13 @@ end
 if not o then
 	t = 0
 	if KEYS[2] then t = next_token(KEYS[2], KEYS[3]) end
-	if ARGV[5] then
+	if ARGV[5] and ARGV[5] ~= '' then
 		redis.call('HSET', KEYS[1], 'o', ARGV[1], 't', t, ARGV[3], ms, 'name', ARGV[4], 'meta', ARGV[5])
 	else
 		redis.call('HSET', KEYS[1], 'o', ARGV[1], 't', t, ARGV[3], ms, 'name', ARGV[4])
+	end
+	if ARGV[6] == '1' then
+		redis.call('HSET', KEYS[1], 'w', 1)
 	end
 	redis.call('PEXPIRE', KEYS[1], ARGV[2])
 	return {1, t}
