@@ -59,9 +59,11 @@ func (p *pipe) do(ctx context.Context, cmd []byte, read func(r *bufio.Reader) er
 	}
 	r := &pipeReq{cmd: cmd, read: read}
 	if p.q.Own() {
-		// Free: the caller sends its own request at once.
+		// Free: the caller sends its own request at once. Next deferred:
+		// a panic in the exchange that the caller recovers must not leave
+		// the queue busy for ever.
+		defer p.q.Next()
 		p.exchange([]*pipeReq{r})
-		p.q.Next()
 		return r.err
 	}
 	p.q.Push(r)
