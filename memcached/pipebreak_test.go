@@ -2,9 +2,15 @@ package memcached
 
 import (
 	"bufio"
+	"errors"
+	"os"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/bradfitz/gomemcache/memcache"
+
+	"github.com/distlock/distlock/backend"
 	"github.com/distlock/distlock/internal/testkit/testserver"
 )
 
@@ -31,4 +37,93 @@ func TestPipePanicInOwnRequestFreesPipe(t *testing.T) {
 	if err := p.do(ctxT(t, 5*time.Second), []byte("version\r\n"), readVersion); err != nil {
 		t.Fatalf("the request after a recovered panic: %v (busy %v)", err, p.q.Busy())
 	}
+}
+
+// Many nested holds of one owner on one key, released at once: with
+// natural batching their gets go out in one write and their cas in the
+// next, so every round only one of them wins. Each release must still
+// succeed (not "compare-and-swap conflicts"), and the item must be gone.
+//
+// Fails on the current code (about a third of 100 releases get "16
+// compare-and-swap conflicts in a row" and the item stays): rewrite
+// (lock.go) bounds its loop at casRetries, which natural batching's
+// lockstep exhausts. Skipped until the fix in lock.go (casPace, the paced
+// window acquireOnce already has) is applied: DISTLOCK_BREAK1=1 runs it.
+func TestPipeConcurrentNestedReleasesOneKey(t *testing.T) {
+	if os.Getenv("DISTLOCK_BREAK1") == "" {
+		t.Skip("known finding: rewrite's casRetries bound under batching (lock.go, outside this change)")
+	}
+	srv := testserver.Memcached(t, testserver.MemcachedConfig{NoEvict: true})
+	d := openDriver(t, mcURL(srv, ""))
+	const n = 100
+	locks := make([]backend.Lock, n)
+	for i := range locks {
+		l, err := d.TryAcquire(ctxT(t, 10*time.Second), req("pipe/nested", "a", time.Minute))
+		if err != nil {
+			t.Fatalf("nested hold %d: %v", i, err)
+		}
+		locks[i] = l
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i, l := range locks {
+		wg.Go(func() { errs[i] = l.Release(ctxT(t, 30*time.Second)) })
+	}
+	wg.Wait()
+	logBatching(t, d)
+	failed := 0
+	for i, err := range errs {
+		if err != nil {
+			failed++
+			if failed < 3 {
+				t.Errorf("release %d: %v", i, err)
+			}
+		}
+	}
+	if failed > 0 {
+		t.Errorf("%d of %d concurrent releases failed", failed, n)
+	}
+	if _, err := adminClient(t, srv.Addr()).Get(ItemKey(DefaultPrefix, "pipe/nested")); !errors.Is(err, memcache.ErrCacheMiss) {
+		t.Errorf("the item after every release: %v, want a miss", err)
+	}
+}
+
+// Many nested acquisitions of one owner on one key at once (their add,
+// gets and cas batched together) all succeed, and so do their releases.
+func TestPipeConcurrentNestedAcquiresOneKey(t *testing.T) {
+	srv := testserver.Memcached(t, testserver.MemcachedConfig{NoEvict: true})
+	d := openDriver(t, mcURL(srv, ""))
+	const n = 100
+	var wg sync.WaitGroup
+	locks := make([]backend.Lock, n)
+	errs := make([]error, n)
+	for i := range n {
+		wg.Go(func() { locks[i], errs[i] = d.TryAcquire(ctxT(t, 30*time.Second), req("pipe/nestacq", "a", time.Minute)) })
+	}
+	wg.Wait()
+	logBatching(t, d)
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("acquisition %d: %v", i, err)
+			continue
+		}
+		if err := locks[i].Release(ctxT(t, 30*time.Second)); err != nil {
+			t.Errorf("release %d: %v", i, err)
+		}
+	}
+	if _, err := adminClient(t, srv.Addr()).Get(ItemKey(DefaultPrefix, "pipe/nestacq")); !errors.Is(err, memcache.ErrCacheMiss) {
+		t.Errorf("the item after every release: %v, want a miss", err)
+	}
+}
+
+// logBatching logs the round trips and requests of d's pipes.
+func logBatching(t *testing.T, d *driver) {
+	if d.pipes == nil {
+		t.Fatal("the driver has no pipes: batching is off")
+	}
+	d.pipes.m.Range(func(_, v any) bool {
+		rt, n := v.(*pipe).q.Stats()
+		t.Logf("%d requests in %d round trips", n, rt)
+		return true
+	})
 }
