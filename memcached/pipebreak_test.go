@@ -98,7 +98,9 @@ func TestPipeConcurrentNestedAcquiresOneKey(t *testing.T) {
 	locks := make([]backend.Lock, n)
 	errs := make([]error, n)
 	for i := range n {
-		wg.Go(func() { locks[i], errs[i] = d.TryAcquire(ctxT(t, 30*time.Second), req("pipe/nestacq", "a", time.Minute)) })
+		wg.Go(func() {
+			locks[i], errs[i] = d.TryAcquire(ctxT(t, 30*time.Second), req("pipe/nestacq", "a", time.Minute))
+		})
 	}
 	wg.Wait()
 	logBatching(t, d)
