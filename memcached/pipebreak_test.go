@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -128,4 +129,41 @@ func logBatching(t *testing.T, d *driver) {
 		t.Logf("%d requests in %d round trips", n, rt)
 		return true
 	})
+}
+
+// In a batch, a reply that cannot be placed (a CLIENT_ERROR where a gets
+// expects VALUE or END: memcached's answer to a key over 250 bytes) puts
+// the connection out of step, and the requests after it in the batch —
+// written, maybe applied — must get an error whose outcome is unknown
+// (ioError: the driver undoes and retries), not one that reads as the
+// server's refusal (the add it applied would be left held, unowned).
+func TestPipeOutOfStepLaterRequestsUnknown(t *testing.T) {
+	srv := testserver.Memcached(t, testserver.MemcachedConfig{NoEvict: true})
+	d, g, p := gatedDriver(t, srv)
+	long := strings.Repeat("k", 300)
+	key := ItemKey(DefaultPrefix, "pipe/oos")
+	getErr, addErr := make(chan error, 1), make(chan error, 1)
+	release := queueBehind(t, d, g, p, 2, func() {
+		go func() {
+			_, err := d.get(ctxT(t, time.Minute), long)
+			getErr <- err
+		}()
+		if !waitFor(10*time.Second, func() bool { return p.pending() == 1 }) {
+			t.Fatal("the gets did not queue")
+		}
+		go func() {
+			addErr <- d.add(ctxT(t, time.Minute), &memcache.Item{Key: key, Value: []byte("x"), Expiration: 60})
+		}()
+	})
+	release()
+	gerr, aerr := <-getErr, <-addErr
+	t.Logf("gets: %v; add: %v", gerr, aerr)
+	if gerr == nil {
+		t.Fatal("a gets of a 300-byte key succeeded")
+	}
+	_, err := adminClient(t, srv.Addr()).Get(key)
+	applied := err == nil
+	if applied && aerr != nil && !ioError(aerr) {
+		t.Errorf("the add was applied, but its error %q reads as the server's answer (ioError false): nobody undoes it", aerr)
+	}
 }
