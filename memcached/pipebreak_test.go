@@ -2,8 +2,10 @@ package memcached
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"os"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -165,5 +167,62 @@ func TestPipeOutOfStepLaterRequestsUnknown(t *testing.T) {
 	applied := err == nil
 	if applied && aerr != nil && !ioError(aerr) {
 		t.Errorf("the add was applied, but its error %q reads as the server's answer (ioError false): nobody undoes it", aerr)
+	}
+}
+
+// Close while one acquisition is in flight on the pipe and three are
+// queued behind it, their callers giving up: every caller returns, Close
+// returns once the reply comes, no goroutine is left, and no lock is left
+// on the server (the queued ones never sent, the one in flight undone).
+func TestPipeCloseWhileQueuedAndInFlight(t *testing.T) {
+	srv := testserver.Memcached(t, testserver.MemcachedConfig{NoEvict: true})
+	base := runtime.NumGoroutine()
+	d, g, p := gatedDriver(t, srv)
+	open := g.arm()
+	defer open()
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	keys := []string{"pipe/close/0", "pipe/close/1", "pipe/close/2", "pipe/close/3"}
+	var got []<-chan acquired
+	got = append(got, tryAcquireAsync(ctx, d, keys[0], "a"))
+	g.held(t)
+	for _, k := range keys[1:] {
+		got = append(got, tryAcquireAsync(ctx, d, k, "a"))
+	}
+	if !waitFor(10*time.Second, func() bool { return p.pending() == 3 }) {
+		t.Fatalf("%d queued, want 3", p.pending())
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- d.Close() }()
+	cancel()
+	for i, ch := range got {
+		select {
+		case r := <-ch:
+			if r.err == nil {
+				t.Errorf("acquisition %d got a lock after its ctx ended", i)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("acquisition %d did not return at its ctx's end", i)
+		}
+	}
+	open()
+	select {
+	case <-closed:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Close did not return")
+	}
+	admin := adminClient(t, srv.Addr())
+	for _, k := range keys {
+		if it, err := admin.Get(ItemKey(DefaultPrefix, k)); !errors.Is(err, memcache.ErrCacheMiss) {
+			t.Errorf("%s after Close: %v %v, want a miss", k, it, err)
+		}
+	}
+	for i, k := range keys[1:] {
+		if sentKey(g.written(), k) {
+			t.Errorf("queued acquisition %d was sent", i+1)
+		}
+	}
+	if !waitFor(10*time.Second, func() bool { return runtime.NumGoroutine() <= base+2 }) {
+		t.Errorf("%d goroutines after Close, %d before the driver", runtime.NumGoroutine(), base)
 	}
 }
