@@ -2,12 +2,16 @@ package memcached
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
+	"net"
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -224,5 +228,126 @@ func TestPipeCloseWhileQueuedAndInFlight(t *testing.T) {
 	}
 	if !waitFor(10*time.Second, func() bool { return runtime.NumGoroutine() <= base+2 }) {
 		t.Errorf("%d goroutines after Close, %d before the driver", runtime.NumGoroutine(), base)
+	}
+}
+
+// cutter wraps the connections of a gate: while armed, a read returns at
+// most the first reply line of what the server sent, and the next read
+// fails (the connection breaks after some replies of a batch were read).
+type cutter struct {
+	g     *gate
+	armed atomic.Bool
+}
+
+func (c *cutter) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	nc, err := c.g.dial(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	return &cutConn{Conn: nc, c: c}, nil
+}
+
+type cutConn struct {
+	net.Conn
+	c   *cutter
+	cut bool
+}
+
+func (cc *cutConn) Read(p []byte) (int, error) {
+	if cc.cut {
+		_ = cc.Conn.Close()
+		return 0, net.ErrClosed
+	}
+	n, err := cc.Conn.Read(p)
+	if n > 0 && cc.c.armed.CompareAndSwap(true, false) {
+		if i := bytes.IndexByte(p[:n], '\n'); i >= 0 {
+			cc.cut = true
+			return i + 1, nil
+		}
+		cc.c.armed.Store(true) // less than a line came: cut after the next
+	}
+	return n, err
+}
+
+// When the connection breaks after the first reply of a batch was read,
+// that request keeps its exact outcome (its lock, no retry), and each later
+// one, written and unread, is unknown: undone and retried, so that every
+// caller gets its lock and each item records exactly its hold.
+func TestPipeBatchCutAfterFirstReply(t *testing.T) {
+	srv := testserver.Memcached(t, testserver.MemcachedConfig{NoEvict: true})
+	g := &gate{waiting: make(chan chan<- int, 1)}
+	cut := &cutter{g: g}
+	ss := new(memcache.ServerList)
+	if err := ss.SetServers(srv.Addr()); err != nil {
+		t.Fatal(err)
+	}
+	c := memcache.NewFromSelector(ss)
+	c.Timeout = 10 * time.Second
+	c.DialContext = cut.dial
+	d, err := newDriver(c, []Option{WithSelector(ss), WithCloseClient()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Close() })
+	l, err := d.TryAcquire(ctxT(t, 10*time.Second), req("pipe/warm", "warm", time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Release(ctxT(t, 10*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	addr, _ := ss.PickServer("any")
+	p := d.pipes.to(addr)
+	var queued []<-chan acquired
+	release := queueBehind(t, d, g, p, 3, func() {
+		for i := range 3 {
+			queued = append(queued, tryAcquireAsync(ctxT(t, time.Minute), d, "pipe/cut/"+strconv.Itoa(i), "a"))
+			if !waitFor(10*time.Second, func() bool { return p.pending() == i+1 }) {
+				t.Fatalf("acquisition %d did not queue", i)
+			}
+		}
+	})
+	openBatch := g.arm()
+	defer openBatch()
+	release()
+	g.held(t) // the batch is written, its replies held
+	cut.armed.Store(true)
+	openBatch()
+	admin := adminClient(t, srv.Addr())
+	for i, ch := range queued {
+		r := <-ch
+		if r.err != nil {
+			t.Errorf("acquisition %d: %v", i, r.err)
+			continue
+		}
+		l := r.l.(*lock)
+		if !waitFor(10*time.Second, func() bool {
+			it, err := admin.Get(l.key)
+			if err != nil {
+				return false
+			}
+			rec, ok := decodeRecord(it.Value)
+			return ok && len(rec.holds) == 1 && rec.holds[0] == l.hold
+		}) {
+			it, err := admin.Get(l.key)
+			t.Errorf("acquisition %d: the item does not come to record just its hold: %v %v", i, it, err)
+		}
+	}
+	// touched counts the writes that add, cas or delete the item key.
+	touched := func(key string) (adds, others int) {
+		for _, w := range g.written() {
+			w = append([]byte("\n"), w...)
+			adds += bytes.Count(w, []byte("\nadd "+key+" "))
+			others += bytes.Count(w, []byte("\nmd "+key+" ")) + bytes.Count(w, []byte("\ncas "+key+" "))
+		}
+		return adds, others
+	}
+	if adds, others := touched(ItemKey(DefaultPrefix, "pipe/cut/0")); adds != 1 || others != 0 {
+		t.Errorf("the request whose reply was read: %d adds, %d cas or md; want 1 add, nothing undone or retried", adds, others)
+	}
+	for i := 1; i < 3; i++ {
+		if adds, others := touched(ItemKey(DefaultPrefix, "pipe/cut/"+strconv.Itoa(i))); adds+others < 2 {
+			t.Errorf("unread request %d: %d adds, %d cas or md; want it undone and retried", i, adds, others)
+		}
 	}
 }
