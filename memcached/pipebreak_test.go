@@ -351,3 +351,83 @@ func TestPipeBatchCutAfterFirstReply(t *testing.T) {
 		}
 	}
 }
+
+// 100,000 requests through one pipe from 64 goroutines, a fifth of them
+// with a ctx cancelled at once after the call: every request gets exactly
+// its own reply (an add of its own key: STORED; nothing crosses between
+// callers), the ones that were never sent left nothing, the stats count
+// exactly the requests sent, and the pipe ends free.
+func TestPipeHundredThousand(t *testing.T) {
+	if testing.Short() {
+		t.Skip("100,000 requests")
+	}
+	srv := testserver.Memcached(t, testserver.MemcachedConfig{NoEvict: true})
+	_, _, p := gatedDriver(t, srv)
+	const workers, per = 64, 100000 / 64
+	deadline := time.Now().Add(2 * time.Minute)
+	trips0, reqs0 := p.q.Stats()
+	var (
+		wg                     sync.WaitGroup
+		stored, notSent, wrong atomic.Int64
+		storedKeys, unsentKeys = make([][]string, workers), make([][]string, workers)
+	)
+	for w := range workers {
+		wg.Go(func() {
+			for i := range per {
+				if time.Now().After(deadline) {
+					return
+				}
+				key := "hk/" + strconv.Itoa(w) + "/" + strconv.Itoa(i)
+				ctx, cancel := context.WithCancel(context.Background())
+				cmd := storeCmd("add", &memcache.Item{Key: key, Value: []byte(key), Expiration: 300})
+				var err error
+				if i%5 == 0 {
+					done := make(chan struct{})
+					go func() { err = p.do(ctx, cmd, readStore); close(done) }()
+					cancel()
+					<-done
+				} else {
+					err = p.do(ctx, cmd, readStore)
+				}
+				cancel()
+				switch {
+				case err == nil:
+					stored.Add(1)
+					storedKeys[w] = append(storedKeys[w], key)
+				case errors.Is(err, context.Canceled):
+					notSent.Add(1)
+					unsentKeys[w] = append(unsentKeys[w], key)
+				default:
+					wrong.Add(1)
+					t.Errorf("%s: %v", key, err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	trips1, reqs1 := p.q.Stats()
+	t.Logf("%d stored, %d not sent, in %d round trips carrying %d requests", stored.Load(), notSent.Load(), trips1-trips0, reqs1-reqs0)
+	if got := int64(reqs1 - reqs0); got != stored.Load() {
+		t.Errorf("stats count %d requests sent, %d were stored", got, stored.Load())
+	}
+	if !waitFor(10*time.Second, func() bool { return !p.q.Busy() }) {
+		t.Error("the pipe stayed busy")
+	}
+	admin := adminClient(t, srv.Addr())
+	check := func(keys [][]string, want bool) {
+		for _, ks := range keys {
+			for i, k := range ks {
+				if i%97 != 0 { // a sample
+					continue
+				}
+				it, err := admin.Get(k)
+				if got := err == nil; got != want || (got && string(it.Value) != k) {
+					t.Errorf("%s: %v %v, stored %v", k, it, err, want)
+					return
+				}
+			}
+		}
+	}
+	check(storedKeys, true)
+	check(unsentKeys, false)
+}
