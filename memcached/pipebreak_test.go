@@ -431,3 +431,35 @@ func TestPipeHundredThousand(t *testing.T) {
 	check(storedKeys, true)
 	check(unsentKeys, false)
 }
+
+// Two owners' acquisitions of one key in one write: exactly one wins, the
+// other is refused; the item records just the winner's hold.
+func TestPipeSameKeyOneBatch(t *testing.T) {
+	srv := testserver.Memcached(t, testserver.MemcachedConfig{NoEvict: true})
+	d, g, p := gatedDriver(t, srv)
+	var a, b <-chan acquired
+	release := queueBehind(t, d, g, p, 2, func() {
+		a = tryAcquireAsync(ctxT(t, time.Minute), d, "pipe/same", "a")
+		b = tryAcquireAsync(ctxT(t, time.Minute), d, "pipe/same", "b")
+	})
+	release()
+	ra, rb := <-a, <-b
+	if (ra.err == nil) == (rb.err == nil) {
+		t.Fatalf("two owners in one batch: a %v, b %v; want exactly one lock", ra.err, rb.err)
+	}
+	win, lose := ra, rb
+	if ra.err != nil {
+		win, lose = rb, ra
+	}
+	if !errors.Is(lose.err, backend.ErrNotAcquired) {
+		t.Errorf("the loser: %v, want ErrNotAcquired", lose.err)
+	}
+	l := win.l.(*lock)
+	it, err := adminClient(t, srv.Addr()).Get(l.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec, ok := decodeRecord(it.Value); !ok || len(rec.holds) != 1 || rec.holds[0] != l.hold || rec.owner != l.owner {
+		t.Errorf("the item records %+v, want just the winner's hold %s", rec, l.hold)
+	}
+}
