@@ -277,27 +277,7 @@ func TestPipeBatchCutAfterFirstReply(t *testing.T) {
 	srv := testserver.Memcached(t, testserver.MemcachedConfig{NoEvict: true})
 	g := &gate{waiting: make(chan chan<- int, 1)}
 	cut := &cutter{g: g}
-	ss := new(memcache.ServerList)
-	if err := ss.SetServers(srv.Addr()); err != nil {
-		t.Fatal(err)
-	}
-	c := memcache.NewFromSelector(ss)
-	c.Timeout = 10 * time.Second
-	c.DialContext = cut.dial
-	d, err := newDriver(c, []Option{WithSelector(ss), WithCloseClient()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = d.Close() })
-	l, err := d.TryAcquire(ctxT(t, 10*time.Second), req("pipe/warm", "warm", time.Minute))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := l.Release(ctxT(t, 10*time.Second)); err != nil {
-		t.Fatal(err)
-	}
-	addr, _ := ss.PickServer("any")
-	p := d.pipes.to(addr)
+	d, p := dialledDriver(t, srv, cut.dial)
 	var queued []<-chan acquired
 	release := queueBehind(t, d, g, p, 3, func() {
 		for i := range 3 {
@@ -321,14 +301,7 @@ func TestPipeBatchCutAfterFirstReply(t *testing.T) {
 			continue
 		}
 		l := r.l.(*lock)
-		if !waitFor(10*time.Second, func() bool {
-			it, err := admin.Get(l.key)
-			if err != nil {
-				return false
-			}
-			rec, ok := decodeRecord(it.Value)
-			return ok && len(rec.holds) == 1 && rec.holds[0] == l.hold
-		}) {
+		if !recordsJustHold(admin, l) {
 			it, err := admin.Get(l.key)
 			t.Errorf("acquisition %d: the item does not come to record just its hold: %v %v", i, it, err)
 		}
