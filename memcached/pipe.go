@@ -59,9 +59,11 @@ func (p *pipe) do(ctx context.Context, cmd []byte, read func(r *bufio.Reader) er
 	}
 	r := &pipeReq{cmd: cmd, read: read}
 	if p.q.Own() {
-		// Free: the caller sends its own request at once.
+		// Free: the caller sends its own request at once. Next deferred:
+		// a panic in the exchange that the caller recovers must not leave
+		// the queue busy for ever.
+		defer p.q.Next()
 		p.exchange([]*pipeReq{r})
-		p.q.Next()
 		return r.err
 	}
 	p.q.Push(r)
@@ -108,11 +110,28 @@ func (p *pipe) exchange(reqs []*pipeReq) {
 		return nil
 	})
 	if err != nil { // a failed dial, write or read: the rest are unknown
+		unread := &unreadError{cause: err}
 		for _, r := range reqs[read:] {
-			r.err = err
+			r.err = unread
 		}
 	}
 }
+
+// unreadError is the error of a request of an exchange whose reply was
+// never read: the dial, the write or the reading of an earlier reply
+// failed. Once written it may have been applied, so its outcome is unknown
+// (ioError), whatever the cause: its text leaves the cause's out (a reply
+// that could not be placed quotes the server, and would read as this
+// request's own answer, SERVER_ERROR or CLIENT_ERROR: a refusal, not to be
+// undone). Unwrap gives the cause: a failed dial stays a failed dial, an
+// I/O error stays one.
+type unreadError struct{ cause error }
+
+func (e *unreadError) Error() string {
+	return "memcached reply never read (the exchange failed before it): outcome unknown"
+}
+
+func (e *unreadError) Unwrap() error { return e.cause }
 
 // pipes are a Locker's pipes, one per server, made on first use.
 type pipes struct {

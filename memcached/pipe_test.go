@@ -139,13 +139,21 @@ func goid() int64 {
 func gatedDriver(t *testing.T, srv *testserver.Server) (*driver, *gate, *pipe) {
 	t.Helper()
 	g := &gate{waiting: make(chan chan<- int, 1)}
+	d, p := dialledDriver(t, srv, g.dial)
+	return d, g, p
+}
+
+// dialledDriver is gatedDriver's driver with its connections dialled by
+// dial, and the pipe to srv.
+func dialledDriver(t *testing.T, srv *testserver.Server, dial func(ctx context.Context, network, addr string) (net.Conn, error)) (*driver, *pipe) {
+	t.Helper()
 	ss := new(memcache.ServerList)
 	if err := ss.SetServers(srv.Addr()); err != nil {
 		t.Fatal(err)
 	}
 	c := memcache.NewFromSelector(ss)
 	c.Timeout = 10 * time.Second
-	c.DialContext = g.dial
+	c.DialContext = dial
 	d, err := newDriver(c, []Option{WithSelector(ss), WithCloseClient()})
 	if err != nil {
 		t.Fatal(err)
@@ -162,7 +170,7 @@ func gatedDriver(t *testing.T, srv *testserver.Server) (*driver, *gate, *pipe) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return d, g, d.pipes.to(addr)
+	return d, d.pipes.to(addr)
 }
 
 // sentKey reports whether any write named the item of key.
@@ -356,14 +364,7 @@ func TestPipeBatchBrokenConnection(t *testing.T) {
 			continue
 		}
 		l := r.l.(*lock)
-		if !waitFor(10*time.Second, func() bool {
-			it, err := admin.Get(l.key)
-			if err != nil {
-				return false
-			}
-			rec, ok := decodeRecord(it.Value)
-			return ok && len(rec.holds) == 1 && rec.holds[0] == l.hold
-		}) {
+		if !recordsJustHold(admin, l) {
 			it, err := admin.Get(l.key)
 			t.Errorf("acquisition %d: the item does not come to record just its hold %s: %v %v", i, l.hold, it, err)
 		}
@@ -380,4 +381,17 @@ func TestPipeBatchBrokenConnection(t *testing.T) {
 			t.Errorf("acquisition %d: no hold was undone: the broken batch was not retried", i)
 		}
 	}
+}
+
+// recordsJustHold reports whether l's item comes, within 10s, to record
+// just l's hold.
+func recordsJustHold(admin *memcache.Client, l *lock) bool {
+	return waitFor(10*time.Second, func() bool {
+		it, err := admin.Get(l.key)
+		if err != nil {
+			return false
+		}
+		rec, ok := decodeRecord(it.Value)
+		return ok && len(rec.holds) == 1 && rec.holds[0] == l.hold
+	})
 }

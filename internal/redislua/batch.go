@@ -105,10 +105,11 @@ func (b *Batch) Do(ctx context.Context, s *goredis.Script, keys []string, args [
 	}
 	if (ctx.Done() == nil || b.patient) && b.q.Own() {
 		// Free, and the caller need not be interrupted: it sends its own
-		// request, without a hop to another goroutine.
-		cmd = b.run(ctx, s, keys, args)
-		b.q.Next()
-		return cmd, false, nil
+		// request, without a hop to another goroutine. Deferred: a panic
+		// in the send (a client hook's) that the caller recovers must not
+		// leave the queue busy for ever.
+		defer b.q.Next()
+		return b.run(ctx, s, keys, args), false, nil
 	}
 	c := &call{ctx: ctx, s: s, keys: keys, args: args, late: late}
 	b.q.Push(c)

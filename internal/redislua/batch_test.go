@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -230,5 +231,51 @@ func TestEvalShaAllocations(t *testing.T) {
 	cmd := evalSha(t.Context(), acquireScript, keys, args)
 	if got := fmt.Sprint(cmd.Args()[:4]); !strings.Contains(got, acquireScript.Hash()) || cmd.Args()[2] != 3 {
 		t.Errorf("evalSha args %s: want evalsha, the SHA1, 3 keys", got)
+	}
+}
+
+// panicHook panics in the next command the client processes while armed
+// (a user's hook that panics, and a caller that recovers).
+type panicHook struct{ armed atomic.Bool }
+
+func (h *panicHook) DialHook(next goredis.DialHook) goredis.DialHook { return next }
+func (h *panicHook) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
+	return func(ctx context.Context, cmd goredis.Cmder) error {
+		if h.armed.CompareAndSwap(true, false) {
+			panic("hook panics")
+		}
+		return next(ctx, cmd)
+	}
+}
+func (h *panicHook) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+	return next
+}
+
+// TestBatchPanicInOwnRequestFreesQueue: a panic while a lone request is
+// sent on its caller's goroutine (a client hook's), recovered by the
+// caller, must not leave the Batch busy for ever: the next request goes
+// out and is answered.
+func TestBatchPanicInOwnRequestFreesQueue(t *testing.T) {
+	c, _ := batchServer(t)
+	h := &panicHook{}
+	c.AddHook(h)
+	g := async.NewGroup()
+	defer g.Close()
+	b := NewBatch(c, g)
+	holds := NewHoldSource()
+	h.armed.Store(true)
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Error("the hook's panic did not reach the caller")
+			}
+		}()
+		_, _, _ = b.Acquire(context.Background(), KeysFor("t:", "p1"), "A", holds.Next(), "", time.Minute, nil)
+	}()
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	r, _, err := b.Acquire(ctx, KeysFor("t:", "p2"), "A", holds.Next(), "", time.Minute, nil)
+	if err != nil || r.Outcome != Acquired {
+		t.Fatalf("the request after a recovered panic: %+v, %v (busy %v)", r, err, b.isBusy())
 	}
 }
