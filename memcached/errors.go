@@ -28,7 +28,7 @@ var (
 
 // errCASConflicts ends an owner-checked read-modify-write that kept
 // finding the item changed (only nested holds of one owner change it).
-var errCASConflicts = fmt.Errorf("%w: %d compare-and-swap conflicts in a row", backend.ErrUnavailable, casRetries)
+var errCASConflicts = fmt.Errorf("%w: compare-and-swap kept conflicting for %v (the owner's holds change too fast)", backend.ErrUnavailable, casWindow)
 
 // errContention ends an acquisition whose compare-and-swap loop kept
 // conflicting with the same owner's other holds for casWindow: transient,

@@ -81,13 +81,7 @@ func (d *driver) acquireOnce(ctx context.Context, key string, req backend.Reques
 	// casWindow instead of a fixed count, whose exhaustion under load
 	// reported the owner's own lock as another owner's.
 	until := time.Now().Add(casWindow)
-	for n := 0; ; n++ {
-		if n >= casRetries {
-			if time.Now().After(until) {
-				break
-			}
-			time.Sleep(time.Duration(rand.Int64N(int64(min(n, 100)) * int64(50*time.Microsecond))))
-		}
+	for n := 0; casPace(n, until); n++ {
 		now := time.Now().UnixMilli()
 		h.tenure = randomID(tenureBytes)
 		rec := record{expMs: now + req.TTL.Milliseconds(), tenure: h.tenure, holds: []string{h.hold}, metadata: req.Metadata, owner: h.owner}
@@ -215,9 +209,10 @@ func (l *lock) extended(ttl time.Duration) {
 // rewrite is an owner-checked read-modify-write of the item key: gets,
 // check that the record still holds h, then write (a compare-and-swap, or
 // the final delete). write's retry means the item changed since the gets:
-// read again, at most casRetries times.
+// read again, paced by casPace for at most casWindow.
 func (d *driver) rewrite(ctx context.Context, key string, h holdRef, write func(it *memcache.Item, cur record) (retry bool, err error)) error {
-	for range casRetries {
+	until := time.Now().Add(casWindow)
+	for n := 0; casPace(n, until); n++ {
 		it, err := d.get(ctx, key)
 		if errors.Is(err, memcache.ErrCacheMiss) {
 			return errGone
@@ -308,4 +303,20 @@ func (d *driver) deleteItem(ctx context.Context, it *memcache.Item) (retry bool,
 		statTombstones.Add(1)
 	}
 	return retry, err
+}
+
+// casPace paces try n of a compare-and-swap loop that conflicts with the
+// same owner's other holds (each conflict is another hold's progress; with
+// natural batching, every hold of a round reads the same CAS value and only
+// one of them wins): the first casRetries tries at once, then with a
+// growing random pause until the loop has run for casWindow (false).
+func casPace(n int, until time.Time) bool {
+	if n < casRetries {
+		return true
+	}
+	if time.Now().After(until) {
+		return false
+	}
+	time.Sleep(time.Duration(rand.Int64N(int64(min(n, 100)) * int64(50*time.Microsecond))))
+	return true
 }

@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"net"
-	"os"
 	"runtime"
 	"strconv"
 	"strings"
@@ -51,15 +50,11 @@ func TestPipePanicInOwnRequestFreesPipe(t *testing.T) {
 // next, so every round only one of them wins. Each release must still
 // succeed (not "compare-and-swap conflicts"), and the item must be gone.
 //
-// Fails on the current code (about a third of 100 releases get "16
-// compare-and-swap conflicts in a row" and the item stays): rewrite
-// (lock.go) bounds its loop at casRetries, which natural batching's
-// lockstep exhausts. Skipped until the fix in lock.go (casPace, the paced
-// window acquireOnce already has) is applied: DISTLOCK_BREAK1=1 runs it.
+// Failed before casPace (about a third of 100 releases got "16
+// compare-and-swap conflicts in a row" and the item stayed): rewrite
+// bounded its loop at casRetries, which natural batching's lockstep
+// exhausts; it now paces its retries over casWindow, as acquireOnce does.
 func TestPipeConcurrentNestedReleasesOneKey(t *testing.T) {
-	if os.Getenv("DISTLOCK_BREAK1") == "" {
-		t.Skip("known finding: rewrite's casRetries bound under batching (lock.go, outside this change)")
-	}
 	srv := testserver.Memcached(t, testserver.MemcachedConfig{NoEvict: true})
 	d := openDriver(t, mcURL(srv, ""))
 	const n = 100
