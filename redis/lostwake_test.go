@@ -68,3 +68,63 @@ func TestMinHoldReleaseWakesWaiter(t *testing.T) {
 		}
 	}
 }
+
+// TestBlockedObserverHoldsNoWakeUp: an Election observer and a waiter of
+// one Locker watch the same lock. The observer, whose reader does not read
+// its channel, sits blocked on its send, registered (armed) ahead of the
+// waiter. The holder's release must still wake the waiter: a wake-up given
+// to an observer that neither attempts nor leaves would be lost until the
+// waiter's minute-long TTL fallback (its ctx ends after 20s).
+func TestBlockedObserverHoldsNoWakeUp(t *testing.T) {
+	srv := testserver.Redis(t, testserver.RedisConfig{})
+	holders := newTestLocker(t, &goredis.Options{Addr: srv.Addr()})
+	l := newTestLocker(t, &goredis.Options{Addr: srv.Addr()})
+	admin := adminClient(t, srv.Addr())
+	ctx := tctx(t, 2*time.Minute)
+	slow := distlock.WithRetry(distlock.Backoff{Min: time.Minute, Max: time.Minute})
+	long := distlock.WithTTL(time.Minute)
+	const key = "lostwake/observer"
+	k := l.d.keys(key)
+
+	h, err := holders.TryAcquire(ctx, key, long)
+	if err != nil {
+		t.Fatal(err)
+	}
+	observer, err := distlock.NewElection(l, key, "observer", distlock.WithObserveInterval(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = observer.Observe(ctx) // never read: its buffer of one takes the first look, the next send blocks
+	eventually(t, 10*time.Second, "the observer marks the lock", func() bool { return admin.HExists(ctx, k.Lock, "w").Val() })
+	if err := h.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Woken, the observer arms again (ahead of any later waiter), sees
+	// the lock free and blocks sending that.
+	eventually(t, 10*time.Second, "the observer is woken", func() bool { return l.d.sub.Stats().Wakes >= 1 })
+	eventually(t, 10*time.Second, "the observer arms again", func() bool { return l.d.sub.Watching(k.Channel) })
+	time.Sleep(200 * time.Millisecond) // its look and blocked send
+
+	h, err = holders.TryAcquire(ctx, key, long)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
+		w, err := l.Acquire(wctx, key, slow, long)
+		if err == nil {
+			err = w.Release(ctx)
+		}
+		got <- err
+	}()
+	eventually(t, 10*time.Second, "the waiter marks the lock", func() bool { return admin.HExists(ctx, k.Lock, "w").Val() })
+	time.Sleep(100 * time.Millisecond) // it subscribes and attempts again
+	if err := h.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatalf("waiter not woken: the release's wake-up went to the blocked observer: %v", err)
+	}
+}
