@@ -20,9 +20,18 @@ import (
 // and the last release of a nested owner after an earlier one set the
 // minimum hold (release.lua's lingering path).
 func TestMinHoldReleaseWakesWaiter(t *testing.T) {
+	t.Run("plain", func(t *testing.T) { testMinHoldReleaseWakesWaiter(t, false) })
+	t.Run("fair", func(t *testing.T) { testMinHoldReleaseWakesWaiter(t, true) })
+}
+
+func testMinHoldReleaseWakesWaiter(t *testing.T, fair bool) {
 	srv := testserver.Redis(t, testserver.RedisConfig{})
-	holder := newTestLocker(t, &goredis.Options{Addr: srv.Addr()})
-	waiter := newTestLocker(t, &goredis.Options{Addr: srv.Addr()})
+	var opts []Option
+	if fair {
+		opts = append(opts, WithFair())
+	}
+	holder := newTestLocker(t, &goredis.Options{Addr: srv.Addr()}, opts...)
+	waiter := newTestLocker(t, &goredis.Options{Addr: srv.Addr()}, opts...)
 	admin := adminClient(t, srv.Addr())
 	ctx := tctx(t, 2*time.Minute)
 	slow := distlock.WithRetry(distlock.Backoff{Min: time.Minute, Max: time.Minute})
@@ -53,8 +62,12 @@ func TestMinHoldReleaseWakesWaiter(t *testing.T) {
 			}
 			got <- err
 		}()
-		eventually(t, 10*time.Second, "the waiter marks the lock", func() bool { return admin.HExists(ctx, k.Lock, "w").Val() })
-		time.Sleep(100 * time.Millisecond) // the waiter subscribes and attempts again (it marks either way)
+		if fair {
+			time.Sleep(500 * time.Millisecond) // the waiter queues (a fair lock is not marked)
+		} else {
+			eventually(t, 10*time.Second, "the waiter marks the lock", func() bool { return admin.HExists(ctx, k.Lock, "w").Val() })
+			time.Sleep(100 * time.Millisecond) // the waiter subscribes and attempts again (it marks either way)
+		}
 		if err := h.Release(ctx); err != nil {
 			t.Fatal(err)
 		}
