@@ -141,3 +141,113 @@ func TestBlockedObserverHoldsNoWakeUp(t *testing.T) {
 		t.Fatalf("waiter not woken: the release's wake-up went to the blocked observer: %v", err)
 	}
 }
+
+// waitFor starts an Acquire of key on l (a minute-long retry delay and TTL,
+// bounded at 20s, released at once) and returns its outcome's channel once
+// its busy attempt has marked the lock (plus a moment for it to subscribe
+// and attempt again, which marks as well).
+func waitFor(wctx context.Context, t *testing.T, l *testLocker, admin *goredis.Client, key string) <-chan error {
+	t.Helper()
+	got := make(chan error, 1)
+	ctx := t.Context()
+	go func() {
+		w, err := l.Acquire(wctx, key, distlock.WithRetry(distlock.Backoff{Min: time.Minute, Max: time.Minute}), distlock.WithTTL(time.Minute))
+		if err == nil {
+			err = w.Release(ctx)
+		}
+		got <- err
+	}()
+	eventually(t, 10*time.Second, "the waiter marks the lock", func() bool { return admin.HExists(ctx, l.d.keys(key).Lock, "w").Val() })
+	time.Sleep(100 * time.Millisecond)
+	return got
+}
+
+// TestWakeUpsReachWaiters: shapes of release in which every waiter must
+// be woken by a publication (each waiter's ctx ends after 20s; the TTLs
+// and retry delays are a minute): nested holds of one owner released one
+// by one; ForceRelease; waiters of two Lockers (two processes) behind one
+// holder and behind each other; a woken head that gives up before it
+// attempts, handing its wake-up on.
+func TestWakeUpsReachWaiters(t *testing.T) {
+	srv := testserver.Redis(t, testserver.RedisConfig{})
+	admin := adminClient(t, srv.Addr())
+	holder := newTestLocker(t, &goredis.Options{Addr: srv.Addr()})
+	a := newTestLocker(t, &goredis.Options{Addr: srv.Addr()})
+	b := newTestLocker(t, &goredis.Options{Addr: srv.Addr()})
+	ctx := tctx(t, 3*time.Minute)
+	long := distlock.WithTTL(time.Minute)
+	bounded := func() context.Context { return tctx(t, 20*time.Second) }
+	check := func(what string, got <-chan error) {
+		t.Helper()
+		if err := <-got; err != nil {
+			t.Fatalf("%s: waiter not woken: %v", what, err)
+		}
+	}
+
+	t.Run("nested", func(t *testing.T) {
+		const key = "lostwake/nested"
+		h1, err := holder.TryAcquire(ctx, key, long, distlock.WithOwner("o"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		h2, err := holder.TryAcquire(ctx, key, long, distlock.WithOwner("o"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := waitFor(bounded(), t, a, admin, key)
+		if err := h1.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := h2.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		check("nested holds released one by one", got)
+	})
+
+	t.Run("force", func(t *testing.T) {
+		const key = "lostwake/force"
+		if _, err := holder.TryAcquire(ctx, key, long); err != nil {
+			t.Fatal(err)
+		}
+		got := waitFor(bounded(), t, a, admin, key)
+		if _, err := distlock.ForceRelease(ctx, holder, key); err != nil {
+			t.Fatal(err)
+		}
+		check("ForceRelease", got)
+	})
+
+	t.Run("two lockers", func(t *testing.T) {
+		const key = "lostwake/two"
+		h, err := holder.TryAcquire(ctx, key, long)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wctx := bounded()
+		got := []<-chan error{waitFor(wctx, t, a, admin, key), waitFor(wctx, t, a, admin, key), waitFor(wctx, t, b, admin, key), waitFor(wctx, t, b, admin, key)}
+		if err := h.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		for i, g := range got {
+			check("waiter "+string(rune('0'+i))+" of two Lockers", g)
+		}
+	})
+
+	t.Run("head gives up", func(t *testing.T) {
+		const key = "lostwake/giveup"
+		h, err := holder.TryAcquire(ctx, key, long)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The head's ctx ends right after the release (it may be woken
+		// first or not); the second waiter must still acquire.
+		hctx, hcancel := context.WithCancel(ctx)
+		head := waitFor(hctx, t, a, admin, key)
+		got := waitFor(bounded(), t, a, admin, key)
+		if err := h.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		hcancel()
+		<-head
+		check("the waiter behind a head that gave up", got)
+	})
+}
