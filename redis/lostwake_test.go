@@ -251,3 +251,57 @@ func TestWakeUpsReachWaiters(t *testing.T) {
 		check("the waiter behind a head that gave up", got)
 	})
 }
+
+// TestObserverSeesHandoverWithoutWaiter: the leader of one Locker resigns
+// and a candidate of another takes the term by TryAcquire at once (no
+// waiter, so its lock is not marked when taken); the observer (a third
+// Locker) must still be woken by the second leader's resignation — its own
+// look marked that lock — long before its minute-long observe interval
+// (its ctx ends after 20s).
+func TestObserverSeesHandoverWithoutWaiter(t *testing.T) {
+	srv := testserver.Redis(t, testserver.RedisConfig{})
+	l1 := newTestLocker(t, &goredis.Options{Addr: srv.Addr()})
+	l2 := newTestLocker(t, &goredis.Options{Addr: srv.Addr()})
+	lo := newTestLocker(t, &goredis.Options{Addr: srv.Addr()})
+	ctx := tctx(t, time.Minute)
+	long := distlock.WithTTL(time.Minute)
+	const key = "lostwake/handover"
+	e1, err := distlock.NewElection(l1, key, "one", distlock.WithTermOptions(long))
+	if err != nil {
+		t.Fatal(err)
+	}
+	observer, err := distlock.NewElection(lo, key, "observer", distlock.WithObserveInterval(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	term, err := e1.Campaign(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := observer.Observe(tctx(t, 20*time.Second))
+	if info := <-seen; !info.Held || info.Token != term.Token() {
+		t.Fatalf("observer saw %+v first, want leader one's term %d", info, term.Token())
+	}
+	if err := term.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	second, err := l2.TryAcquire(ctx, key, long, distlock.WithOwner("two"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		info, ok := <-seen
+		if !ok {
+			t.Fatal("observer never saw leader two within 20s")
+		}
+		if info.Held && info.Token == second.Token() {
+			break
+		}
+	}
+	if err := second.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if info, ok := <-seen; !ok || info.Held {
+		t.Fatalf("observer not told of leader two's release before its interval (%+v, %v)", info, ok)
+	}
+}
