@@ -305,3 +305,36 @@ func TestObserverSeesHandoverWithoutWaiter(t *testing.T) {
 		t.Fatalf("observer not told of leader two's release before its interval (%+v, %v)", info, ok)
 	}
 }
+
+// TestReleaseWhileResubscribingWakesWaiter: the waiter's pub/sub
+// connection breaks; woken by the break, the waiter attempts again (busy:
+// it then sleeps for the holder's minute-long TTL), and the holder releases
+// right after that attempt. Either the publication reaches the new
+// connection (go-redis resubscribes as it reports the break) or the
+// resubscription must wake the waiter again (its ctx ends after 20s).
+func TestReleaseWhileResubscribingWakesWaiter(t *testing.T) {
+	srv := testserver.Redis(t, testserver.RedisConfig{})
+	admin := adminClient(t, srv.Addr())
+	holder := newTestLocker(t, &goredis.Options{Addr: srv.Addr()})
+	w := newTestLocker(t, &goredis.Options{Addr: srv.Addr()})
+	counter := newAcquireCounter()
+	w.client.AddHook(counter)
+	ctx := tctx(t, time.Minute)
+	const key = "lostwake/resubscribe"
+	h, err := holder.TryAcquire(ctx, key, distlock.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := waitFor(tctx(t, 20*time.Second), t, w, admin, key)
+	eventually(t, 10*time.Second, "the waiter subscribed and attempted again", func() bool { return counter.landed.Load() == 2 })
+	if n := admin.ClientKillByFilter(ctx, "TYPE", "pubsub").Val(); n != 1 {
+		t.Fatalf("killed %d pub/sub connections, want 1", n)
+	}
+	eventually(t, 10*time.Second, "the waiter, woken by the break, attempted again", func() bool { return counter.landed.Load() == 3 })
+	if err := h.Release(ctx); err != nil { // go-redis resubscribes 50ms or more after the break
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatalf("waiter not woken after the resubscription: %v", err)
+	}
+}
