@@ -338,3 +338,66 @@ func TestReleaseWhileResubscribingWakesWaiter(t *testing.T) {
 		t.Fatalf("waiter not woken after the resubscription: %v", err)
 	}
 }
+
+// TestWokenReentrantAcquirerMarksForOthers: two waiters A (owner "o") and
+// B of one Locker wait behind X. X's release is followed, before A's
+// woken attempt, by the acquisition of owner "o" in another process (no
+// waiter there: the lock is not marked); the test writes that server state
+// in one transaction with X's release and its publication. A's attempt
+// then nests into that lock and A, holding, hands no wake-up on: B waits
+// for the release of a lock nobody marked. When the other process's hold
+// and then A's are released, B must be woken (its ctx ends after 20s; its
+// retry delay and X's TTL are a minute).
+func TestWokenReentrantAcquirerMarksForOthers(t *testing.T) {
+	srv := testserver.Redis(t, testserver.RedisConfig{})
+	admin := adminClient(t, srv.Addr())
+	holder := newTestLocker(t, &goredis.Options{Addr: srv.Addr()})
+	l := newTestLocker(t, &goredis.Options{Addr: srv.Addr()})
+	ctx := tctx(t, time.Minute)
+	slow := distlock.WithRetry(distlock.Backoff{Min: time.Minute, Max: time.Minute})
+	long := distlock.WithTTL(time.Minute)
+	const key = "lostwake/reentrant"
+	k := l.d.keys(key)
+	x, err := holder.TryAcquire(ctx, key, long)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx := tctx(t, 20*time.Second)
+	leaseA := make(chan *distlock.Lease, 1)
+	go func() {
+		a, err := l.Acquire(wctx, key, slow, long, distlock.WithOwner("o"))
+		if err != nil {
+			t.Error(err)
+		}
+		leaseA <- a
+	}()
+	eventually(t, 10*time.Second, "A waits", func() bool { return l.d.sub.Watching(k.Channel) })
+	time.Sleep(100 * time.Millisecond) // A attempts again after subscribing
+	gotB := waitFor(wctx, t, l, admin, key)
+
+	// X released and published; owner "o" of another process took the
+	// lock (unmarked) before A's woken attempt.
+	_, err = admin.TxPipelined(ctx, func(p goredis.Pipeliner) error {
+		p.Del(ctx, k.Lock)
+		p.HSet(ctx, k.Lock, "o", "o", "t", x.Token()+1, "hother", time.Now().UnixMilli(), "name", k.Name)
+		p.PExpire(ctx, k.Lock, time.Minute)
+		p.Publish(ctx, k.Channel, x.Token())
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := <-leaseA
+	if a == nil {
+		t.Fatal("A did not acquire")
+	}
+	if err := admin.HDel(ctx, k.Lock, "hother").Err(); err != nil { // the other process's release of its hold (no publication: A's hold remains)
+		t.Fatal(err)
+	}
+	if err := a.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-gotB; err != nil {
+		t.Fatalf("B not woken by the release of the lock A nested into: %v", err)
+	}
+}
