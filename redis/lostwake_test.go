@@ -34,14 +34,12 @@ func testMinHoldReleaseWakesWaiter(t *testing.T, fair bool) {
 	waiter := newTestLocker(t, &goredis.Options{Addr: srv.Addr()}, opts...)
 	admin := adminClient(t, srv.Addr())
 	ctx := tctx(t, 2*time.Minute)
-	slow := distlock.WithRetry(distlock.Backoff{Min: time.Minute, Max: time.Minute})
 	long := distlock.WithTTL(time.Minute)
 	for _, nested := range []bool{false, true} {
 		key := "lostwake/minhold"
 		if nested {
 			key += "/nested"
 		}
-		k := holder.d.keys(key)
 		h, err := holder.TryAcquire(ctx, key, long, distlock.WithMinHold(time.Second), distlock.WithOwner("h"))
 		if err != nil {
 			t.Fatal(err)
@@ -52,21 +50,12 @@ func testMinHoldReleaseWakesWaiter(t *testing.T, fair bool) {
 				t.Fatal(err)
 			}
 		}
-		got := make(chan error, 1)
-		go func() {
-			wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-			defer cancel()
-			l, err := waiter.Acquire(wctx, key, slow, long)
-			if err == nil {
-				err = l.Release(ctx)
-			}
-			got <- err
-		}()
+		var got <-chan error
 		if fair {
+			got = startWaiter(tctx(t, 20*time.Second), t, waiter, key)
 			time.Sleep(500 * time.Millisecond) // the waiter queues (a fair lock is not marked)
 		} else {
-			eventually(t, 10*time.Second, "the waiter marks the lock", func() bool { return admin.HExists(ctx, k.Lock, "w").Val() })
-			time.Sleep(100 * time.Millisecond) // the waiter subscribes and attempts again (it marks either way)
+			got = waitFor(tctx(t, 20*time.Second), t, waiter, admin, key)
 		}
 		if err := h.Release(ctx); err != nil {
 			t.Fatal(err)
@@ -94,7 +83,6 @@ func TestBlockedObserverHoldsNoWakeUp(t *testing.T) {
 	l := newTestLocker(t, &goredis.Options{Addr: srv.Addr()})
 	admin := adminClient(t, srv.Addr())
 	ctx := tctx(t, 2*time.Minute)
-	slow := distlock.WithRetry(distlock.Backoff{Min: time.Minute, Max: time.Minute})
 	long := distlock.WithTTL(time.Minute)
 	const key = "lostwake/observer"
 	k := l.d.keys(key)
@@ -122,18 +110,7 @@ func TestBlockedObserverHoldsNoWakeUp(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := make(chan error, 1)
-	go func() {
-		wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-		defer cancel()
-		w, err := l.Acquire(wctx, key, slow, long)
-		if err == nil {
-			err = w.Release(ctx)
-		}
-		got <- err
-	}()
-	eventually(t, 10*time.Second, "the waiter marks the lock", func() bool { return admin.HExists(ctx, k.Lock, "w").Val() })
-	time.Sleep(100 * time.Millisecond) // it subscribes and attempts again
+	got := waitFor(tctx(t, 20*time.Second), t, l, admin, key)
 	if err := h.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -142,12 +119,10 @@ func TestBlockedObserverHoldsNoWakeUp(t *testing.T) {
 	}
 }
 
-// waitFor starts an Acquire of key on l (a minute-long retry delay and TTL,
-// bounded at 20s, released at once) and returns its outcome's channel once
-// its busy attempt has marked the lock (plus a moment for it to subscribe
-// and attempt again, which marks as well).
-func waitFor(wctx context.Context, t *testing.T, l *testLocker, admin *goredis.Client, key string) <-chan error {
-	t.Helper()
+// startWaiter starts an Acquire of key on l (a minute-long retry delay
+// and TTL, bounded by wctx, released at once) and returns its outcome's
+// channel.
+func startWaiter(wctx context.Context, t *testing.T, l *testLocker, key string) <-chan error {
 	got := make(chan error, 1)
 	ctx := t.Context()
 	go func() {
@@ -157,7 +132,16 @@ func waitFor(wctx context.Context, t *testing.T, l *testLocker, admin *goredis.C
 		}
 		got <- err
 	}()
-	eventually(t, 10*time.Second, "the waiter marks the lock", func() bool { return admin.HExists(ctx, l.d.keys(key).Lock, "w").Val() })
+	return got
+}
+
+// waitFor is startWaiter returning once the waiter's busy attempt has
+// marked the lock (plus a moment for it to subscribe and attempt again,
+// which marks as well).
+func waitFor(wctx context.Context, t *testing.T, l *testLocker, admin *goredis.Client, key string) <-chan error {
+	t.Helper()
+	got := startWaiter(wctx, t, l, key)
+	eventually(t, 10*time.Second, "the waiter marks the lock", func() bool { return admin.HExists(t.Context(), l.d.keys(key).Lock, "w").Val() })
 	time.Sleep(100 * time.Millisecond)
 	return got
 }
