@@ -178,8 +178,11 @@
 //     holder's lock is freed by its TTL.
 //   - Not Fair without WithFair: a release wakes one waiter per Locker —
 //     the one of that Locker that has waited longest — not every waiter; a
-//     woken waiter that then leaves (with the lock or without it) hands the
-//     wake-up on to the next, so no release is lost. The first retry to
+//     woken waiter that then leaves without the lock hands the wake-up on
+//     to the next, and one that takes it (or nests into its owner's hold)
+//     marks the lock for the others, whose wake-up its release publishes,
+//     so no release is lost. An Election observer is woken by every
+//     release and takes no waiter's wake-up. The first retry to
 //     reach Redis wins: waiters of different Lockers (processes, hosts)
 //     race, and one woken late can lose to a newcomer's first attempt.
 //   - Eviction: a maxmemory policy other than noeviction (or volatile-* on

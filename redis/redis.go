@@ -227,9 +227,13 @@ func (d *driver) undo(k redislua.Keys, req backend.Request, hold string, inFligh
 // later is registered by the caller's next attempt (or Observe's next
 // look, an Inspect). A failed registration is not reported: the caller
 // then learns of the release by its own timers, as of a lost message.
+// Every release message wakes every Watch caller (redissub.WatchAll): it is
+// taken for an observer (Election.Observe), which never stands in the
+// queue of the waiters (WatchHeld), so that one that does not read its
+// channel holds no waiter's wake-up.
 func (d *driver) Watch(ctx context.Context, key string) (<-chan struct{}, func()) {
 	k := d.keys(key)
-	ch, cancel := d.sub.Watch(ctx, k.Channel)
+	ch, cancel := d.sub.WatchAll(ctx, k.Channel)
 	if ctx.Err() == nil && !d.closed.Load() {
 		_, _, _ = async.Call(d.bg.Group(), ctx, func(ctx context.Context) (struct{}, error) {
 			return struct{}{}, redislua.Watch(ctx, d.client, k)

@@ -243,7 +243,9 @@ func (b *Batch) Acquire(ctx context.Context, k Keys, owner, hold, metadata strin
 }
 
 // AcquireWaited is Acquire for a caller whose Locker has other waiters of
-// the lock: a lock it takes is marked for them at once (field w), so that
+// the lock: a lock it takes, or nests into (its owner held it already,
+// perhaps from another process that did not mark it), is marked for them
+// at once (field w), so that
 // its release wakes them although they have not attempted against it (a
 // woken waiter that acquires hands no wake-up on: backend.HeldNotifier).
 func (b *Batch) AcquireWaited(ctx context.Context, k Keys, owner, hold, metadata string, ttl time.Duration, late func(AcquireResult, error)) (AcquireResult, bool, error) {

@@ -114,6 +114,7 @@ func (s *Subscriber) dispatch(sess *session, msg any) {
 			return
 		}
 		s.wakeHead(t)
+		s.wakeObservers(t)
 	case *goredis.Subscription:
 		q := sess.expect[m.Channel]
 		if len(q) > 0 {
@@ -164,13 +165,34 @@ func (s *Subscriber) broken(sess *session) {
 	}
 }
 
-// wakeHead wakes the head of t's queue (the waiter of lowest rank) with a
-// non-blocking send and marks it woken, so that it hands the wake-up on if
-// it leaves. A head whose channel is already full has a wake-up pending and
-// will retry after this release anyway. Callers hold mu; t has watchers.
+// wakeHead wakes the head of t's queue (the waiter of lowest rank; an
+// observer of WatchAll is never the head) with a non-blocking send and
+// marks it woken, so that it hands the wake-up on if it leaves. A head
+// whose channel is already full has a wake-up pending and will retry after
+// this release anyway. Without a waiter it wakes no one. Callers hold mu.
 func (s *Subscriber) wakeHead(t *topic) {
-	w := t.watchers[0]
-	w.woken = true
+	for _, w := range t.watchers {
+		if w.all {
+			continue
+		}
+		w.woken = true
+		s.send(w)
+		return
+	}
+}
+
+// wakeObservers wakes every watcher of t that WatchAll made (each release
+// message wakes them all, see WatchAll). Callers hold mu.
+func (s *Subscriber) wakeObservers(t *topic) {
+	for _, w := range t.watchers {
+		if w.all {
+			s.send(w)
+		}
+	}
+}
+
+// send makes a non-blocking send to w.
+func (s *Subscriber) send(w *watcher) {
 	select {
 	case w.ch <- struct{}{}:
 		s.wakes.Add(1)

@@ -84,6 +84,7 @@ type watcher struct {
 	t      *topic
 	rank   uint64
 	woken  bool // a release message was delivered to it: its leaving hands it on
+	all    bool // an observer (WatchAll): woken by every message, never the head
 	gone   bool
 	hold   string            // a fair-queue waiter's hold id (WatchGrant), else ""
 	grants chan GrantMessage // where grant messages naming hold go
@@ -183,6 +184,21 @@ func (s *Subscriber) WatchHeld(ctx context.Context, channel string) (<-chan stru
 		return never, func(bool) {}
 	}
 	return ch, func(held bool) { s.unwatch(w, !held) }
+}
+
+// WatchAll is Watch for an observer that does not attempt to take the lock
+// (Election.Observe): every release message and reconnection wakes it, but
+// it is never the head of the queue, so it never takes a wake-up from the
+// waiters, which it would hold while it does not read its channel (its
+// consumer is slow) and hand on only when it leaves; nor does its cancel
+// hand anything on.
+func (s *Subscriber) WatchAll(ctx context.Context, channel string) (<-chan struct{}, func()) {
+	ch := make(chan struct{}, 1)
+	ok, cancel := s.watchFunc(ctx, channel, watcher{ch: ch, rank: NextRank(), all: true})
+	if !ok {
+		return never, noop
+	}
+	return ch, cancel
 }
 
 // WatchRank is Watch with the caller's channel ch (capacity at least 1;
@@ -432,9 +448,8 @@ func (s *Subscriber) Close() error {
 	return nil
 }
 
-// Active reports whether the pub/sub session (connection and reader
-// goroutine) is up, and how many channels are watched.
-// Watching reports whether channel has a watcher.
+// Watching reports whether channel has a watcher (a waiter or an
+// observer).
 func (s *Subscriber) Watching(channel string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -442,6 +457,8 @@ func (s *Subscriber) Watching(channel string) bool {
 	return t != nil && len(t.watchers) > 0
 }
 
+// Active reports whether the pub/sub session (connection and reader
+// goroutine) is up, and how many channels are watched.
 func (s *Subscriber) Active() (session bool, channels int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -260,3 +260,46 @@ func TestWatchHeldHandsNothingOn(t *testing.T) {
 		t.Fatal("a woken waiter that left without the lock did not hand the wake-up on")
 	}
 }
+
+// TestWatchAllObserverTakesNoWakeUp: an observer (WatchAll) that arrived
+// first is woken by every release message but is never the head: the
+// waiter behind it is woken too, although the observer does not read its
+// channel; the observer's leaving hands nothing on.
+func TestWatchAllObserverTakesNoWakeUp(t *testing.T) {
+	c := client(t)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	sub := NewSubscriber(c, SubscriberOptions{})
+	defer sub.Close()
+	const channel = "observer-first"
+	obs, unobserve := sub.WatchAll(ctx, channel)
+	w1, cancel1 := sub.Watch(ctx, channel)
+	defer cancel1()
+	w2, cancel2 := sub.Watch(ctx, channel)
+	defer cancel2()
+	if err := c.Publish(ctx, channel, "1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	dispatched(t, sub, 1)
+	if !fired(w1, 0) {
+		t.Fatal("the waiter behind the observer was not woken")
+	}
+	if !fired(obs, 0) {
+		t.Fatal("the observer was not woken")
+	}
+	if fired(w2, 0) {
+		t.Fatal("the second waiter was woken too (only the head is)")
+	}
+	if err := c.Publish(ctx, channel, "2").Err(); err != nil {
+		t.Fatal(err)
+	}
+	dispatched(t, sub, 2)
+	unobserve() // woken, not reading: hands nothing on
+	sub.Active()
+	if fired(w2, 0) {
+		t.Fatal("the observer's leaving handed a wake-up on")
+	}
+	if !fired(w1, 0) {
+		t.Fatal("the head was not woken by the second message")
+	}
+}

@@ -2,8 +2,10 @@
 -- and KEYS[3] legacy counter (both optional: no fencing); ARGV[1] owner,
 -- ARGV[2] ttl ms, ARGV[3] hold id, ARGV[4] the lock's name, ARGV[5]
 -- metadata (absent or empty: none), ARGV[6] '1' when the caller's Locker
--- has other waiters of this lock (a new lock is then marked w at once: they
--- wait for its release without attempting against it). Each hold field's value is the server time
+-- has other waiters of this lock (a new lock, or one the caller's owner
+-- holds and the caller nests into, is then marked w at once: they wait for
+-- its release without attempting against it; a lock of the same owner
+-- taken by another process was not marked for them). Each hold field's value is the server time
 -- (ms) at which it was added; a new lock also stores its name and metadata.
 -- Returns {1, token} new lock, {2, token} reentrant hold, {0, pttl, holder,
 -- age} busy, with age the ms since the holder's newest hold was added (-1:
@@ -50,7 +52,11 @@ if not o then
 	return {1, t}
 end
 if o == ARGV[1] then
-	redis.call('HSET', KEYS[1], ARGV[3], ms)
+	if ARGV[6] == '1' and not w then
+		redis.call('HSET', KEYS[1], ARGV[3], ms, 'w', 1) -- nested, as a new lock is marked
+	else
+		redis.call('HSET', KEYS[1], ARGV[3], ms)
+	end
 	if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then
 		redis.call('PEXPIRE', KEYS[1], ARGV[2])
 	end

@@ -38,12 +38,31 @@ local function now_ms()
 	return tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)
 end
 
+-- expire_in makes KEYS[1] expire ms from now and reports whether that cut
+-- its life short: its waiters, asleep until the old expiry, must then be
+-- woken (wake) to learn the new one, since the lock expires unreleased.
+local function expire_in(ms)
+	local cut = redis.call('PTTL', KEYS[1]) > ms
+	redis.call('PEXPIRE', KEYS[1], ms)
+	return cut
+end
+
+-- wake publishes the plain wake-up (the token f.t) on channel ch ("" or
+-- nil: none) for a lock marked w (someone waits or watches: see
+-- acquire.lua), and only for one so marked.
+local function wake(ch, f)
+	if f.w and ch and ch ~= '' then
+		redis.call('PUBLISH', ch, f.t)
+	end
+end
+
 -- release_hold removes hold ARGV[3] if ARGV[1] holds the lock with it and
 -- deletes the lock with the last hold, unless a minimum hold (lg) still
 -- runs: then the lock stays, expiring when it ends. Returns 0 not held
 -- (nothing changed), 1 freed, 2 hold released and the lock still taken
 -- (other holds of the same owner, or the minimum hold); and
--- lock_fields()'s fields.
+-- lock_fields()'s fields, with cut true when the minimum hold shortened
+-- the lock's life (see expire_in).
 local function release_hold()
 	local f, n, ok = lock_fields()
 	if not ok then
@@ -57,7 +76,7 @@ local function release_hold()
 		local left = tonumber(f.lg) - now_ms()
 		if left > 0 then
 			redis.call('HDEL', KEYS[1], ARGV[3])
-			redis.call('PEXPIRE', KEYS[1], left)
+			f.cut = expire_in(left)
 			return 2, f
 		end
 	end

@@ -1,11 +1,14 @@
 -- release_after.lua (after hold.lua): KEYS[1] lock; ARGV[1] owner, ARGV[2]
--- token ("0": not checked), ARGV[3] hold id, ARGV[4] ms. Releases the hold
+-- token ("0": not checked), ARGV[3] hold id, ARGV[4] ms, ARGV[5] channel
+-- ("" or absent: no publication). Releases the hold
 -- but keeps the lock taken by its owner until ARGV[4] ms from now (a
 -- minimum hold, distlock.WithMinHold): the end is kept in the field lg
 -- (the later of the old and new ends), which release_hold honours. With no
 -- other hold left the lock expires exactly then, sooner than its TTL if
--- need be; with others it is never shortened. Nothing is published: the
--- lock is not free. The owner may nest into the lingering lock; another
+-- need be; with others it is never shortened. The lock is not free, but
+-- when its life was cut short the wake-up is published (wake: if marked)
+-- so that its waiters, asleep until the old expiry, attempt again and
+-- learn the new one. The owner may nest into the lingering lock; another
 -- owner finds it busy until it expires.
 -- Returns 0 not held (nothing changed), 1 lingering with no hold, 2 other
 -- holds remain.
@@ -23,5 +26,7 @@ if n > 1 then
 	end
 	return 2
 end
-redis.call('PEXPIRE', KEYS[1], lg - now)
+if expire_in(lg - now) then
+	wake(ARGV[5], f)
+end
 return 1
