@@ -15,9 +15,11 @@ const quickObserve = 10 * time.Millisecond
 // redis and redlock), a release of the key also wakes the observer at once,
 // and while nobody leads it looks again after 10ms, doubling up to the
 // interval, because a candidate is about to take over and acquisitions are
-// not announced. The driver may wake only one of several watchers of a key
-// (another candidate of the same Locker, say): then the observer learns of
-// the change at its next poll. The backends that queue waiters themselves
+// not announced. Drivers that wake one waiter of a key at a time (redis,
+// redlock) keep their Watch for observers like this one out of the
+// waiters' queue: every release wakes the observer, and an observer that
+// is slow to look never holds the wake-up of a waiter (the waiters watch
+// through backend.HeldNotifier). The backends that queue waiters themselves
 // (backend.Blocker: memory, ZooKeeper, the SQL backends) are polled.
 type leaderWatch struct {
 	l        *locker // nil: the Locker is not distlock's own; polling only

@@ -14,12 +14,11 @@ import (
 // waiter. The holder's release must still wake the waiter (its ctx ends
 // after 20s; the TTL and retry delay are a minute).
 //
-// It fails today: redlock's Watch serves waiters and observers alike, and
-// the node Subscribers wake only the head of the queue — the blocked
-// observer. Fixed in the redis driver by WatchHeld for waiters and
-// redissub.WatchAll for observers; redlock needs the same.
+// It failed when redlock's Watch served waiters and observers alike, and
+// the node Subscribers woke only the head of the queue — the blocked
+// observer. Waiters now watch through WatchHeld (the queue), observers
+// through Watch (redissub.WatchAllRank: every release, never the head).
 func TestBlockedObserverHoldsNoWakeUp(t *testing.T) {
-	t.Skip("lost wake-up, known: redlock's Watch puts observers in the waiters' queue (see the doc above)")
 	c := startCluster(t, 3)
 	holders := newTestLocker(t, c.addrs())
 	l := newTestLocker(t, c.addrs())

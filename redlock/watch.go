@@ -20,7 +20,28 @@ import (
 // once the watcher is also registered with the lock's holder there
 // (redislua.Watch: a node's release publishes only for a lock someone
 // waits for).
+//
+// Watch is for observers (Election.Observe): every node's release message
+// wakes it, and it never stands in the waiters' queue, where an observer
+// that is slow to read would hold the one wake-up of the waiter behind it.
+// distlock's acquire loop uses WatchHeld.
 func (d *driver) Watch(ctx context.Context, key string) (<-chan struct{}, func()) {
+	return d.watch(ctx, key, true)
+}
+
+// WatchHeld implements backend.HeldNotifier for distlock's acquire loop:
+// the waiter joins the key's waiters' queue on every node, where a release
+// wakes only the head. Its cancel hands a received wake-up on whether or
+// not it leaves holding the lock: a lock taken on Redlock's nodes is not
+// marked for the waiters behind it, whose hand-on attempt marks it.
+func (d *driver) WatchHeld(ctx context.Context, key string) (<-chan struct{}, func(held bool)) {
+	ch, cancel := d.watch(ctx, key, false)
+	return ch, func(bool) { cancel() }
+}
+
+// watch is Watch (all: an observer, woken by every release) and WatchHeld
+// (a queued waiter).
+func (d *driver) watch(ctx context.Context, key string, all bool) (<-chan struct{}, func()) {
 	ch := make(chan struct{}, 1)
 	if d.closed.Load() {
 		return ch, func() {}
@@ -37,7 +58,15 @@ func (d *driver) Watch(ctx context.Context, key string) (<-chan struct{}, func()
 			continue
 		}
 		if d.g.Go(func() {
-			ok, cancel := nd.sub.WatchRank(ctx, channel, ch, rank)
+			var (
+				ok     bool
+				cancel func()
+			)
+			if all {
+				ok, cancel = nd.sub.WatchAllRank(ctx, channel, ch)
+			} else {
+				ok, cancel = nd.sub.WatchRank(ctx, channel, ch, rank)
+			}
 			if ok && !w.add(cancel) {
 				cancel()
 			}

@@ -201,6 +201,13 @@ func (s *Subscriber) WatchAll(ctx context.Context, channel string) (<-chan struc
 	return ch, cancel
 }
 
+// WatchAllRank is WatchAll with the caller's channel ch (capacity at least
+// 1; sends to it never block), as WatchRank is Watch's. Several
+// Subscribers may send to one ch.
+func (s *Subscriber) WatchAllRank(ctx context.Context, channel string, ch chan struct{}) (ok bool, cancel func()) {
+	return s.watchFunc(ctx, channel, watcher{ch: ch, rank: NextRank(), all: true})
+}
+
 // WatchRank is Watch with the caller's channel ch (capacity at least 1;
 // sends to it never block) and rank (see NextRank). It reports whether the
 // subscription was confirmed; if not, ch will not be sent to and cancel is
