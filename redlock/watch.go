@@ -16,8 +16,8 @@ import (
 // release therefore reaches the waiter — or every node has answered or
 // timed out, or ctx has ended; nodes that just failed are not waited for.
 // The per-node subscriptions run on goroutines of their own under ctx, so a
-// silent node never holds the caller past ctx. A node counts as confirmed
-// once the watcher is also registered with the lock's holder there
+// silent node never holds the caller past ctx. For Watch, a node counts as
+// confirmed once the watcher is also registered with the lock's holder there
 // (redislua.Watch: a node's release publishes only for a lock someone
 // waits for).
 //
@@ -31,7 +31,9 @@ func (d *driver) Watch(ctx context.Context, key string) (<-chan struct{}, func()
 
 // WatchHeld implements backend.HeldNotifier for distlock's acquire loop:
 // the waiter joins the key's waiters' queue on every node, where a release
-// wakes only the head. Its cancel hands a received wake-up on whether or
+// wakes only the head. It does not mark the lock (no round trip to the
+// nodes): the loop attempts again right after it, and a busy attempt marks
+// the holder on every node that answers busy. Its cancel hands a received wake-up on whether or
 // not it leaves holding the lock: a lock taken on Redlock's nodes is not
 // marked for the waiters behind it, whose hand-on attempt marks it.
 func (d *driver) WatchHeld(ctx context.Context, key string) (<-chan struct{}, func(held bool)) {
@@ -70,7 +72,9 @@ func (d *driver) watch(ctx context.Context, key string, all bool) (<-chan struct
 			if ok && !w.add(cancel) {
 				cancel()
 			}
-			answers <- ok && redislua.Watch(ctx, nd.client, k) == nil
+			// An observer marks the lock itself; a waiter's next
+			// attempt does (WatchHeld).
+			answers <- ok && (!all || redislua.Watch(ctx, nd.client, k) == nil)
 		}) {
 			launched++
 		}
