@@ -47,12 +47,9 @@ func dispatched(t *testing.T, sub *Subscriber, n int64) {
 // the next one, a waiter that was never woken hands nothing on, and a head
 // whose retry lost is woken again by the next release.
 func TestSubscriberWakesHeadAndHandsOn(t *testing.T) {
-	c := client(t)
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-	sub := NewSubscriber(c, SubscriberOptions{})
-	defer sub.Close()
 	const channel = "wake-one"
+	sub, publishMsg := pubRig(t, channel)
+	publish := func() { t.Helper(); publishMsg("0") }
 	const n = 4
 	chs := make([]<-chan struct{}, n)
 	cancels := make([]func(), n)
@@ -70,12 +67,6 @@ func TestSubscriberWakesHeadAndHandsOn(t *testing.T) {
 			if !skip && fired(ch, 0) {
 				t.Errorf("%s: watcher %d woken", why, i)
 			}
-		}
-	}
-	publish := func() {
-		t.Helper()
-		if err := c.Publish(ctx, channel, "0").Err(); err != nil {
-			t.Fatal(err)
 		}
 	}
 
@@ -220,23 +211,14 @@ func TestSubscriberUnavailable(t *testing.T) {
 // its release wakes the next waiter; one that leaves without it
 // (cancel(false)) hands the wake-up on as Watch's cancel does.
 func TestWatchHeldHandsNothingOn(t *testing.T) {
-	c := client(t)
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-	sub := NewSubscriber(c, SubscriberOptions{})
-	defer sub.Close()
 	const channel = "held"
+	sub, publishMsg := pubRig(t, channel)
+	publish := func() { t.Helper(); publishMsg("0") }
 	chs := make([]<-chan struct{}, 3)
 	cancels := make([]func(bool), 3)
 	for i := range chs {
 		chs[i], cancels[i] = sub.WatchHeld(t.Context(), channel)
 		defer cancels[i](false)
-	}
-	publish := func() {
-		t.Helper()
-		if err := c.Publish(ctx, channel, "0").Err(); err != nil {
-			t.Fatal(err)
-		}
 	}
 	publish()
 	if !fired(chs[0], 5*time.Second) {
@@ -266,20 +248,15 @@ func TestWatchHeldHandsNothingOn(t *testing.T) {
 // waiter behind it is woken too, although the observer does not read its
 // channel; the observer's leaving hands nothing on.
 func TestWatchAllObserverTakesNoWakeUp(t *testing.T) {
-	c := client(t)
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-	sub := NewSubscriber(c, SubscriberOptions{})
-	defer sub.Close()
 	const channel = "observer-first"
+	sub, publish := pubRig(t, channel)
+	ctx := t.Context()
 	obs, unobserve := sub.WatchAll(ctx, channel)
 	w1, cancel1 := sub.Watch(ctx, channel)
 	defer cancel1()
 	w2, cancel2 := sub.Watch(ctx, channel)
 	defer cancel2()
-	if err := c.Publish(ctx, channel, "1").Err(); err != nil {
-		t.Fatal(err)
-	}
+	publish("1")
 	dispatched(t, sub, 1)
 	if !fired(w1, 0) {
 		t.Fatal("the waiter behind the observer was not woken")
@@ -290,9 +267,7 @@ func TestWatchAllObserverTakesNoWakeUp(t *testing.T) {
 	if fired(w2, 0) {
 		t.Fatal("the second waiter was woken too (only the head is)")
 	}
-	if err := c.Publish(ctx, channel, "2").Err(); err != nil {
-		t.Fatal(err)
-	}
+	publish("2")
 	dispatched(t, sub, 2)
 	unobserve() // woken, not reading: hands nothing on
 	sub.Active()
@@ -301,5 +276,20 @@ func TestWatchAllObserverTakesNoWakeUp(t *testing.T) {
 	}
 	if !fired(w1, 0) {
 		t.Fatal("the head was not woken by the second message")
+	}
+}
+
+// pubRig is a Subscriber on a test server and a function that publishes a
+// message on channel there.
+func pubRig(t *testing.T, channel string) (*Subscriber, func(msg string)) {
+	t.Helper()
+	c := client(t)
+	sub := NewSubscriber(c, SubscriberOptions{})
+	t.Cleanup(func() { _ = sub.Close() })
+	return sub, func(msg string) {
+		t.Helper()
+		if err := c.Publish(t.Context(), channel, msg).Err(); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
