@@ -39,20 +39,45 @@ type Check struct {
 	Fn func(t T, h *Harness)
 }
 
-// Run runs every check as a subtest of t.
+// Run runs every check as a subtest of t. Each check runs under its
+// deadline (see Check.Deadline): its context ends then, and a check still
+// running a grace period later stops the test binary with the check's name
+// and every goroutine's stack, instead of at the test binary's timeout.
 func Run(t *testing.T, h Harness) {
 	t.Helper()
-	for _, c := range Checks() {
+	runTests(t, &h, Checks(), panicHung)
+}
+
+// runTests runs checks as subtests of t; onHang reports a hung check.
+func runTests(t *testing.T, h *Harness, checks []Check, onHang func(msg string)) {
+	t.Helper()
+	for _, c := range checks {
 		t.Run(c.Name, func(t *testing.T) {
-			c.Fn(&contractT{T: t, contract: c.Contract}, &h)
+			ct := &contractT{T: t, contract: c.Contract}
+			d := c.Deadline(h)
+			var cancel context.CancelFunc
+			ct.ctx, cancel = context.WithTimeout(t.Context(), d)
+			defer cancel()
+			defer hangWatch(h.Name+"/"+c.Name, d, hangGrace, onHang)()
+			c.Fn(ct, h)
 		})
 	}
 }
 
-// contractT prefixes failures with the contract line the check verifies.
+// contractT prefixes failures with the contract line the check verifies,
+// and carries the check's deadline in its context.
 type contractT struct {
 	T
 	contract string
+	ctx      context.Context // nil: the T's own
+}
+
+// Context is the check's context: the T's, ended at the check's deadline.
+func (c *contractT) Context() context.Context {
+	if c.ctx != nil {
+		return c.ctx
+	}
+	return c.T.Context()
 }
 
 func (c *contractT) Errorf(format string, args ...any) {
