@@ -2,12 +2,13 @@
 # the README gives as the test command for a fresh Debian/Ubuntu machine.
 GO ?= go
 
-.PHONY: ci deps check test bench bench-peers demo faults
+.PHONY: ci deps check test quick soak bench bench-peers demo faults
 
 ci: deps test
 
-# Install redis-server, memcached, ZooKeeper and MariaDB from Debian's
-# packages (the tests start their own private instances).
+# Install redis-server, memcached, ZooKeeper, MariaDB, PostgreSQL and etcd
+# from Debian's packages, with sudo when not root (the tests start their
+# own private instances).
 deps:
 	bash scripts/install-deps.sh
 
@@ -23,11 +24,23 @@ check:
 # The whole test suite with the race detector, the OpenTelemetry module's
 # and the gocron adapter's tests (each its own go.mod), then a short fuzz run of distlock.Open over every
 # registered scheme (FuzzOpen: no panic, no hang, no password in an error).
+# Server data lives on tmpfs where the machine has one (scripts/with-tmpfs.sh).
 test: check
-	$(GO) test -race -count=1 -timeout 25m ./...
+	scripts/with-tmpfs.sh $(GO) test -race -count=1 -timeout 25m ./...
 	cd otel && $(GO) test -race -count=1 ./...
 	cd gocronlock && $(GO) test -race -count=1 ./...
 	$(GO) test -run '^$$' -fuzz FuzzOpen -fuzztime 20s ./internal/tests/openfuzz
+
+# The contributor's inner loop: every test that needs no server, in a
+# minute or two (no race detector, no servers, no installs).
+quick:
+	$(GO) test -short -count=1 ./...
+
+# The whole suite plus the load, scale and soak runs that `make ci` leaves
+# out (internal/testkit/soak): 100,000 leases, a thousand waiters on one
+# key, the model checker's long budget.
+soak: deps
+	DISTLOCK_SOAK=1 scripts/with-tmpfs.sh $(GO) test -race -count=1 -timeout 90m ./...
 
 # The benchmarks quoted in the README.
 bench:

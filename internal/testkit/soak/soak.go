@@ -1,0 +1,28 @@
+// Package soak marks the load, scale and soak tests — 100,000 leases, a
+// thousand waiters on one key, long model-checker budgets — that `make ci`
+// leaves to `make soak`. Every correctness check stays in `make ci`; what
+// moves out is evidence that the same mechanisms hold at size, which costs
+// minutes and proves nothing the shorter runs do not at the level of a
+// single interleaving.
+package soak
+
+import (
+	"os"
+	"testing"
+)
+
+// Env is the environment variable that enables soak tests: DISTLOCK_SOAK=1.
+const Env = "DISTLOCK_SOAK"
+
+// Enabled reports whether soak tests run (DISTLOCK_SOAK=1, as `make soak`
+// sets it).
+func Enabled() bool { return os.Getenv(Env) == "1" }
+
+// Only skips t unless soak tests are enabled; what names the load, for the
+// skip message.
+func Only(t testing.TB, what string) {
+	t.Helper()
+	if !Enabled() {
+		t.Skipf("soak test (%s): run with `make soak` (%s=1)", what, Env)
+	}
+}
