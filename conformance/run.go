@@ -39,7 +39,10 @@ type Check struct {
 	Fn func(t T, h *Harness)
 }
 
-// Run runs every check as a subtest of t. Each check runs under its
+// Run runs every check as a subtest of t, and returns when every one has
+// ended. The checks that need the backend to themselves (see Check.Alone)
+// run first, one at a time; then the others run concurrently, at most
+// Concurrency at once, each on keys of its own. Each check runs under its
 // deadline (see Check.Deadline): its context ends then, and a check still
 // running a grace period later stops the test binary with the check's name
 // and every goroutine's stack, instead of at the test binary's timeout.
@@ -51,7 +54,7 @@ func Run(t *testing.T, h Harness) {
 // runTests runs checks as subtests of t; onHang reports a hung check.
 func runTests(t *testing.T, h *Harness, checks []Check, onHang func(msg string)) {
 	t.Helper()
-	for _, c := range checks {
+	run := func(c Check) {
 		t.Run(c.Name, func(t *testing.T) {
 			ct := &contractT{T: t, contract: c.Contract}
 			d := c.Deadline(h)
@@ -62,6 +65,27 @@ func runTests(t *testing.T, h *Harness, checks []Check, onHang func(msg string))
 			c.Fn(ct, h)
 		})
 	}
+	var shared []Check
+	for _, c := range checks {
+		if c.Alone() {
+			run(c)
+		} else {
+			shared = append(shared, c)
+		}
+	}
+	// testing.T.Run may be called from several goroutines at once; the
+	// subtests keep their names, and Run returns after the last one.
+	sem := make(chan struct{}, Concurrency())
+	var wg sync.WaitGroup
+	for _, c := range shared {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			run(c)
+		}()
+	}
+	wg.Wait()
 }
 
 // contractT prefixes failures with the contract line the check verifies,
