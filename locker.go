@@ -1,6 +1,7 @@
 // Package distlock is a distributed lock with one API over pluggable
-// backends: Redis, Redlock, ZooKeeper, memcached, MySQL/MariaDB and an
-// in-process reference backend.
+// backends: Redis, Redlock, ZooKeeper, etcd, memcached, MySQL/MariaDB,
+// PostgreSQL and an in-process reference backend (packages redis, redlock,
+// zookeeper, etcd, memcached, mysql, postgres and memory).
 //
 // A Locker hands out Leases. A Lease is one held lock: it carries a fencing
 // token, can be refreshed and released (both owner-checked, so they never
