@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/testkit/slack"
 )
 
 // Checks returns every check, in the order they run.
@@ -216,7 +217,7 @@ func checkTryAcquireHeld(t T, h *Harness) {
 	for i := 0; i < 3; i++ {
 		expectBusy(t, b, key, "lock held by another Locker")
 	}
-	if d := time.Since(start); d > 3*time.Second {
+	if d := time.Since(start); d > slack.D(3*time.Second) {
 		t.Errorf("three TryAcquire calls on a held lock took %v: TryAcquire must not wait", d)
 	}
 	if err := lease.Err(); err != nil {
@@ -256,7 +257,7 @@ func checkAcquireWaits(t T, h *Harness) {
 	if r.err != nil {
 		t.Fatalf("waiting Acquire: %v", r.err)
 	}
-	if lag := r.at.Sub(released); lag > 2*time.Second {
+	if lag := r.at.Sub(released); lag > slack.D(2*time.Second) {
 		t.Errorf("waiter acquired %v after the release; want promptly (< 2s)", lag)
 	}
 	mustRelease(t, r.lease)
@@ -291,7 +292,7 @@ func checkAcquireCtx(t T, h *Harness, cancelIt bool) {
 	if !errors.Is(err, distlock.ErrNotAcquired) || !errors.Is(err, want) {
 		t.Errorf("Acquire error %v: want errors.Is ErrNotAcquired and %v", err, want)
 	}
-	if took > wait+time.Second {
+	if took > wait+slack.D(time.Second) {
 		t.Errorf("Acquire returned %v after its ctx ended; want promptly (< 1s)", took-wait)
 	}
 	mustRelease(t, holder)
@@ -446,7 +447,7 @@ func checkReentrant(t T, h *Harness) {
 	if err != nil {
 		t.Fatalf("reentrant Acquire: %v", err)
 	}
-	if d := time.Since(start); d > 2*time.Second {
+	if d := time.Since(start); d > slack.D(2*time.Second) {
 		t.Errorf("reentrant Acquire took %v, want at once", d)
 	}
 	l3 := mustTry(t, a, key, owner)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/testkit/slack"
 )
 
 // The checks over a DirectedLink: an acquisition whose request, not only
@@ -76,8 +77,8 @@ func lostRequest(t T, link DirectedLink, what string, acquire func(ctx context.C
 		if !errors.Is(err, context.DeadlineExceeded) {
 			t.Errorf("%s with its request in flight: %v, want the ctx error", what, err)
 		}
-		if took > inFlightCtx+callSlack {
-			t.Errorf("%s with its request in flight returned after %v, want within its %v ctx + %v", what, took, inFlightCtx, callSlack)
+		if took > inFlightCtx+slack.D(callSlack) {
+			t.Errorf("%s with its request in flight returned after %v, want within its %v ctx + %v", what, took, inFlightCtx, slack.D(callSlack))
 		}
 		time.Sleep(time.Until(start.Add(requestDelay + 100*time.Millisecond)))
 		return
@@ -175,7 +176,7 @@ func checkRequestInFlightClose(t T, h *Harness) {
 	closeTook := time.Since(start)
 	heal.Stop()
 	link.Heal()
-	if closeTook > 15*time.Second {
+	if closeTook > slack.D(15*time.Second) {
 		t.Errorf("Close right after a TryAcquire with its request in flight took %v", closeTook)
 	}
 	time.Sleep(time.Until(start.Add(requestDelay + 100*time.Millisecond)))
@@ -268,8 +269,8 @@ func checkSilentConnection(t T, h *Harness) {
 		results := runSilent(t, calls)
 		link.Heal()
 		for _, r := range results {
-			if r.d > silentCtx+callSlack {
-				t.Errorf("%s: %s returned after %v, want within its %v ctx + %v", tr.what, r.name, r.d.Round(time.Millisecond), silentCtx, callSlack)
+			if r.d > silentCtx+slack.D(callSlack) {
+				t.Errorf("%s: %s returned after %v, want within its %v ctx + %v", tr.what, r.name, r.d.Round(time.Millisecond), silentCtx, slack.D(callSlack))
 			}
 			if r.lease != nil {
 				mustRelease(t, r.lease)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/internal/testkit/history"
+	"github.com/distlock/distlock/internal/testkit/slack"
 )
 
 // faultChecks are the checks that need fault hooks, worker processes or both.
@@ -157,7 +158,7 @@ func checkCrashHolder(t T, h *Harness) {
 	}
 	took := time.Since(start)
 	t.Logf("taken over %v after SIGKILL (bound %v)", took.Round(time.Millisecond), bound)
-	if took > bound+3*time.Second {
+	if took > bound+slack.D(3*time.Second) {
 		t.Errorf("takeover after %v, want within TTL/session timeout %v + 3s", took, bound)
 	}
 	mustRelease(t, lease)
@@ -265,7 +266,7 @@ func checkCancelInFlight(t T, h *Harness) {
 		_ = lease.Release(context.Background())
 		t.Skipf("the acquisition finished before its context ended; no ambiguous outcome to test")
 	}
-	if took := time.Since(start); took > 2*time.Second {
+	if took := time.Since(start); took > slack.D(2*time.Second) {
 		t.Errorf("cancelled acquisition returned after %v, want promptly", took)
 	}
 	if !errors.Is(err, context.DeadlineExceeded) {
@@ -325,13 +326,13 @@ func checkBadInput(t T, h *Harness) {
 			took := time.Since(start)
 			closeStart := time.Now()
 			_ = l.Close()
-			if d := time.Since(closeStart); d > 15*time.Second {
+			if d := time.Since(closeStart); d > slack.D(15*time.Second) {
 				t.Errorf("Close of a Locker on an unreachable backend took %v", d)
 			}
-			if took > 3*time.Second {
+			if took > slack.D(3*time.Second) {
 				t.Errorf("Acquire on an unreachable backend returned after %v, want within its 2s ctx", took)
 			}
-		} else if took := time.Since(start); took > 15*time.Second {
+		} else if took := time.Since(start); took > slack.D(15*time.Second) {
 			t.Errorf("Open of an unreachable backend took %v", took)
 		}
 		if !errors.Is(err, distlock.ErrUnavailable) {
@@ -366,7 +367,7 @@ func checkBackendDown(t T, h *Harness) {
 		if !errors.Is(err, distlock.ErrUnavailable) {
 			t.Errorf("Acquire with the backend down: %v, want ErrUnavailable", err)
 		}
-		if took > 3*time.Second {
+		if took > slack.D(3*time.Second) {
 			t.Errorf("Acquire with the backend down returned after %v, want within its 2s ctx", took)
 		}
 	}
