@@ -76,22 +76,37 @@ type restartable struct {
 // each driver's ErrorCode marks its client's outage errors transient (the
 // root no longer recognises them by message).
 func TestWithRetryUnavailableEveryBackend(t *testing.T) {
-	servers := func(t *testing.T) []restartable {
-		rs := testserver.Redis(t, testserver.RedisConfig{})
-		mc := testserver.Memcached(t, testserver.MemcachedConfig{})
-		zk := testserver.ZooKeeper(t, testserver.ZooKeeperConfig{})
-		my := testserver.MariaDBServer(t)
-		pg := testserver.PostgresServer(t)
-		return []restartable{
-			{"redis", rs, "redis://" + rs.Addr() + "/0"},
-			{"memcached", mc, "memcached://" + mc.Addr()},
-			{"zookeeper", zk, "zookeeper://" + zk.Addr() + "/outage"},
-			{"mysql", my.Server, fmt.Sprintf("mysql://%s:%s@%s/%s?mode=row&create_table=true&table=outage_locks", my.User, my.Password, my.Addr(), my.DB)},
-			{"postgres", pg.Server, fmt.Sprintf("postgres://%s:%s@%s/%s?mode=row&create_table=true&table=outage_locks", pg.User, pg.Password, pg.Addr(), pg.DB)},
-		}
+	// Each backend's subtest starts its own server and runs in parallel
+	// with the others: their outages are independent.
+	backends := []struct {
+		name  string
+		start func(t *testing.T) restartable
+	}{
+		{"redis", func(t *testing.T) restartable {
+			rs := testserver.Redis(t, testserver.RedisConfig{})
+			return restartable{"redis", rs, "redis://" + rs.Addr() + "/0"}
+		}},
+		{"memcached", func(t *testing.T) restartable {
+			mc := testserver.Memcached(t, testserver.MemcachedConfig{})
+			return restartable{"memcached", mc, "memcached://" + mc.Addr()}
+		}},
+		{"zookeeper", func(t *testing.T) restartable {
+			zk := testserver.ZooKeeper(t, testserver.ZooKeeperConfig{})
+			return restartable{"zookeeper", zk, "zookeeper://" + zk.Addr() + "/outage"}
+		}},
+		{"mysql", func(t *testing.T) restartable {
+			my := testserver.MariaDBServer(t)
+			return restartable{"mysql", my.Server, fmt.Sprintf("mysql://%s:%s@%s/%s?mode=row&create_table=true&table=outage_locks", my.User, my.Password, my.Addr(), my.DB)}
+		}},
+		{"postgres", func(t *testing.T) restartable {
+			pg := testserver.PostgresServer(t)
+			return restartable{"postgres", pg.Server, fmt.Sprintf("postgres://%s:%s@%s/%s?mode=row&create_table=true&table=outage_locks", pg.User, pg.Password, pg.Addr(), pg.DB)}
+		}},
 	}
-	for _, b := range servers(t) {
-		t.Run(b.name, func(t *testing.T) {
+	for _, bk := range backends {
+		t.Run(bk.name, func(t *testing.T) {
+			t.Parallel()
+			b := bk.start(t)
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			defer cancel()
 			l, err := distlock.Open(ctx, b.url)
