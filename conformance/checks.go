@@ -42,7 +42,7 @@ func Checks() []Check {
 		{"inspect", "Inspect shows, from another client, the holder's owner, metadata, token, holds, server-side TTL and waiters, and changes nothing", false, checkInspect},
 		{"force-release", "ForceRelease frees a lock whatever its owner: the next token is higher, the evicted lease is refused and ends, the new owner's lock is untouched", false, checkForceRelease},
 		{"durable", "capability Durable: a held lock survives a backend restart", true, checkDurable},
-	}, slices.Concat(jobChecks(), faultChecks(), electionChecks(), semaphoreChecks(), multiChecks())...)
+	}, slices.Concat(edgeChecks(), jobChecks(), faultChecks(), electionChecks(), semaphoreChecks(), multiChecks())...)
 }
 
 // Helpers.
