@@ -3,6 +3,8 @@
 // time — testserver (throwaway real servers), netfault (a fault-injecting
 // TCP proxy), history (cross-process acquisition histories and their
 // checker), fenced (a resource that refuses stale tokens), benchkit (shared
-// benchmark bodies) and sqltest (the SQL backends' shared test support).
+// benchmark bodies), sqltest (the SQL backends' shared test support),
+// slack (the suite's one timing knob, DISTLOCK_TEST_SLACK) and soak (the
+// load and scale tests `make soak` adds, DISTLOCK_SOAK=1).
 // Runtime helpers of the backends live directly under internal/.
 package testkit
