@@ -151,6 +151,7 @@ func (l *locker) waitLoop(ctx context.Context, req backend.Request, policy Retry
 		ownerWake = ch
 	}
 	first := true
+	var busy error // the last "held by another owner" answer
 	for attempt := 0; ; attempt++ {
 		sent = time.Now()
 		lock, err = l.drv.TryAcquire(ctx, req)
@@ -161,8 +162,19 @@ func (l *locker) waitLoop(ctx context.Context, req backend.Request, policy Retry
 			}
 			return lock, sent, attempt + 1, nil
 		}
-		if !errors.Is(err, ErrNotAcquired) || ctx.Err() != nil {
+		if busy != nil && ctx.Err() != nil && !errors.Is(err, ErrNotAcquired) {
+			// The wait ran out during an attempt: the lock was busy as
+			// far as anyone knows, not the backend unavailable.
+			return nil, sent, attempt + 1, fmt.Errorf("%w: %w", busy, context.Cause(ctx))
+		}
+		if !errors.Is(err, ErrNotAcquired) {
 			return nil, sent, attempt + 1, err
+		}
+		busy = err
+		if ctx.Err() != nil {
+			// Ended (by the caller, or by Close) while the attempt was
+			// answered: say why, as the wait below does.
+			return nil, sent, attempt + 1, fmt.Errorf("%w: %w", err, context.Cause(ctx))
 		}
 		if first {
 			// About to wait: let Close interrupt the wait. (Not before:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -235,4 +236,119 @@ func TestPollingMemory(t *testing.T) {
 			return nil
 		}},
 	})
+}
+
+// latent delays every call of a memory session the way a network would:
+// the request by req before it reaches the namespace, the reply by reply
+// after. The memory backend has no latency of its own, so deadline bugs —
+// a validity counted from the reply instead of the send — pass over it
+// unseen; here they cannot.
+type latent struct {
+	backend.Driver
+	req, reply time.Duration
+}
+
+func (l *latent) Capabilities() backend.Capabilities {
+	c := l.Driver.Capabilities()
+	c.Notify, c.Fair = false, false // the root wait loop, over TryAcquire
+	return c
+}
+
+// TryAcquire keeps the driver contract: it returns when ctx ends, and an
+// acquisition whose reply ctx cut short is undone in the background.
+func (l *latent) TryAcquire(ctx context.Context, req backend.Request) (backend.Lock, error) {
+	if err := sleepCtx(ctx, l.req); err != nil {
+		return nil, err
+	}
+	lk, err := l.Driver.TryAcquire(context.WithoutCancel(ctx), req)
+	if cerr := sleepCtx(ctx, l.reply); cerr != nil {
+		if err == nil {
+			go func() { _ = lk.Release(context.Background()) }()
+		}
+		return nil, cerr
+	}
+	if err == nil {
+		lk = &latentLock{Lock: lk, l: l}
+	}
+	return lk, err
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+type latentLock struct {
+	backend.Lock
+	l *latent
+}
+
+func (k *latentLock) Refresh(ctx context.Context, ttl time.Duration) error {
+	if err := sleepCtx(ctx, k.l.req); err != nil {
+		return err
+	}
+	err := k.Lock.Refresh(context.WithoutCancel(ctx), ttl)
+	if cerr := sleepCtx(ctx, k.l.reply); cerr != nil {
+		return cerr
+	}
+	return err
+}
+
+func (k *latentLock) Release(ctx context.Context) error {
+	if err := sleepCtx(ctx, k.l.req); err != nil {
+		return err
+	}
+	err := k.Lock.Release(context.WithoutCancel(ctx))
+	if cerr := sleepCtx(ctx, k.l.reply); cerr != nil {
+		return cerr
+	}
+	return err
+}
+
+// latentChecks are the checks whose verdicts hang on when a request was
+// sent and a reply heard: the deadline, loss, refresh and ctx checks.
+const latentChecks = "^(expiry-not-early|holder-superseded|expired-release|stale-holder|refresh-extends|auto-refresh|refresh-refused|refresh-release-race|acquire-waits|acquire-deadline|acquire-cancel|close|lease-context|observer|min-hold|try-do|reentrant|fencing|multi-cancel|multi-lost-member|semaphore-expiry|semaphore-cancel)$"
+
+// TestLatentMemory runs the latentChecks over memory sessions with
+// network-like latency: every other Locker's replies come 40 ms late and
+// its requests 5 ms late, the others' 10 and 20 ms, so a check's holder
+// often hears the backend later than its rival does, and a validity
+// counted from the reply instead of the send shows (expiry-not-early checks
+// the deadline itself).
+func TestLatentMemory(t *testing.T) {
+	ns := memName(t.Name())
+	var n atomic.Int64
+	h := conformance.Harness{
+		Name: "latent-memory",
+		NewLocker: func(context.Context) (distlock.Locker, error) {
+			d := &latent{Driver: memDriver(t, ns), req: 20 * time.Millisecond, reply: 10 * time.Millisecond}
+			if n.Add(1)%2 == 1 {
+				d.req, d.reply = 5*time.Millisecond, 40*time.Millisecond
+			}
+			return distlock.New(d, "latent"), nil
+		},
+		TTL: time.Second, // room for the latency, and for a loaded machine
+		Faults: conformance.Faults{Expire: func(_ context.Context, key string) error {
+			memory.Shared(ns).Expire(key)
+			return nil
+		}},
+	}
+	res := conformance.RunChecks(t.Context(), h, conformance.Options{Match: mustRe(latentChecks)})
+	if len(res) < 15 {
+		t.Fatalf("%d latent checks ran, want every one of %s", len(res), latentChecks)
+	}
+	for _, r := range res {
+		if r.Status == conformance.Fail || r.Status == conformance.Unavailable {
+			t.Errorf("%s: %s\n%s", r.Name, r.Status, r.Message)
+		}
+	}
 }

@@ -20,7 +20,8 @@ func edgeChecks() []Check {
 	}
 }
 
-// checkExpiryNotEarly polls for the lock from half its TTL on, as fast as
+// checkExpiryNotEarly checks that the holder counts its validity from the
+// send, then polls for the lock from half its TTL on, as fast as
 // round trips allow: a grant whose reply arrives before sent+ttl was made
 // by the backend while the holder's TTL, counted from no earlier than sent,
 // still ran — an early expiry of even a few milliseconds.
@@ -31,6 +32,9 @@ func checkExpiryNotEarly(t T, h *Harness) {
 	sent := time.Now()
 	holder := mustTry(t, a, key, distlock.WithTTL(ttl), distlock.WithAutoRefresh(false))
 	defer func() { _ = holder.Release(context.Background()) }()
+	if dl := holder.Deadline(); !dl.IsZero() && dl.After(sent.Add(ttl)) {
+		t.Errorf("the lease's validity deadline is %v past the moment its request was sent + TTL: validity must be counted from the send, not from the reply", dl.Sub(sent.Add(ttl)))
+	}
 	time.Sleep(ttl / 2)
 	ctx := ctxFor(t, ttl+slack.D(30*time.Second))
 	tries := 0
