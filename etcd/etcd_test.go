@@ -500,3 +500,57 @@ func TestNoHoldWatch(t *testing.T) {
 		t.Errorf("lease after a refused Refresh: Err = %v, want ErrLockLost", lease.Err())
 	}
 }
+
+// TestRefreshNeedsQuorum: Refresh confirms a lock only with the cluster's
+// agreement, never from one member's local state. A Locker connected to
+// one member whose peers are paused (a member cut off from the majority,
+// which may have deleted the key meanwhile) must not be told "held".
+func TestRefreshNeedsQuorum(t *testing.T) {
+	c := cluster(t)
+	needControl(t)
+	x, err := testserver.EtcdFollower(t.Context(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := dialT(t, []string{x.Addr()}, WithSessionTTL(testTTL), WithPrefix(uniquePrefix(t)), WithHoldWatch(false))
+	lease, err := a.Acquire(ctxT(t, 10*time.Second), "k", distlock.WithAutoRefresh(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var paused []*testserver.Server
+	resume := func() {
+		for _, s := range paused {
+			if err := s.Resume(); err != nil {
+				t.Error(err)
+			}
+		}
+		paused = nil
+	}
+	defer resume()
+	for _, s := range c.Servers {
+		if s != x {
+			if err := s.Pause(); err != nil {
+				t.Fatal(err)
+			}
+			paused = append(paused, s)
+		}
+	}
+	err = lease.Refresh(ctxT(t, time.Second), time.Minute)
+	if err == nil {
+		t.Errorf("Refresh through a member cut off from the majority confirmed the lock: answered from its local state")
+	} else if errors.Is(err, distlock.ErrNotHeld) {
+		t.Errorf("Refresh through a member cut off from the majority: %v, want a failure to reach the cluster", err)
+	} else {
+		t.Logf("Refresh through a member cut off from the majority: %v", err)
+	}
+	resume()
+	if err := c.WaitReady(ctxT(t, time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if err := lease.Refresh(ctxT(t, 10*time.Second), time.Minute); err != nil {
+		t.Errorf("Refresh with the majority back: %v", err)
+	}
+	if err := lease.Release(ctxT(t, 10*time.Second)); err != nil {
+		t.Error(err)
+	}
+}
