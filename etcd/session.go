@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -95,7 +96,8 @@ var errNoSession = errors.New("etcd: no session lease")
 
 // grantLease asks the cluster for a new lease, sending the request again
 // every createTry while no answer comes (a member paused or cut off, an
-// election under way), within the connect timeout. A lease granted by a
+// election under way), within the connect timeout. A cluster of which no
+// endpoint accepts connections fails it at once (reachable). A lease granted by a
 // send whose answer was lost has no keys and expires after its TTL.
 func (d *driver) grantLease(ctx context.Context) (*session, error) {
 	gctx, cancel := context.WithTimeout(ctx, d.cfg.connectTimeout())
@@ -105,6 +107,9 @@ func (d *driver) grantLease(ctx context.Context) (*session, error) {
 		sent time.Time
 	)
 	for {
+		if err := d.reachable(gctx); err != nil {
+			return nil, err
+		}
 		tctx, tcancel := context.WithTimeout(gctx, createTry)
 		sent = time.Now()
 		var err error
@@ -118,7 +123,9 @@ func (d *driver) grantLease(ctx context.Context) (*session, error) {
 		case ctx.Err() != nil:
 			return nil, unreachable(ctx, err)
 		case gctx.Err() != nil:
-			return nil, fmt.Errorf("%w within %v: %w", errNoSession, d.cfg.connectTimeout(), err)
+			// Not the ctx error of the connect timeout: the caller's
+			// ctx has not ended, and the error is a transient outage.
+			return nil, fmt.Errorf("%w within %v (endpoints %s): %v", errNoSession, d.cfg.connectTimeout(), strings.Join(d.client.Endpoints(), ","), err)
 		case d.ctx.Err() != nil:
 			return nil, errClosed
 		case !timedOut && !d.resendable(err):
