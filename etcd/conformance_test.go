@@ -23,8 +23,12 @@ import (
 // short enough for the session-bound checks.
 const conformanceTTL = 4 * time.Second
 
+// TestConformance runs the suite on a cluster of its own (its fault checks
+// stop, restart, kill and pause members), in parallel with the tests on
+// the shared cluster.
 func TestConformance(t *testing.T) {
-	c := cluster(t)
+	t.Parallel()
+	c := ownCluster(t)
 	addrs := c.Addrs()
 	prefix := uniquePrefix(t)
 	admin := adminClient(t, addrs...)

@@ -49,8 +49,9 @@ func New(client *clientv3.Client, opts ...Option) (*Locker, error) {
 
 // Dial returns a Locker with a client of its own on the cluster's client
 // endpoints ("host:port" or URLs), which Close closes. Like New it checks
-// every option value (ErrInvalidOption) and does not wait for the cluster:
-// acquisitions do, bounded by WithConnectTimeout.
+// every option value (ErrInvalidOption) and does not wait for the cluster
+// (acquisitions do, bounded by WithConnectTimeout), except with WithAuth:
+// the client then authenticates before Dial returns.
 func Dial(endpoints []string, opts ...Option) (*Locker, error) {
 	if len(endpoints) == 0 {
 		return nil, fmt.Errorf("%w: etcd: no endpoint given", backend.ErrInvalidOption)
@@ -102,7 +103,7 @@ func dialClient(endpoints []string, cfg *config) (*clientv3.Client, error) {
 		}
 	}
 	if cfg.user != "" {
-		if err := dialEndpoints(context.Background(), endpoints); err != nil {
+		if err := dialEndpoints(context.Background(), endpoints, cfg.tls); err != nil {
 			return nil, err
 		}
 		cc.Username, cc.Password = cfg.user, cfg.pass

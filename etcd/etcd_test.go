@@ -127,6 +127,7 @@ func TestMinorityPaused(t *testing.T) {
 // longer than its lease TTL. Its lease must end (Done) before another
 // client can take the lock; the margin between the two is logged.
 func TestClientPartitionedPastTTL(t *testing.T) {
+	t.Parallel()
 	c := cluster(t)
 	prefix := uniquePrefix(t)
 	link, err := netfault.ListenGroup(c.Addrs()...)
@@ -173,6 +174,7 @@ func TestClientPartitionedPastTTL(t *testing.T) {
 // TestLeaseRevoked: an operator revokes the session's lease; every lock of
 // the session ends with ErrLockLost, and the Locker gets a new session.
 func TestLeaseRevoked(t *testing.T) {
+	t.Parallel()
 	c := cluster(t)
 	admin := adminClient(t, c.Addrs()...)
 	a := dialT(t, c.Addrs(), WithSessionTTL(testTTL), WithPrefix(uniquePrefix(t)))
@@ -208,6 +210,7 @@ func TestLeaseRevoked(t *testing.T) {
 // one release wakes one waiter: one more predecessor read, not one per
 // waiter.
 func TestHerdOneWatchPerWaiter(t *testing.T) {
+	t.Parallel()
 	c := cluster(t)
 	const n = 20
 	prefix := uniquePrefix(t)
@@ -303,11 +306,16 @@ func TestCompactionWhileWaiting(t *testing.T) {
 // queued them (the create revisions of their waiter keys, which are also
 // their tokens), each once.
 func TestThousandWaitersInOrder(t *testing.T) {
+	t.Parallel()
 	c := cluster(t)
 	const n = 1000
 	prefix := uniquePrefix(t)
-	holder := dialT(t, c.Addrs(), WithSessionTTL(10*time.Second), WithPrefix(prefix))
-	w := dialT(t, c.Addrs(), WithSessionTTL(10*time.Second), WithPrefix(prefix))
+	// Queue order is what this test checks, not session liveness: a TTL
+	// that a starved machine cannot exhaust keeps every waiter in its
+	// place (a lost session re-queues its waiters at the back).
+	const ttl = 30 * time.Second
+	holder := dialT(t, c.Addrs(), WithSessionTTL(ttl), WithPrefix(prefix))
+	w := dialT(t, c.Addrs(), WithSessionTTL(ttl), WithPrefix(prefix))
 	lease, err := holder.Acquire(ctxT(t, 10*time.Second), "k")
 	if err != nil {
 		t.Fatal(err)
@@ -390,6 +398,7 @@ func TestDurableClusterRestart(t *testing.T) {
 // TestKeysDoNotCollide: "/" and "%" in keys cannot make one lock's waiter
 // keys fall under another's prefix.
 func TestKeysDoNotCollide(t *testing.T) {
+	t.Parallel()
 	keys := []string{"a", "a/b", "a%2Fb", "a/", "/a", "%", "a b", "ключ", "a\x00b"}
 	seen := map[string]string{}
 	for _, k := range keys {
@@ -411,6 +420,7 @@ func TestKeysDoNotCollide(t *testing.T) {
 
 // TestBadOptions: option values are checked by New and Dial.
 func TestBadOptions(t *testing.T) {
+	t.Parallel()
 	for name, opts := range map[string][]Option{
 		"ttl 1s":         {WithSessionTTL(time.Second)},
 		"ttl 2.5s":       {WithSessionTTL(2500 * time.Millisecond)},
@@ -448,6 +458,7 @@ func mustAcquireRelease(t *testing.T, l distlock.Locker, key string) {
 // holder's key; the holder's watch ends its lease at once with
 // ErrLockLost, and the next holder's token is higher.
 func TestForceReleaseEndsLease(t *testing.T) {
+	t.Parallel()
 	c := cluster(t)
 	a, b, lease := holderAndRival(t, c.Addrs(), testTTL)
 	info, err := distlock.ForceRelease(ctxT(t, 10*time.Second), b, "k")
@@ -482,6 +493,7 @@ func TestForceReleaseEndsLease(t *testing.T) {
 // deleted learns of it at its next Refresh (ErrNotHeld, and the lease ends
 // with ErrLockLost).
 func TestNoHoldWatch(t *testing.T) {
+	t.Parallel()
 	c := cluster(t)
 	prefix := uniquePrefix(t)
 	a := dialT(t, c.Addrs(), WithSessionTTL(testTTL), WithPrefix(prefix), WithHoldWatch(false))

@@ -13,10 +13,13 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/internal/testkit/slack"
 	"github.com/distlock/distlock/internal/testkit/testserver"
 )
 
@@ -116,14 +119,20 @@ func TestURLTLS(t *testing.T) {
 		"no client certificate": {"sslrootcert": {ca.file}},
 		"another CA":            {"sslrootcert": {other.file}, "sslcert": {clientCert}, "sslkey": {clientKey}},
 	} {
-		q.Set("connect_timeout", "2s")
 		l, err := distlock.Open(ctxT(t, 10*time.Second), "etcds://"+s.Addr()+"/tls?"+q.Encode())
 		if err != nil {
 			t.Fatalf("%s: Open: %v", name, err)
 		}
+		start := time.Now()
 		_, err = l.TryAcquire(ctxT(t, 10*time.Second), "k")
-		if err == nil || !errors.Is(err, distlock.ErrUnavailable) {
-			t.Errorf("%s: TryAcquire = %v, want ErrUnavailable", name, err)
+		switch {
+		case err == nil || !errors.Is(err, distlock.ErrUnavailable) || backend.IsTransient(err):
+			t.Errorf("%s: TryAcquire = %v, want a lasting ErrUnavailable", name, err)
+		case !strings.Contains(err.Error(), "TLS with "+s.Addr()):
+			t.Errorf("%s: %v does not say that TLS with %s failed", name, err, s.Addr())
+		}
+		if took := time.Since(start); took > slack.D(2*time.Second) {
+			t.Errorf("%s: refused after %v, want at once", name, took)
 		}
 		t.Logf("%s: %v", name, err)
 		_ = l.Close()
