@@ -50,7 +50,8 @@ func holderAndRival(t *testing.T, endpoints []string, ttl time.Duration) (a, b *
 // new leader is elected and the lock is kept, with no second holder, then
 // the old leader rejoins.
 func TestLeaderKilledWhileHeld(t *testing.T) {
-	c := cluster(t)
+	t.Parallel()
+	c := exclusiveCluster(t)
 	needControl(t)
 	_, b, lease := holderAndRival(t, c.Addrs(), testTTL)
 	leader, err := testserver.EtcdLeader(t.Context(), c)
@@ -84,7 +85,8 @@ func TestLeaderKilledWhileHeld(t *testing.T) {
 // cluster); the holder keeps its lock through the majority, a waiter keeps
 // waiting, and gets the lock when it is released.
 func TestMinorityPaused(t *testing.T) {
-	c := cluster(t)
+	t.Parallel()
+	c := exclusiveCluster(t)
 	needControl(t)
 	_, b, lease := holderAndRival(t, c.Addrs(), testTTL)
 	f, err := testserver.EtcdFollower(t.Context(), c)
@@ -261,7 +263,8 @@ func TestHerdOneWatchPerWaiter(t *testing.T) {
 // compacted before its watch starts (and the holder released meanwhile):
 // the waiter reads the queue again and gets the lock.
 func TestCompactionWhileWaiting(t *testing.T) {
-	c := cluster(t)
+	t.Parallel()
+	c := exclusiveCluster(t)
 	admin := adminClient(t, c.Addrs()...)
 	prefix := uniquePrefix(t)
 	holder := dialT(t, c.Addrs(), WithSessionTTL(testTTL), WithPrefix(prefix))
@@ -304,10 +307,11 @@ func TestCompactionWhileWaiting(t *testing.T) {
 // TestThousandWaitersInOrder: 1,000 waiters queue on one key at once;
 // they get the lock one after the other in the order in which the cluster
 // queued them (the create revisions of their waiter keys, which are also
-// their tokens), each once.
+// their tokens), each once. It has a cluster of its own: its burst of
+// 1,000 writes would hold up the other tests' requests on the shared one.
 func TestThousandWaitersInOrder(t *testing.T) {
 	t.Parallel()
-	c := cluster(t)
+	c := exclusiveCluster(t)
 	const n = 1000
 	prefix := uniquePrefix(t)
 	// Queue order is what this test checks, not session liveness: a TTL
@@ -368,7 +372,8 @@ func TestThousandWaitersInOrder(t *testing.T) {
 // a lock is held; the lock is kept (same token, the holder's lease live, a
 // second owner refused).
 func TestDurableClusterRestart(t *testing.T) {
-	c := cluster(t)
+	t.Parallel()
+	c := exclusiveCluster(t)
 	needControl(t)
 	_, b, lease := holderAndRival(t, c.Addrs(), 10*time.Second)
 	start := time.Now()
@@ -518,7 +523,8 @@ func TestNoHoldWatch(t *testing.T) {
 // one member whose peers are paused (a member cut off from the majority,
 // which may have deleted the key meanwhile) must not be told "held".
 func TestRefreshNeedsQuorum(t *testing.T) {
-	c := cluster(t)
+	t.Parallel()
+	c := exclusiveCluster(t)
 	needControl(t)
 	x, err := testserver.EtcdFollower(t.Context(), c)
 	if err != nil {

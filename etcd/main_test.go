@@ -20,6 +20,7 @@ func TestMain(m *testing.M) {
 	conformance.ServeWorker()
 	code := m.Run()
 	shared.stop()
+	exclusive.stop()
 	os.Exit(code)
 }
 
@@ -94,27 +95,64 @@ func ownCluster(t testing.TB) *testserver.Cluster {
 
 func external() bool { return os.Getenv(testserver.EnvEtcdEndpoints) != "" }
 
-// cluster returns the shared 3-member cluster. Tests that kill, pause or
-// restart its members, or compact its history, do not call t.Parallel:
-// they run before the parallel ones, which share it.
+// cluster returns the shared 3-member cluster, on which tests run in
+// parallel. Tests that kill, pause or restart members, compact the
+// history or flood the cluster use exclusiveCluster instead.
 func cluster(t testing.TB) *testserver.Cluster {
+	t.Helper()
+	return shared.get(t)
+}
+
+// exclusive is the second shared cluster, held by one test at a time.
+var exclusive = sharedCluster{}
+
+// exclusiveMu is held by the test that has the exclusive cluster.
+var exclusiveMu sync.Mutex
+
+// exclusiveCluster returns a 3-member cluster that the test has to itself
+// until it ends (the other tests that call it wait): for tests that kill,
+// pause or restart members, compact the history or flood the cluster,
+// and that run in parallel with those on the shared cluster.
+func exclusiveCluster(t testing.TB) *testserver.Cluster {
+	t.Helper()
+	testserver.SkipShort(t, "etcd")
+	exclusiveMu.Lock()
+	t.Cleanup(exclusiveMu.Unlock)
+	c := exclusive.get(t)
+	if c.Controllable() {
+		// A test that failed half-way may have left a member down or
+		// paused: bring the cluster back first.
+		for _, s := range c.Servers {
+			_ = s.Resume()
+		}
+		if err := c.WaitReady(ctxT(t, time.Minute)); err != nil {
+			if err := startCluster(ctxT(t, time.Minute), c); err != nil {
+				t.Fatalf("the exclusive cluster does not come back: %v", err)
+			}
+		}
+	}
+	return c
+}
+
+// get returns the cluster, starting it on first use.
+func (s *sharedCluster) get(t testing.TB) *testserver.Cluster {
 	t.Helper()
 	testserver.SkipShort(t, "etcd")
 	if external() {
 		return testserver.EtcdCluster(t, 3, testserver.EtcdConfig{})
 	}
-	shared.mu.Lock()
-	defer shared.mu.Unlock()
-	if shared.c == nil {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.c == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
 		c, stop, err := startCluster3(ctx)
 		if err != nil {
 			t.Fatalf("start etcd cluster: %v", err)
 		}
-		shared.c, shared.stopFn = c, stop
+		s.c, s.stopFn = c, stop
 	}
-	return shared.c
+	return s.c
 }
 
 func needControl(t testing.TB) {

@@ -21,7 +21,8 @@ import (
 // the waiter gets it with a higher token; and once the Lockers are closed
 // no waiter key and none of their session leases is left on the cluster.
 func TestRestartHoldingAndWaiting(t *testing.T) {
-	c := cluster(t)
+	t.Parallel()
+	c := exclusiveCluster(t)
 	needControl(t)
 	admin := adminClient(t, c.Addrs()...)
 	for _, tc := range []struct {
