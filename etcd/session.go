@@ -158,8 +158,9 @@ type keepaliveResult struct {
 	err  error
 }
 
-// keepalive renews s's lease every third of its TTL, as etcd's own client
-// does (sooner after a failure), with one KeepAliveOnce per round, and
+// keepalive renews s's lease every third of its TTL after the send of the
+// latest answered request, as etcd's own client does (sooner after a
+// failure), with one KeepAliveOnce per round, and
 // records the send time of each one answered with a live lease. A request
 // waits for its answer until s's deadline: a slow answer still renews the
 // session. One not answered within half a period gets another request
@@ -173,8 +174,13 @@ func (d *driver) keepalive(s *session) {
 	inFlight := 0
 	ctx, cancel := context.WithCancel(d.ctx)
 	defer cancel() // ends the requests still in flight
-	next := time.Now().Add(period)
-	timer := time.NewTimer(period)
+	// Rounds are timed from the send time of the latest answered request
+	// (the grant's, first), as the session deadline is: a slow answer
+	// brings the next request forward.
+	d.mu.Lock()
+	next := s.contact.Add(period)
+	d.mu.Unlock()
+	timer := time.NewTimer(max(time.Until(next), time.Millisecond))
 	defer timer.Stop()
 	schedule := func(at time.Time) {
 		d.mu.Lock()
@@ -208,8 +214,9 @@ func (d *driver) keepalive(s *session) {
 				if r.sent.After(s.contact) {
 					s.contact = r.sent
 				}
+				last := s.contact
 				d.mu.Unlock()
-				schedule(time.Now().Add(period))
+				schedule(last.Add(period))
 			case errors.Is(r.err, rpctypes.ErrLeaseNotFound) || r.err == nil:
 				d.sessionLost(s, fmt.Sprintf("the cluster reports lease %x expired or revoked", int64(s.id)))
 				return
