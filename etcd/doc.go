@@ -77,9 +77,10 @@
 // # Sessions, loss and failover time
 //
 // The Locker keeps its lease alive itself: one KeepAliveOnce every third of
-// the TTL as etcd's client does (sooner after a failure), each bounded by
-// half that period so a member that does not answer is given up for
-// another, and records the
+// the TTL as etcd's client does (sooner after a failure), each waiting for
+// its answer until the session deadline, with another sent alongside when
+// none came within half that period (a member that does not answer is
+// given up for another; a slow answer still counts), and records the
 // send time of each one answered with a live lease. The session deadline is
 // that last send time + TTL − margin, on the monotonic clock: the leader
 // cannot expire the lease before it, since it renews the lease to a full

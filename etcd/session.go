@@ -97,8 +97,9 @@ var errNoSession = errors.New("etcd: no session lease")
 // grantLease asks the cluster for a new lease, sending the request again
 // every createTry while no answer comes (a member paused or cut off, an
 // election under way), within the connect timeout. A cluster of which no
-// endpoint accepts connections fails it at once (reachable). A lease granted by a
-// send whose answer was lost has no keys and expires after its TTL.
+// endpoint accepts connections fails it at once (reachable). A lease
+// granted by a send whose answer was lost has no keys and expires after
+// its TTL.
 func (d *driver) grantLease(ctx context.Context) (*session, error) {
 	gctx, cancel := context.WithTimeout(ctx, d.cfg.connectTimeout())
 	defer cancel()
@@ -160,8 +161,8 @@ type keepaliveResult struct {
 
 // keepalive renews s's lease every third of its TTL after the send of the
 // latest answered request, as etcd's own client does (sooner after a
-// failure), with one KeepAliveOnce per round, and
-// records the send time of each one answered with a live lease. A request
+// failure), with one KeepAliveOnce per round, and records the send time
+// of each one answered with a live lease. A request
 // waits for its answer until s's deadline: a slow answer still renews the
 // session. One not answered within half a period gets another request
 // alongside it (up to maxKeepalivesInFlight), which the client may route to
