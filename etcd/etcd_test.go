@@ -438,6 +438,9 @@ func TestBadOptions(t *testing.T) {
 		"prefix /":       {WithPrefix("/")},
 		"prefix end /":   {WithPrefix("/a/")},
 		"connect":        {WithConnectTimeout(-time.Second)},
+		"auth no user":   {WithAuth("", "pw")},
+		"auth no pw":     {WithAuth("root", "")},
+		"tls nil":        {WithTLS(nil)},
 	} {
 		if _, err := Dial([]string{"127.0.0.1:1"}, opts...); !errors.Is(err, distlock.ErrInvalidOption) {
 			t.Errorf("%s: %v, want ErrInvalidOption", name, err)
