@@ -18,11 +18,7 @@ import (
 // shows either password.
 func TestURLCredentials(t *testing.T) {
 	t.Parallel()
-	testserver.SkipShort(t, "etcd")
-	if external() {
-		t.Skip("auth is enabled on a member of our own")
-	}
-	s := testserver.Etcd(t, testserver.EtcdConfig{})
+	s := ownMember(t, testserver.EtcdConfig{}, "auth is enabled on a member of our own")
 	admin := adminClient(t, s.Addr())
 	ctx := ctxT(t, 30*time.Second)
 	const pw = "s3cret-pw"

@@ -103,6 +103,18 @@ func cluster(t testing.TB) *testserver.Cluster {
 	return shared.get(t)
 }
 
+// ownMember starts a single-member etcd of the test's own, which it may
+// stop or configure; with an external cluster the test is skipped, saying
+// why it needs its own.
+func ownMember(t *testing.T, cfg testserver.EtcdConfig, why string) *testserver.Server {
+	t.Helper()
+	testserver.SkipShort(t, "etcd")
+	if external() {
+		t.Skip(why)
+	}
+	return testserver.Etcd(t, cfg)
+}
+
 // exclusive is the second shared cluster, held by one test at a time.
 var exclusive = sharedCluster{}
 

@@ -69,11 +69,7 @@ func TestUnreachableEndpoint(t *testing.T) {
 // a session lease.
 func TestAcquireRidesOutOutage(t *testing.T) {
 	t.Parallel()
-	testserver.SkipShort(t, "etcd")
-	if external() {
-		t.Skip("an external etcd cannot be stopped")
-	}
-	s := testserver.Etcd(t, testserver.EtcdConfig{})
+	s := ownMember(t, testserver.EtcdConfig{}, "an external etcd cannot be stopped")
 	if err := s.Kill(); err != nil {
 		t.Fatal(err)
 	}

@@ -98,14 +98,11 @@ func writePEM(t *testing.T, file, typ string, der []byte) {
 func TestURLTLS(t *testing.T) {
 	t.Parallel()
 	testserver.SkipShort(t, "etcd")
-	if external() {
-		t.Skip("TLS is set up on a member of our own")
-	}
 	dir := t.TempDir()
 	ca := newTestCA(t, dir, "ca")
 	serverCert, serverKey := ca.issue(t, "server")
 	clientCert, clientKey := ca.issue(t, "client")
-	s := testserver.Etcd(t, testserver.EtcdConfig{TLS: &testserver.EtcdTLS{CertFile: serverCert, KeyFile: serverKey, ClientCAFile: ca.file}})
+	s := ownMember(t, testserver.EtcdConfig{TLS: &testserver.EtcdTLS{CertFile: serverCert, KeyFile: serverKey, ClientCAFile: ca.file}}, "TLS is set up on a member of our own")
 	q := url.Values{"sslrootcert": {ca.file}, "sslcert": {clientCert}, "sslkey": {clientKey}, "session_ttl": {"4s"}}
 	l, err := distlock.Open(ctxT(t, 10*time.Second), "etcds://"+s.Addr()+"/tls?"+q.Encode())
 	if err != nil {
