@@ -210,8 +210,7 @@ func TestLeaseRevoked(t *testing.T) {
 }
 
 // TestHerdOneWatchPerWaiter: each waiter watches only its predecessor, so
-// one release wakes one waiter: one more predecessor read, not one per
-// waiter.
+// one release wakes one waiter, not one per waiter.
 func TestHerdOneWatchPerWaiter(t *testing.T) {
 	t.Parallel()
 	c := cluster(t)
@@ -240,7 +239,7 @@ func TestHerdOneWatchPerWaiter(t *testing.T) {
 	}
 	waitFor(t, 30*time.Second, "every waiter watching", func() bool { return w.d.stats.watches.Load() >= n })
 	time.Sleep(200 * time.Millisecond) // no stray watch comes late
-	watches, reads := w.d.stats.watches.Load(), w.d.stats.reads.Load()
+	watches, reads, wakeups := w.d.stats.watches.Load(), w.d.stats.reads.Load(), w.d.stats.wakeups.Load()
 	if watches != n {
 		t.Errorf("%d waiters opened %d watches, want one each", n, watches)
 	}
@@ -253,9 +252,13 @@ func TestHerdOneWatchPerWaiter(t *testing.T) {
 		t.Fatal("no waiter acquired after the release")
 	}
 	time.Sleep(200 * time.Millisecond)
-	if dr := w.d.stats.reads.Load() - reads; dr != 1 {
-		t.Errorf("one release made %d predecessor reads, want 1 (herd effect)", dr)
+	// Wake-ups, not reads, are the herd: a watch that the member cancels
+	// (it lost its leader: an election, which a starved cluster holds
+	// now and then) also makes its waiter read the queue again.
+	if dw := w.d.stats.wakeups.Load() - wakeups; dw != 1 {
+		t.Errorf("one release woke %d waiters, want 1 (herd effect)", dw)
 	}
+	t.Logf("one release: %d predecessor reads", w.d.stats.reads.Load()-reads)
 	close(release)
 	wg.Wait()
 }
