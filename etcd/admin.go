@@ -72,14 +72,18 @@ func (d *driver) ForceRelease(ctx context.Context, key string, want backend.Hold
 }
 
 // readHolder reads key's first waiter key and the number of waiter keys in
-// one linearizable transaction.
+// one linearizable transaction; a cluster of which no endpoint accepts
+// connections fails it at once (reachable).
 func (d *driver) readHolder(ctx context.Context, key string) (holder, error) {
 	prefix := d.lockPrefix(key)
+	h := holder{info: backend.LockInfo{Key: key}}
+	if err := d.reachable(ctx); err != nil {
+		return h, err
+	}
 	resp, err := d.client.Txn(ctx).Then(
 		clientv3.OpGet(prefix, clientv3.WithFirstCreate()...),
 		clientv3.OpGet(prefix, clientv3.WithPrefix(), clientv3.WithCountOnly()),
 	).Commit()
-	h := holder{info: backend.LockInfo{Key: key}}
 	if err != nil {
 		return h, err
 	}

@@ -9,17 +9,31 @@
 //
 // Open it by URL after importing the package:
 //
-//	etcd://h1:2379,h2:2379,h3:2379/prefix?session_ttl=10s
+//	etcd://[user:password@]h1:2379,h2:2379,h3:2379/prefix?session_ttl=10s
+//	etcds://h1:2379/prefix?sslrootcert=ca.pem&sslcert=client.pem&sslkey=client-key.pem
 //
 // (port 2379 by default; prefix /distlock by default). Parameters:
 // session_ttl (the lease TTL, whole seconds from 2s, default 10s),
 // session_margin (default a tenth of the TTL), connect_timeout (how long an
 // acquisition waits for a session lease, default the TTL), hold_watch
 // (default true, see WithHoldWatch) and log (true: the etcd client's log to
-// stderr). Unknown parameters, credentials in the
-// URL and prefixes ending in "/" are ErrInvalidOption. Dial is the typed
-// equivalent; New wraps a *clientv3.Client of your own (with TLS or
-// authentication configured), which Close leaves open.
+// stderr). etcds:// connects with TLS, verifying the members' certificates
+// against the system's roots or the CAs of sslrootcert, and presents the
+// client certificate of sslcert and sslkey (both or neither; postgres://'s
+// names); these parameters on etcd:// are refused. A user name and
+// password authenticate with etcd's auth (WithAuth): Open then contacts the
+// cluster, within the connect timeout, and refused credentials are an
+// ErrUnavailable that waiting does not cure; no error shows the password.
+// Unknown parameters, a user without a password, unreadable certificate
+// files and prefixes ending in "/" are ErrInvalidOption. Dial is the typed
+// equivalent; New wraps a *clientv3.Client of your own, which Close
+// leaves open.
+//
+// A cluster of which no endpoint accepts connections fails acquisitions,
+// Inspect and ForceRelease at once with an ErrUnavailable that names each
+// endpoint's dial error (connection refused, timeout); with
+// distlock.WithRetryUnavailable, Acquire waits such an outage out until
+// its ctx ends.
 //
 // # Mechanism
 //
@@ -63,9 +77,10 @@
 // # Sessions, loss and failover time
 //
 // The Locker keeps its lease alive itself: one KeepAliveOnce every third of
-// the TTL as etcd's client does (sooner after a failure), each bounded by
-// half that period so a member that does not answer is given up for
-// another, and records the
+// the TTL as etcd's client does (sooner after a failure), each waiting for
+// its answer until the session deadline, with another sent alongside when
+// none came within half that period (a member that does not answer is
+// given up for another; a slow answer still counts), and records the
 // send time of each one answered with a live lease. The session deadline is
 // that last send time + TTL − margin, on the monotonic clock: the leader
 // cannot expire the lease before it, since it renews the lease to a full
@@ -79,8 +94,8 @@
 // over on the new one, losing their place in line.
 //
 // WithTTL is validated and otherwise ignored: the session TTL plays its
-// role, and there is nothing to refresh (Lease.Refresh checks that the key
-// still exists with its create revision). The session TTL is the failover
+// role, and there is nothing to refresh (Lease.Refresh checks, with a
+// linearizable read, that the key still exists with its create revision). The session TTL is the failover
 // time: a holder that dies or is cut off frees its locks when its lease
 // expires, the TTL after the leader last renewed it. It must be well above
 // etcd's election timeout (1 s by default; --election-timeout): a leader
@@ -155,6 +170,7 @@
 //   - A watch on a member that is paused (not crashed) stays silent until
 //     the member resumes: a waiter connected to it is served when it does,
 //     or when its session is lost and it starts over.
-//   - The URL form cannot carry credentials or TLS settings: configure a
-//     *clientv3.Client and use New.
+//   - The URL form carries a user name and password and the TLS files;
+//     other client settings (a token, a dialer, unix sockets) need a
+//     *clientv3.Client of your own and New.
 package etcd

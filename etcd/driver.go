@@ -46,6 +46,7 @@ type stats struct {
 	creates    atomic.Int64 // waiter keys created
 	watches    atomic.Int64 // predecessor watches opened
 	reads      atomic.Int64 // predecessor look-ups
+	wakeups    atomic.Int64 // waiters woken by their predecessor's deletion
 	compacted  atomic.Int64 // watches that found their start revision compacted
 	keepalives atomic.Int64 // keepalive requests sent
 	sessions   atomic.Int64 // sessions lost

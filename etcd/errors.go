@@ -43,8 +43,7 @@ func (d *driver) ErrorCode(err error) backend.Code {
 	switch {
 	case errors.Is(err, errRestart), errors.Is(err, errNoSession), errors.Is(err, clientv3.ErrNoAvailableEndpoints):
 		return backend.CodeTransient
-	case errors.Is(err, rpctypes.ErrPermissionDenied), errors.Is(err, rpctypes.ErrAuthFailed),
-		errors.Is(err, rpctypes.ErrInvalidAuthToken), errors.Is(err, rpctypes.ErrRequestTooLarge):
+	case authRefused(err), errors.Is(err, rpctypes.ErrRequestTooLarge):
 		return backend.CodeUnavailable
 	}
 	if serverTimedOut(err) {
@@ -68,6 +67,13 @@ func (d *driver) ErrorCode(err error) backend.Code {
 		return backend.CodeTransient
 	}
 	return backend.CodeUnknown
+}
+
+// authRefused reports whether err is the cluster's refusal of the
+// client's credentials or of a request's permissions.
+func authRefused(err error) bool {
+	return errors.Is(err, rpctypes.ErrPermissionDenied) || errors.Is(err, rpctypes.ErrAuthFailed) ||
+		errors.Is(err, rpctypes.ErrInvalidAuthToken) || errors.Is(err, rpctypes.ErrUserEmpty)
 }
 
 // serverTimedOut reports whether err is the server's report that the

@@ -3,8 +3,6 @@ package etcd
 import (
 	"context"
 	"fmt"
-	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
@@ -14,10 +12,6 @@ import (
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/backend"
 )
-
-func init() {
-	backend.Register("etcd", open)
-}
 
 // Defaults.
 const (
@@ -55,8 +49,9 @@ func New(client *clientv3.Client, opts ...Option) (*Locker, error) {
 
 // Dial returns a Locker with a client of its own on the cluster's client
 // endpoints ("host:port" or URLs), which Close closes. Like New it checks
-// every option value (ErrInvalidOption) and does not wait for the cluster:
-// acquisitions do, bounded by WithConnectTimeout.
+// every option value (ErrInvalidOption) and does not wait for the cluster
+// (acquisitions do, bounded by WithConnectTimeout), except with WithAuth:
+// the client then authenticates before Dial returns.
 func Dial(endpoints []string, opts ...Option) (*Locker, error) {
 	if len(endpoints) == 0 {
 		return nil, fmt.Errorf("%w: etcd: no endpoint given", backend.ErrInvalidOption)
@@ -82,19 +77,45 @@ func dialDriver(endpoints []string, opts []Option) (*driver, *config, error) {
 	return newDriver(cfg, client, true), cfg, nil
 }
 
+// dialClient makes the client of Dial and of the URL opener. With
+// credentials (WithAuth) the etcd client authenticates in clientv3.New:
+// a cluster of which no endpoint accepts connections fails at once
+// (dialEndpoints), and the rest is bounded by the connect timeout.
 func dialClient(endpoints []string, cfg *config) (*clientv3.Client, error) {
 	logger := zap.NewNop()
 	if cfg.logging {
 		logger, _ = zap.NewProduction()
 	}
-	client, err := clientv3.New(clientv3.Config{
+	cc := clientv3.Config{
 		Endpoints:            endpoints,
 		Logger:               logger,
 		DialKeepAliveTime:    10 * time.Second,
 		DialKeepAliveTimeout: 3 * time.Second,
-	})
+	}
+	if cfg.tls != nil {
+		cc.TLS = cfg.tls
+		cc.Endpoints = make([]string, len(endpoints))
+		for i, ep := range endpoints {
+			if !strings.Contains(ep, "://") {
+				ep = "https://" + ep
+			}
+			cc.Endpoints[i] = ep
+		}
+	}
+	if cfg.user != "" {
+		if err := dialEndpoints(context.Background(), endpoints, cfg.tls); err != nil {
+			return nil, err
+		}
+		cc.Username, cc.Password = cfg.user, cfg.pass
+		cc.DialTimeout = cfg.connectTimeout()
+	}
+	client, err := clientv3.New(cc)
 	if err != nil {
-		return nil, fmt.Errorf("%w: etcd: %w", backend.ErrUnavailable, err)
+		code := backend.CodeTransient
+		if authRefused(err) {
+			code = backend.CodeUnavailable
+		}
+		return nil, backend.Wrap(code, backend.OneLine(fmt.Errorf("etcd: connect to %s: %w", strings.Join(endpoints, ","), err)))
 	}
 	return client, nil
 }
@@ -120,74 +141,3 @@ func (l *Locker) SessionTTL() time.Duration {
 // Unwrap returns the distlock.Locker inside l, through which
 // distlock.Inspect and distlock.ForceRelease reach the backend.
 func (l *Locker) Unwrap() distlock.Locker { return l.Locker }
-
-// open is the URL opener:
-// etcd://h1:2379,h2:2379/prefix?session_ttl=10s&session_margin=1s&connect_timeout=5s&hold_watch=true&log=true
-func open(_ context.Context, u *url.URL) (backend.Driver, error) {
-	endpoints, err := urlEndpoints(u)
-	if err != nil {
-		return nil, err
-	}
-	opts, err := urlOptions(u)
-	if err != nil {
-		return nil, err
-	}
-	d, _, err := dialDriver(endpoints, opts)
-	if err != nil {
-		return nil, err
-	}
-	return d, nil
-}
-
-// urlEndpoints checks the form of an etcd:// URL and returns its hosts.
-func urlEndpoints(u *url.URL) ([]string, error) {
-	if u.Opaque != "" {
-		return nil, fmt.Errorf("%w: etcd URL must be etcd://host:port[,host:port...]/prefix, got %q", backend.ErrInvalidOption, u.Redacted())
-	}
-	if u.User != nil {
-		return nil, fmt.Errorf("%w: etcd URL: credentials are not supported; use etcd.New with a *clientv3.Client you configured", backend.ErrInvalidOption)
-	}
-	if u.Fragment != "" {
-		return nil, fmt.Errorf("%w: etcd URL: unexpected fragment %q", backend.ErrInvalidOption, u.Fragment)
-	}
-	hosts, err := backend.Hosts(u, DefaultPort)
-	if err != nil {
-		return nil, err
-	}
-	for _, h := range hosts {
-		port := h[strings.LastIndexByte(h, ':')+1:]
-		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-			return nil, fmt.Errorf("%w: etcd URL: bad port in %q", backend.ErrInvalidOption, h)
-		}
-	}
-	return hosts, nil
-}
-
-// urlOptions returns the Options that the URL's path and parameters stand
-// for.
-func urlOptions(u *url.URL) ([]Option, error) {
-	prefix := u.Path
-	if prefix == "" || prefix == "/" {
-		prefix = DefaultPrefix
-	}
-	p := backend.NewParams(u)
-	ttl := backend.Parse(p, "session_ttl", DefaultSessionTTL, backend.DurationIn(2*time.Second, 24*time.Hour))
-	margin := backend.Parse(p, "session_margin", time.Duration(0), backend.DurationIn(0, 12*time.Hour))
-	cw := backend.Parse(p, "connect_timeout", time.Duration(0), backend.DurationIn(time.Millisecond, 24*time.Hour))
-	logOn := backend.Parse(p, "log", false, strconv.ParseBool)
-	holdWatch := backend.Parse(p, "hold_watch", true, strconv.ParseBool)
-	if err := p.Done(); err != nil {
-		return nil, err
-	}
-	opts := []Option{WithPrefix(prefix), WithSessionTTL(ttl), WithHoldWatch(holdWatch)}
-	if margin > 0 {
-		opts = append(opts, WithSessionMargin(margin))
-	}
-	if cw > 0 {
-		opts = append(opts, WithConnectTimeout(cw))
-	}
-	if logOn {
-		opts = append(opts, func(c *config) { c.logging = true })
-	}
-	return opts, nil
-}

@@ -112,7 +112,17 @@ func (l *lock) Refresh(ctx context.Context, _ time.Duration) error {
 // revision, and reports whether it did. The transaction is resent while
 // the session lives and its answer was lost (it is idempotent: a delete
 // resent after it was applied finds the key gone, which counts as held).
+//
+// The transaction is always linearizable: without ops it reads the key
+// (count only). A transaction of compares alone counts as a serializable
+// read for etcd (every one of its, zero, range requests is serializable),
+// which the member that receives it answers from its own state, without
+// asking the leader: a follower that has not applied a deletion yet, or a
+// member cut off from the majority, would confirm a lock that is gone.
 func (d *driver) ifHeld(ctx context.Context, h *hold, ops ...clientv3.Op) (bool, error) {
+	if len(ops) == 0 {
+		ops = []clientv3.Op{clientv3.OpGet(h.etcdKey, clientv3.WithCountOnly())}
+	}
 	var (
 		resp *clientv3.TxnResponse
 		sent bool

@@ -20,6 +20,7 @@ func TestMain(m *testing.M) {
 	conformance.ServeWorker()
 	code := m.Run()
 	shared.stop()
+	exclusive.stop()
 	os.Exit(code)
 }
 
@@ -29,39 +30,141 @@ func TestMain(m *testing.M) {
 var shared sharedCluster
 
 type sharedCluster struct {
-	mu sync.Mutex
-	c  *testserver.Cluster
+	mu     sync.Mutex
+	c      *testserver.Cluster
+	stopFn func()
 }
 
 func (s *sharedCluster) stop() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.c != nil {
-		_ = s.c.Stop()
+	if s.stopFn != nil {
+		s.stopFn()
 	}
 }
 
-func external() bool { return os.Getenv(testserver.EnvEtcdEndpoints) != "" }
+// dataDir is a new directory for a test cluster's data: on tmpfs where
+// there is one, else "" (a temporary directory of testserver's). The tests
+// kill and restart members, never the machine, so the disk's fsync buys
+// them nothing, and on a loaded disk it was most of the time of a lock
+// handoff (a write on a quorum).
+func dataDir() string {
+	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
+		if d, err := os.MkdirTemp("/dev/shm", "distlock-etcd-"); err == nil {
+			return d
+		}
+	}
+	return ""
+}
 
-// cluster returns the shared 3-member cluster.
-func cluster(t testing.TB) *testserver.Cluster {
+// startCluster3 starts a 3-member cluster with its data in dataDir; stop
+// stops it and removes the data.
+func startCluster3(ctx context.Context) (c *testserver.Cluster, stop func(), err error) {
+	dir := dataDir()
+	c, err = testserver.StartEtcdCluster(ctx, dir, 3, testserver.EtcdConfig{})
+	rm := func() {
+		if dir != "" {
+			_ = os.RemoveAll(dir)
+		}
+	}
+	if err != nil {
+		rm()
+		return nil, nil, err
+	}
+	return c, func() { _ = c.Stop(); rm() }, nil
+}
+
+// ownCluster returns a 3-member cluster of the test's own, stopped at its
+// end, for tests that fault the cluster while other tests run on the
+// shared one; with DISTLOCK_ETCD_ENDPOINTS set, that external cluster.
+func ownCluster(t testing.TB) *testserver.Cluster {
 	t.Helper()
 	testserver.SkipShort(t, "etcd")
 	if external() {
 		return testserver.EtcdCluster(t, 3, testserver.EtcdConfig{})
 	}
-	shared.mu.Lock()
-	defer shared.mu.Unlock()
-	if shared.c == nil {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c, stop, err := startCluster3(ctx)
+	if err != nil {
+		t.Fatalf("start etcd cluster: %v", err)
+	}
+	t.Cleanup(stop)
+	return c
+}
+
+func external() bool { return os.Getenv(testserver.EnvEtcdEndpoints) != "" }
+
+// cluster returns the shared 3-member cluster, on which tests run in
+// parallel. Tests that kill, pause or restart members, compact the
+// history or flood the cluster use exclusiveCluster instead.
+func cluster(t testing.TB) *testserver.Cluster {
+	t.Helper()
+	return shared.get(t)
+}
+
+// ownMember starts a single-member etcd of the test's own, which it may
+// stop or configure; with an external cluster the test is skipped, saying
+// why it needs its own.
+func ownMember(t *testing.T, cfg testserver.EtcdConfig, why string) *testserver.Server {
+	t.Helper()
+	testserver.SkipShort(t, "etcd")
+	if external() {
+		t.Skip(why)
+	}
+	return testserver.Etcd(t, cfg)
+}
+
+// exclusive is the second shared cluster, held by one test at a time.
+var exclusive = sharedCluster{}
+
+// exclusiveMu is held by the test that has the exclusive cluster.
+var exclusiveMu sync.Mutex
+
+// exclusiveCluster returns a 3-member cluster that the test has to itself
+// until it ends (the other tests that call it wait): for tests that kill,
+// pause or restart members, compact the history or flood the cluster,
+// and that run in parallel with those on the shared cluster.
+func exclusiveCluster(t testing.TB) *testserver.Cluster {
+	t.Helper()
+	testserver.SkipShort(t, "etcd")
+	exclusiveMu.Lock()
+	t.Cleanup(exclusiveMu.Unlock)
+	c := exclusive.get(t)
+	if c.Controllable() {
+		// A test that failed half-way may have left a member down or
+		// paused: bring the cluster back first.
+		for _, s := range c.Servers {
+			_ = s.Resume()
+		}
+		if err := c.WaitReady(ctxT(t, time.Minute)); err != nil {
+			if err := startCluster(ctxT(t, time.Minute), c); err != nil {
+				t.Fatalf("the exclusive cluster does not come back: %v", err)
+			}
+		}
+	}
+	return c
+}
+
+// get returns the cluster, starting it on first use.
+func (s *sharedCluster) get(t testing.TB) *testserver.Cluster {
+	t.Helper()
+	testserver.SkipShort(t, "etcd")
+	if external() {
+		return testserver.EtcdCluster(t, 3, testserver.EtcdConfig{})
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.c == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
-		c, err := testserver.StartEtcdCluster(ctx, "", 3, testserver.EtcdConfig{})
+		c, stop, err := startCluster3(ctx)
 		if err != nil {
 			t.Fatalf("start etcd cluster: %v", err)
 		}
-		shared.c = c
+		s.c, s.stopFn = c, stop
 	}
-	return shared.c
+	return s.c
 }
 
 func needControl(t testing.TB) {

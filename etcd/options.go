@@ -1,6 +1,7 @@
 package etcd
 
 import (
+	"crypto/tls"
 	"fmt"
 	"strings"
 	"time"
@@ -18,6 +19,8 @@ type config struct {
 	margin      time.Duration // 0: default
 	connectWait time.Duration // 0: the session TTL
 	logging     bool
+	user, pass  string      // WithAuth
+	tls         *tls.Config // WithTLS
 	noHoldWatch bool
 	hooks       *testHooks
 	err         error // the first bad option value
@@ -104,6 +107,37 @@ func positive(name string, d time.Duration, set func(*config)) Option {
 // Done either way.
 func WithHoldWatch(on bool) Option {
 	return func(c *config) { c.noHoldWatch = !on }
+}
+
+// WithAuth makes Dial's client authenticate with etcd's user name and
+// password (etcd's auth: `etcdctl user add`, `etcdctl auth enable`). The
+// client then authenticates when Dial makes it, within the connect
+// timeout: refused credentials fail Dial with an error wrapping
+// ErrUnavailable that waiting does not cure, and the password never
+// appears in an error. Both must be non-empty. New ignores it (its client
+// is configured by the caller).
+func WithAuth(user, password string) Option {
+	return func(c *config) {
+		if user == "" || password == "" {
+			c.bad("WithAuth", fmt.Sprintf("%q", user), "needs a user name and a password")
+			return
+		}
+		c.user, c.pass = user, password
+	}
+}
+
+// WithTLS makes Dial's client connect with TLS (cfg: the CAs that sign the
+// members' certificates, a client certificate). Endpoints given as
+// host:port are dialled with TLS; the certificates must name the hosts as
+// the endpoints do. New ignores it.
+func WithTLS(cfg *tls.Config) Option {
+	return func(c *config) {
+		if cfg == nil {
+			c.bad("WithTLS", "nil", "needs a *tls.Config")
+			return
+		}
+		c.tls = cfg
+	}
 }
 
 // newConfig applies opts and checks every value: the one validating path

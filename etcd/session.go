@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -95,8 +96,10 @@ var errNoSession = errors.New("etcd: no session lease")
 
 // grantLease asks the cluster for a new lease, sending the request again
 // every createTry while no answer comes (a member paused or cut off, an
-// election under way), within the connect timeout. A lease granted by a
-// send whose answer was lost has no keys and expires after its TTL.
+// election under way), within the connect timeout. A cluster of which no
+// endpoint accepts connections fails it at once (reachable). A lease
+// granted by a send whose answer was lost has no keys and expires after
+// its TTL.
 func (d *driver) grantLease(ctx context.Context) (*session, error) {
 	gctx, cancel := context.WithTimeout(ctx, d.cfg.connectTimeout())
 	defer cancel()
@@ -105,6 +108,9 @@ func (d *driver) grantLease(ctx context.Context) (*session, error) {
 		sent time.Time
 	)
 	for {
+		if err := d.reachable(gctx); err != nil {
+			return nil, err
+		}
 		tctx, tcancel := context.WithTimeout(gctx, createTry)
 		sent = time.Now()
 		var err error
@@ -118,7 +124,9 @@ func (d *driver) grantLease(ctx context.Context) (*session, error) {
 		case ctx.Err() != nil:
 			return nil, unreachable(ctx, err)
 		case gctx.Err() != nil:
-			return nil, fmt.Errorf("%w within %v: %w", errNoSession, d.cfg.connectTimeout(), err)
+			// Not the ctx error of the connect timeout: the caller's
+			// ctx has not ended, and the error is a transient outage.
+			return nil, fmt.Errorf("%w within %v (endpoints %s): %v", errNoSession, d.cfg.connectTimeout(), strings.Join(d.client.Endpoints(), ","), err)
 		case d.ctx.Err() != nil:
 			return nil, errClosed
 		case !timedOut && !d.resendable(err):
@@ -140,68 +148,117 @@ func unreachable(ctx context.Context, err error) error {
 	return fmt.Errorf("%w: etcd: %w: %w", backend.ErrUnavailable, err, async.CtxError(ctx))
 }
 
-// keepalive renews s's lease every third of its TTL, as etcd's own client
-// does (sooner after a failure), with one KeepAliveOnce per round, each
-// bounded by half that period, recording the send time of each
-// answered one, and declares s lost at its deadline, or at once when the
-// cluster says the lease is gone. It returns when s ends or the driver
-// closes.
+// maxKeepalivesInFlight bounds the keepalives of one session awaiting an
+// answer at once.
+const maxKeepalivesInFlight = 4
+
+// keepaliveResult is the outcome of one keepalive request.
+type keepaliveResult struct {
+	sent time.Time
+	resp *clientv3.LeaseKeepAliveResponse
+	err  error
+}
+
+// keepalive renews s's lease every third of its TTL after the send of the
+// latest answered request, as etcd's own client does (sooner after a
+// failure), with one KeepAliveOnce per round, and records the send time
+// of each one answered with a live lease. A request
+// waits for its answer until s's deadline: a slow answer still renews the
+// session. One not answered within half a period gets another request
+// alongside it (up to maxKeepalivesInFlight), which the client may route to
+// another member, in case its member does not answer at all (paused, cut
+// off). It declares s lost at its deadline, or at once when the cluster
+// says the lease is gone, and returns when s ends or the driver closes.
 func (d *driver) keepalive(s *session) {
 	period := max(s.ttl/3, 100*time.Millisecond)
-	timer := time.NewTimer(period)
+	results := make(chan keepaliveResult, maxKeepalivesInFlight)
+	inFlight := 0
+	ctx, cancel := context.WithCancel(d.ctx)
+	defer cancel() // ends the requests still in flight
+	// Rounds are timed from the send time of the latest answered request
+	// (the grant's, first), as the session deadline is: a slow answer
+	// brings the next request forward.
+	d.mu.Lock()
+	next := s.contact.Add(period)
+	d.mu.Unlock()
+	timer := time.NewTimer(max(time.Until(next), time.Millisecond))
 	defer timer.Stop()
+	schedule := func(at time.Time) {
+		d.mu.Lock()
+		at = minTime(at, s.deadlineLocked())
+		d.mu.Unlock()
+		next = at
+		timer.Reset(max(time.Until(at), time.Millisecond))
+	}
 	for {
 		select {
 		case <-timer.C:
+			d.mu.Lock()
+			deadline := s.deadlineLocked()
+			d.mu.Unlock()
+			now := time.Now()
+			if !now.Before(deadline) {
+				d.sessionLost(s, fmt.Sprintf("no keepalive answered for %v (lease TTL %v − margin %v): the cluster may expire the lease at any moment",
+					now.Sub(deadline.Add(s.margin-s.ttl)).Round(time.Millisecond), s.ttl, s.margin))
+				return
+			}
+			if inFlight < maxKeepalivesInFlight {
+				inFlight++
+				d.sendKeepalive(ctx, s, deadline, results)
+			}
+			schedule(now.Add(period / 2)) // no answer by then: send another
+		case r := <-results:
+			inFlight--
+			switch {
+			case r.err == nil && r.resp.TTL > 0:
+				d.mu.Lock()
+				if r.sent.After(s.contact) {
+					s.contact = r.sent
+				}
+				last := s.contact
+				d.mu.Unlock()
+				schedule(last.Add(period))
+			case errors.Is(r.err, rpctypes.ErrLeaseNotFound) || r.err == nil:
+				d.sessionLost(s, fmt.Sprintf("the cluster reports lease %x expired or revoked", int64(s.id)))
+				return
+			case ctx.Err() == nil:
+				schedule(minTime(next, time.Now().Add(period/8)))
+			}
 		case <-s.deadCh:
 			return
 		case <-d.ctx.Done():
 			return
 		}
-		d.mu.Lock()
-		deadline := s.deadlineLocked()
-		d.mu.Unlock()
-		now := time.Now()
-		if !now.Before(deadline) {
-			d.sessionLost(s, fmt.Sprintf("no keepalive answered for %v (lease TTL %v − margin %v): the cluster may expire the lease at any moment",
-				now.Sub(deadline.Add(s.margin-s.ttl)).Round(time.Millisecond), s.ttl, s.margin))
-			return
-		}
-		// A member that does not answer (paused, cut off) is given up
-		// after half a period: the next send may go to another member.
-		tryEnd := now.Add(period / 2)
-		if deadline.Before(tryEnd) {
-			tryEnd = deadline
-		}
-		ctx, cancel := context.WithDeadline(d.ctx, tryEnd)
-		d.stats.keepalives.Add(1)
-		sent := time.Now()
-		resp, err := d.client.KeepAliveOnce(ctx, s.id)
-		cancel()
+	}
+}
+
+// sendKeepalive sends one keepalive of s in the background, waiting for
+// its answer until deadline (or ctx's end), and delivers its outcome on
+// results, which has room for it.
+func (d *driver) sendKeepalive(ctx context.Context, s *session, deadline time.Time, results chan<- keepaliveResult) {
+	d.stats.keepalives.Add(1)
+	sent := time.Now()
+	kctx, cancel := context.WithDeadline(ctx, deadline)
+	if !d.spawn(func() {
+		defer cancel()
+		resp, err := d.client.KeepAliveOnce(kctx, s.id)
 		if h := d.cfg.hooks; h != nil && h.keepalive != nil {
 			if herr := h.keepalive(); herr != nil {
 				resp, err = nil, herr
 			}
 		}
-		next := period
-		switch {
-		case err == nil && resp.TTL > 0:
-			d.mu.Lock()
-			if sent.After(s.contact) {
-				s.contact = sent
-			}
-			d.mu.Unlock()
-		case errors.Is(err, rpctypes.ErrLeaseNotFound) || err == nil:
-			d.sessionLost(s, fmt.Sprintf("the cluster reports lease %x expired or revoked", int64(s.id)))
-			return
-		default:
-			next = min(period/8, time.Until(deadline))
-		}
-		d.mu.Lock()
-		next = min(next, time.Until(s.deadlineLocked()))
-		d.mu.Unlock()
-		timer.Reset(max(next, time.Millisecond))
+		results <- keepaliveResult{sent: sent, resp: resp, err: err}
+	}) {
+		cancel()
+		results <- keepaliveResult{sent: sent, err: errClosed}
 	}
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }
 
 // sessionLost declares s lost: every lock of the session ends with

@@ -98,6 +98,7 @@ func (e *entry) watchDelete(ctx context.Context, pred string, rev int64, changed
 			}
 			for _, ev := range wr.Events {
 				if ev.Type == mvccpb.DELETE {
+					d.stats.wakeups.Add(1)
 					return nil, false, nil
 				}
 			}

@@ -3,6 +3,7 @@ package testserver
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -29,6 +30,58 @@ type EtcdConfig struct {
 	// lost leader is replaced about this long after it stops answering,
 	// and the server's shortest lease TTL is 1.5 × this.
 	ElectionTimeout time.Duration
+	// TLS, when set, makes the members serve clients over TLS only
+	// (https client URLs); the readiness probe trusts any certificate.
+	TLS *EtcdTLS
+}
+
+// EtcdTLS is the client-side TLS of the members of StartEtcd and
+// StartEtcdCluster.
+type EtcdTLS struct {
+	// CertFile and KeyFile are the members' certificate (valid for
+	// 127.0.0.1) and its key, PEM.
+	CertFile, KeyFile string
+	// ClientCAFile, if set, makes the members require client certificates
+	// signed by it (--client-cert-auth); the readiness probe then presents
+	// CertFile and KeyFile, which must allow client authentication too.
+	ClientCAFile string
+}
+
+// scheme is the members' client URL scheme.
+func (c EtcdConfig) scheme() string {
+	if c.TLS != nil {
+		return "https"
+	}
+	return "http"
+}
+
+// tlsArgs are the etcd flags of c.TLS.
+func (c EtcdConfig) tlsArgs() []string {
+	if c.TLS == nil {
+		return nil
+	}
+	args := []string{"--cert-file", c.TLS.CertFile, "--key-file", c.TLS.KeyFile}
+	if c.TLS.ClientCAFile != "" {
+		args = append(args, "--client-cert-auth", "--trusted-ca-file", c.TLS.ClientCAFile)
+	}
+	return args
+}
+
+// httpClient is the client of the gRPC gateway probes of members
+// configured by c.
+func (c EtcdConfig) httpClient() (*http.Client, error) {
+	if c.TLS == nil {
+		return http.DefaultClient, nil
+	}
+	tc := &tls.Config{InsecureSkipVerify: true} //nolint:gosec // a readiness probe of our own test server
+	if c.TLS.ClientCAFile != "" {
+		pair, err := tls.LoadX509KeyPair(c.TLS.CertFile, c.TLS.KeyFile)
+		if err != nil {
+			return nil, err
+		}
+		tc.Certificates = []tls.Certificate{pair}
+	}
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: tc}}, nil
 }
 
 func (c EtcdConfig) ms() (hb, election int) {
@@ -70,8 +123,8 @@ func newEtcd(dir string, cfg EtcdConfig, i int, members func() []etcdMember) (*S
 		for _, m := range ms {
 			initial = append(initial, m.name+"="+m.peerURL())
 		}
-		client := fmt.Sprintf("http://127.0.0.1:%d", me.client)
-		return []string{
+		client := fmt.Sprintf("%s://127.0.0.1:%d", cfg.scheme(), me.client)
+		return append([]string{
 			"--name", me.name,
 			"--data-dir", filepath.Join(s.dir, "data"),
 			"--listen-client-urls", client,
@@ -86,25 +139,34 @@ func newEtcd(dir string, cfg EtcdConfig, i int, members func() []etcdMember) (*S
 			"--logger", "zap", "--log-outputs", "stderr", "--log-level", "warn",
 			"--snapshot-count", "10000",
 			"--quota-backend-bytes", strconv.Itoa(1 << 30),
-		}
+		}, cfg.tlsArgs()...)
 	}
-	s.probe = func(ctx context.Context) error { return etcdHealthy(ctx, s.addr) }
+	hc, err := cfg.httpClient()
+	if err != nil {
+		return nil, err
+	}
+	s.probe = func(ctx context.Context) error { return etcdProbe(ctx, hc, cfg.scheme(), s.addr) }
 	return s, nil
 }
 
 // etcdPost posts a JSON body to etcd's gRPC gateway at addr and decodes the
 // answer into out.
 func etcdPost(ctx context.Context, addr, path string, body, out any) error {
+	return etcdPostWith(ctx, http.DefaultClient, "http", addr, path, body, out)
+}
+
+// etcdPostWith is etcdPost with a client and a scheme of its own.
+func etcdPostWith(ctx context.Context, hc *http.Client, scheme, addr, path string, body, out any) error {
 	b, err := json.Marshal(body)
 	if err != nil {
 		return err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+path, bytes.NewReader(b))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, scheme+"://"+addr+path, bytes.NewReader(b))
 	if err != nil {
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
 		return err
 	}
@@ -122,13 +184,18 @@ func etcdPost(ctx context.Context, addr, path string, body, out any) error {
 // etcdHealthy is ready when the member answers a linearizable read through
 // the cluster (it has a leader and the quorum is up).
 func etcdHealthy(ctx context.Context, addr string) error {
+	return etcdProbe(ctx, http.DefaultClient, "http", addr)
+}
+
+// etcdProbe is etcdHealthy with a client and a scheme of its own.
+func etcdProbe(ctx context.Context, hc *http.Client, scheme, addr string) error {
 	var out struct {
 		Header struct {
 			Revision string `json:"revision"`
 		} `json:"header"`
 	}
 	// A range request on a key nobody uses: linearizable by default.
-	return etcdPost(ctx, addr, "/v3/kv/range", map[string]string{"key": "X19kaXN0bG9ja19wcm9iZV9f"}, &out)
+	return etcdPostWith(ctx, hc, scheme, addr, "/v3/kv/range", map[string]string{"key": "X19kaXN0bG9ja19wcm9iZV9f"}, &out)
 }
 
 // EtcdStatus is what a member says of itself.
