@@ -1,0 +1,90 @@
+//go:build linux || darwin || freebsd || netbsd || openbsd || dragonfly
+
+package file
+
+import "sync"
+
+// The wake-up hub: one per process, one dirWatch per lock directory in use.
+// A waiter takes the channel of its lock file's name (signal) before each
+// attempt and sleeps on it after a failed one; the channel is closed when
+// that name may have been released: by this process at once (wake), and
+// by other processes through the kernel's directory events where the
+// platform has them (inotify on Linux: a lock file closed after writing,
+// renamed over, removed). Without them waiters poll on a short schedule.
+
+var hub = struct {
+	mu   sync.Mutex
+	dirs map[string]*dirWatch
+}{dirs: map[string]*dirWatch{}}
+
+// dirWatch is the wake-up state of one directory.
+type dirWatch struct {
+	dir    string
+	refs   int  // Lockers using it; guarded by hub.mu
+	notify bool // kernel events arrive
+	stop   func()
+
+	mu    sync.Mutex
+	names map[string]chan struct{}
+}
+
+// attach returns dir's watch, starting the kernel watch on first use.
+func attach(dir string) *dirWatch {
+	hub.mu.Lock()
+	defer hub.mu.Unlock()
+	w := hub.dirs[dir]
+	if w == nil {
+		w = &dirWatch{dir: dir, names: map[string]chan struct{}{}}
+		w.stop, w.notify = startWatch(dir, w.wake, w.wakeAll)
+		hub.dirs[dir] = w
+	}
+	w.refs++
+	return w
+}
+
+// detach ends one attach; the last stops the kernel watch and waits for
+// its goroutine.
+func (w *dirWatch) detach() {
+	hub.mu.Lock()
+	w.refs--
+	last := w.refs == 0
+	if last {
+		delete(hub.dirs, w.dir)
+	}
+	hub.mu.Unlock()
+	if last && w.stop != nil {
+		w.stop()
+	}
+}
+
+// signal returns the channel that the next wake of name closes.
+func (w *dirWatch) signal(name string) <-chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	ch := w.names[name]
+	if ch == nil {
+		ch = make(chan struct{})
+		w.names[name] = ch
+	}
+	return ch
+}
+
+// wake closes name's channel: everyone waiting on it tries again.
+func (w *dirWatch) wake(name string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if ch := w.names[name]; ch != nil {
+		close(ch)
+		delete(w.names, name)
+	}
+}
+
+// wakeAll wakes every waiter of the directory (the kernel dropped events).
+func (w *dirWatch) wakeAll() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for name, ch := range w.names {
+		close(ch)
+		delete(w.names, name)
+	}
+}
