@@ -81,10 +81,8 @@ func (d *driver) attempt(ctx context.Context, ks *holdtab.Key[*hold], stem strin
 			_ = f.Close()
 		}
 	}()
-	var (
-		timer *time.Timer
-		delay time.Duration
-	)
+	w := waiter{d: d}
+	defer w.stop()
 	for {
 		sig := d.dw.signal(stem + ".lock")
 		ok, err := tryLock(f, true)
@@ -108,27 +106,9 @@ func (d *driver) attempt(ctx context.Context, ks *holdtab.Key[*hold], stem strin
 		if !wait {
 			return nil, backend.Busy(0)
 		}
-		// Sleep until a wake-up, then try at once and again after 1ms,
-		// 4ms, 16ms ...: a dead holder's descriptor is closed (the event)
-		// an instant before the kernel drops its lock.
-		if timer == nil {
-			timer = time.NewTimer(time.Millisecond)
-			defer timer.Stop()
-		} else {
-			timer.Reset(max(delay, time.Millisecond))
-		}
-		select {
-		case <-sig:
-			delay = 0
-			timer.Stop()
-		case <-timer.C:
-			delay = min(max(4*delay, time.Millisecond), d.pollMax())
-		case <-changed:
-			return nil, errAgain // a hold of this driver appeared: maybe ours to join
-		case <-ctx.Done():
-			return nil, fmt.Errorf("%w: %w", backend.ErrNotAcquired, async.CtxError(ctx))
-		case <-d.ctx.Done():
-			return nil, backend.ErrClosed
+		// changed: a hold of this driver appeared, maybe ours to join.
+		if err := w.sleep(ctx, sig, changed); err != nil {
+			return nil, err
 		}
 	}
 }

@@ -23,7 +23,7 @@ func TestConformance(t *testing.T) {
 		},
 		// The kernel frees a dead process's locks when it closes its
 		// descriptors: at once.
-		SessionTimeout: 2 * time.Second,
+		SessionTimeout: time.Second,
 		URL:            "file://" + dir,
 		UnreachableURL: "file://" + filepath.Join(dir, "no", "such", "dir"),
 		BadURLs: []string{

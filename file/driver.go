@@ -34,11 +34,12 @@ type driver struct {
 	ctx    context.Context // cancelled by Close
 	cancel context.CancelFunc
 
-	mu     sync.Mutex
-	closed bool
-	table  *holdtab.Table[*hold]
-	holds  map[*hold]struct{}
-	wg     sync.WaitGroup // hold watchers
+	mu      sync.Mutex
+	closed  bool
+	table   *holdtab.Table[*hold]
+	holds   map[*hold]struct{}
+	permits map[*permit]struct{}
+	wg      sync.WaitGroup // hold watchers
 }
 
 // testHooks let tests interfere at precise points.
@@ -55,7 +56,7 @@ func newDriver(dir string, cfg *config) (*driver, error) {
 		return nil, err
 	}
 	host, _ := os.Hostname()
-	d := &driver{dir: abs, cfg: cfg, pid: os.Getpid(), host: host, holds: map[*hold]struct{}{}}
+	d := &driver{dir: abs, cfg: cfg, pid: os.Getpid(), host: host, holds: map[*hold]struct{}{}, permits: map[*permit]struct{}{}}
 	d.table = holdtab.New(&d.mu, d.detachLocked)
 	d.ctx, d.cancel = context.WithCancel(context.Background())
 	d.dw = attach(abs)
@@ -139,7 +140,19 @@ func (d *driver) shutdown(crash bool) {
 	for _, h := range hs {
 		d.table.EndLocked(h, nil)
 	}
+	ps := make([]*permit, 0, len(d.permits))
+	for p := range d.permits {
+		ps = append(ps, p)
+	}
 	d.mu.Unlock()
+	for _, p := range ps {
+		if !crash {
+			_ = p.Release(context.Background())
+			continue
+		}
+		_ = p.f.Close()
+		d.dw.wake(p.name)
+	}
 	for _, h := range hs {
 		if !crash {
 			_ = d.releaseFile(context.Background(), h)

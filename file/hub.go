@@ -2,7 +2,10 @@
 
 package file
 
-import "sync"
+import (
+	"strings"
+	"sync"
+)
 
 // The wake-up hub: one per process, one dirWatch per lock directory in use.
 // A waiter takes the channel of its lock file's name (signal) before each
@@ -69,14 +72,33 @@ func (w *dirWatch) signal(name string) <-chan struct{} {
 	return ch
 }
 
-// wake closes name's channel: everyone waiting on it tries again.
+// wake closes name's channel, and that of its group: everyone waiting on
+// either tries again. The group of a lock file "<stem>.<rest>.lock" is
+// "<stem>.*": a semaphore's permit waiters wait for any of its permit
+// files.
 func (w *dirWatch) wake(name string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.wakeLocked(name)
+	if g := group(name); g != "" {
+		w.wakeLocked(g)
+	}
+}
+
+func (w *dirWatch) wakeLocked(name string) {
 	if ch := w.names[name]; ch != nil {
 		close(ch)
 		delete(w.names, name)
 	}
+}
+
+// group returns the group name of a lock file name, "" if it has none.
+func group(name string) string {
+	stem, _, ok := strings.Cut(name, ".")
+	if !ok || !strings.HasSuffix(name, ".lock") {
+		return ""
+	}
+	return stem + ".*"
 }
 
 // wakeAll wakes every waiter of the directory (the kernel dropped events).
