@@ -155,9 +155,14 @@ func (d *driver) grant(ctx context.Context, ks *holdtab.Key[*hold], stem, path s
 	}
 	stale := d.table.GrantLocked(ks, h, &l.Handle, req.Lost)
 	d.holds[h] = struct{}{}
-	d.wg.Add(1)
+	watch := d.cfg.hooks == nil || !d.cfg.hooks.noWatch
+	if watch {
+		d.wg.Add(1)
+	}
 	d.mu.Unlock()
-	go d.watchHold(h)
+	if watch {
+		go d.watchHold(h)
+	}
 	if stale != nil {
 		// This driver's earlier hold of the key lost its file (we hold
 		// the new one): end it.

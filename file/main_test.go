@@ -11,6 +11,7 @@ import (
 
 func TestMain(m *testing.M) {
 	conformance.ServeWorker()
+	serveHelper()
 	os.Exit(m.Run())
 }
 
