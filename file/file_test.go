@@ -11,7 +11,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/backend"
 	"github.com/distlock/distlock/internal/testkit/slack"
