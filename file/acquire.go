@@ -185,10 +185,16 @@ func (d *driver) nest(ctx context.Context, ks *holdtab.Key[*hold], req backend.R
 	h, ok, err := d.table.Nest(ctx, ks, req.Owner, &l.Handle, req.Lost, d.publish, errReplaced)
 	l.h = h
 	if err != nil {
-		// Give back the hold Nest reserved.
-		rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = l.Release(rctx)
+		// Give back the hold Nest reserved, without waiting: the record's
+		// count is corrected by the next update; if it was the last hold
+		// (the others were released meanwhile), the lock is dropped even
+		// though ctx has ended (releaseFile).
+		d.mu.Lock()
+		r := d.table.ReleaseLocked(h, &l.Handle)
+		d.mu.Unlock()
+		if r == holdtab.Last {
+			_ = d.releaseFile(ctx, h)
+		}
 		return nil, false, err
 	}
 	if !ok {
