@@ -236,11 +236,6 @@ func TestUnwritableDir(t *testing.T) {
 	require.Contains(t, err.Error(), "not writable")
 }
 
-func TestMountInfoUnescape(t *testing.T) {
-	require.Equal(t, "/mnt/my dir", unescapeMount(`/mnt/my\040dir`))
-	require.Equal(t, "/plain", unescapeMount("/plain"))
-}
-
 // fence files are fixed width and refuse a corrupt content.
 func TestFenceCodec(t *testing.T) {
 	fc := fence{Last: 1<<64 - 1, Permits: 4096}

@@ -122,7 +122,7 @@ func writeFence(f *os.File, fc fence) error {
 	if _, err := f.WriteAt(fc.encode(), 0); err != nil {
 		return err
 	}
-	return f.Sync()
+	return datasync(f)
 }
 
 // openFence opens the fence file at path for writing, creating it if need
