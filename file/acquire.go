@@ -24,6 +24,12 @@ var errAgain = errors.New("file: try again")
 // removed under it.
 var errReplaced = fmt.Errorf("%w: lock file replaced or removed (a forced release)", backend.ErrLockLost)
 
+// fenceWaitTry bounds TryAcquire's wait for the fence lock, which a
+// grant, a release or a forced release holds for a write and an fsync.
+const fenceWaitTry = 2 * time.Second
+
+var errFenceBusy = errors.New("file: the fence lock stayed taken (a process stopped in the middle of a grant?)")
+
 // maxTryRounds bounds TryAcquire's fresh starts while lock files keep
 // being replaced under it.
 const maxTryRounds = 4
@@ -90,7 +96,17 @@ func (d *driver) attempt(ctx context.Context, ks *holdtab.Key[*hold], stem strin
 			return nil, err
 		}
 		if ok {
-			l, err := d.grant(ctx, ks, stem, path, f, req)
+			gctx, cancel := ctx, context.CancelFunc(func() {})
+			if !wait {
+				// One attempt: a process stopped in its own grant step
+				// (holding the fence lock) must not hold it to ctx's end.
+				gctx, cancel = context.WithTimeoutCause(ctx, fenceWaitTry, errFenceBusy)
+			}
+			l, err := d.grant(gctx, ks, stem, path, f, req)
+			cancel()
+			if err != nil && !wait && ctx.Err() == nil && errors.Is(err, errFenceBusy) {
+				err = &backend.TransientError{Err: errFenceBusy}
+			}
 			if err != nil {
 				_ = unlock(f)
 				return nil, err

@@ -342,3 +342,38 @@ func TestKilledHolderWakesWaiter(t *testing.T) {
 		t.Fatal("waiter not woken after the holder died")
 	}
 }
+
+// A process stopped while it holds a key's fence lock (in the middle of
+// its grant) holds up neither TryAcquire, which makes one attempt, nor
+// Close, which drops its locks all the same.
+func TestFenceHolderStopped(t *testing.T) {
+	dir := t.TempDir()
+	a := newT(t, dir)
+	ctx := ctxT(t, time.Minute)
+	lease, err := a.TryAcquire(ctx, "k")
+	require.NoError(t, err)
+	require.NoError(t, lease.Release(ctx))
+	release := holdFence(t, dir, "k")
+	t.Cleanup(func() { release() })
+	start := time.Now()
+	_, err = a.TryAcquire(ctx, "k")
+	require.ErrorIs(t, err, distlock.ErrUnavailable)
+	if took := time.Since(start); took > fenceWaitTry+slack.D(time.Second) {
+		t.Fatalf("TryAcquire took %v with the fence lock taken", took)
+	}
+	require.True(t, lockFree(t, dir, "k"))
+
+	b, err := New(dir)
+	require.NoError(t, err)
+	release()
+	held, err := b.TryAcquire(ctx, "k")
+	require.NoError(t, err)
+	_ = held
+	release = holdFence(t, dir, "k")
+	start = time.Now()
+	require.NoError(t, b.Close())
+	if took := time.Since(start); took > closeGrace+slack.D(time.Second) {
+		t.Fatalf("Close took %v with the fence lock taken", took)
+	}
+	require.True(t, lockFree(t, dir, "k"), "Close left the lock held")
+}

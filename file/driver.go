@@ -125,6 +125,9 @@ func (d *driver) Close() error {
 	return nil
 }
 
+// closeGrace bounds Close's wait for fence locks.
+const closeGrace = 2 * time.Second
+
 // shutdown ends the driver, with crash as a killed process would: no
 // record is rewritten, descriptors are just closed.
 func (d *driver) shutdown(crash bool) {
@@ -146,9 +149,13 @@ func (d *driver) shutdown(crash bool) {
 		ps = append(ps, p)
 	}
 	d.mu.Unlock()
+	// Releases wait for a fence lock at most closeGrace: then they drop
+	// the kernel lock without rewriting the record (releaseFile).
+	ctx, cancel := context.WithTimeout(context.Background(), closeGrace)
+	defer cancel()
 	for _, p := range ps {
 		if !crash {
-			_ = p.Release(context.Background())
+			_ = p.Release(ctx)
 			continue
 		}
 		_ = p.f.Close()
@@ -156,7 +163,7 @@ func (d *driver) shutdown(crash bool) {
 	}
 	for _, h := range hs {
 		if !crash {
-			_ = d.releaseFile(context.Background(), h)
+			_ = d.releaseFile(ctx, h)
 			continue
 		}
 		_ = h.f.Close()

@@ -136,9 +136,12 @@ func (l *lock) Release(ctx context.Context) error {
 // releaseFile ends h's tenure: under the fence lock (so that a forced
 // release sees it before or after, not during) it rewrites the record as
 // released if h's file is still the lock file, drops the kernel lock and
-// closes the descriptor. If ctx ends before the fence lock is had, the
-// lock is dropped all the same: it must not outlive Release.
+// closes the descriptor. If ctx ends, or closeGrace passes, before the
+// fence lock is had, the lock is dropped all the same without rewriting
+// the record: it must not outlive Release.
 func (d *driver) releaseFile(ctx context.Context, h *hold) error {
+	ctx, cancel := context.WithTimeout(ctx, closeGrace) // a process stopped holding the fence lock must not hold up a release
+	defer cancel()
 	ours := false
 	err := d.underFence(ctx, h.stem, true, func(*os.File) error {
 		same, err := sameFile(h.f, h.path)

@@ -224,6 +224,8 @@ func (p *permit) Release(ctx context.Context) error {
 	p.released = true
 	delete(d.permits, p)
 	d.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, closeGrace)
+	defer cancel()
 	ours := false
 	err := d.underFence(ctx, p.stem, true, func(*os.File) error {
 		same, err := sameFile(p.f, p.path)
