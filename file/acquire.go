@@ -89,6 +89,7 @@ func (d *driver) attempt(ctx context.Context, ks *holdtab.Key[*hold], stem strin
 	}()
 	w := waiter{d: d}
 	defer w.stop()
+	var t *turn // this process's turn to wait, once the lock was found busy
 	for {
 		sig := d.dw.signal(stem + ".lock")
 		ok, err := tryLock(f, true)
@@ -121,6 +122,17 @@ func (d *driver) attempt(ctx context.Context, ks *holdtab.Key[*hold], stem strin
 		}
 		if !wait {
 			return nil, backend.Busy(0)
+		}
+		if t == nil {
+			// Busy: queue for this process's turn to wait on the file,
+			// then try again at once.
+			t = d.dw.enter(stem + ".lock")
+			defer d.dw.leave(stem+".lock", t)
+			if err := w.take(ctx, t, changed); err != nil {
+				return nil, err
+			}
+			defer func() { <-t.ch }()
+			continue
 		}
 		// changed: a hold of this driver appeared, maybe ours to join.
 		if err := w.sleep(ctx, sig, changed); err != nil {

@@ -29,6 +29,37 @@ type dirWatch struct {
 
 	mu    sync.Mutex
 	names map[string]chan struct{}
+	turns map[string]*turn
+}
+
+// turn lets one waiter at a time of this process wait for a lock file:
+// the others queue on it (FIFO, in the runtime's channel queue), so a
+// release wakes one waiter per process, not every waiter.
+type turn struct {
+	ch   chan struct{} // holds a value while a waiter has the turn
+	refs int           // guarded by dirWatch.mu
+}
+
+// enter returns name's turn; leave must follow.
+func (w *dirWatch) enter(name string) *turn {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	t := w.turns[name]
+	if t == nil {
+		t = &turn{ch: make(chan struct{}, 1)}
+		w.turns[name] = t
+	}
+	t.refs++
+	return t
+}
+
+// leave ends an enter.
+func (w *dirWatch) leave(name string, t *turn) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if t.refs--; t.refs == 0 {
+		delete(w.turns, name)
+	}
 }
 
 // attach returns dir's watch, starting the kernel watch on first use.
@@ -37,7 +68,7 @@ func attach(dir string) *dirWatch {
 	defer hub.mu.Unlock()
 	w := hub.dirs[dir]
 	if w == nil {
-		w = &dirWatch{dir: dir, names: map[string]chan struct{}{}}
+		w = &dirWatch{dir: dir, names: map[string]chan struct{}{}, turns: map[string]*turn{}}
 		w.stop, w.notify = startWatch(dir, w.wake, w.wakeAll)
 		hub.dirs[dir] = w
 	}

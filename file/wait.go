@@ -47,6 +47,21 @@ func (w *waiter) sleep(ctx context.Context, sig, interrupt <-chan struct{}) erro
 	}
 }
 
+// take waits for turn t, as sleep waits (but with no poll: the waiter
+// with the turn hands it on when it leaves).
+func (w *waiter) take(ctx context.Context, t *turn, interrupt <-chan struct{}) error {
+	select {
+	case t.ch <- struct{}{}:
+		return nil
+	case <-interrupt:
+		return errAgain
+	case <-ctx.Done():
+		return fmt.Errorf("%w: %w", backend.ErrNotAcquired, async.CtxError(ctx))
+	case <-w.d.ctx.Done():
+		return backend.ErrClosed
+	}
+}
+
 // stop releases the timer.
 func (w *waiter) stop() {
 	if w.timer != nil {
