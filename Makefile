@@ -46,9 +46,18 @@ soak: deps
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
-# The main job on the embedded default backend.
+# The main job on the embedded default backend (goroutines of one process),
+# then two processes serialized by `distlock run` through file:// (a lock
+# directory, no server): the second starts its command only after the first
+# has finished.
 demo:
 	$(GO) run ./examples/quickstart
+	@echo '--- two processes, one lock: distlock run --backend file://DIR'
+	@tmp=$$(mktemp -d) && $(GO) build -o $$tmp/distlock ./cmd/distlock && \
+	for p in A B; do \
+		$$tmp/distlock run --backend "file://$$tmp" --key demo -- \
+			sh -c "echo \"process $$p (pid \$$\$$) holds the lock\"; sleep 1; echo \"process $$p releases it\"" & \
+	done; wait; $$tmp/distlock status --backend "file://$$tmp" demo; rm -rf "$$tmp"
 
 # The conformance and fault matrix (check × backend), written to
 # docs/FAULTS.md from one run of every backend's conformance suite.

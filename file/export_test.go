@@ -1,0 +1,5 @@
+package file
+
+import "github.com/distlock/distlock/backend"
+
+var zeroHolder backend.Holder
