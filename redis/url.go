@@ -63,11 +63,11 @@ func open(_ context.Context, u *url.URL) (backend.Driver, error) {
 		return nil, err
 	}
 	opt.ContextTimeoutEnabled = true // ctx deadlines bound socket I/O
-	// One dial per command attempt: go-redis's default dials 5 times,
-	// 100ms apart, within each of its attempts (max_retries, 3 by default,
-	// still applies), so a server that refuses connections was reported
-	// only after about 1.8s — past a short ctx, which then ended the
-	// acquire with a bare deadline instead of ErrUnavailable.
+	// One dial per command attempt (max_retries, 3 by default, still
+	// applies): go-redis's default of 5 dials, 100ms apart, within each
+	// attempt would report a server that refuses connections only after
+	// about 1.8s — past a short ctx, which would then end the acquire with
+	// a bare deadline instead of ErrUnavailable.
 	opt.DialerRetries = 1
 	if opt.TLSConfig != nil {
 		opt.Dialer = tlsDialer(opt.TLSConfig, opt.DialTimeout)
