@@ -18,7 +18,7 @@ import (
 func TestInspectQuorum(t *testing.T) {
 	c := startCluster(t, 5)
 	c.controllable(t)
-	l := newTestLocker(t, c.addrs(), WithNodeTimeout(500*time.Millisecond))
+	l := newTestLocker(t, c.addrs(), WithNodeTimeout(slack.D(500*time.Millisecond)))
 	ctx := tctx(t, time.Minute)
 	const key = "admin/quorum"
 	k := redislua.KeysFor(prefix, key)
