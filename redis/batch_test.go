@@ -99,7 +99,10 @@ func TestBatchRefresh(t *testing.T) {
 }
 
 // TestAutoRefreshBatches: leases granted together are refreshed together
-// by distlock's scheduler through RefreshBatch.
+// by distlock's scheduler through RefreshBatch. The TTL only sets the
+// refresh cadence (about ttl/3); it is long enough that a scheduler stall
+// of a loaded machine does not outlast a lease's validity between two
+// refreshes, which would end the lease, not test batching.
 func TestAutoRefreshBatches(t *testing.T) {
 	srv := testserver.Redis(t, testserver.RedisConfig{})
 	l := newTestLocker(t, &goredis.Options{Addr: srv.Addr()})
@@ -109,13 +112,15 @@ func TestAutoRefreshBatches(t *testing.T) {
 	const n = 40
 	var leases []*distlock.Lease
 	for i := range n {
-		lease, err := l.TryAcquire(ctx, fmt.Sprintf("auto/%d", i), distlock.WithTTL(900*time.Millisecond))
+		lease, err := l.TryAcquire(ctx, fmt.Sprintf("auto/%d", i), distlock.WithTTL(3*time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}
 		leases = append(leases, lease)
 	}
-	time.Sleep(2 * time.Second) // about six refresh rounds
+	piped := counter.piped.Load()
+	// Two refresh rounds of every lease, carried in pipelines.
+	eventually(t, 20*time.Second, "two rounds of refreshes in pipelines", func() bool { return counter.piped.Load()-piped >= 2*n })
 	for _, lease := range leases {
 		if err := lease.Err(); err != nil {
 			t.Fatalf("auto-refreshed lease ended: %v", err)
@@ -124,8 +129,5 @@ func TestAutoRefreshBatches(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	t.Logf("%d leases over 2s: %d pipelines carrying %d refreshes", n, counter.pipelines.Load(), counter.piped.Load())
-	if counter.pipelines.Load() == 0 {
-		t.Errorf("no refresh went through a pipeline")
-	}
+	t.Logf("%d leases: %d pipelines carrying %d commands", n, counter.pipelines.Load(), counter.piped.Load())
 }

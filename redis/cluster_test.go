@@ -20,7 +20,7 @@ import (
 // keys of one slot, or the cluster would refuse them with CROSSSLOT).
 func TestClusterFenceSlots(t *testing.T) {
 	testserver.SkipShort(t, "redis cluster")
-	cluster := testserver.RedisCluster(t, 3)
+	cluster := sharedCluster(t)
 	admin := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: cluster.Addrs()})
 	t.Cleanup(func() { _ = admin.Close() })
 	ctx := tctx(t, 2*time.Minute)

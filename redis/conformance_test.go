@@ -13,12 +13,15 @@ import (
 	"github.com/distlock/distlock/conformance"
 	"github.com/distlock/distlock/internal/redislua"
 	"github.com/distlock/distlock/internal/testkit/netfault"
+	"github.com/distlock/distlock/internal/testkit/slack"
 	"github.com/distlock/distlock/internal/testkit/testserver"
 )
 
 // confTTL is the shortest TTL the expiry checks use: Redis honours
-// milliseconds, the margin is for a loaded 2-core machine under -race.
-const confTTL = 400 * time.Millisecond
+// milliseconds, the margin is for a loaded 2-core machine under -race,
+// and grows with DISTLOCK_TEST_SLACK (an auto-refreshed lease is lost when
+// a scheduler stall outlasts it).
+var confTTL = slack.D(400 * time.Millisecond)
 
 // expireFault deletes the lock key directly, bypassing the owner check, as
 // an expiry while the holder is paused would.
@@ -143,7 +146,7 @@ func TestConformanceCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster: not in -short")
 	}
-	cluster := testserver.RedisCluster(t, 3)
+	cluster := sharedCluster(t)
 	addrs := cluster.Addrs()
 	admin := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: addrs})
 	t.Cleanup(func() { _ = admin.Close() })

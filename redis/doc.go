@@ -90,7 +90,12 @@
 // release in between is not missed, and each wait is capped at the holder's
 // remaining TTL, so a holder that expires without a release (a crash) is
 // noticed without a message. If the subscription cannot be made the waiter
-// polls with its retry policy instead. In a Redis Cluster the messages are
+// polls with its retry policy instead. When the shared connection breaks
+// (a network blip, CLIENT KILL, a client-output-buffer-limit or maxclients
+// refusal), messages published meanwhile are lost: every waiter attempts
+// again at the break, at each failed reconnection, and once its channel's
+// resubscription is confirmed, so a release made while the channel was
+// down is found then rather than at the holder's expiry. In a Redis Cluster the messages are
 // ordinary PUBLISH messages, which the cluster forwards to every node.
 //
 // # Fair queue (WithFair, fair=true)

@@ -8,6 +8,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/redissub/redialgate"
 	"github.com/distlock/distlock/internal/testkit/testserver"
 )
 
@@ -383,5 +384,52 @@ func TestWokenReentrantAcquirerMarksForOthers(t *testing.T) {
 	}
 	if err := <-gotB; err != nil {
 		t.Fatalf("B not woken by the release of the lock A nested into: %v", err)
+	}
+}
+
+// TestReleaseDuringResubscription: the waiter's pub/sub connection is
+// killed (CLIENT KILL TYPE pubsub, as client-output-buffer-limit or an
+// operator does), its first redial fails and the second is held; the
+// break's wake-up finds the lock still held, and the holder releases while
+// the resubscription is pending — publishing to no one. Once the
+// resubscription is confirmed the waiter must attempt again and acquire,
+// not sleep for the rest of the holder's minute-long TTL (its ctx ends
+// after 20s).
+func TestReleaseDuringResubscription(t *testing.T) {
+	srv := testserver.Redis(t, testserver.RedisConfig{})
+	gate := redialgate.New()
+	t.Cleanup(gate.Open)
+	holder := newTestLocker(t, &goredis.Options{Addr: srv.Addr()})
+	waiter := newTestLocker(t, &goredis.Options{Addr: srv.Addr(), Dialer: gate.Dial})
+	attempts := newScriptCounter()
+	waiter.client.AddHook(attempts)
+	admin := adminClient(t, srv.Addr())
+	ctx := tctx(t, 2*time.Minute)
+	const key = "lostwake/resubscribe"
+	h, err := holder.TryAcquire(ctx, key, distlock.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := startWaiter(tctx(t, 20*time.Second), t, waiter, key)
+	eventually(t, 10*time.Second, "the waiter attempts, subscribes and attempts again", func() bool {
+		return attempts.landed.Load() >= 2 && waiter.d.sub.Watching(waiter.d.keys(key).Channel)
+	})
+
+	gate.Arm()
+	if n := admin.ClientKillByFilter(ctx, "TYPE", "pubsub").Val(); n != 1 {
+		t.Fatalf("killed %d pub/sub clients, want 1", n)
+	}
+	select {
+	case <-gate.Held(): // the first redial failed, the second waits
+	case <-time.After(10 * time.Second):
+		t.Fatal("no second redial")
+	}
+	eventually(t, 10*time.Second, "the break's wake-up: the waiter attempts again", func() bool { return attempts.landed.Load() >= 3 })
+	if err := h.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	gate.Open()
+	if err := <-got; err != nil {
+		t.Fatalf("waiter not woken after the resubscription: the release made while it was pending is lost: %v", err)
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/internal/redislua"
+	"github.com/distlock/distlock/internal/testkit/slack"
 	"github.com/distlock/distlock/internal/testkit/testserver"
 )
 
@@ -286,5 +287,44 @@ func TestUnreachableAtOpen(t *testing.T) {
 	_, err = l.Acquire(ctx, "k")
 	if !errors.Is(err, distlock.ErrUnavailable) || ctx.Err() != nil {
 		t.Errorf("Acquire on an unreachable server = %v after %v, want ErrUnavailable within its ctx", err, time.Since(start))
+	}
+}
+
+// TestDownServerReportedPromptly: a Locker opened by URL reports a server
+// that refuses connections as ErrUnavailable well within a short ctx, for
+// the plain and the fair mode. go-redis's default dial retries (5 dials,
+// 100ms apart, in each of its 4 attempts: 1.6s of backoff alone) made a
+// 2s ctx end first on a loaded machine, with a bare deadline error.
+func TestDownServerReportedPromptly(t *testing.T) {
+	srv := testserver.Redis(t, testserver.RedisConfig{})
+	ls := map[string]distlock.Locker{}
+	for _, q := range []string{"", "fair=true"} {
+		l, err := distlock.Open(t.Context(), "redis://"+srv.Addr()+"/0?"+q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = l.Close() })
+		lease, err := l.TryAcquire(t.Context(), "down") // connected
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := lease.Release(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		ls[q] = l
+	}
+	if err := srv.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	for q, l := range ls {
+		for i := range 2 { // a stale pooled connection, then fresh dials
+			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+			start := time.Now()
+			_, err := l.Acquire(ctx, "down")
+			cancel()
+			if took := time.Since(start); !errors.Is(err, distlock.ErrUnavailable) || took > slack.D(time.Second) {
+				t.Errorf("%q, attempt %d: Acquire with the server down: %v after %v, want ErrUnavailable within %v", q, i, err, took, slack.D(time.Second))
+			}
+		}
 	}
 }

@@ -45,7 +45,10 @@ var ownParams = []string{paramPrefix, paramSubscribeTimeout, paramLinger, paramF
 //
 // Open does not connect: like database/sql.Open it only validates the URL,
 // and the first operation dials. An unreachable server therefore shows up
-// as ErrUnavailable from Acquire and TryAcquire, within their context.
+// as ErrUnavailable from Acquire and TryAcquire, within their context: each
+// command attempt dials once (go-redis's 5 dials 100ms apart per attempt
+// are not used), and a refused connection is reported after max_retries
+// quick retries.
 // The Locker owns the client it creates and closes it in Close.
 //
 // One URL names one server. For Redis Cluster or Sentinel, build the
@@ -60,6 +63,12 @@ func open(_ context.Context, u *url.URL) (backend.Driver, error) {
 		return nil, err
 	}
 	opt.ContextTimeoutEnabled = true // ctx deadlines bound socket I/O
+	// One dial per command attempt (max_retries, 3 by default, still
+	// applies): go-redis's default of 5 dials, 100ms apart, within each
+	// attempt would report a server that refuses connections only after
+	// about 1.8s — past a short ctx, which would then end the acquire with
+	// a bare deadline instead of ErrUnavailable.
+	opt.DialerRetries = 1
 	if opt.TLSConfig != nil {
 		opt.Dialer = tlsDialer(opt.TLSConfig, opt.DialTimeout)
 	}

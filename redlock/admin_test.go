@@ -7,6 +7,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/internal/redislua"
+	"github.com/distlock/distlock/internal/testkit/slack"
 )
 
 // TestInspectQuorum: over five nodes, Inspect reports the holder a quorum
@@ -17,7 +18,7 @@ import (
 func TestInspectQuorum(t *testing.T) {
 	c := startCluster(t, 5)
 	c.controllable(t)
-	l := newTestLocker(t, c.addrs(), WithNodeTimeout(500*time.Millisecond))
+	l := newTestLocker(t, c.addrs(), WithNodeTimeout(slack.D(500*time.Millisecond)))
 	ctx := tctx(t, time.Minute)
 	const key = "admin/quorum"
 	k := redislua.KeysFor(prefix, key)
@@ -92,7 +93,11 @@ func TestInspectQuorum(t *testing.T) {
 // ends long before the holder's TTL would).
 func TestForceReleaseWakes(t *testing.T) {
 	c := startCluster(t, 3)
-	holder, waiter, operator := newTestLocker(t, c.addrs()), newTestLocker(t, c.addrs()), newTestLocker(t, c.addrs())
+	// A generous node timeout: this test is about the wake-up, and under a
+	// loaded -race run the default 50ms failed the holder's TryAcquire on
+	// every node.
+	nt := WithNodeTimeout(slack.D(time.Second))
+	holder, waiter, operator := newTestLocker(t, c.addrs(), nt), newTestLocker(t, c.addrs(), nt), newTestLocker(t, c.addrs(), nt)
 	ctx := tctx(t, time.Minute)
 	const key = "admin/wake"
 	if _, err := holder.TryAcquire(ctx, key, distlock.WithTTL(time.Minute)); err != nil {

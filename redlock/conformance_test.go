@@ -10,15 +10,17 @@ import (
 	"github.com/distlock/distlock/conformance"
 	"github.com/distlock/distlock/internal/redislua"
 	"github.com/distlock/distlock/internal/testkit/netfault"
+	"github.com/distlock/distlock/internal/testkit/slack"
 	"github.com/distlock/distlock/internal/testkit/testserver"
 )
 
-const (
+// The harness's timing: the values a 2-core machine under -race needs, grown
+// with DISTLOCK_TEST_SLACK (scheduler stalls of a loaded machine outlast an
+// auto-refreshed lease or a per-node timeout alike).
+var (
 	// confTTL is the shortest TTL the expiry checks use: Redis honours
 	// milliseconds, the margin is for a loaded 2-core machine under -race.
-	confTTL = 400 * time.Millisecond
-	// confPrefix keeps the suite's keys apart.
-	confPrefix = "conf:"
+	confTTL = slack.D(400 * time.Millisecond)
 	// confQuery: a per-node timeout of 1s. The default (50ms) is what the
 	// seeds ask for and what the other tests use; here it would (a) make
 	// the cancel-in-flight check's acquisition (300ms of latency, ctx
@@ -27,7 +29,12 @@ const (
 	// this loaded 2-core machine under -race into spurious ErrUnavailable.
 	// It is still capped at the validity of each request (394ms for
 	// confTTL).
-	confQuery = "node_timeout=1s&prefix=" + confPrefix
+	confQuery = "node_timeout=" + slack.D(time.Second).String() + "&prefix=" + confPrefix
+)
+
+const (
+	// confPrefix keeps the suite's keys apart.
+	confPrefix = "conf:"
 	// faultMaxTTL is the longest TTL in use while a server fault is
 	// injected (the worker processes of the server-faults check use 2s):
 	// the delayed restart waits at least this long.

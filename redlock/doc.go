@@ -58,7 +58,9 @@
 //     on every node (one shared pub/sub connection per node and Locker) and
 //     waits for N − quorum + 1 confirmations (or the end of its context), so
 //     at least one node of any holder's quorum will announce the release to
-//     it. The delay is the time until enough busy nodes can free up for a
+//     it. A node whose pub/sub connection breaks wakes its waiters at the
+//     break and again once their channel's resubscription is confirmed, so
+//     a release announced while it was down is found then. The delay is the time until enough busy nodes can free up for a
 //     quorum, each busy node counted by the age of its holder's newest hold
 //     (server time, returned with the "busy" answer): a hold taken within
 //     two of the attempt's own durations belongs to a contender in the

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/testkit/slack"
 )
 
 // TestBlockedObserverHoldsNoWakeUp: an Election observer and a waiter of
@@ -20,8 +21,12 @@ import (
 // through Watch (redissub.WatchAllRank: every release, never the head).
 func TestBlockedObserverHoldsNoWakeUp(t *testing.T) {
 	c := startCluster(t, 3)
-	holders := newTestLocker(t, c.addrs())
-	l := newTestLocker(t, c.addrs())
+	// A generous node timeout: this test is about the wake-up, and under a
+	// loaded -race run the default 50ms failed the holder's TryAcquire on
+	// every node.
+	nt := WithNodeTimeout(slack.D(time.Second))
+	holders := newTestLocker(t, c.addrs(), nt)
+	l := newTestLocker(t, c.addrs(), nt)
 	ctx := tctx(t, 2*time.Minute)
 	slow := distlock.WithRetry(distlock.Backoff{Min: time.Minute, Max: time.Minute})
 	long := distlock.WithTTL(time.Minute)

@@ -9,6 +9,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock/internal/redislua"
+	"github.com/distlock/distlock/internal/testkit/slack"
 )
 
 // TestOwnReleaseNotOvertaken: Release returns once a quorum released, and
@@ -18,7 +19,9 @@ import (
 // five (before, up to a third of one node's answers were busy).
 func TestOwnReleaseNotOvertaken(t *testing.T) {
 	c := startCluster(t, 5)
-	l := newTestLocker(t, c.addrs())
+	// A generous node timeout: this test is about ordering, and under a
+	// loaded -race run the default 50ms failed an acquire on every node.
+	l := newTestLocker(t, c.addrs(), WithNodeTimeout(slack.D(time.Second)))
 	busy := &busyCounter{}
 	for _, n := range l.d.nodes {
 		n.client.(*goredis.Client).AddHook(busy)

@@ -12,6 +12,7 @@ import (
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/internal/redislua"
 	"github.com/distlock/distlock/internal/testkit/netfault"
+	"github.com/distlock/distlock/internal/testkit/slack"
 )
 
 // TestAcquireSilentSubscription: with the waiter's pub/sub connections to
@@ -111,7 +112,8 @@ func TestNoQuorumPossible(t *testing.T) {
 		// about 410ms in, away from the end of the ctx: a ctx that ends
 		// while an attempt has no answer yet is "no answer", see the
 		// root package's noAnswer.)
-		w := newTestLocker(t, c.addrs(), WithNodeTimeout(200*time.Millisecond))
+		// Both grow with DISTLOCK_TEST_SLACK, together.
+		w := newTestLocker(t, c.addrs(), WithNodeTimeout(slack.D(200*time.Millisecond)))
 		for _, nd := range w.d.nodes {
 			if err := nd.client.(*goredis.Client).Ping(t.Context()).Err(); err != nil {
 				t.Fatal(err)
@@ -120,7 +122,7 @@ func TestNoQuorumPossible(t *testing.T) {
 		counter := &acquireCounter{}
 		w.d.nodes[4].client.(*goredis.Client).AddHook(counter) // every attempt goes to every node
 		go func() {
-			ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+			ctx, cancel := context.WithTimeout(t.Context(), slack.D(time.Second))
 			defer cancel()
 			_, err := w.Acquire(ctx, key)
 			results <- result{counter.n.Load(), err}

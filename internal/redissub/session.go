@@ -125,7 +125,7 @@ func (s *Subscriber) dispatch(sess *session, msg any) {
 				sess.expect[m.Channel] = q[1:]
 			}
 			if e != nil && m.Kind == "subscribe" && s.topics[m.Channel] == e {
-				e.confirm()
+				s.confirmTopic(e)
 			}
 			return
 		}
@@ -133,22 +133,36 @@ func (s *Subscriber) dispatch(sess *session, msg any) {
 		// reconnect. It confirms the current topic.
 		if m.Kind == "subscribe" {
 			if t := s.topics[m.Channel]; t != nil {
-				t.confirm()
+				s.confirmTopic(t)
 			}
 		}
 	}
 }
 
-func (t *topic) confirm() {
-	if !t.ok {
-		t.ok = true
-		close(t.confirmed)
+// confirmTopic records that the server confirmed t's subscription. If it is a
+// resubscription (see broken), t's watchers are woken: a release published
+// while the channel was down reached none of them, and only now, with the
+// channel carrying the next release, is an attempt sure not to miss one.
+// Callers hold mu.
+func (s *Subscriber) confirmTopic(t *topic) {
+	if t.ok {
+		return
+	}
+	t.ok = true
+	close(t.confirmed)
+	if t.resub {
+		t.resub = false
+		s.wakeAll(t)
 	}
 }
 
-// broken records a lost connection: expected replies will not come, new
-// watchers must wait for the resubscription, and current watchers are woken
-// because a release may have been published while no one listened.
+// broken records a lost connection (or a failed attempt to restore it):
+// expected replies will not come, and new watchers must wait for the
+// resubscription. Current watchers are woken now, because a release may
+// have been published while no one listened — so while the connection stays
+// down they poll at the reconnection backoff — and woken again when their
+// channel's resubscription is confirmed (confirmTopic): a release published
+// between this wake-up's attempt and the resubscription reaches no one.
 func (s *Subscriber) broken(sess *session) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -159,6 +173,7 @@ func (s *Subscriber) broken(sess *session) {
 	for _, t := range s.topics {
 		if t.ok {
 			t.ok = false
+			t.resub = true
 			t.confirmed = make(chan struct{})
 		}
 		s.wakeAll(t)

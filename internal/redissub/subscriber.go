@@ -28,8 +28,12 @@ import (
 // and then leaves — it acquired the lock, gave up, or its context ended
 // before it could retry — hands the wake-up on to the new head as it leaves
 // (backend.Notifier's round-robin rule), so a release is never swallowed by
-// a departing waiter. After a reconnection, when messages may have been lost,
-// every waiter is woken. A fair lock's grant message (see redislua.Keys.Fair) wakes
+// a departing waiter. When the connection breaks, messages may have been
+// lost: every waiter is woken at the break (and at every failed attempt to
+// restore it, so that waiters poll while it is down), and again once its
+// channel's resubscription is confirmed, so that a release published while
+// the channel was down is found by an attempt made after it carries the next
+// one. A fair lock's grant message (see redislua.Keys.Fair) wakes
 // no one: it goes to the one waiter it names, if that waiter is ours
 // (WatchGrant).
 type Subscriber struct {
@@ -76,6 +80,7 @@ type topic struct {
 	watchers  []*watcher
 	confirmed chan struct{} // closed once the server confirmed the subscription
 	ok        bool          // confirmed is closed
+	resub     bool          // unconfirmed since a break: its confirmation wakes every watcher
 	sent      bool          // a SUBSCRIBE for it was written (or it was resubscribed)
 }
 

@@ -1,0 +1,131 @@
+package redlock
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/redislua"
+	"github.com/distlock/distlock/internal/redissub/redialgate"
+)
+
+var acquireSHA, _, _ = redislua.ScriptHashes()
+
+// TestReleaseDuringResubscription: the waiter's pub/sub connection to
+// every node is killed (CLIENT KILL TYPE pubsub), each node's first redial
+// fails and the second is held; the breaks' wake-ups find the lock still
+// held, and the holder releases while the resubscriptions are pending —
+// publishing to no one. Once they are confirmed the waiter must attempt
+// again and acquire, not sleep for the rest of the holder's minute-long
+// TTL (its ctx ends after 20s).
+func TestReleaseDuringResubscription(t *testing.T) {
+	c := startCluster(t, 3)
+	holder := newTestLocker(t, c.addrs(), WithNodeTimeout(time.Second))
+	gates := make([]*redialgate.Gate, len(c.srvs))
+	clients := make([]goredis.UniversalClient, len(c.srvs))
+	for i, s := range c.srvs {
+		gates[i] = redialgate.New()
+		t.Cleanup(gates[i].Open)
+		clients[i] = goredis.NewClient(&goredis.Options{Addr: s.Addr(), Dialer: gates[i].Dial, ContextTimeoutEnabled: true, DialerRetries: 1, MaxRetries: 1})
+	}
+	waiter, err := New(clients, WithCloseClients(), WithNodeTimeout(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = waiter.Close() })
+	attempts := &landedAttempts{}
+	clients[0].(*goredis.Client).AddHook(attempts)
+	wakes := func() (n int64) {
+		for _, nd := range waiter.d.nodes {
+			n += nd.sub.Stats().Wakes
+		}
+		return n
+	}
+	ctx := tctx(t, 2*time.Minute)
+	long := distlock.WithTTL(time.Minute)
+	const key = "lostwake/resubscribe"
+	channel := waiter.d.keys(key).Channel
+	h, err := holder.TryAcquire(ctx, key, long)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
+		w, err := waiter.Acquire(wctx, key, distlock.WithRetry(distlock.Backoff{Min: time.Minute, Max: time.Minute}), long)
+		if err == nil {
+			err = w.Release(ctx)
+		}
+		got <- err
+	}()
+	eventually(t, 10*time.Second, "the waiter attempts, subscribes on every node and attempts again", func() bool {
+		for _, nd := range waiter.d.nodes {
+			if !nd.sub.Watching(channel) {
+				return false
+			}
+		}
+		return attempts.n.Load() >= 2
+	})
+
+	before, woken := attempts.n.Load(), wakes()
+	for i, g := range gates {
+		g.Arm()
+		if n := c.admins[i].ClientKillByFilter(ctx, "TYPE", "pubsub").Val(); n != 1 {
+			t.Fatalf("node %d: killed %d pub/sub clients, want 1", i, n)
+		}
+		select {
+		case <-g.Held(): // the first redial failed, the second waits
+		case <-time.After(10 * time.Second):
+			t.Fatalf("node %d: no second redial", i)
+		}
+	}
+	// Each wake-up the breaks delivered makes one attempt; once they have
+	// landed the waiter sleeps on the holder's TTL.
+	breaks := wakes() - woken
+	if breaks == 0 {
+		t.Fatal("the breaks woke no one")
+	}
+	eventually(t, 10*time.Second, "the breaks' wake-ups are attempted", func() bool { return attempts.n.Load() >= before+breaks })
+	if err := h.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range gates {
+		g.Open()
+	}
+	if err := <-got; err != nil {
+		t.Fatalf("waiter not woken after the resubscriptions: the release made while they were pending is lost: %v", err)
+	}
+}
+
+// landedAttempts counts the acquire scripts whose reply came, sent alone or
+// in a pipeline.
+type landedAttempts struct{ n atomic.Int64 }
+
+func (c *landedAttempts) DialHook(next goredis.DialHook) goredis.DialHook { return next }
+func (c *landedAttempts) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
+	return func(ctx context.Context, cmd goredis.Cmder) error {
+		defer c.count(cmd)
+		return next(ctx, cmd)
+	}
+}
+func (c *landedAttempts) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []goredis.Cmder) error {
+		defer func() {
+			for _, cmd := range cmds {
+				c.count(cmd)
+			}
+		}()
+		return next(ctx, cmds)
+	}
+}
+
+func (c *landedAttempts) count(cmd goredis.Cmder) {
+	if args := cmd.Args(); cmd.Name() == "evalsha" && len(args) > 1 && args[1] == acquireSHA {
+		c.n.Add(1)
+	}
+}
