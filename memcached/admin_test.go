@@ -19,8 +19,8 @@ var releaseModes = []struct {
 	name, query string
 	used        *atomic.Int64
 }{
-	{"meta", "", &statMetaDeletes},
-	{"cas", "release=cas", &statTombstones},
+	{"meta", "", &releaseStats[ReleaseAuto].metaDeletes},
+	{"cas", "release=cas", &releaseStats[ReleaseCAS].tombstones},
 }
 
 func inspectT(t *testing.T, l distlock.Locker, key string) distlock.LockInfo {

@@ -140,14 +140,16 @@ func harness(t *testing.T, srv *testserver.Server, query string) conformance.Har
 // protocol's compare-and-delete; no release falls back to the tombstone
 // against memcached 1.6.
 func TestConformance(t *testing.T) {
-	runConformance(t, "", "the meta protocol", &statMetaDeletes, "the tombstone", &statTombstones)
+	st := &releaseStats[ReleaseAuto]
+	runConformance(t, "", "the meta protocol", &st.metaDeletes, "the tombstone", &st.tombstones)
 }
 
 // TestConformanceCASRelease runs the suite with the fallback release forced:
 // gets + cas to a tombstone that expires at once; no release uses the meta
 // protocol.
 func TestConformanceCASRelease(t *testing.T) {
-	runConformance(t, "release=cas", "the tombstone", &statTombstones, "the meta protocol", &statMetaDeletes)
+	st := &releaseStats[ReleaseCAS]
+	runConformance(t, "release=cas", "the tombstone", &st.tombstones, "the meta protocol", &st.metaDeletes)
 }
 
 // runConformance runs the suite on a Locker opened with query, whose

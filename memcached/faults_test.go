@@ -65,6 +65,7 @@ func fillSlab(t *testing.T, addr string, keyLen, valueLen, from, n int) (refused
 // fills. The holder's lease ends at its next refresh — and, as documented,
 // another owner can acquire the lock before that refresh runs.
 func TestEviction(t *testing.T) {
+	t.Parallel()
 	srv := testserver.Memcached(t, testserver.MemcachedConfig{MemoryMB: 2})
 	admin := adminClient(t, srv.Addr())
 	a, b := openURL(t, mcURL(srv, "")), openURL(t, mcURL(srv, ""))
@@ -117,6 +118,7 @@ func TestEviction(t *testing.T) {
 // — are ErrUnavailable, never "busy". The held lock cannot be refreshed
 // either (cas needs a free chunk), but the meta release needs no memory.
 func TestNoEvict(t *testing.T) {
+	t.Parallel()
 	srv := testserver.Memcached(t, testserver.MemcachedConfig{MemoryMB: 2, NoEvict: true})
 	admin := adminClient(t, srv.Addr())
 	a, b := openURL(t, mcURL(srv, "")), openURL(t, mcURL(srv, ""))
@@ -175,6 +177,7 @@ func TestNoEvict(t *testing.T) {
 // refresh, nothing panics, and the Locker works once the server is back.
 // In between, another owner can acquire (documented).
 func TestRestartWhileHeld(t *testing.T) {
+	t.Parallel()
 	srv := testserver.Memcached(t, testserver.MemcachedConfig{NoEvict: true})
 	a, b := openURL(t, mcURL(srv, "")), openURL(t, mcURL(srv, ""))
 	admin := adminClient(t, srv.Addr())
@@ -241,6 +244,7 @@ func TestRestartWhileHeld(t *testing.T) {
 // flush_all drops every lock like a restart: the holder learns it at its
 // next refresh.
 func TestFlushAll(t *testing.T) {
+	t.Parallel()
 	srv := testserver.Memcached(t, testserver.MemcachedConfig{NoEvict: true})
 	admin := adminClient(t, srv.Addr())
 	a := openURL(t, mcURL(srv, ""))
@@ -271,6 +275,7 @@ func TestFlushAll(t *testing.T) {
 // ErrUnavailable and the lease ends at its validity deadline (ttl − 1s),
 // before any other owner could acquire; the Locker recovers afterwards.
 func TestDownWhileHeld(t *testing.T) {
+	t.Parallel()
 	srv := testserver.Memcached(t, testserver.MemcachedConfig{NoEvict: true})
 	a := openURL(t, mcURL(srv, ""))
 	lease, err := a.TryAcquire(ctxT(t, 10*time.Second), "down", distlock.WithTTL(3*time.Second))
@@ -309,6 +314,7 @@ func TestDownWhileHeld(t *testing.T) {
 // a closed port at once, a stopped (SIGSTOP) server after the client's I/O
 // timeout, and the context's own error if that comes first.
 func TestUnreachable(t *testing.T) {
+	t.Parallel()
 	l := openURL(t, closedPortURL(t))
 	start := time.Now()
 	_, err := l.Acquire(ctxT(t, 2*time.Second), "k")
@@ -377,6 +383,7 @@ func TestUnreachable(t *testing.T) {
 // block others until its TTL (here a minute): the background undo removes
 // it once the server answers.
 func TestAmbiguousAcquire(t *testing.T) {
+	t.Parallel()
 	srv := testserver.Memcached(t, testserver.MemcachedConfig{})
 	admin := adminClient(t, srv.Addr())
 	l := openURL(t, mcURL(srv, "timeout=500ms"))

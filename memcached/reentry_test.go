@@ -18,6 +18,7 @@ import (
 // owner id), it joins the server's tenure, which is that owner's hold, and
 // the lost lease still cannot release the new tenure.
 func TestNestAfterForceRelease(t *testing.T) {
+	t.Parallel()
 	srv := testserver.Memcached(t, testserver.MemcachedConfig{NoEvict: true})
 	for _, tc := range []struct{ name, takeover string }{
 		{"another owner takes it", "other"},

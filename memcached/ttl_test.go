@@ -72,6 +72,7 @@ func TestValidity(t *testing.T) {
 // values are refused, and neither a nested acquire nor a refresh with a
 // shorter TTL shortens the expiry.
 func TestTTLEdges(t *testing.T) {
+	t.Parallel()
 	srv := testserver.Memcached(t, testserver.MemcachedConfig{NoEvict: true})
 	l := openURL(t, mcURL(srv, ""))
 	d := openDriver(t, mcURL(srv, ""))

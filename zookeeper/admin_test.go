@@ -56,6 +56,7 @@ func granted(t *testing.T, got <-chan *distlock.Lease) *distlock.Lease {
 // nested holds (published in the node's data) and the waiters; a nested
 // hold keeps the first metadata; the node's data is readable JSON.
 func TestInspect(t *testing.T) {
+	t.Parallel()
 	s := standalone(t)
 	addrs := []string{s.Addr()}
 	base := uniqueBase(t)
@@ -118,6 +119,7 @@ func TestInspect(t *testing.T) {
 // holder's node data, which fires the next waiter's exists watch; the
 // waiter watches again without listing the queue or counting a wake-up.
 func TestNestedHoldsWakeNoWaiter(t *testing.T) {
+	t.Parallel()
 	s := standalone(t)
 	addrs := []string{s.Addr()}
 	base := uniqueBase(t)
@@ -157,6 +159,7 @@ func TestNestedHoldsWakeNoWaiter(t *testing.T) {
 // queued waiter takes the lock with a higher token; the evicted lease ends
 // at once (its node watch) and its Refresh and Release get ErrNotHeld.
 func TestForceRelease(t *testing.T) {
+	t.Parallel()
 	s := standalone(t)
 	addrs := []string{s.Addr()}
 	base := uniqueBase(t)
@@ -217,6 +220,7 @@ func TestForceRelease(t *testing.T) {
 // itself; the versioned delete fails and the report is of the holder
 // actually deleted.
 func TestForceReleaseReportsWhatItDeletes(t *testing.T) {
+	t.Parallel()
 	s := standalone(t)
 	addrs := []string{s.Addr()}
 	base := uniqueBase(t)
@@ -302,6 +306,7 @@ func TestNodeDataLegacy(t *testing.T) {
 // many distinct keys were locked and released: they are container nodes,
 // which the server's reaper deletes once empty.
 func TestDistinctKeysLeaveNoParents(t *testing.T) {
+	t.Parallel()
 	needControl(t) // the reaper interval is the test servers' (containerCheckMs)
 	s := standalone(t)
 	addrs := []string{s.Addr()}

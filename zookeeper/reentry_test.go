@@ -16,6 +16,7 @@ import (
 // Locker (session), so the new holder's node is an ordinary competitor
 // even under the same id, and the first Locker's TryAcquire is refused.
 func TestNestAfterForceRelease(t *testing.T) {
+	t.Parallel()
 	s := standalone(t)
 	addrs := []string{s.Addr()}
 	for _, tc := range []struct{ name, takeover string }{

@@ -19,6 +19,7 @@ import (
 // it acquires before a waiter that joined after the cut, and without an
 // error.
 func TestWaiterKeepsPlaceAcrossCut(t *testing.T) {
+	t.Parallel()
 	needControl(t)
 	s := standalone(t)
 	addrs := []string{s.Addr()}
@@ -99,6 +100,7 @@ func TestWaiterKeepsPlaceAcrossCut(t *testing.T) {
 // so the watch must too: a ForceRelease by another client afterwards ends
 // the lease at once, not at its next refresh.
 func TestHoldWatchSurvivesCut(t *testing.T) {
+	t.Parallel()
 	needControl(t)
 	s := standalone(t)
 	addrs := []string{s.Addr()}
@@ -144,6 +146,7 @@ func TestHoldWatchSurvivesCut(t *testing.T) {
 // for much less than the session timeout: the acquisition goes on in the
 // same session, without an error.
 func TestIdleSessionSyncSurvivesCut(t *testing.T) {
+	t.Parallel()
 	needControl(t)
 	s := standalone(t)
 	addrs := []string{s.Addr()}
