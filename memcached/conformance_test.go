@@ -16,9 +16,13 @@ import (
 	"github.com/distlock/distlock/internal/testkit/testserver"
 )
 
-// confTTL is the TTL of the suite's expiry checks: the shortest memcached
-// honours (MinTTL). Its validity is 1s.
-const confTTL = 2 * time.Second
+// confTTL is the TTL of the suite's expiry checks. Its validity is 2s
+// (memcached's ttl − 1s) and a lease is refreshed every 1s, so a refresh
+// may be up to 1s late before the lease is lost. With the shortest TTL
+// memcached honours (MinTTL, 2s) that slack was 500ms, which a loaded
+// 2-core machine under -race overran: the auto-refresh check lost its lease
+// and another owner took the lock.
+const confTTL = 3 * time.Second
 
 // badURLs are refused by Open with ErrInvalidOption.
 var badURLs = []string{
