@@ -264,14 +264,15 @@ func (d *driver) removeHold(ctx context.Context, key string, h holdRef) error {
 		now := time.Now().UnixMilli()
 		linger := cur.lingerMs()
 		cur.holds = cur.without(h.hold)
+		exp := expSeconds
 		switch {
 		case cur.liveHolds() > 0:
 		case linger > now:
-			cur.expMs = linger
+			cur.expMs, exp = linger, holdSeconds // the minimum hold decides
 		default:
 			return d.deleteItem(ctx, it)
 		}
-		it.Value, it.Expiration = cur.encode(), expSeconds(cur.expMs, now)
+		it.Value, it.Expiration = cur.encode(), exp(cur.expMs, now)
 		return casOutcome(d.cas(ctx, it))
 	})
 }
