@@ -13,6 +13,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/testkit/slack"
 )
 
 // TestCutAfterCreate reproduces go-zookeeper's orphan (samuel/go-zookeeper
@@ -838,7 +839,12 @@ func TestNewOverConn(t *testing.T) {
 	case <-time.After(session):
 		t.Fatalf("lease not lost after the cut")
 	}
-	other, err := b.Acquire(ctxT(t, session/2), "conn")
+	// The background deletion runs once the connection is back (re-dials
+	// refused for 500ms, then go-zookeeper pauses 1s) on its backoff
+	// (50ms doubling): a few seconds on a loaded machine. The session
+	// check below shows that the Locker deleted the node, not the
+	// session's expiry.
+	other, err := b.Acquire(ctxT(t, slack.D(2*session)), "conn")
 	if err != nil {
 		t.Fatalf("B blocked by the lost lease's node (nodes %v): %v", lockNodes(t, admin, base, "conn"), err)
 	}
