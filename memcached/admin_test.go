@@ -19,8 +19,8 @@ var releaseModes = []struct {
 	name, query string
 	used        *atomic.Int64
 }{
-	{"meta", "", &statMetaDeletes},
-	{"cas", "release=cas", &statTombstones},
+	{"meta", "", &releaseStats[ReleaseAuto].metaDeletes},
+	{"cas", "release=cas", &releaseStats[ReleaseCAS].tombstones},
 }
 
 func inspectT(t *testing.T, l distlock.Locker, key string) distlock.LockInfo {
@@ -158,6 +158,7 @@ func TestForceReleaseCASGuard(t *testing.T) {
 					l, err := holder.TryAcquire(ctx, req(key, "first", ttl))
 					if err != nil {
 						t.Errorf("nest: %v", err)
+						return
 					}
 					held = append(held, l)
 				case 2:
@@ -173,6 +174,9 @@ func TestForceReleaseCASGuard(t *testing.T) {
 			info, err := op.ForceRelease(ctxT(t, 10*time.Second), key, backend.Holder{})
 			if err != nil {
 				t.Fatal(err)
+			}
+			if second == nil {
+				t.Fatal("the second owner's acquisition in the hook failed")
 			}
 			if calls != 3 || !info.Held || info.Owner != "second" || info.Metadata != "2nd" || info.Holds != 1 {
 				t.Errorf("after %d reads ForceRelease = %+v, want 3 reads and the second owner", calls, info)

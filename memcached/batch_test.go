@@ -17,6 +17,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/internal/testkit/slack"
 	"github.com/distlock/distlock/internal/testkit/testserver"
 )
 
@@ -212,8 +213,12 @@ func TestRefreshBatch(t *testing.T) {
 			if admin == admin2 {
 				addr = s2.Addr()
 			}
-			if secs, ok := remainingTTL(t, addr, l.key); !ok || secs < 58 || secs > 62 {
-				t.Errorf("lock %d: server TTL %ds (found %v), want about 61", i, secs, ok)
+			// Expiry 61 (a minute and a tick) sent at start or later,
+			// counted down since: a loaded machine takes seconds to
+			// read 300 records.
+			low := 58 - int64(time.Since(start)/time.Second)
+			if secs, ok := remainingTTL(t, addr, l.key); !ok || secs < low || secs > 62 {
+				t.Errorf("lock %d: server TTL %ds (found %v), want %d to 62 (61 sent %v ago)", i, secs, ok, low, time.Since(start).Round(time.Millisecond))
 			}
 		}
 	}
@@ -614,18 +619,23 @@ func TestRefreshBatchNoSelector(t *testing.T) {
 	}
 }
 
-// Through the public API: a Locker with auto-refresh holds 2,000 leases of
-// TTL 3s over two servers for more than two refresh periods; none is lost,
-// and the servers see a few requests per batch, not two per lease.
+// Through the public API: a Locker with auto-refresh holds 1,000 leases of
+// TTL 6s over two servers for more than two refresh periods; none is lost,
+// and the servers see a few requests per batch, not two per lease. The
+// refreshes due (n per ttl/3: 500/s) stay well below what a loaded 2-core
+// machine under -race was seen to manage (about 800/s), so a lost lease
+// means a refresh that failed, not one that did not get the CPU in time
+// (2,000 leases of TTL 3s, 2,000 refreshes/s, lost most of them so).
 func TestRefreshBatchLocker(t *testing.T) {
 	s1, s2 := twoServers(t)
 	c, ss, w := countedClient(t, s1.Addr(), s2.Addr())
-	lk, err := New(c, WithSelector(ss), WithCloseClient(), WithDefaults(distlock.WithTTL(3*time.Second)))
+	const ttl = 6 * time.Second // validity 5s, refreshed every 2s
+	lk, err := New(c, WithSelector(ss), WithCloseClient(), WithDefaults(distlock.WithTTL(ttl)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = lk.Close() })
-	const n = 2000
+	const n = 1000
 	ctx := ctxT(t, 2*time.Minute)
 	leases := make([]*distlock.Lease, n)
 	var wg sync.WaitGroup
@@ -654,9 +664,9 @@ func TestRefreshBatchLocker(t *testing.T) {
 	casHits := func() int64 {
 		return statDelta(st1, serverStats(t, s1.Addr()), "cas_hits") + statDelta(st2, serverStats(t, s2.Addr()), "cas_hits")
 	}
-	// Two full refresh periods (1s each) and then some: a lease whose
-	// refresh failed would have ended at its 2s validity.
-	if !waitFor(15*time.Second, func() bool { return casHits() >= 2*n && time.Since(acquired) >= 3*time.Second }) {
+	// Two full refresh periods (2s each) and then some: a lease whose
+	// refresh failed would have ended at its 5s validity.
+	if !waitFor(slack.D(30*time.Second), func() bool { return casHits() >= 2*n && time.Since(acquired) >= ttl }) {
 		t.Fatalf("only %d refreshes of %d leases in %v", casHits(), n, time.Since(acquired))
 	}
 	w1 := w.snapshot()

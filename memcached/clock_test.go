@@ -54,50 +54,16 @@ func TestClockJump(t *testing.T) {
 	admin := adminClient(t, srv.Addr())
 	d := openDriver(t, mcURL(srv, ""))
 	ctx := ctxT(t, time.Minute)
-
-	// Put the tick phase near 0.6 s: after a stop longer than a second
-	// the overdue tick runs at the moment of the resume.
-	phase := tickPhase(t, admin, srv.Addr())
-	if phase < 0.4 || phase > 0.8 {
-		pause(t, srv)
-		start := mono()
-		next := math.Floor(start) + 1.6
-		if next-start < 1.1 {
-			next++
-		}
-		sleepUntil(next)
-		if err := srv.Resume(); err != nil {
+	// Just before a tick: store a raw item with expiry 2 and take a lock
+	// with TTL 2s (validity 1s).
+	sent := clockJump(t, srv, admin, 0.15, func() {
+		if err := admin.Set(&memcache.Item{Key: "unpadded", Value: []byte("x"), Expiration: 2}); err != nil {
 			t.Fatal(err)
 		}
-		phase = tickPhase(t, admin, srv.Addr())
-	}
-	t.Logf("memcached ticks at phase %.3f", phase)
-	if phase < 0.3 || phase > 0.9 {
-		t.Skipf("could not set memcached's tick phase (got %.3f)", phase)
-	}
-
-	// Just before a tick (due at M+phase): store a raw item with expiry 2
-	// and take a lock with TTL 2s (validity 1s).
-	m := math.Floor(mono()) + 1
-	storeAt := m + phase - 0.15
-	sleepUntil(storeAt)
-	sent := mono()
-	if err := admin.Set(&memcache.Item{Key: "unpadded", Value: []byte("x"), Expiration: 2}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := d.TryAcquire(ctx, req("jump", "holder", 2*time.Second)); err != nil {
-		t.Fatal(err)
-	}
-	// Stop memcached across the due tick and the next whole second: the
-	// tick then runs at M+1.02, and memcached's clock jumps from M−1 to M+1.
-	pause(t, srv)
-	if now := mono(); now > m+phase {
-		t.Skipf("stopped memcached only at %.3f, after its tick at %.3f: machine too slow", now, m+phase)
-	}
-	sleepUntil(m + 1.02)
-	if err := srv.Resume(); err != nil {
-		t.Fatal(err)
-	}
+		if _, err := d.TryAcquire(ctx, req("jump", "holder", 2*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+	})
 	// The overdue tick runs once memcached is scheduled again: the item
 	// with expiry 2 is gone before it is 0.98s old (without the jump it
 	// would live at least 1s).
@@ -117,5 +83,82 @@ func TestClockJump(t *testing.T) {
 	sleepUntil(sent + 0.98)
 	if _, ok := remainingTTL(t, srv.Addr(), ItemKey(DefaultPrefix, "jump")); !ok {
 		t.Errorf("lock with TTL 2s gone %.3fs after it was taken, within its 1s validity", mono()-sent)
+	}
+}
+
+// clockJump makes memcached's clock jump by two seconds right after store
+// ran, lead seconds before memcached's tick, and returns when store
+// started (CLOCK_MONOTONIC seconds). It sets the tick phase near 0.6s
+// (after a stop longer than a second the overdue tick runs at the moment
+// of the resume), runs store just before the tick due at M+phase, then
+// stops memcached across that tick and the next whole second: the tick
+// then runs at M+1.02, and the clock jumps from M−1 to M+1.
+func clockJump(t *testing.T, srv *testserver.Server, admin *memcache.Client, lead float64, store func()) (sent float64) {
+	t.Helper()
+	phase := tickPhase(t, admin, srv.Addr())
+	if phase < 0.4 || phase > 0.8 {
+		pause(t, srv)
+		start := mono()
+		next := math.Floor(start) + 1.6
+		if next-start < 1.1 {
+			next++
+		}
+		sleepUntil(next)
+		if err := srv.Resume(); err != nil {
+			t.Fatal(err)
+		}
+		phase = tickPhase(t, admin, srv.Addr())
+	}
+	t.Logf("memcached ticks at phase %.3f", phase)
+	if phase < 0.3 || phase > 0.9 {
+		t.Skipf("could not set memcached's tick phase (got %.3f)", phase)
+	}
+	m := math.Floor(mono()) + 1
+	sleepUntil(m + phase - lead)
+	sent = mono()
+	store()
+	pause(t, srv)
+	if now := mono(); now > m+phase {
+		t.Skipf("stopped memcached only at %.3f, after its tick at %.3f: machine too slow", now, m+phase)
+	}
+	sleepUntil(m + 1.02)
+	if err := srv.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	return sent
+}
+
+// TestMinHoldClockJump: a lock released within its minimum hold stays
+// taken until the minimum hold ends even if memcached's clock jumps
+// meanwhile. A minimum hold has no validity margin to absorb the jump, as
+// a lease has: its expiry needs the second tick. With one tick (expiry 3
+// for a 2s hold) the item was gone 1.7s after the release.
+func TestMinHoldClockJump(t *testing.T) {
+	srv := testserver.Memcached(t, testserver.MemcachedConfig{})
+	admin := adminClient(t, srv.Addr())
+	d := openDriver(t, mcURL(srv, ""))
+	ctx := ctxT(t, time.Minute)
+	const hold = 2 * time.Second
+	var released float64
+	clockJump(t, srv, admin, 0.3, func() {
+		l, err := d.TryAcquire(ctx, req("minhold-jump", "holder", 2*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		released = mono()
+		if err := d.ReleaseAfter(ctx, l, hold); err != nil {
+			t.Fatal(err)
+		}
+	})
+	// The minimum hold runs until at least released + hold. An answer
+	// that the item is gone, received before then, was given before then.
+	ik := ItemKey(DefaultPrefix, "minhold-jump")
+	end := released + hold.Seconds()
+	for mono() < end {
+		_, ok := remainingTTL(t, srv.Addr(), ik)
+		if answered := mono(); !ok && answered < end {
+			t.Fatalf("lock gone %.3fs after its release, within its %v minimum hold, across a jump of memcached's clock", answered-released, hold)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }

@@ -42,8 +42,9 @@
 //     implements backend.DelayedReleaser): gets, check owner, nonce and
 //     hold, then cas that swaps the hold for a linger mark ("~" and the
 //     moment the minimum hold ends) and sets the item's expiry to that
-//     moment, rounded up to whole seconds plus one tick (so up to two
-//     seconds late, never early) — shorter than the lease's TTL if need
+//     moment, rounded up to whole seconds plus two ticks (so up to three
+//     seconds late, never early, even across a jump of memcached's clock;
+//     see ExpiryGranularity) — shorter than the lease's TTL if need
 //     be, since the lease is over. While nested holds of the owner remain
 //     the expiry is never shortened, and the last one's Release leaves the
 //     item until the mark's moment instead of deleting it. The owner may

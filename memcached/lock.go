@@ -13,11 +13,11 @@ import (
 	"github.com/distlock/distlock/backend"
 )
 
-// Counters of the final-release paths, for tests.
-var (
-	statMetaDeletes atomic.Int64
-	statTombstones  atomic.Int64
-)
+// releaseStats counts the final releases by the path they took (meta
+// compare-and-delete or tombstone), per configured ReleaseMode, for tests:
+// a test of one mode is not disturbed by another mode's releases running
+// alongside.
+var releaseStats [ReleaseCAS + 1]struct{ metaDeletes, tombstones atomic.Int64 }
 
 // holdRef names one hold in a lock record: the owner, the tenure nonce
 // shared by the owner's nested holds, and the hold's own id.
@@ -264,14 +264,15 @@ func (d *driver) removeHold(ctx context.Context, key string, h holdRef) error {
 		now := time.Now().UnixMilli()
 		linger := cur.lingerMs()
 		cur.holds = cur.without(h.hold)
+		exp := expSeconds
 		switch {
 		case cur.liveHolds() > 0:
 		case linger > now:
-			cur.expMs = linger
+			cur.expMs, exp = linger, holdSeconds // the minimum hold decides
 		default:
 			return d.deleteItem(ctx, it)
 		}
-		it.Value, it.Expiration = cur.encode(), expSeconds(cur.expMs, now)
+		it.Value, it.Expiration = cur.encode(), exp(cur.expMs, now)
 		return casOutcome(d.cas(ctx, it))
 	})
 }
@@ -288,7 +289,7 @@ func (d *driver) deleteItem(ctx context.Context, it *memcache.Item) (retry bool,
 		}
 		switch res {
 		case mdDeleted:
-			statMetaDeletes.Add(1)
+			releaseStats[d.release].metaDeletes.Add(1)
 			return false, nil
 		case mdExists:
 			return true, nil
@@ -300,7 +301,7 @@ func (d *driver) deleteItem(ctx context.Context, it *memcache.Item) (retry bool,
 	it.Value, it.Expiration = nil, -1
 	retry, err = casOutcome(d.cas(ctx, it))
 	if !retry && err == nil {
-		statTombstones.Add(1)
+		releaseStats[d.release].tombstones.Add(1)
 	}
 	return retry, err
 }

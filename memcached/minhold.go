@@ -58,7 +58,8 @@ func withLinger(holds []string, untilMs int64) []string {
 // ReleaseAfter implements backend.DelayedReleaser: it removes the lease's
 // hold and keeps the lock taken by its owner until d from now. When no
 // other hold of the owner is left, the item's expiry becomes that moment
-// (rounded up to memcached's whole seconds, plus one tick), even if the
+// (rounded up to memcached's whole seconds, plus two ticks: one for its
+// clock's rounding, one for a jump of that clock), even if the
 // lease's TTL ran longer; while other holds remain it is never shortened,
 // and their Release keeps the lock until the mark's moment. Owner-checked
 // like Release: ErrNotHeld if the hold is gone. A reply lost in the
@@ -92,7 +93,7 @@ func (d *driver) lingerHold(ctx context.Context, key string, h holdRef, dur time
 		} else {
 			cur.expMs = max(cur.expMs, until)
 		}
-		it.Value, it.Expiration = cur.encode(), expSeconds(cur.expMs, now)
+		it.Value, it.Expiration = cur.encode(), holdSeconds(cur.expMs, now)
 		return casOutcome(d.cas(ctx, it))
 	})
 }

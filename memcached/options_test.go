@@ -47,7 +47,7 @@ func TestNew(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	tomb := statTombstones.Load()
+	tomb := releaseStats[ReleaseAuto].tombstones.Load()
 	start := time.Now()
 	lease, err := l.TryAcquire(ctx, "typed")
 	if err != nil {
@@ -65,7 +65,7 @@ func TestNew(t *testing.T) {
 	if err := lease.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if statTombstones.Load() == tomb {
+	if releaseStats[ReleaseAuto].tombstones.Load() == tomb {
 		t.Errorf("without a selector the release did not use the tombstone")
 	}
 	if err := l.Close(); err != nil {
@@ -85,7 +85,7 @@ func TestNew(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ml.Close()
-	meta := statMetaDeletes.Load()
+	meta := releaseStats[ReleaseAuto].metaDeletes.Load()
 	lease, err = ml.TryAcquire(ctx, "typed")
 	if err != nil {
 		t.Fatal(err)
@@ -93,7 +93,7 @@ func TestNew(t *testing.T) {
 	if err := lease.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if statMetaDeletes.Load() == meta {
+	if releaseStats[ReleaseAuto].metaDeletes.Load() == meta {
 		t.Errorf("with the selector the release did not use md")
 	}
 	if _, err := admin.Get(pinKey(DefaultPrefix)); err != nil {

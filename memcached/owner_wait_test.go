@@ -15,6 +15,7 @@ import (
 // — nests at once instead of at its next poll, as a new acquisition by O
 // would at that moment. Before the fix the second one waited for its poll.
 func TestQueuedSameOwnerNestsAtOnce(t *testing.T) {
+	t.Parallel()
 	srv := testserver.Memcached(t, testserver.MemcachedConfig{})
 	cd := &countingDriver{driver: openDriver(t, "memcached://"+srv.Addr())}
 	l := distlock.New(cd, "memcached")

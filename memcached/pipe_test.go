@@ -368,18 +368,25 @@ func TestPipeBatchBrokenConnection(t *testing.T) {
 			it, err := admin.Get(l.key)
 			t.Errorf("acquisition %d: the item does not come to record just its hold %s: %v %v", i, l.hold, it, err)
 		}
-		// The first hold was taken off: by cas when the retry had nested
-		// in it, by md when the undo came first.
-		undone := false
+		// The add was sent again on a fresh connection. Whether the first
+		// one landed is unknown, as it is to the driver: the server may
+		// have read it before the cut, or lost it with the reset (closing
+		// a socket with unread replies resets it, which drops what the
+		// server had not read yet). If it landed, its hold was taken off
+		// (by cas when the retry had nested in it, by md when the undo
+		// came first); either way the item records just the retry's hold.
+		adds, undone := 0, false
 		for _, w := range g.written() {
+			w = append([]byte("\n"), w...)
+			adds += bytes.Count(w, []byte("\nadd "+l.key+" "))
 			for _, verb := range []string{"cas ", "md "} {
-				w = append([]byte("\n"), w...)
 				undone = undone || bytes.Contains(w, []byte("\n"+verb+l.key+" "))
 			}
 		}
-		if !undone {
-			t.Errorf("acquisition %d: no hold was undone: the broken batch was not retried", i)
+		if adds < 2 {
+			t.Errorf("acquisition %d: %d add written: the broken batch was not retried", i, adds)
 		}
+		t.Logf("acquisition %d: %d adds written, first hold undone: %v", i, adds, undone)
 	}
 }
 

@@ -45,6 +45,15 @@ func TestPipePanicInOwnRequestFreesPipe(t *testing.T) {
 	}
 }
 
+// nestedContenders is how many holds of one owner on one key contend at
+// once in the tests below. Each compare-and-swap round lets one of them
+// through, so the last waits about two round trips per contender: 40 is
+// well above casRetries (the fixed count that natural batching's lockstep
+// exhausted) and well inside casWindow on a loaded machine under -race,
+// where 100 contenders (about 10ms a round trip) made some acquisitions
+// give up after casWindow with errContention.
+const nestedContenders = 40
+
 // Many nested holds of one owner on one key, released at once: with
 // natural batching their gets go out in one write and their cas in the
 // next, so every round only one of them wins. Each release must still
@@ -57,7 +66,7 @@ func TestPipePanicInOwnRequestFreesPipe(t *testing.T) {
 func TestPipeConcurrentNestedReleasesOneKey(t *testing.T) {
 	srv := testserver.Memcached(t, testserver.MemcachedConfig{NoEvict: true})
 	d := openDriver(t, mcURL(srv, ""))
-	const n = 100
+	const n = nestedContenders
 	locks := make([]backend.Lock, n)
 	for i := range locks {
 		l, err := d.TryAcquire(ctxT(t, 10*time.Second), req("pipe/nested", "a", time.Minute))
@@ -95,7 +104,7 @@ func TestPipeConcurrentNestedReleasesOneKey(t *testing.T) {
 func TestPipeConcurrentNestedAcquiresOneKey(t *testing.T) {
 	srv := testserver.Memcached(t, testserver.MemcachedConfig{NoEvict: true})
 	d := openDriver(t, mcURL(srv, ""))
-	const n = 100
+	const n = nestedContenders
 	var wg sync.WaitGroup
 	locks := make([]backend.Lock, n)
 	errs := make([]error, n)

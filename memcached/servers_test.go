@@ -34,6 +34,7 @@ func serverOf(t *testing.T, key string, addrs ...string) []string {
 // given server list: two Lockers opened with the same list contend, and the
 // item sits on exactly the server gomemcache's ServerList picks.
 func TestSameKeySameServer(t *testing.T) {
+	t.Parallel()
 	s1 := testserver.Memcached(t, testserver.MemcachedConfig{})
 	s2 := testserver.Memcached(t, testserver.MemcachedConfig{})
 	url := "memcached://" + s1.Addr() + "," + s2.Addr()

@@ -72,3 +72,12 @@ func expSeconds(expMs, nowMs int64) int32 {
 	s := (expMs-nowMs+999)/1000 + 1
 	return int32(min(max(s, 1), maxRelative))
 }
+
+// holdSeconds is the memcached expiry for an item that must not vanish
+// before untilMs seen at nowMs even if memcached's clock jumps meanwhile
+// (ExpiryGranularity): expSeconds plus one more tick. A lease needs no
+// second tick, since its validity is counted one tick short of its TTL; a
+// minimum hold has no such margin.
+func holdSeconds(untilMs, nowMs int64) int32 {
+	return int32(min(int64(expSeconds(untilMs, nowMs))+1, maxRelative))
+}

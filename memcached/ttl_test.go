@@ -64,6 +64,12 @@ func TestValidity(t *testing.T) {
 	if got := expSeconds(int64(MaxTTL/time.Millisecond)+1, 0); got != 2592000 {
 		t.Errorf("expSeconds(30d+1ms) = %d, want clamped to 2592000 (more is an absolute time)", got)
 	}
+	if got := holdSeconds(2000, 0); got != 4 {
+		t.Errorf("holdSeconds(2s) = %d, want 2s plus two ticks (rounding and a clock jump)", got)
+	}
+	if got := holdSeconds(int64(MaxTTL/time.Millisecond), 0); got != 2592000 {
+		t.Errorf("holdSeconds(30d) = %d, want clamped to 2592000", got)
+	}
 }
 
 // TTL edge cases against the server: 1s is refused, 2s works with a
@@ -72,6 +78,7 @@ func TestValidity(t *testing.T) {
 // values are refused, and neither a nested acquire nor a refresh with a
 // shorter TTL shortens the expiry.
 func TestTTLEdges(t *testing.T) {
+	t.Parallel()
 	srv := testserver.Memcached(t, testserver.MemcachedConfig{NoEvict: true})
 	l := openURL(t, mcURL(srv, ""))
 	d := openDriver(t, mcURL(srv, ""))

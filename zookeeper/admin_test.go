@@ -23,8 +23,9 @@ func inspectT(t *testing.T, l *Locker, key string) distlock.LockInfo {
 }
 
 // queue starts an Acquire of key on l that waits in line; the returned
-// channel gets its lease (nil on error). It returns once the waiter's
-// node is in the queue (its predecessor watch is set).
+// channel gets its lease (nil on error, which the waiter reported; read
+// it with granted). It returns once the waiter's node is in the queue
+// (its predecessor watch is set).
 func queue(t *testing.T, l *Locker, key string, opts ...distlock.Option) <-chan *distlock.Lease {
 	t.Helper()
 	w0 := l.d.stats.watches.Load()
@@ -40,10 +41,22 @@ func queue(t *testing.T, l *Locker, key string, opts ...distlock.Option) <-chan 
 	return got
 }
 
+// granted receives a queued waiter's lease, and ends the test if the
+// waiter failed (it reported why).
+func granted(t *testing.T, got <-chan *distlock.Lease) *distlock.Lease {
+	t.Helper()
+	lease := <-got
+	if lease == nil {
+		t.Fatal("the queued Acquire failed")
+	}
+	return lease
+}
+
 // TestInspect: another client sees the holder's owner, metadata, token,
 // nested holds (published in the node's data) and the waiters; a nested
 // hold keeps the first metadata; the node's data is readable JSON.
 func TestInspect(t *testing.T) {
+	t.Parallel()
 	s := standalone(t)
 	addrs := []string{s.Addr()}
 	base := uniqueBase(t)
@@ -93,12 +106,12 @@ func TestInspect(t *testing.T) {
 	if err := lease.Release(ctxT(t, 10*time.Second)); err != nil {
 		t.Fatal(err)
 	}
-	next := <-got1
+	next := granted(t, got1)
 	if info := inspectT(t, operator, key); !info.Held || info.Owner != next.Owner() || info.Waiters != 1 || info.Token != next.Token() {
 		t.Errorf("Inspect after the hand-over = %+v, want the first waiter %q (token %d) and 1 waiter", info, next.Owner(), next.Token())
 	}
 	_ = next.Release(ctxT(t, 10*time.Second))
-	last := <-got2
+	last := granted(t, got2)
 	_ = last.Release(ctxT(t, 10*time.Second))
 }
 
@@ -106,6 +119,7 @@ func TestInspect(t *testing.T) {
 // holder's node data, which fires the next waiter's exists watch; the
 // waiter watches again without listing the queue or counting a wake-up.
 func TestNestedHoldsWakeNoWaiter(t *testing.T) {
+	t.Parallel()
 	s := standalone(t)
 	addrs := []string{s.Addr()}
 	base := uniqueBase(t)
@@ -145,6 +159,7 @@ func TestNestedHoldsWakeNoWaiter(t *testing.T) {
 // queued waiter takes the lock with a higher token; the evicted lease ends
 // at once (its node watch) and its Refresh and Release get ErrNotHeld.
 func TestForceRelease(t *testing.T) {
+	t.Parallel()
 	s := standalone(t)
 	addrs := []string{s.Addr()}
 	base := uniqueBase(t)
@@ -171,10 +186,7 @@ func TestForceRelease(t *testing.T) {
 	if info != want {
 		t.Errorf("ForceRelease = %+v\nwant           %+v", info, want)
 	}
-	next := <-got
-	if next == nil {
-		t.FailNow()
-	}
+	next := granted(t, got)
 	if next.Token() <= victim.Token() {
 		t.Errorf("token after the forced release %d, evicted %d", next.Token(), victim.Token())
 	}
@@ -208,6 +220,7 @@ func TestForceRelease(t *testing.T) {
 // itself; the versioned delete fails and the report is of the holder
 // actually deleted.
 func TestForceReleaseReportsWhatItDeletes(t *testing.T) {
+	t.Parallel()
 	s := standalone(t)
 	addrs := []string{s.Addr()}
 	base := uniqueBase(t)
@@ -230,17 +243,20 @@ func TestForceReleaseReportsWhatItDeletes(t *testing.T) {
 			l, err := holder.TryAcquire(ctx, key, distlock.WithOwner("first"))
 			if err != nil {
 				t.Errorf("nest: %v", err)
+				return
 			}
 			leases = append(leases, l)
 		case 2: // the holder changes: released, another owner takes it
 			for _, l := range leases {
 				_ = l.Release(ctx)
 			}
+			leases = leases[:0]
 			l, err := other.TryAcquire(ctx, key, distlock.WithOwner("second"), distlock.WithMetadata("2nd"))
 			if err != nil {
 				t.Errorf("second owner: %v", err)
+				return
 			}
-			leases = append(leases[:0], l)
+			leases = append(leases, l)
 		}
 	}}
 	operator := dialT(t, addrs, WithBasePath(base), withHooks(hooks))
@@ -252,6 +268,9 @@ func TestForceReleaseReportsWhatItDeletes(t *testing.T) {
 	info, err := distlock.ForceRelease(ctxT(t, 30*time.Second), operator, key)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if len(leases) != 1 {
+		t.Fatal("the second owner's acquisition in the hook failed")
 	}
 	second := leases[0]
 	want := distlock.LockInfo{Key: key, Held: true, Owner: "second", Metadata: "2nd", Token: second.Token(), Holds: 1, SessionBound: true}
@@ -287,6 +306,7 @@ func TestNodeDataLegacy(t *testing.T) {
 // many distinct keys were locked and released: they are container nodes,
 // which the server's reaper deletes once empty.
 func TestDistinctKeysLeaveNoParents(t *testing.T) {
+	t.Parallel()
 	needControl(t) // the reaper interval is the test servers' (containerCheckMs)
 	s := standalone(t)
 	addrs := []string{s.Addr()}

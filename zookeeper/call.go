@@ -41,11 +41,12 @@ func (d *driver) do(ctx context.Context, s *session, proves bool, fn func(*zk.Co
 	return err
 }
 
-// start sends fn at once and returns a wait for its outcome, for requests
-// sent alongside others; the wait, like do, ends when ctx ends.
+// start sends the idempotent request fn at once, through retrying, and
+// returns a wait for its outcome, for requests sent alongside others; the
+// wait, like retrying, ends when ctx ends.
 func (d *driver) start(ctx context.Context, s *session, fn func(*zk.Conn) error) (wait func() error) {
 	res := make(chan error, 1)
-	if !d.g.Go(func() { res <- d.do(ctx, s, false, fn, nil) }) {
+	if !d.g.Go(func() { res <- d.retrying(ctx, s, fn) }) {
 		res <- backend.ErrClosed
 	}
 	return func() error { return <-res }
@@ -71,10 +72,16 @@ func (d *driver) observe(s *session, before int64, sent time.Time, proves bool, 
 // loss while the session lives, for at most the connect timeout from the
 // first failure.
 func (d *driver) retrying(ctx context.Context, s *session, fn func(*zk.Conn) error) error {
+	return d.retry(ctx, s, false, fn)
+}
+
+// retry is retrying; proves marks requests whose answer proves contact
+// with the ensemble (do).
+func (d *driver) retry(ctx context.Context, s *session, proves bool, fn func(*zk.Conn) error) error {
 	var firstFail time.Time
 	pause := 20 * time.Millisecond
 	for {
-		err := d.do(ctx, s, false, fn, nil)
+		err := d.do(ctx, s, proves, fn, nil)
 		if !retryable(err) || d.sessionDead(s) {
 			return err
 		}

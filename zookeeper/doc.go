@@ -80,7 +80,11 @@
 // to another session. A disconnect shorter than that keeps the leases
 // (LoseOnSessionTimeout, Curator's SessionConnectionStateErrorPolicy);
 // LoseOnDisconnect (Curator's standard policy) ends them as soon as the
-// connection drops.
+// connection drops. Under LoseOnSessionTimeout a short disconnect also
+// keeps each waiting acquisition's node, hence its place in line: the
+// requests of an acquisition that can safely be sent again (reads,
+// watches, Syncs, deletes of its own node) are sent again on the same
+// session, and a create whose answer was lost is recognised by its GUID.
 //
 // After a loss, later acquisitions use a new session: a Locker from Dial or
 // a URL closes its connection (once it is back, if it comes back within

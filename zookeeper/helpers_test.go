@@ -149,13 +149,15 @@ func uniqueBase(t testing.TB) string {
 
 // faults is a zk.Dialer with fault injection: a blackhole (nothing passes
 // either way, new dials time out, as in a network partition), refused
-// dials, and a cut of the connection right after a lock-node create was
-// sent (the create reaches the server, its answer is lost).
+// dials, and a cut of the connection right after a lock-node create or
+// read was sent (the request reaches the server, its answer is lost).
 type faults struct {
 	mu          sync.Mutex
 	blackhole   bool
 	refuseUntil time.Time
 	cutCreates  int           // cut after this many more lock-node creates
+	cutReads    int           // cut after this many more lock-node reads (getData)
+	cutSyncs    int           // cut after this many more Syncs
 	cutRefuse   time.Duration // refuse re-dials this long after a cut
 	conns       []*faultConn
 	cuts        int
@@ -204,6 +206,23 @@ func (f *faults) armCut(refuse time.Duration) {
 	f.mu.Unlock()
 }
 
+// armCutRead makes the next read of a lock node's data (the one an attempt
+// sends right after its create) cut the connection and refuse re-dials for
+// refuse.
+func (f *faults) armCutRead(refuse time.Duration) {
+	f.mu.Lock()
+	f.cutReads, f.cutRefuse = 1, refuse
+	f.mu.Unlock()
+}
+
+// armCutSync makes the next Sync cut the connection and refuse re-dials
+// for refuse.
+func (f *faults) armCutSync(refuse time.Duration) {
+	f.mu.Lock()
+	f.cutSyncs, f.cutRefuse = 1, refuse
+	f.mu.Unlock()
+}
+
 func (f *faults) cutCount() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -224,18 +243,44 @@ func (c *faultConn) isDropping() bool {
 	return c.dropping
 }
 
-// isLockCreate recognises a create request (opcode 1) for a lock node
-// ("…/_c_<guid>-lock-") in one request frame.
-func isLockCreate(p []byte) bool {
-	if len(p) < 16 || int32(binary.BigEndian.Uint32(p[8:12])) != 1 {
-		return false
+// ZooKeeper request opcodes the fault dialer recognises.
+const (
+	opCreate  = 1
+	opGetData = 4
+	opSync    = 9
+)
+
+// requestPath returns the path of a request with opcode op in one request
+// frame (length, xid, opcode, path, …), false for another request.
+func requestPath(p []byte, op int32) (string, bool) {
+	if len(p) < 16 || int32(binary.BigEndian.Uint32(p[8:12])) != op {
+		return "", false
 	}
 	n := int(binary.BigEndian.Uint32(p[12:16]))
 	if n < 0 || 16+n > len(p) {
-		return false
+		return "", false
 	}
-	path := string(p[16 : 16+n])
-	return strings.Contains(path, "/_c_") && strings.HasSuffix(path, "-lock-")
+	return string(p[16 : 16+n]), true
+}
+
+// isLockCreate recognises a create request for a lock node
+// ("…/_c_<guid>-lock-").
+func isLockCreate(p []byte) bool {
+	path, ok := requestPath(p, opCreate)
+	return ok && strings.Contains(path, "/_c_") && strings.HasSuffix(path, "-lock-")
+}
+
+// isSync recognises a Sync request.
+func isSync(p []byte) bool {
+	_, ok := requestPath(p, opSync)
+	return ok
+}
+
+// isLockRead recognises a getData request for a lock node
+// ("…/_c_<guid>-lock-<seq>").
+func isLockRead(p []byte) bool {
+	path, ok := requestPath(p, opGetData)
+	return ok && strings.Contains(path, "/_c_") && strings.Contains(path, "-lock-")
 }
 
 func (c *faultConn) Write(p []byte) (int, error) {
@@ -247,10 +292,19 @@ func (c *faultConn) Write(p []byte) (int, error) {
 	first := c.writes == 1 // the connect request
 	c.mu.Unlock()
 	cut := false
-	if !first && isLockCreate(p) {
+	if !first {
 		c.f.mu.Lock()
-		if c.f.cutCreates > 0 {
-			c.f.cutCreates--
+		var armed *int
+		switch {
+		case isLockCreate(p):
+			armed = &c.f.cutCreates
+		case isLockRead(p):
+			armed = &c.f.cutReads
+		case isSync(p):
+			armed = &c.f.cutSyncs
+		}
+		if armed != nil && *armed > 0 {
+			*armed--
 			c.f.cuts++
 			c.f.refuseUntil = time.Now().Add(c.f.cutRefuse)
 			cut = true
@@ -259,7 +313,7 @@ func (c *faultConn) Write(p []byte) (int, error) {
 	}
 	n, err := c.Conn.Write(p)
 	if cut {
-		// Let the server apply the create, drop its answer, then cut.
+		// Let the server apply the request, drop its answer, then cut.
 		c.mu.Lock()
 		c.dropping = true
 		c.mu.Unlock()

@@ -33,11 +33,11 @@ func (d *driver) watchHold(h *hold, ch <-chan zk.Event) {
 		default:
 			return // the watch ended with the session or connection
 		}
-		err := d.do(d.ctx, h.sess, false, func(c *zk.Conn) error {
+		err := d.retrying(d.ctx, h.sess, func(c *zk.Conn) error {
 			var err error
 			_, _, ch, err = c.GetW(h.path)
 			return err
-		}, nil)
+		})
 		switch {
 		case errors.Is(err, zk.ErrNoNode) && d.holding(h):
 			d.table.Gone(h, errNodeDeleted, nil)

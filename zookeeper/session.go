@@ -109,7 +109,7 @@ func (d *driver) session(ctx context.Context) (*session, error) {
 			}
 			// Idle for a while, or never proven: renew contact before
 			// the session backs a lease.
-			err := d.do(ctx, s, true, syncRoot, nil)
+			err := d.retry(ctx, s, true, syncRoot)
 			if err == nil {
 				d.poke()
 				return s, nil

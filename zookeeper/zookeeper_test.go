@@ -13,6 +13,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/testkit/slack"
 )
 
 // TestCutAfterCreate reproduces go-zookeeper's orphan (samuel/go-zookeeper
@@ -20,6 +21,7 @@ import (
 // the session timeout) with its zk.Lock, and shows that distlock adopts or
 // deletes the node instead.
 func TestCutAfterCreate(t *testing.T) {
+	t.Parallel()
 	needControl(t)
 	s := standalone(t)
 	addrs := []string{s.Addr()}
@@ -237,6 +239,7 @@ func cutTryAcquire(t *testing.T, addrs []string, admin *zk.Conn) {
 // margin, before the server expires the session and another client gets
 // the lock; afterwards the Locker works again on a new session.
 func TestPartitionExpiry(t *testing.T) {
+	t.Parallel()
 	needControl(t)
 	s := standalone(t)
 	addrs := []string{s.Addr()}
@@ -324,6 +327,7 @@ func TestPartitionExpiry(t *testing.T) {
 // policy) ends it at once, and its node is deleted without waiting for the
 // session to expire.
 func TestShortOutageKeepsLease(t *testing.T) {
+	t.Parallel()
 	needControl(t)
 	s := standalone(t)
 	addrs := []string{s.Addr()}
@@ -478,6 +482,7 @@ func pauseHolder(t *testing.T, a, b *Locker, pause time.Duration, stop func() (r
 // TestHerd: with 10 waiters, each release wakes exactly one of them (one
 // watch fired, one getChildren), in arrival order.
 func TestHerd(t *testing.T) {
+	t.Parallel()
 	s := standalone(t)
 	addrs := []string{s.Addr()}
 	base := uniqueBase(t)
@@ -596,6 +601,7 @@ func TestFairEight(t *testing.T) {
 // private-use code points, control characters, "/", "..") and 1 KiB keys
 // all work and are distinct.
 func TestKeys(t *testing.T) {
+	t.Parallel()
 	s := standalone(t)
 	addrs := []string{s.Addr()}
 	admin := adminConn(t, addrs...)
@@ -660,6 +666,7 @@ func TestKeys(t *testing.T) {
 // TestForeignChildren: nodes under a key's parent that are not lock nodes
 // are ignored.
 func TestForeignChildren(t *testing.T) {
+	t.Parallel()
 	s := standalone(t)
 	addrs := []string{s.Addr()}
 	admin := adminConn(t, addrs...)
@@ -709,6 +716,7 @@ func TestForeignChildren(t *testing.T) {
 // deletes once empty, and a create under a parent reaped between calls is
 // retried.
 func TestContainerParent(t *testing.T) {
+	t.Parallel()
 	s := standalone(t)
 	addrs := []string{s.Addr()}
 	admin := adminConn(t, addrs...)
@@ -776,6 +784,7 @@ func TestContainerParent(t *testing.T) {
 // not the request (clamped to [2, 20]×tickTime; testserver allows up to
 // 60s, tickTime 200ms).
 func TestNegotiatedTimeout(t *testing.T) {
+	t.Parallel()
 	s := standalone(t)
 	for _, c := range []struct{ ask, want time.Duration }{
 		{100 * time.Second, 60 * time.Second},
@@ -830,7 +839,12 @@ func TestNewOverConn(t *testing.T) {
 	case <-time.After(session):
 		t.Fatalf("lease not lost after the cut")
 	}
-	other, err := b.Acquire(ctxT(t, session/2), "conn")
+	// The background deletion runs once the connection is back (re-dials
+	// refused for 500ms, then go-zookeeper pauses 1s) on its backoff
+	// (50ms doubling): a few seconds on a loaded machine. The session
+	// check below shows that the Locker deleted the node, not the
+	// session's expiry.
+	other, err := b.Acquire(ctxT(t, slack.D(2*session)), "conn")
 	if err != nil {
 		t.Fatalf("B blocked by the lost lease's node (nodes %v): %v", lockNodes(t, admin, base, "conn"), err)
 	}
