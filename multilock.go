@@ -43,7 +43,8 @@ type MultiLease struct {
 // already taken are released at once, also within a WithMinHold (only a
 // hold returned to the caller keeps a minimum hold), bounded by
 // distlock's release bound, before AcquireAll returns, and the error is that acquisition's (with ctx ended:
-// ErrNotAcquired and ctx.Err()).
+// ErrNotAcquired and ctx.Err()). So are they if one of them is lost while
+// a later one is awaited; the error is then that loss (ErrLockLost).
 //
 // opts apply to every member (WithTTL, WithAutoRefresh, WithOwner, ...).
 // It works over any Locker. keys must hold at least one key; each must be
@@ -75,6 +76,15 @@ func acquireAll(ctx context.Context, l Locker, keys []string, opts []Option, tak
 			return nil, err
 		}
 		leases = append(leases, ls)
+	}
+	for _, ls := range leases {
+		if lost := ls.Err(); lost != nil {
+			// Lost while a later key was awaited: the set was never held
+			// whole, so nothing of it is kept (as Acquire returns no
+			// lease lost before it returned).
+			_ = releaseAll(boundedRelease(ctx), leases, (*Lease).abandon)
+			return nil, lost
+		}
 	}
 	return newMultiLease(leases), nil
 }

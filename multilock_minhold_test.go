@@ -88,3 +88,60 @@ func (d shortMulti) TryAcquireAll(ctx context.Context, reqs []backend.Request) (
 	}
 	return []backend.Lock{lock}, nil
 }
+
+// lostWhileWaiting is an Observer that reports the grant of one key.
+type lostWhileWaiting struct {
+	distlock.NopObserver
+	key     string
+	granted chan struct{}
+}
+
+func (o *lostWhileWaiting) AcquireEnd(_ context.Context, r distlock.AcquireResult) {
+	if r.Key == o.key && r.Err == nil {
+		close(o.granted)
+	}
+}
+
+// TestAcquireAllMemberLostWhileWaitingHoldsNothing: the first key is lost
+// (released by force) while AcquireAll waits for the second. It returned a
+// MultiLease already ended, whose other member was then given back through
+// Lease.Release and so kept for the whole minimum hold: a set never held
+// whole left a key taken. Now AcquireAll fails with the loss and holds
+// nothing.
+func TestAcquireAllMemberLostWhileWaitingHoldsNothing(t *testing.T) {
+	ns := memory.NewNamespace()
+	a, b := memLocker(t, ns), memLocker(t, ns)
+	ctx := t.Context()
+	blocker, err := b.TryAcquire(ctx, "lw-b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	obs := &lostWhileWaiting{key: "lw-a", granted: make(chan struct{})}
+	type result struct {
+		m   *distlock.MultiLease
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		m, err := distlock.AcquireAll(ctx, a, []string{"lw-a", "lw-b"}, distlock.WithMinHold(time.Minute), distlock.WithObserver(obs))
+		done <- result{m, err}
+	}()
+	<-obs.granted // lw-a taken; AcquireAll now waits for lw-b
+	if _, err := distlock.ForceRelease(ctx, b, "lw-a"); err != nil {
+		t.Fatal(err)
+	}
+	if err := blocker.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	if r.err == nil {
+		_ = r.m.Release(ctx)
+		t.Fatalf("AcquireAll returned a set whose first member was lost while it waited (Err %v)", r.m.Err())
+	}
+	if !errors.Is(r.err, distlock.ErrLockLost) {
+		t.Errorf("AcquireAll: %v, want ErrLockLost", r.err)
+	}
+	if info, err := distlock.Inspect(ctx, b, "lw-b"); err != nil || info.Held {
+		t.Fatalf("lw-b after AcquireAll failed: %+v, %v; want free (all or nothing, no minimum hold)", info, err)
+	}
+}
