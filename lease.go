@@ -310,7 +310,9 @@ func (ls *Lease) Release(ctx context.Context) error { return ls.releaseKeeping(c
 // the lock is freed at once, whatever minimum hold it has, since a minimum
 // hold is kept only by a hold whose work ran. Every give-back distlock
 // makes on its own goes through it: the rollback of an AcquireAll or
-// TryAcquireAll that failed, a term whose Lead ended before fn began.
+// TryAcquireAll that failed, a term whose Lead ended before fn began. (A
+// lock that never became a held Lease is given back by releaseQuietly,
+// which knows no minimum hold.)
 func (ls *Lease) abandon(ctx context.Context) error { return ls.releaseKeeping(ctx, false) }
 
 // releaseKeeping ends the lease as released and frees its lock: within the

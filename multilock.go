@@ -42,9 +42,10 @@ type MultiLease struct {
 // lock cannot be had before ctx ends, or the backend fails, the locks
 // already taken are released at once, also within a WithMinHold (only a
 // hold returned to the caller keeps a minimum hold), bounded by
-// distlock's release bound, before AcquireAll returns, and the error is that acquisition's (with ctx ended:
-// ErrNotAcquired and ctx.Err()). So are they if one of them is lost while
-// a later one is awaited; the error is then that loss (ErrLockLost).
+// distlock's release bound, before AcquireAll returns, and the error is
+// that acquisition's (with ctx ended: ErrNotAcquired and ctx.Err()). So
+// are they if one of them is lost while a later one is awaited; the error
+// is then that loss (ErrLockLost).
 //
 // opts apply to every member (WithTTL, WithAutoRefresh, WithOwner, ...).
 // It works over any Locker. keys must hold at least one key; each must be
