@@ -172,16 +172,24 @@ func TestManyObservedLeasesClose(t *testing.T) {
 	// No deadline of its own: a TryAcquire on mem:// does not wait, and
 	// under -race on a loaded machine 100,000 of them took over a minute.
 	ctx := t.Context()
-	leases := make([]*distlock.Lease, n)
+	leases := make([]*distlock.Lease, 0, n)
 	start := time.Now()
+	late := 0
 	for i := range n {
 		ls, err := l.TryAcquire(ctx, "k"+strconv.Itoa(i))
 		if err != nil {
-			t.Fatalf("lease %d: %v", i, err)
+			// Late: the grant reached a starved process after its validity
+			// (9 s!) had ended, correctly refused. Anything else fails.
+			if distlock.Cause(err) != "late" {
+				t.Fatalf("lease %d: %v", i, err)
+			}
+			late++
+			continue
 		}
-		leases[i] = ls
+		leases = append(leases, ls)
 	}
-	t.Logf("%d leases in %v", n, time.Since(start))
+	held := int64(len(leases))
+	t.Logf("%d leases in %v (%d grants late)", held, time.Since(start), late)
 	// A refresh round: every lease refreshed automatically (every 3s), or
 	// ended. A lease may end only for want of a timely refresh, which is
 	// the correct report of a process starved of CPU (100,000 leases need
@@ -191,14 +199,14 @@ func TestManyObservedLeasesClose(t *testing.T) {
 	// after the lock expired there: each key here has one owner only, so
 	// nobody else can hold it). Any other end is a defect.
 	wait := slack.D(30 * time.Second)
-	for deadline := time.Now().Add(wait); obs.refreshd.Load()+obs.ended.Load() < n; {
+	for deadline := time.Now().Add(wait); obs.refreshd.Load()+obs.ended.Load() < held; {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d automatic refreshes and %d ends of %d leases within %v", obs.refreshd.Load(), obs.ended.Load(), n, wait)
+			t.Fatalf("%d automatic refreshes and %d ends of %d leases within %v", obs.refreshd.Load(), obs.ended.Load(), held, wait)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	if obs.refreshd.Load() == 0 {
-		t.Fatalf("no automatic refresh of %d leases", n)
+		t.Fatalf("no automatic refresh of %d leases", held)
 	}
 	lost := 0
 	for i, ls := range leases {
@@ -210,7 +218,7 @@ func TestManyObservedLeasesClose(t *testing.T) {
 		}
 	}
 	if lost > 0 {
-		t.Logf("%d of %d leases lost: their refreshes came too late (a starved process)", lost, n)
+		t.Logf("%d of %d leases lost: their refreshes came too late (a starved process)", lost, held)
 	}
 	endedBefore := obs.ended.Load()
 	start = time.Now()
@@ -218,7 +226,7 @@ func TestManyObservedLeasesClose(t *testing.T) {
 		t.Fatal(err)
 	}
 	if d := time.Since(start); d > slack.D(10*time.Second) {
-		t.Errorf("Close of %d leases took %v", n, d)
+		t.Errorf("Close of %d leases took %v", held, d)
 	}
 	for i, ls := range leases {
 		select {
@@ -230,8 +238,8 @@ func TestManyObservedLeasesClose(t *testing.T) {
 			t.Fatalf("lease %d: Err %v", i, err)
 		}
 	}
-	if got := obs.ended.Load(); got != n {
-		t.Errorf("%d LeaseEnded for %d leases (%d before Close)", got, n, endedBefore)
+	if got := obs.ended.Load(); got != held {
+		t.Errorf("%d LeaseEnded for %d leases (%d before Close)", got, held, endedBefore)
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for runtime.NumGoroutine() > before+2 && time.Now().Before(deadline) {
