@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -49,46 +48,7 @@ var recipeTime = flag.Duration("recipetime", 3*time.Second, "TestRecipeModel: ho
 
 func TestRecipeModel(t *testing.T) {
 	defer distlock.SetReleaseTimeout(modelRelease)()
-	budget := *recipeTime
-	if *modelSeed != 0 {
-		start := time.Now()
-		n := 0
-		for ; n < *modelSchedules && time.Since(start) < budget; n++ {
-			goroutines := runtime.NumGoroutine()
-			if res := runRecipeSchedule(*modelSeed); res != "" {
-				t.Fatalf("replay %d:\n%s", n+1, res)
-			}
-			if msg := goroutinesBack(goroutines); msg != "" {
-				t.Fatalf("replay %d: %s", n+1, msg)
-			}
-		}
-		t.Logf("seed %d replayed %d times without a violation", *modelSeed, n)
-		return
-	}
-	base := uint64(time.Now().UnixNano())
-	start := time.Now()
-	n := 0
-	for n < *modelSchedules && time.Since(start) < budget {
-		batch := min(modelParallel, *modelSchedules-n)
-		goroutines := runtime.NumGoroutine()
-		res := make([]string, batch)
-		var wg sync.WaitGroup
-		for i := range batch {
-			wg.Add(1)
-			go func() { defer wg.Done(); res[i] = runRecipeSchedule(base + uint64(n+i)) }()
-		}
-		wg.Wait()
-		for _, msg := range res {
-			if msg != "" {
-				t.Fatalf("%s", msg)
-			}
-		}
-		if msg := goroutinesBack(goroutines); msg != "" {
-			t.Fatalf("seeds %d to %d: %s", base+uint64(n), base+uint64(n+batch-1), msg)
-		}
-		n += batch
-	}
-	t.Logf("%d schedules in %v without a violation (seeds %d to %d)", n, time.Since(start).Round(time.Millisecond), base, base+uint64(n)-1)
+	runSchedules(t, *recipeTime, runRecipeSchedule)
 }
 
 // recipeRun is one schedule.

@@ -69,6 +69,15 @@ func TestModel(t *testing.T) {
 	if testing.Short() {
 		budget /= 4
 	}
+	runSchedules(t, budget, runSchedule)
+}
+
+// runSchedules runs run's schedules until -schedules of them ran or budget
+// passed: modelParallel at once from a seed taken from the clock, or with
+// -seed that one again and again. After each batch the goroutines must be
+// back to their number before it. run returns "" or the report of its
+// violations.
+func runSchedules(t *testing.T, budget time.Duration, run func(seed uint64) string) {
 	if *modelSeed != 0 {
 		// The same programs and networks each time; the interleaving,
 		// which decides whether a timing window is hit, varies.
@@ -76,7 +85,7 @@ func TestModel(t *testing.T) {
 		n := 0
 		for ; n < *modelSchedules && time.Since(start) < budget; n++ {
 			goroutines := runtime.NumGoroutine()
-			if res := runSchedule(*modelSeed); res != "" {
+			if res := run(*modelSeed); res != "" {
 				t.Fatalf("replay %d:\n%s", n+1, res)
 			}
 			if msg := goroutinesBack(goroutines); msg != "" {
@@ -97,7 +106,7 @@ func TestModel(t *testing.T) {
 		var wg sync.WaitGroup
 		for i := range batch {
 			wg.Add(1)
-			go func() { defer wg.Done(); res[i] = runSchedule(base + uint64(n+i)) }()
+			go func() { defer wg.Done(); res[i] = run(base + uint64(n+i)) }()
 		}
 		wg.Wait()
 		for i, msg := range res {
