@@ -161,7 +161,10 @@ func (e *Election) Campaign(ctx context.Context) (*Term, error) {
 // that ends when the term ends (or ctx does), and campaigns again after a
 // lost term, pausing per the recampaign backoff, until ctx ends.
 //
-// When fn returns while the term still lasts, Lead resigns; it returns
+// When ctx has ended by the time a campaign wins, fn does not run and the
+// term is given up at once (also within a WithMinHold among the term
+// options: only a term whose fn ran keeps a minimum hold). When fn
+// returns while the term still lasts, Lead resigns; it returns
 // fn's error, or nil when fn returned nil (the candidate is done); so it
 // does when fn resigned the term itself (Term.Resign). When fn returns
 // after its term was lost (ErrLockLost, or the Locker closed), its error
@@ -201,16 +204,20 @@ func (e *Election) Lead(ctx context.Context, fn func(ctx context.Context, t *Ter
 // is resigned in a deferred call, so that also a panic in fn (or
 // runtime.Goexit) gives leadership up before it goes on: a term left
 // behind would be refreshed for as long as the process lives.
+//
+// A term in which fn did not begin is given back at once, whatever
+// WithMinHold says: a minimum hold is kept only by a term that led.
 func (e *Election) serve(ctx context.Context, term *Term, fn func(context.Context, *Term) error) (done bool, err error) {
 	tctx, cancel := context.WithCancelCause(term.Context())
 	stop := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
+	release := term.lease.abandon
 	defer func() {
 		stop()
 		cancel(nil)
 		// Lost, not given up by fn's own Resign: campaign again.
 		end := term.Err()
 		lost := errors.Is(end, ErrLockLost) || errors.Is(end, ErrClosed)
-		_ = term.lease.releaseDetached(ctx) // ErrNotHeld after a lost or resigned term: nothing to free
+		_ = detached(ctx, release) // ErrNotHeld after a lost or resigned term: nothing to free
 		switch {
 		case ctx.Err() != nil:
 			done, err = true, ctx.Err()
@@ -221,7 +228,8 @@ func (e *Election) serve(ctx context.Context, term *Term, fn func(context.Contex
 	if ctx.Err() != nil {
 		return true, ctx.Err() // ctx ended as the campaign won: told to stop, it does not begin
 	}
-	return true, fn(tctx, term) // fn's error when it returns while the term lasts
+	release = term.lease.Release // fn leads: its term keeps its minimum hold
+	return true, fn(tctx, term)  // fn's error when it returns while the term lasts
 }
 
 // permanent reports whether an acquisition error cannot be cured by

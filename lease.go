@@ -304,13 +304,26 @@ func (ls *Lease) endedError(op string) error {
 //
 // Before the minimum hold of WithMinHold has passed, Release ends the lease
 // but leaves the lock taken until the minimum hold ends; see WithMinHold.
-func (ls *Lease) Release(ctx context.Context) error {
+func (ls *Lease) Release(ctx context.Context) error { return ls.releaseKeeping(ctx, true) }
+
+// abandon gives back a lease whose protected work never ran: Release, but
+// the lock is freed at once, whatever minimum hold it has, since a minimum
+// hold is kept only by a hold whose work ran. Every give-back distlock
+// makes on its own goes through it: the rollback of an AcquireAll or
+// TryAcquireAll that failed, a term whose Lead ended before fn began. (A
+// lock that never became a held Lease is given back by releaseQuietly,
+// which knows no minimum hold.)
+func (ls *Lease) abandon(ctx context.Context) error { return ls.releaseKeeping(ctx, false) }
+
+// releaseKeeping ends the lease as released and frees its lock: within the
+// minimum hold, only when the hold ends if keepMinHold.
+func (ls *Lease) releaseKeeping(ctx context.Context, keepMinHold bool) error {
 	ls.checkDeadline() // expired while nobody looked: report the loss, skip the round trip
 	if !ls.finish(errReleased) {
 		return ls.endedError("release")
 	}
 	release := ls.release
-	if left := ls.minHoldLeft(); left > 0 {
+	if left := ls.minHoldLeft(); left > 0 && keepMinHold {
 		release = func(ctx context.Context) error { return ls.holdOut(ctx, left) }
 	}
 	if ls.w != nil && ls.w.obs != nil {
@@ -319,14 +332,17 @@ func (ls *Lease) Release(ctx context.Context) error {
 	return release(ctx)
 }
 
-// releaseDetached is Release on a ctx that keeps ctx's values but not its
-// end, bounded by releaseLimit: the release after work whose ctx may have
-// ended (Do, TryDo, Lead).
-func (ls *Lease) releaseDetached(ctx context.Context) error {
+// detached runs release on a ctx that keeps ctx's values but not its end,
+// bounded by releaseLimit: the release after work whose ctx may have ended
+// (Do, TryDo, Lead): ls.Release, or ls.abandon when the work did not run.
+func detached(ctx context.Context, release func(context.Context) error) error {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseLimit())
 	defer cancel()
-	return ls.Release(rctx)
+	return release(rctx)
 }
+
+// releaseDetached is Release through detached.
+func (ls *Lease) releaseDetached(ctx context.Context) error { return detached(ctx, ls.Release) }
 
 func (ls *Lease) release(ctx context.Context) error {
 	return ls.releaseErr(ls.lock.Release(ctx))

@@ -14,6 +14,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/internal/testkit/slack"
 	"github.com/distlock/distlock/memory"
 )
 
@@ -154,7 +155,7 @@ func TestErrorFormat(t *testing.T) {
 // remains, however many leases were held with auto-refresh.
 func TestNoLeaks(t *testing.T) {
 	before := runtime.NumGoroutine()
-	refreshes := &refreshCounter{}
+	refreshes := &roundCounter{rounds: map[string]int{}}
 	l := memory.MustNew(memory.NewNamespace(), memory.WithDefaults(distlock.WithObserver(refreshes)))
 	ctx := context.Background()
 	var leases []*distlock.Lease
@@ -166,12 +167,12 @@ func TestNoLeaks(t *testing.T) {
 		_ = lease.Context() // materialise the context
 		leases = append(leases, lease)
 	}
-	refreshes.waitFor(t, 2*2000) // two refresh rounds
+	refreshes.waitFor(t, 2000, 2) // two refresh rounds
 	if n := runtime.NumGoroutine() - before; n > 2+8 {
 		t.Errorf("%d goroutines for 2000 leases, want at most 10 (a timer callback, 8 refresh workers, slack)", n)
 	}
 	for _, lease := range leases[:1000] {
-		if err := lease.Release(ctx); err != nil {
+		if err := lease.Release(ctx); err != nil && !refreshes.lost(lease.Key()) {
 			t.Fatal(err)
 		}
 	}
@@ -185,6 +186,67 @@ func TestNoLeaks(t *testing.T) {
 		}
 	}
 	waitGoroutines(t, before)
+}
+
+// roundCounter counts each lease's automatic refreshes, and marks a lease
+// that ended for want of a timely one (a process starved of CPU: the
+// refreshes of 2,000 leases of 1.5 s did not keep up at load average 35,
+// and those leases, correctly reported lost, were never refreshed again).
+type roundCounter struct {
+	distlock.NopObserver
+	mu     sync.Mutex
+	rounds map[string]int // key → refreshes, -1 once lost
+}
+
+func (c *roundCounter) Refreshed(e distlock.LeaseEvent, _ time.Duration, auto bool, err error) {
+	c.mu.Lock()
+	if auto && err == nil && c.rounds[e.Key] >= 0 {
+		c.rounds[e.Key]++
+	}
+	c.mu.Unlock()
+}
+
+func (c *roundCounter) LeaseEnded(e distlock.LeaseEvent, cause error) {
+	if cs := distlock.Cause(cause); cs == "expired" || cs == "refused" {
+		c.mu.Lock()
+		c.rounds[e.Key] = -1
+		c.mu.Unlock()
+	}
+}
+
+func (c *roundCounter) lost(key string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.rounds[key] < 0
+}
+
+// waitFor waits, up to 10 s (scaled by slack), until each of n leases was
+// refreshed automatically rounds times or lost for want of a refresh, and
+// at least one was refreshed rounds times.
+func (c *roundCounter) waitFor(t *testing.T, n, rounds int) {
+	t.Helper()
+	wait := slack.D(10 * time.Second)
+	deadline := time.Now().Add(wait)
+	for {
+		c.mu.Lock()
+		done, full := 0, 0
+		for _, r := range c.rounds {
+			if r < 0 || r >= rounds {
+				done++
+			}
+			if r >= rounds {
+				full++
+			}
+		}
+		c.mu.Unlock()
+		if done == n && full > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("within %v, %d of %d leases refreshed %d times or lost (%d refreshed)", wait, done, n, rounds, full)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 func waitGoroutines(t *testing.T, want int) {
@@ -276,12 +338,13 @@ type batchDriver struct {
 	calls   [][]*nopLock // one entry per RefreshBatch or single Refresh call
 	first   map[*nopLock]time.Time
 	granted map[*nopLock]time.Time
+	asked   time.Time // set by the caller before each TryAcquire: no later than the request's send time
 }
 
 func (d *batchDriver) TryAcquire(context.Context, backend.Request) (backend.Lock, error) {
 	l := &batchLock{nopLock{d.tokens.Add(1)}, d}
 	d.mu.Lock()
-	d.granted[&l.nopLock] = time.Now()
+	d.granted[&l.nopLock] = d.asked
 	d.mu.Unlock()
 	return l, nil
 }
@@ -327,6 +390,9 @@ func TestRefreshCoalesced(t *testing.T) {
 	defer l.Close()
 	ctx := context.Background()
 	for i := range n {
+		d.mu.Lock()
+		d.asked = time.Now()
+		d.mu.Unlock()
 		if _, err := l.TryAcquire(ctx, "k"+strconv.Itoa(i)); err != nil {
 			t.Fatal(err)
 		}
@@ -348,12 +414,13 @@ func TestRefreshCoalesced(t *testing.T) {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	// granted is taken in the driver, a little after the request time
-	// the schedule counts from: allow 2ms for that.
-	earliest := ttl/3 - ttl/60 - 2*time.Millisecond
+	// granted is the moment before TryAcquire was called, no later than
+	// the request time the schedule counts from (a timestamp taken in the
+	// driver came up to 140ms after it on a loaded machine).
+	earliest := ttl/3 - ttl/60
 	for lk, t0 := range d.granted {
 		if e := d.first[lk].Sub(t0); e < earliest {
-			t.Errorf("lease refreshed %v after its grant, before ttl/3 - ttl/60 = %v", e, earliest+2*time.Millisecond)
+			t.Errorf("lease refreshed %v after its acquisition began, before ttl/3 - ttl/60 = %v", e, earliest)
 		}
 	}
 	firstCalls := 0

@@ -40,9 +40,12 @@ type MultiLease struct {
 // callers whose key sets overlap therefore never deadlock: each waits only
 // for a key above every key it holds, so no cycle of waits can form. If a
 // lock cannot be had before ctx ends, or the backend fails, the locks
-// already taken are released (bounded by distlock's release bound) before
-// AcquireAll returns, and the error is that acquisition's (with ctx ended:
-// ErrNotAcquired and ctx.Err()).
+// already taken are released at once, also within a WithMinHold (only a
+// hold returned to the caller keeps a minimum hold), bounded by
+// distlock's release bound, before AcquireAll returns, and the error is
+// that acquisition's (with ctx ended: ErrNotAcquired and ctx.Err()). So
+// are they if one of them is lost while a later one is awaited; the error
+// is then that loss (ErrLockLost).
 //
 // opts apply to every member (WithTTL, WithAutoRefresh, WithOwner, ...).
 // It works over any Locker. keys must hold at least one key; each must be
@@ -53,7 +56,7 @@ func AcquireAll(ctx context.Context, l Locker, keys []string, opts ...Option) (*
 
 // TryAcquireAll is AcquireAll with one attempt per key (TryAcquire): if any
 // lock is held by another owner it releases what it took and returns
-// ErrNotAcquired at once.
+// ErrNotAcquired at once, holding nothing (not even for a WithMinHold).
 func TryAcquireAll(ctx context.Context, l Locker, keys []string, opts ...Option) (*MultiLease, error) {
 	return acquireAll(ctx, l, keys, opts, func(key string) (*Lease, error) { return l.TryAcquire(ctx, key, opts...) })
 }
@@ -70,10 +73,19 @@ func acquireAll(ctx context.Context, l Locker, keys []string, opts []Option, tak
 	for _, key := range sorted {
 		ls, err := take(key)
 		if err != nil {
-			_ = releaseAll(boundedRelease(ctx), leases)
+			_ = releaseAll(boundedRelease(ctx), leases, (*Lease).abandon) // all or nothing: no minimum hold either
 			return nil, err
 		}
 		leases = append(leases, ls)
+	}
+	for _, ls := range leases {
+		if lost := ls.Err(); lost != nil {
+			// Lost while a later key was awaited: the set was never held
+			// whole, so nothing of it is kept (as Acquire returns no
+			// lease lost before it returned).
+			_ = releaseAll(boundedRelease(ctx), leases, (*Lease).abandon)
+			return nil, lost
+		}
 	}
 	return newMultiLease(leases), nil
 }
@@ -112,12 +124,13 @@ func boundedRelease(ctx context.Context) context.Context {
 	return rctx
 }
 
-// releaseAll releases leases in reverse order and returns their errors
-// joined.
-func releaseAll(ctx context.Context, leases []*Lease) error {
+// releaseAll releases leases in reverse order, each with release
+// ((*Lease).Release, or (*Lease).abandon for a rollback), and returns
+// their errors joined.
+func releaseAll(ctx context.Context, leases []*Lease, release func(*Lease, context.Context) error) error {
 	var errs []error
 	for i := len(leases) - 1; i >= 0; i-- {
-		if err := leases[i].Release(ctx); err != nil {
+		if err := release(leases[i], ctx); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -138,7 +151,7 @@ func (m *MultiLease) memberEnded(ls *Lease) {
 	}
 	m.mu.Unlock()
 	m.cancel(m.err)
-	go func() { _ = releaseAll(boundedRelease(context.Background()), m.leases) }()
+	go func() { _ = releaseAll(boundedRelease(context.Background()), m.leases, (*Lease).Release) }()
 }
 
 // Keys returns the keys held, sorted.
@@ -219,5 +232,5 @@ func (m *MultiLease) Release(ctx context.Context) error {
 		stop()
 	}
 	m.cancel(errReleased)
-	return releaseAll(ctx, m.leases)
+	return releaseAll(ctx, m.leases, (*Lease).Release)
 }

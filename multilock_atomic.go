@@ -60,7 +60,7 @@ func (l *locker) acquireAtOnce(ctx context.Context, ma backend.MultiAcquirer, ke
 			l.inflight.Add(1)
 			go func() {
 				defer l.inflight.Done()
-				_ = releaseAll(boundedRelease(context.Background()), started)
+				_ = releaseAll(boundedRelease(context.Background()), started, (*Lease).abandon)
 				for _, lk := range rest {
 					l.releaseQuietly(lk)
 				}
@@ -70,7 +70,7 @@ func (l *locker) acquireAtOnce(ctx context.Context, ma backend.MultiAcquirer, ke
 		l.owned.granted(keys[i], rs[i].owner)
 	}
 	if len(locks) < len(leases) {
-		_ = releaseAll(boundedRelease(context.Background()), leases[:len(locks)])
+		_ = releaseAll(boundedRelease(context.Background()), leases[:len(locks)], (*Lease).abandon)
 		return nil, false
 	}
 	return leases, true

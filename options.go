@@ -146,6 +146,11 @@ func (s *settings) minHold() time.Duration {
 // and MaxTTL, and on an Expiring backend no longer than a TTL the backend
 // accepts (memcached: 30 days); else the acquisition fails with
 // ErrInvalidOption before anything is taken.
+//
+// The minimum hold is kept only by a hold whose protected work ran: what
+// distlock gives back on its own before any work (the members an
+// AcquireAll or TryAcquireAll that failed had taken, a Lead term whose fn
+// never began) is freed at once.
 func WithMinHold(d time.Duration) Option {
 	return func(s *settings) {
 		if d < 0 || d > MaxTTL {

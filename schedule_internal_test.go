@@ -3,7 +3,9 @@ package distlock
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -69,7 +71,7 @@ func minTTL(l *locker) time.Duration {
 // and the same holds after each refresh.
 func TestRefreshScheduleEveryTTL(t *testing.T) {
 	watchdog := time.AfterFunc(5*time.Minute, func() { panic("TestRefreshScheduleEveryTTL: the scheduler did not return (stuck in collect)") })
-	defer watchdog.Stop()
+	t.Cleanup(func() { watchdog.Stop() }) // after the parallel subtests, not when this function returns
 	policies := map[string]func(time.Duration) (time.Duration, error){
 		"default": backend.DefaultValidity,
 		"quarter": func(ttl time.Duration) (time.Duration, error) { return max(ttl/4, 1), nil },
@@ -82,22 +84,31 @@ func TestRefreshScheduleEveryTTL(t *testing.T) {
 		},
 	}
 	r := rand.New(rand.NewPCG(14, 3))
-	for name, policy := range policies {
-		l := New(idleDriver{policy}, "idle").(*locker)
-		s := &l.sched
-		ttls := scheduleTTLs(r, minTTL(l))
-		base := time.Now().Add(10 * 365 * 24 * time.Hour) // virtual time: no real timer fires during the test
-		for _, ttl := range ttls {
-			v, err := l.validityFor(ttl)
-			if err != nil {
-				t.Fatalf("%s: ttl %v: %v", name, ttl, err)
+	names := slices.Sorted(maps.Keys(policies))
+	lockers := make([]*locker, len(names))
+	ttls := make([][]time.Duration, len(names))
+	for i, name := range names { // the TTLs drawn in one order, whatever runs first
+		lockers[i] = New(idleDriver{policies[name]}, "idle").(*locker)
+		ttls[i] = scheduleTTLs(r, minTTL(lockers[i]))
+	}
+	for i, name := range names {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel() // CPU only, a Locker of its own
+			l := lockers[i]
+			s := &l.sched
+			base := time.Now().Add(10 * 365 * 24 * time.Hour) // virtual time: no real timer fires during the test
+			for _, ttl := range ttls[i] {
+				v, err := l.validityFor(ttl)
+				if err != nil {
+					t.Fatalf("ttl %v: %v", ttl, err)
+				}
+				if msg := checkSchedule(s, l, ttl, v, base); msg != "" {
+					t.Fatalf("ttl %d (%v), validity %v: %s", ttl, ttl, v, msg)
+				}
 			}
-			if msg := checkSchedule(s, l, ttl, v, base); msg != "" {
-				t.Fatalf("%s: ttl %d (%v), validity %v: %s", name, ttl, ttl, v, msg)
-			}
-		}
-		s.stop()
-		t.Logf("%s: %d TTLs from %v to %v", name, len(ttls), minTTL(l), MaxTTL)
+			s.stop()
+			t.Logf("%d TTLs from %v to %v", len(ttls[i]), minTTL(l), MaxTTL)
+		})
 	}
 }
 

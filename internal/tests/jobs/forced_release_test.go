@@ -29,10 +29,10 @@ func TestDoReportsForcedReleaseDuringFn(t *testing.T) {
 		url  func(t *testing.T) string
 	}{
 		{"redis", func(t *testing.T) string {
-			return "redis://" + testserver.Redis(t, testserver.RedisConfig{}).Addr() + "/0"
+			return redisURL(t)
 		}},
 		{"memcached", func(t *testing.T) string {
-			return "memcached://" + testserver.Memcached(t, testserver.MemcachedConfig{}).Addr()
+			return memcachedURL(t)
 		}},
 		{"redlock", func(t *testing.T) string {
 			var addrs []string

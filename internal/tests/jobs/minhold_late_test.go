@@ -17,6 +17,7 @@ import (
 func TestTryDoMinHoldEveryBackend(t *testing.T) {
 	for _, b := range everyBackend {
 		t.Run(b.name, func(t *testing.T) {
+			t.Parallel() // a namespace of its own: it only sleeps beside the others
 			a, other := openTwo(t, b.url(t))
 			ctx := t.Context()
 			const ttl, hold = 2 * time.Second, 4 * time.Second // whole seconds: memcached
@@ -57,6 +58,7 @@ func TestTryDoMinHoldEveryBackend(t *testing.T) {
 func TestMinHoldJobOutlivesTTL(t *testing.T) {
 	for _, b := range expiringBackends {
 		t.Run(b.name, func(t *testing.T) {
+			t.Parallel() // a namespace of its own: it only sleeps beside the others
 			a, other := openTwo(t, b.url(t))
 			ctx := t.Context()
 			const ttl, job, hold = 2 * time.Second, 3 * time.Second, 5 * time.Second

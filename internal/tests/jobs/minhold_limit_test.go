@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
-	"github.com/distlock/distlock/internal/testkit/testserver"
 )
 
 // TestMinHoldBeyondBackendLimitRefusedUpFront: memcached cannot keep an
@@ -16,7 +15,7 @@ import (
 // broken. A minimum hold the backend cannot keep must be refused when the
 // lock is taken, before the job runs.
 func TestMinHoldBeyondBackendLimitRefusedUpFront(t *testing.T) {
-	a, _ := openTwo(t, "memcached://"+testserver.Memcached(t, testserver.MemcachedConfig{}).Addr())
+	a, _ := openTwo(t, memcachedURL(t))
 	ctx := t.Context()
 	lease, err := a.TryAcquire(ctx, "nightly", distlock.WithTTL(2*time.Second), distlock.WithMinHold(31*24*time.Hour))
 	if err != nil {

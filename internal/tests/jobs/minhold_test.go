@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
-	"github.com/distlock/distlock/internal/testkit/testserver"
 	_ "github.com/distlock/distlock/memcached"
 	_ "github.com/distlock/distlock/memory"
 	_ "github.com/distlock/distlock/redis"
@@ -32,13 +31,13 @@ func TestMinHoldLeftoverHoldOutlivesLaterRelease(t *testing.T) {
 	}{
 		{"memory", func(t *testing.T) string { return "mem://minhold-leftover" }},
 		{"redis", func(t *testing.T) string {
-			return "redis://" + testserver.Redis(t, testserver.RedisConfig{}).Addr() + "/0"
+			return redisURL(t)
 		}},
 		{"memcached", func(t *testing.T) string {
-			return "memcached://" + testserver.Memcached(t, testserver.MemcachedConfig{}).Addr()
+			return memcachedURL(t)
 		}},
 	} {
-		t.Run(c.name, func(t *testing.T) { minHoldLeftover(t, c.url(t)) })
+		t.Run(c.name, func(t *testing.T) { t.Parallel(); minHoldLeftover(t, c.url(t)) })
 	}
 }
 
@@ -93,13 +92,13 @@ func TestMinHoldNestedReleaseDropsMinimumHold(t *testing.T) {
 	}{
 		{"memory", func(t *testing.T) string { return "mem://minhold-nested" }},
 		{"redis", func(t *testing.T) string {
-			return "redis://" + testserver.Redis(t, testserver.RedisConfig{}).Addr() + "/0"
+			return redisURL(t)
 		}},
 		{"memcached", func(t *testing.T) string {
-			return "memcached://" + testserver.Memcached(t, testserver.MemcachedConfig{}).Addr()
+			return memcachedURL(t)
 		}},
 	} {
-		t.Run(c.name, func(t *testing.T) { minHoldNested(t, c.url(t)) })
+		t.Run(c.name, func(t *testing.T) { t.Parallel(); minHoldNested(t, c.url(t)) })
 	}
 }
 
@@ -142,13 +141,14 @@ func TestMinHoldEndsBeforeLongTTL(t *testing.T) {
 	}{
 		{"memory", func(t *testing.T) string { return "mem://minhold-exact" }},
 		{"redis", func(t *testing.T) string {
-			return "redis://" + testserver.Redis(t, testserver.RedisConfig{}).Addr() + "/0"
+			return redisURL(t)
 		}},
 		{"memcached", func(t *testing.T) string {
-			return "memcached://" + testserver.Memcached(t, testserver.MemcachedConfig{}).Addr()
+			return memcachedURL(t)
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel() // a namespace of its own: it only sleeps beside the others
 			a, b := openTwo(t, c.url(t))
 			ctx := t.Context()
 			lease, err := a.TryAcquire(ctx, "job", distlock.WithTTL(time.Minute), distlock.WithMinHold(2*time.Second))

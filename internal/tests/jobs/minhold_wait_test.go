@@ -18,6 +18,7 @@ import (
 func TestMinHoldCountsFromGrantAfterWait(t *testing.T) {
 	for _, b := range everyBackend {
 		t.Run(b.name, func(t *testing.T) {
+			t.Parallel() // a namespace of its own: it only sleeps beside the others
 			a, other := openTwo(t, b.url(t))
 			ctx := t.Context()
 			const ttl, hold, busy = 2 * time.Second, 2 * time.Second, 3 * time.Second

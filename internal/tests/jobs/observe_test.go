@@ -21,7 +21,7 @@ func TestObserveWakesOnRelease(t *testing.T) {
 		url  func(t *testing.T) string
 	}{
 		{"redis", func(t *testing.T) string {
-			return "redis://" + testserver.Redis(t, testserver.RedisConfig{}).Addr() + "/0"
+			return redisURL(t)
 		}},
 		{"redlock", func(t *testing.T) string {
 			var addrs []string

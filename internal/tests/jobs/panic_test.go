@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
-	"github.com/distlock/distlock/internal/testkit/testserver"
 )
 
 // TestDoFnPanicReleases: fn panics inside Do or TryDo and the caller
@@ -14,7 +13,7 @@ import (
 // must not stay taken, auto-refreshed for as long as the process lives,
 // by a job that no longer runs: another owner gets it at once.
 func TestDoFnPanicReleases(t *testing.T) {
-	a, b := openTwo(t, "redis://"+testserver.Redis(t, testserver.RedisConfig{}).Addr()+"/0")
+	a, b := openTwo(t, redisURL(t))
 	for _, c := range []struct {
 		name string
 		run  func(key string)
