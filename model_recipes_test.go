@@ -48,7 +48,7 @@ var recipeTime = flag.Duration("recipetime", 3*time.Second, "TestRecipeModel: ho
 
 func TestRecipeModel(t *testing.T) {
 	defer distlock.SetReleaseTimeout(modelRelease)()
-	runSchedules(t, *recipeTime, runRecipeSchedule)
+	runSchedules(t, modelBudget(*recipeTime), runRecipeSchedule)
 }
 
 // recipeRun is one schedule.

@@ -14,6 +14,8 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/internal/testkit/slack"
+	"github.com/distlock/distlock/internal/testkit/soak"
 )
 
 // The randomized model checker of the shared machinery (issue 14). Each
@@ -49,27 +51,53 @@ import (
 // A failure prints the seed and the schedule's log; -seed N replays that
 // schedule (the same programs and networks; the interleaving is the
 // runtime's) again and again until it fails or the budget ends.
-// -schedules and -modeltime bound a run (CI: by default 40 s or 400
-// schedules, whichever comes first).
+// -schedules and -modeltime bound a run (make ci: by default 15 s or 400
+// schedules, whichever comes first; make soak, DISTLOCK_SOAK=1: 10 minutes
+// and no schedule limit unless the flags say otherwise).
 var (
 	modelSeed      = flag.Uint64("seed", 0, "TestModel: run only the schedule with this seed")
 	modelSchedules = flag.Int("schedules", 400, "TestModel: the most schedules to run")
-	modelTime      = flag.Duration("modeltime", 40*time.Second, "TestModel: how long to run schedules (a quarter with -short)")
+	modelTime      = flag.Duration("modeltime", 15*time.Second, "TestModel: how long to run schedules (a quarter with -short; 10m under make soak)")
 )
 
 const (
 	modelRelease  = 200 * time.Millisecond // the release bound, shortened for the model
-	modelSlack    = 400 * time.Millisecond // scheduling slack allowed to every call (race detector, loaded machine)
 	modelParallel = 3                      // schedules run at once
 )
 
+// modelSlack is the scheduling slack allowed to every call (race detector,
+// loaded machine), widened by the test kit's slack factor.
+var modelSlack = slack.D(400 * time.Millisecond)
+
+// modelBudget is how long a seeded search runs: flagged, a quarter of it
+// with -short, and at least 10 minutes under make soak.
+func modelBudget(flagged time.Duration) time.Duration {
+	switch {
+	case soak.Enabled():
+		return max(flagged, 10*time.Minute)
+	case testing.Short():
+		return flagged / 4
+	}
+	return flagged
+}
+
+// scheduleLimit is -schedules, or no limit under make soak unless the flag
+// was given.
+func scheduleLimit() int {
+	if !soak.Enabled() {
+		return *modelSchedules
+	}
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "schedules" })
+	if given {
+		return *modelSchedules
+	}
+	return 1 << 30
+}
+
 func TestModel(t *testing.T) {
 	defer distlock.SetReleaseTimeout(modelRelease)()
-	budget := *modelTime
-	if testing.Short() {
-		budget /= 4
-	}
-	runSchedules(t, budget, runSchedule)
+	runSchedules(t, modelBudget(*modelTime), runSchedule)
 }
 
 // runSchedules runs run's schedules until -schedules of them ran or budget
@@ -83,7 +111,7 @@ func runSchedules(t *testing.T, budget time.Duration, run func(seed uint64) stri
 		// which decides whether a timing window is hit, varies.
 		start := time.Now()
 		n := 0
-		for ; n < *modelSchedules && time.Since(start) < budget; n++ {
+		for ; n < scheduleLimit() && time.Since(start) < budget; n++ {
 			goroutines := runtime.NumGoroutine()
 			if res := run(*modelSeed); res != "" {
 				t.Fatalf("replay %d:\n%s", n+1, res)
@@ -98,9 +126,10 @@ func runSchedules(t *testing.T, budget time.Duration, run func(seed uint64) stri
 	base := uint64(time.Now().UnixNano())
 	start := time.Now()
 	n := 0
-	for n < *modelSchedules && time.Since(start) < budget {
+	limit := scheduleLimit()
+	for n < limit && time.Since(start) < budget {
 		// A few schedules at once: they mostly wait on the network.
-		batch := min(modelParallel, *modelSchedules-n)
+		batch := min(modelParallel, limit-n)
 		goroutines := runtime.NumGoroutine()
 		res := make([]string, batch)
 		var wg sync.WaitGroup
