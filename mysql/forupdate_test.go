@@ -163,6 +163,7 @@ func TestForUpdateKillHolder(t *testing.T) {
 // the silent session after wait_timeout — the lock is free in seconds, not
 // hours — and the holder has declared the lock lost just before.
 func TestForUpdateWaitTimeout(t *testing.T) {
+	t.Parallel()
 	srv := server(t)
 	table := uniqueTable("fuwait")
 	ctx := ctxT(t, time.Minute)
@@ -438,6 +439,7 @@ func TestForUpdateCreateRace(t *testing.T) {
 // holder's Done closes, another client acquires after the restart, and the
 // committed fence keeps increasing.
 func TestForUpdateRestart(t *testing.T) {
+	t.Parallel()
 	srv := ownServer(t)
 	table := uniqueTable("furestart")
 	ctx := ctxT(t, 2*time.Minute)

@@ -288,6 +288,7 @@ func TestRowConcurrentTakeover(t *testing.T) {
 // (which keeps it) and kill -9 restarts of MariaDB, with a lock held across
 // the crash.
 func TestRowFenceAcrossRestart(t *testing.T) {
+	t.Parallel()
 	srv := ownServer(t)
 	admin := adminDB(t, srv)
 	table := uniqueTable("fence")
@@ -554,3 +555,23 @@ func TestRowMaxTTL(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Row mode takes every expiry and takeover time from the server's
+// UTC_TIMESTAMP(6): two clients whose clocks are 10 minutes ahead of and
+// behind the server's see the same lease as an unshifted one would.
+func TestRowClientClockSkew(t *testing.T) {
+	t.Parallel()
+	srv := server(t)
+	table := uniqueTable("skew")
+	open := func(shift time.Duration) *mysql.Locker {
+		l := mustNew(t, openDB(t, config(t, srv)), mysql.WithTable(table))
+		mysql.ShiftClock(l, shift)
+		t.Cleanup(func() { _ = l.Close() })
+		return l
+	}
+	sqltest.ClockSkew(t, open(10*time.Minute), open(-10*time.Minute))
+}
+
+// The package reads the client's clock only through the hook that
+// TestRowClientClockSkew shifts.
+func TestClockOnlyThroughHook(t *testing.T) { sqltest.ClockOnlyThroughHook(t, ".") }

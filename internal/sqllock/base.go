@@ -22,6 +22,12 @@ type Base struct {
 	// mode's table.
 	CreateSQL string
 
+	// Now is the client's wall clock: the driver reads it (for its own
+	// bookkeeping of pinned connections) through Now alone. No statement
+	// carries it — expiries and takeovers are the server's clock — which
+	// tests prove by shifting it for row mode.
+	Now func() time.Time
+
 	closeDB func() error // closes a database the driver owns; nil if not
 
 	schemaMu sync.Mutex
@@ -38,7 +44,7 @@ type Base struct {
 // on table d quotes, with the mode's schema. closeDB, if not nil, closes a
 // database the driver owns (URL-opened); Close calls it last.
 func NewBase(d Dialect, schemas []Schema, c *Config, closeDB func() error) *Base {
-	b := &Base{Table: d.QuoteTable(c.Table), Name: c.Table, Create: c.CreateTable, Mode: c.Mode, Cleanup: c.Cleanup, closeDB: closeDB, group: async.NewGroup()}
+	b := &Base{Table: d.QuoteTable(c.Table), Name: c.Table, Create: c.CreateTable, Mode: c.Mode, Cleanup: c.Cleanup, Now: time.Now, closeDB: closeDB, group: async.NewGroup()}
 	if s, ok := schemaOf(schemas, c.Mode); ok {
 		b.CreateSQL = s.DDL(b.Table)
 	}
