@@ -53,3 +53,22 @@ func TestNestIntoEvictedHold(t *testing.T) {
 		})
 	}
 }
+
+// A restart of the server ends the holder's connection too: after it, the
+// owner's nested acquisition is refused while another owner holds the lock.
+func TestNestAfterRestart(t *testing.T) {
+	t.Parallel()
+	srv := ownServer(t)
+	table := uniqueTable("evrst")
+	opts := []mysql.Option{mysql.WithMode(mysql.ModeForUpdate), mysql.WithTable(table), mysql.WithKeepalive(30 * time.Second)}
+	a := mustNew(t, openDB(t, config(t, srv)), opts...)
+	defer a.Close()
+	b := mustNew(t, openDB(t, config(t, srv)), opts...)
+	defer b.Close()
+	sqltest.EvictedNest(t, a, b, "job", true, func(ctx context.Context) error {
+		if err := srv.Kill(); err != nil {
+			return err
+		}
+		return srv.Restart(ctx)
+	})
+}

@@ -52,3 +52,23 @@ func TestNestIntoEvictedHold(t *testing.T) {
 		})
 	}
 }
+
+// A restart of the server ends the holder's session too: after it, the
+// owner's nested acquisition is refused while another owner holds the lock.
+func TestNestAfterRestart(t *testing.T) {
+	t.Parallel()
+	srv := ownServer(t)
+	table := uniqueTable("evrst")
+	opts := []postgres.Option{postgres.WithMode(postgres.ModeAdvisory), postgres.WithTable(table),
+		postgres.WithCreateTable(true), postgres.WithKeepalive(30 * time.Second)}
+	a := mustNew(t, openPool(t, srv, nil), opts...)
+	defer a.Close()
+	b := mustNew(t, openPool(t, srv, nil), opts...)
+	defer b.Close()
+	sqltest.EvictedNest(t, a, b, "job", true, func(ctx context.Context) error {
+		if err := srv.Kill(); err != nil {
+			return err
+		}
+		return srv.Restart(ctx)
+	})
+}
