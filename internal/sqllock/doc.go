@@ -14,9 +14,9 @@
 //     PostgreSQL's session advisory lock): one entry per (key, owner)
 //     shared by its nested holds (each joins only after the server
 //     confirms the session still holds the lock), a keepalive bounded by
-//     the server's idle limits, a local deadline (backend.Deadliner) that reports the loss
-//     before the server can free the lock, and a connection in an unknown
-//     state never returned to the pool.
+//     the server's idle limits, a local deadline (backend.Deadliner) that
+//     reports the loss before the server can free the lock, and a
+//     connection in an unknown state never returned to the pool.
 //   - Stoppable: a statement that waits for a lock inside the server,
 //     stopped from the server side when its ctx ends.
 //   - Cleanup, StartCleanup, Bucket: the background deletion of free lease
