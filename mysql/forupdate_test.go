@@ -13,6 +13,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/internal/testkit/netfault"
+	"github.com/distlock/distlock/internal/testkit/slack"
 	"github.com/distlock/distlock/internal/testkit/sqltest"
 	"github.com/distlock/distlock/mysql"
 )
@@ -403,7 +404,10 @@ func TestForUpdateCreateRace(t *testing.T) {
 		if wins.Load() != 1 {
 			t.Errorf("round %d: %d winners", round, wins.Load())
 		}
-		if d := time.Duration(slowest.Load()); d > 2*time.Second {
+		// None waits for the winner's transaction (the server's lock wait
+		// is 50s): the bound is far below that, with room for a loaded
+		// machine.
+		if d := time.Duration(slowest.Load()); d > slack.D(10*time.Second) {
 			t.Errorf("round %d: a TryAcquire took %v", round, d)
 		}
 		for _, l := range leases {

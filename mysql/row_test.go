@@ -12,6 +12,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/internal/testkit/slack"
 	"github.com/distlock/distlock/internal/testkit/sqltest"
 	"github.com/distlock/distlock/mysql"
 )
@@ -106,7 +107,7 @@ func TestRowSQLSendsNoClientTime(t *testing.T) {
 	defer a.Close()
 	ctx := ctxT(t, time.Minute)
 	owner := distlock.WithOwner("clock-owner")
-	l1, err := a.TryAcquire(ctx, "k", owner, distlock.WithTTL(700*time.Millisecond))
+	l1, err := a.TryAcquire(ctx, "k", owner, distlock.WithTTL(slack.D(2*time.Second)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,14 +123,15 @@ func TestRowSQLSendsNoClientTime(t *testing.T) {
 	}
 	_ = l2.Release(ctx)
 	_ = l1.Release(ctx)
-	l3, err := a.TryAcquire(ctx, "k", distlock.WithTTL(200*time.Millisecond), distlock.WithAutoRefresh(false))
+	// Long enough that the grant arrives within it on a loaded machine.
+	l3, err := a.TryAcquire(ctx, "k", distlock.WithTTL(slack.D(time.Second)), distlock.WithAutoRefresh(false))
 	if err != nil {
 		t.Fatal(err)
 	}
 	watcher := mustNew(t, openDB(t, config(t, srv)), mysql.WithTable(table)) // off the wire
 	defer watcher.Close()
 	if !sqltest.Until(10*time.Second, func() bool { info, err := distlock.Inspect(ctx, watcher, "k"); return err == nil && !info.Held }) {
-		t.Fatal("a 200ms lease still held after 10s")
+		t.Fatal("a 1s lease still held after 10s")
 	}
 	l4, err := a.TryAcquire(ctx, "k") // takeover of the expired row
 	if err != nil {

@@ -19,7 +19,6 @@ import (
 // 100 concurrent takeovers of one expired row, from 100 owners over 4
 // pools: exactly one wins, with the next fencing token.
 func TestTakeoverRace(t *testing.T) {
-	t.Parallel()
 	srv := server(t)
 	admin := openPool(t, srv, nil)
 	table := uniqueTable("race")
@@ -275,7 +274,6 @@ func TestAbandonIsPerHold(t *testing.T) {
 // Lockers of a new table created at once: each creates the table, and
 // every first acquisition succeeds (the creations race in the catalog).
 func TestCreateTableRace(t *testing.T) {
-	t.Parallel()
 	srv := server(t)
 	ctx := ctxT(t, time.Minute)
 	for round := 0; round < 10; round++ {
