@@ -186,49 +186,7 @@ func TestRowSessionClockSkew(t *testing.T) {
 	if nowAhead[:10] == nowBehind[:10] {
 		t.Fatalf("sessions not skewed: %s vs %s", nowAhead, nowBehind)
 	}
-	ctx := ctxT(t, time.Minute)
-	const ttl = 2 * time.Second
-	for _, pair := range []struct {
-		name          string
-		holder, thief *mysql.Locker
-	}{{"ahead holds", ahead, behind}, {"behind holds", behind, ahead}} {
-		key := "skew/" + pair.name
-		start := time.Now()
-		lease, err := pair.holder.TryAcquire(ctx, key, distlock.WithTTL(ttl), distlock.WithAutoRefresh(false))
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, err = pair.thief.TryAcquire(ctx, key)
-		var busy *backend.BusyError
-		if !errors.As(err, &busy) {
-			t.Fatalf("%s: the skewed client took a held lock: %v", pair.name, err)
-		}
-		// The server granted the lease after start, so at least the TTL
-		// less the time since start is left (what a loaded machine takes
-		// between the two calls is not a fixed fraction of the TTL).
-		if left := ttl - time.Since(start) - 50*time.Millisecond; busy.RetryAfter < left || busy.RetryAfter > ttl {
-			t.Errorf("%s: the other client sees %v left of a %v lease, want within [%v, %v]", pair.name, busy.RetryAfter, ttl, left, ttl)
-		}
-		info, err := distlock.Inspect(ctx, pair.thief, key)
-		if err != nil || !info.Held || info.TTL > ttl {
-			t.Errorf("%s: Inspect = %+v, %v", pair.name, info, err)
-		}
-		got, err := pair.thief.Acquire(ctx, key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		took := time.Since(start)
-		if took < ttl-ttl/10 || took > ttl+2*time.Second {
-			t.Errorf("%s: taken over after %v, want the TTL %v", pair.name, took, ttl)
-		}
-		if err := lease.Refresh(ctx, time.Minute); !errors.Is(err, distlock.ErrNotHeld) {
-			t.Errorf("%s: the expired holder's Refresh = %v, want ErrNotHeld", pair.name, err)
-		}
-		if got.Token() <= lease.Token() {
-			t.Errorf("%s: takeover token %d not above %d", pair.name, got.Token(), lease.Token())
-		}
-		_ = got.Release(ctx)
-	}
+	sqltest.ClockSkew(t, ahead, behind)
 }
 
 // An expired row taken over by many clients at once has exactly one winner,

@@ -18,7 +18,8 @@ import (
 
 // ClockSkew is the scenario of two row-mode clients whose clocks disagree
 // with the server's: ahead and behind are Lockers on one table whose
-// client clocks are shifted (by minutes, in opposite directions). Each in
+// clocks are shifted in opposite directions (the client's clock, or the
+// session's time zone). Each in
 // turn holds a key for a short TTL while the other tries it: the other
 // sees it busy for the TTL's remainder (by the server's clock), takes it
 // over after the TTL — neither early nor late — with a larger token, and
