@@ -78,3 +78,7 @@ func FloorReadSQL(l *Locker) string {
 // is used): a row-mode Locker must behave the same, as its statements take
 // every time from the server.
 func ShiftClock(l *Locker, d time.Duration) { l.b.Now = func() time.Time { return time.Now().Add(d) } }
+
+// SetUndoSchedule sets when l's give-back of a lost acquisition's hold
+// tries (offsets from the first try), before l is used.
+func SetUndoSchedule(l *Locker, at ...time.Duration) { l.b.UndoSchedule = at }
