@@ -73,3 +73,12 @@ func RowAcquireSQL(l *Locker, key, owner string, us int64) (acquire, release str
 func FloorReadSQL(l *Locker) string {
 	return "(SELECT f.fence FROM (SELECT fence FROM " + l.b.Table + " WHERE key_hash = ?) AS f)"
 }
+
+// ShiftClock moves l's reading of the client's wall clock by d (before l
+// is used): a row-mode Locker must behave the same, as its statements take
+// every time from the server.
+func ShiftClock(l *Locker, d time.Duration) { l.b.Now = func() time.Time { return time.Now().Add(d) } }
+
+// SetUndoSchedule sets when l's give-back of a lost acquisition's hold
+// tries (offsets from the first try), before l is used.
+func SetUndoSchedule(l *Locker, at ...time.Duration) { l.b.UndoSchedule = at }

@@ -143,7 +143,7 @@ func (d *fuDriver) Lock(ctx context.Context, req backend.Request, wait bool) (sq
 	}
 	// The pinned connection must have held the row lock when the token
 	// was issued: if it is alive now, it was alive then.
-	sent := time.Now()
+	sent := d.Now()
 	id, idle, err := d.sessionInfo(ctx, conn)
 	if err != nil {
 		return none, a.fail(fmt.Errorf("the lock's connection failed while the fence was issued: %w", sqllock.Failed(ctx, err)))

@@ -32,8 +32,8 @@ var (
 const (
 	// Arguments: hash.
 	fuRecordSQL = `SELECT owner, metadata, fence, holds, conn_id FROM %[1]s WHERE key_hash = ? AND kind = 1 AND conn_id IS NOT NULL`
-	// Arguments: delta, hash, fence.
-	fuHoldsSQL = `UPDATE %[1]s SET holds = holds + ? WHERE key_hash = ? AND kind = 1 AND fence = ?`
+	// Arguments: delta, hash, fence, conn id.
+	fuHoldsSQL = `UPDATE %[1]s SET holds = holds + ? WHERE key_hash = ? AND kind = 1 AND fence = ? AND conn_id = ?`
 	// fuBlockersSQL lists the connections of the running (not waiting)
 	// transactions that block the lock request of a connection.
 	// Arguments: conn id.
@@ -52,11 +52,19 @@ WHERE r.trx_mysql_thread_id = ? AND b.trx_state = 'RUNNING'`
 	forceAttempts = 10
 )
 
-// RecordHolds implements sqllock.HoldRecorder.
-func (d *fuDriver) RecordHolds(ctx context.Context, key string, p sqllock.Pinned[*sql.Conn], delta int) error {
+// RecordHolds implements sqllock.HoldRecorder: the record is current
+// while it names p's fence and connection.
+func (d *fuDriver) RecordHolds(ctx context.Context, key string, p sqllock.Pinned[*sql.Conn], delta int) (bool, error) {
 	h := keyHash(key)
-	_, err := d.db.ExecContext(ctx, fmt.Sprintf(fuHoldsSQL, d.Table), delta, h[:], p.Token)
-	return sqllock.Failed(ctx, err)
+	res, err := d.db.ExecContext(ctx, fmt.Sprintf(fuHoldsSQL, d.Table), delta, h[:], p.Token, p.ID)
+	if err != nil {
+		return false, sqllock.Failed(ctx, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, sqllock.Failed(ctx, err)
+	}
+	return n == 1, nil
 }
 
 // record reads key's holder record (as Held; found false if none).

@@ -111,7 +111,11 @@
 //
 // Capabilities: Fencing, Reentrant (within one Locker: the lock belongs to a
 // connection of that Locker; another Locker using the same owner id contends
-// like any other owner), Notify (waiters are queued and woken by InnoDB on
+// like any other owner; a nested acquisition is granted only after a ping on
+// that connection succeeds and the key's record still names its connection
+// and token — a connection the server ended unnoticed, by ForceRelease, KILL
+// or a restart, ends the owner's leases with ErrLockLost, and the
+// acquisition goes to the server as a new one), Notify (waiters are queued and woken by InnoDB on
 // COMMIT), SessionBound (the server rolls back, freeing the lock, when the
 // holder's connection closes or is killed, and after its idle limit of
 // silence).

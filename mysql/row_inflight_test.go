@@ -20,6 +20,11 @@ import (
 // the lock stayed held for its 10-minute TTL).
 func TestRowLostRequestOwnerRetry(t *testing.T) {
 	p, l, other := proxiedPair(t, "lostreq")
+	// The give-back tries at the timeout and 250ms later (before the
+	// delayed statement lands), then not before 4s: the test sees the
+	// landed hold and retries before the give-back can find it, whatever
+	// the machine's load.
+	mysql.SetUndoSchedule(l, 0, 250*time.Millisecond, 4*time.Second, 6*time.Second, 8*time.Second)
 	ctx := ctxT(t, time.Minute)
 	const key = "lost-request"
 	owner := distlock.WithOwner("retrying-owner")
@@ -60,8 +65,8 @@ func TestRowLostRequestOwnerRetry(t *testing.T) {
 	if err := retry.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	// The give-back runs on its schedule (0, 250ms, 1s, 2s, 4s after the
-	// timeout): within 10s the lock must be free for another owner.
+	// The give-back runs on its schedule (its try 4s after the timeout
+	// finds the hold): within 10s the lock must be free for another owner.
 	waitInfo(t, other, key, 10*time.Second, "the lock free after the owner's only Release", func(i distlock.LockInfo) bool { return !i.Held })
 	lease, err := other.TryAcquire(ctx, key)
 	if err != nil {

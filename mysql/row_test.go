@@ -12,6 +12,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/internal/testkit/slack"
 	"github.com/distlock/distlock/internal/testkit/sqltest"
 	"github.com/distlock/distlock/mysql"
 )
@@ -106,7 +107,7 @@ func TestRowSQLSendsNoClientTime(t *testing.T) {
 	defer a.Close()
 	ctx := ctxT(t, time.Minute)
 	owner := distlock.WithOwner("clock-owner")
-	l1, err := a.TryAcquire(ctx, "k", owner, distlock.WithTTL(700*time.Millisecond))
+	l1, err := a.TryAcquire(ctx, "k", owner, distlock.WithTTL(slack.D(2*time.Second)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,14 +123,15 @@ func TestRowSQLSendsNoClientTime(t *testing.T) {
 	}
 	_ = l2.Release(ctx)
 	_ = l1.Release(ctx)
-	l3, err := a.TryAcquire(ctx, "k", distlock.WithTTL(200*time.Millisecond), distlock.WithAutoRefresh(false))
+	// Long enough that the grant arrives within it on a loaded machine.
+	l3, err := a.TryAcquire(ctx, "k", distlock.WithTTL(slack.D(time.Second)), distlock.WithAutoRefresh(false))
 	if err != nil {
 		t.Fatal(err)
 	}
 	watcher := mustNew(t, openDB(t, config(t, srv)), mysql.WithTable(table)) // off the wire
 	defer watcher.Close()
 	if !sqltest.Until(10*time.Second, func() bool { info, err := distlock.Inspect(ctx, watcher, "k"); return err == nil && !info.Held }) {
-		t.Fatal("a 200ms lease still held after 10s")
+		t.Fatal("a 1s lease still held after 10s")
 	}
 	l4, err := a.TryAcquire(ctx, "k") // takeover of the expired row
 	if err != nil {
@@ -184,46 +186,7 @@ func TestRowSessionClockSkew(t *testing.T) {
 	if nowAhead[:10] == nowBehind[:10] {
 		t.Fatalf("sessions not skewed: %s vs %s", nowAhead, nowBehind)
 	}
-	ctx := ctxT(t, time.Minute)
-	const ttl = 2 * time.Second
-	for _, pair := range []struct {
-		name          string
-		holder, thief *mysql.Locker
-	}{{"ahead holds", ahead, behind}, {"behind holds", behind, ahead}} {
-		key := "skew/" + pair.name
-		start := time.Now()
-		lease, err := pair.holder.TryAcquire(ctx, key, distlock.WithTTL(ttl), distlock.WithAutoRefresh(false))
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, err = pair.thief.TryAcquire(ctx, key)
-		var busy *backend.BusyError
-		if !errors.As(err, &busy) {
-			t.Fatalf("%s: the skewed client took a held lock: %v", pair.name, err)
-		}
-		if busy.RetryAfter <= ttl/2 || busy.RetryAfter > ttl {
-			t.Errorf("%s: the other client sees %v left of a %v lease", pair.name, busy.RetryAfter, ttl)
-		}
-		info, err := distlock.Inspect(ctx, pair.thief, key)
-		if err != nil || !info.Held || info.TTL > ttl {
-			t.Errorf("%s: Inspect = %+v, %v", pair.name, info, err)
-		}
-		got, err := pair.thief.Acquire(ctx, key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		took := time.Since(start)
-		if took < ttl-ttl/10 || took > ttl+2*time.Second {
-			t.Errorf("%s: taken over after %v, want the TTL %v", pair.name, took, ttl)
-		}
-		if err := lease.Refresh(ctx, time.Minute); !errors.Is(err, distlock.ErrNotHeld) {
-			t.Errorf("%s: the expired holder's Refresh = %v, want ErrNotHeld", pair.name, err)
-		}
-		if got.Token() <= lease.Token() {
-			t.Errorf("%s: takeover token %d not above %d", pair.name, got.Token(), lease.Token())
-		}
-		_ = got.Release(ctx)
-	}
+	sqltest.ClockSkew(t, ahead, behind)
 }
 
 // An expired row taken over by many clients at once has exactly one winner,
@@ -288,6 +251,7 @@ func TestRowConcurrentTakeover(t *testing.T) {
 // (which keeps it) and kill -9 restarts of MariaDB, with a lock held across
 // the crash.
 func TestRowFenceAcrossRestart(t *testing.T) {
+	t.Parallel()
 	srv := ownServer(t)
 	admin := adminDB(t, srv)
 	table := uniqueTable("fence")
@@ -554,3 +518,23 @@ func TestRowMaxTTL(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Row mode takes every expiry and takeover time from the server's
+// UTC_TIMESTAMP(6): two clients whose clocks are 10 minutes ahead of and
+// behind the server's see the same lease as an unshifted one would.
+func TestRowClientClockSkew(t *testing.T) {
+	t.Parallel()
+	srv := server(t)
+	table := uniqueTable("skew")
+	open := func(shift time.Duration) *mysql.Locker {
+		l := mustNew(t, openDB(t, config(t, srv)), mysql.WithTable(table))
+		mysql.ShiftClock(l, shift)
+		t.Cleanup(func() { _ = l.Close() })
+		return l
+	}
+	sqltest.ClockSkew(t, open(10*time.Minute), open(-10*time.Minute))
+}
+
+// The package reads the client's clock only through the hook that
+// TestRowClientClockSkew shifts.
+func TestClockOnlyThroughHook(t *testing.T) { sqltest.ClockOnlyThroughHook(t, ".") }

@@ -53,19 +53,23 @@ FROM %[1]s a WHERE a.lock_key = $1`
     WHERE ` + advLockMatch + ` AND l.granted AND l.pid = $2 LIMIT 1), false),
   EXISTS (SELECT 1 FROM pg_locks l, (SELECT $1::bigint AS lock_id) a WHERE ` + advLockMatch + ` AND l.granted AND l.pid <> $2)`
 
-	// advHoldsSQL adds to the recorded nested holds of a tenure.
-	// Arguments: lock id, fence, delta.
-	advHoldsSQL = `UPDATE %[1]s SET holds = holds + $3 WHERE lock_id = $1 AND fence = $2`
+	// advHoldsSQL adds to the recorded nested holds of a tenure (fence
+	// and session). Arguments: lock id, fence, delta, backend pid.
+	advHoldsSQL = `UPDATE %[1]s SET holds = holds + $3 WHERE lock_id = $1 AND fence = $2 AND pid = $4`
 )
 
 // forceAttempts bounds ForceRelease's attempts while the record is being
 // replaced by a new holder's grant.
 const forceAttempts = 20
 
-// RecordHolds implements sqllock.HoldRecorder.
-func (d *advDriver) RecordHolds(ctx context.Context, _ string, p sqllock.Pinned[*advConn], delta int) error {
-	_, err := d.pool.Exec(ctx, fmt.Sprintf(advHoldsSQL, d.Table), p.Conn.id, int64(p.Token), delta)
-	return failed(ctx, err)
+// RecordHolds implements sqllock.HoldRecorder: the record is current
+// while it names p's fence and session.
+func (d *advDriver) RecordHolds(ctx context.Context, _ string, p sqllock.Pinned[*advConn], delta int) (bool, error) {
+	tag, err := d.pool.Exec(ctx, fmt.Sprintf(advHoldsSQL, d.Table), p.Conn.id, int64(p.Token), delta, int32(p.Conn.pid))
+	if err != nil {
+		return false, failed(ctx, err)
+	}
+	return tag.RowsAffected() == 1, nil
 }
 
 // Inspect implements backend.Inspector: the key's record and pg_locks, in

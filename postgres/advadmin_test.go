@@ -14,6 +14,7 @@ import (
 // would), that session survives, the holder keeps the lock, and the call
 // fails instead of evicting an unreported holder.
 func TestAdvisoryForceReleaseChecksHolder(t *testing.T) {
+	t.Parallel()
 	srv := server(t)
 	admin := openPool(t, srv, nil)
 	table := uniqueTable("advforce")

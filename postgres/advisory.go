@@ -166,7 +166,7 @@ func (d *advDriver) lockOnce(ctx context.Context, req backend.Request, id int64,
 	var ok *bool
 	var fence *int64
 	var pid uint32
-	sent := time.Now()
+	sent := d.Now()
 	if wait {
 		err = d.cancellable(ctx, conn, func(qctx context.Context) error {
 			return conn.QueryRow(qctx, d.qWait, id, []byte(key), owner, md).Scan(&ok, &fence, &pid)
@@ -196,7 +196,7 @@ func (d *advDriver) lockOnce(ctx context.Context, req backend.Request, id int64,
 	if wait {
 		// The session was busy while it waited, so silence counts from
 		// now: prove it alive with one more command.
-		sent = time.Now()
+		sent = d.Now()
 		if err := d.ping(ctx, conn, info.pid); err != nil {
 			discard(conn)
 			return p, false, fmt.Errorf("the lock's connection failed after the lock was granted: %w", failed(ctx, err))

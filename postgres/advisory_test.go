@@ -110,6 +110,7 @@ func TestTerminateHolder(t *testing.T) {
 // after the restart the lock is free and the next token is larger (the
 // counter row survived).
 func TestServerRestartAdvisory(t *testing.T) {
+	t.Parallel()
 	srv := ownServer(t)
 	url := pgURL(srv, "mode=advisory&keepalive=100ms&table="+uniqueTable("restart"))
 	a := advisoryLocker(t, url)
@@ -292,6 +293,7 @@ func TestRefreshDuringRelease(t *testing.T) {
 // keepalive — capped at a third of the bound although WithKeepalive asks
 // for a minute — keeps the session, and so the lock, alive well past it.
 func TestSessionBound(t *testing.T) {
+	t.Parallel()
 	srv := server(t)
 	admin := openPool(t, srv, nil)
 	table := uniqueTable("bound")
@@ -300,6 +302,8 @@ func TestSessionBound(t *testing.T) {
 		"tcp_keepalives":       {"tcp_keepalives_idle": "1", "tcp_keepalives_interval": "1", "tcp_keepalives_count": "1"},
 	} {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			table := table + "_" + name // heldAdvisory counts the table's locks
 			l := mustNew(t, openPool(t, srv, params), postgres.WithMode(postgres.ModeAdvisory), postgres.WithTable(table),
 				postgres.WithCreateTable(true), postgres.WithKeepalive(time.Minute))
 			defer l.Close()

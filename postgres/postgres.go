@@ -106,7 +106,12 @@
 // it twice), which is not distlock's owner model. One owner's holds of one
 // key in one Locker share one pinned connection that holds the server lock
 // once; the last Release unlocks it. Another Locker using the same owner id
-// contends like any other owner.
+// contends like any other owner. A nested acquisition is granted only after
+// a command on that pinned session succeeds and the key's record still
+// names its session and token: a session the server ended unnoticed (a
+// ForceRelease, pg_terminate_backend, a restart) ends the owner's leases
+// with ErrLockLost, and the acquisition goes to the server as a new one —
+// ErrNotAcquired from TryAcquire while another owner holds the lock.
 //
 // Loss: a keepalive (WithKeepalive, default 1s) runs SELECT pg_backend_pid()
 // on every pinned connection; a failure, or another backend pid, ends the

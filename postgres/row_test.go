@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/testkit/sqltest"
 	"github.com/distlock/distlock/postgres"
 )
 
@@ -358,3 +359,23 @@ func TestExpiryOnDatabaseClock(t *testing.T) {
 		t.Errorf("the row expires in %v by the database clock, want just under the 1m TTL", left)
 	}
 }
+
+// Row mode takes every expiry and takeover time from the server's
+// clock_timestamp(): two clients whose clocks are 10 minutes ahead of and
+// behind the server's see the same lease as an unshifted one would.
+func TestRowClientClockSkew(t *testing.T) {
+	t.Parallel()
+	srv := server(t)
+	table := uniqueTable("skew")
+	open := func(shift time.Duration) *postgres.Locker {
+		l := mustNew(t, openPool(t, srv, nil), postgres.WithTable(table), postgres.WithCreateTable(true))
+		postgres.ShiftClock(l, shift)
+		t.Cleanup(func() { _ = l.Close() })
+		return l
+	}
+	sqltest.ClockSkew(t, open(10*time.Minute), open(-10*time.Minute))
+}
+
+// The package reads the client's clock only through the hook that
+// TestRowClientClockSkew shifts.
+func TestClockOnlyThroughHook(t *testing.T) { sqltest.ClockOnlyThroughHook(t, ".") }

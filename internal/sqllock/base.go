@@ -22,6 +22,16 @@ type Base struct {
 	// mode's table.
 	CreateSQL string
 
+	// Now is the client's wall clock: the driver reads it (for its own
+	// bookkeeping of pinned connections) through Now alone. No statement
+	// carries it — expiries and takeovers are the server's clock — which
+	// tests prove by shifting it for row mode.
+	Now func() time.Time
+
+	// UndoSchedule spaces the tries of Undo (default: 0, 250ms, 1.25s,
+	// 3.25s, 7.25s from the first); set before the driver is used.
+	UndoSchedule async.At
+
 	closeDB func() error // closes a database the driver owns; nil if not
 
 	schemaMu sync.Mutex
@@ -38,7 +48,7 @@ type Base struct {
 // on table d quotes, with the mode's schema. closeDB, if not nil, closes a
 // database the driver owns (URL-opened); Close calls it last.
 func NewBase(d Dialect, schemas []Schema, c *Config, closeDB func() error) *Base {
-	b := &Base{Table: d.QuoteTable(c.Table), Name: c.Table, Create: c.CreateTable, Mode: c.Mode, Cleanup: c.Cleanup, closeDB: closeDB, group: async.NewGroup()}
+	b := &Base{Table: d.QuoteTable(c.Table), Name: c.Table, Create: c.CreateTable, Mode: c.Mode, Cleanup: c.Cleanup, Now: time.Now, UndoSchedule: undoSchedule, closeDB: closeDB, group: async.NewGroup()}
 	if s, ok := schemaOf(schemas, c.Mode); ok {
 		b.CreateSQL = s.DDL(b.Table)
 	}
@@ -96,7 +106,7 @@ const undoTryTimeout = 5 * time.Second
 // must be idempotent and match only that acquisition's own hold.
 func (b *Base) Undo(ttl time.Duration, try func(ctx context.Context) (done bool, err error)) {
 	b.group.Go(func() {
-		async.Retry{Schedule: undoSchedule, Within: ttl, TryTimeout: undoTryTimeout}.Do(context.Background(), func(ctx context.Context) bool {
+		async.Retry{Schedule: b.UndoSchedule, Within: ttl, TryTimeout: undoTryTimeout}.Do(context.Background(), func(ctx context.Context) bool {
 			done, err := try(ctx)
 			return done || err != nil && b.life.Err() != nil
 		})

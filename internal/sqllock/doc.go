@@ -12,10 +12,11 @@
 //   - Table, Hold and Server: a lock held on a connection pinned to the
 //     lease (MySQL's SELECT … FOR UPDATE in an open transaction,
 //     PostgreSQL's session advisory lock): one entry per (key, owner)
-//     shared by its nested holds, a keepalive bounded by the server's idle
-//     limits, a local deadline (backend.Deadliner) that reports the loss
-//     before the server can free the lock, and a connection in an unknown
-//     state never returned to the pool.
+//     shared by its nested holds (each joins only after the server
+//     confirms the session still holds the lock), a keepalive bounded by
+//     the server's idle limits, a local deadline (backend.Deadliner) that
+//     reports the loss before the server can free the lock, and a
+//     connection in an unknown state never returned to the pool.
 //   - Stoppable: a statement that waits for a lock inside the server,
 //     stopped from the server side when its ctx ends.
 //   - Cleanup, StartCleanup, Bucket: the background deletion of free lease
@@ -26,7 +27,8 @@
 //   - Column, Upgrade: a mode's columns added after its first release,
 //     added on first use when the Locker manages the schema, else refused
 //     with the ALTER TABLE statement.
-//   - HoldRecorder: a Server that records nested holds for operators.
+//   - HoldRecorder: a Server that records nested holds for operators, and
+//     tells whether its record still names the joined tenure.
 //   - NetCode, NoAnswer, OpenError: the error shapes both drivers use in
 //     their backend.ErrorClassifier.
 package sqllock

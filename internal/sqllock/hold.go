@@ -73,7 +73,11 @@ func (h *Hold[C]) Refresh(ctx context.Context, _ time.Duration) error {
 
 // Release gives up one hold; the last one gives up the server's lock
 // (Server.Unlock) once the keepalive has stopped.
-func (h *Hold[C]) Release(ctx context.Context) error {
+func (h *Hold[C]) Release(ctx context.Context) error { return h.release(ctx, true) }
+
+// release gives up one hold; record says whether a HoldRecorder records
+// it (not for a hold whose +1 was never recorded).
+func (h *Hold[C]) release(ctx context.Context, record bool) error {
 	t, e := h.t, h.e
 	t.mu.Lock()
 	if err := h.errLocked(); err != nil {
@@ -83,10 +87,10 @@ func (h *Hold[C]) Release(ctx context.Context) error {
 	delete(e.locks, h)
 	if len(e.locks) > 0 {
 		t.mu.Unlock()
-		if rec, ok := t.srv.(HoldRecorder[C]); ok {
+		if rec, ok := t.srv.(HoldRecorder[C]); ok && record {
 			// Only the operators' count depends on it: the hold is given
 			// up whatever the answer.
-			_ = rec.RecordHolds(ctx, e.k.key, e.p, -1)
+			_, _ = rec.RecordHolds(ctx, e.k.key, e.p, -1)
 		}
 		return nil
 	}

@@ -38,9 +38,10 @@ type Server[C any] interface {
 // HoldRecorder is implemented by a Server that records the number of
 // nested holds of a lock for operators: RecordHolds adds delta (+1 when an
 // owner nests, -1 when it gives up a hold that is not its last) to the
-// record of p's lock of key.
+// record of p's lock of key, and reports whether that record still shows
+// p's tenure (p.Token): false when the lock has passed to a newer holder.
 type HoldRecorder[C any] interface {
-	RecordHolds(ctx context.Context, key string, p Pinned[C], delta int) error
+	RecordHolds(ctx context.Context, key string, p Pinned[C], delta int) (current bool, err error)
 }
 
 // Pinned is a connection whose session holds a lock.
@@ -135,6 +136,13 @@ func IdleMargin(bound time.Duration) time.Duration { return bound/100 + 100*time
 // connection already holds it, else a new pinned connection (Server.Lock).
 // With wait it waits inside the server, and an error after ctx ended wraps
 // ErrNotAcquired.
+//
+// A nested hold is granted only once the server has confirmed that the
+// owner's session still holds the lock (join): the server may have ended
+// it (an operator's ForceRelease, a terminated session, a restart) before
+// the keepalive noticed. When it has, the owner's holds end (ErrLockLost)
+// and the acquisition goes on as a new one, which the server grants or
+// refuses as it would any other owner's.
 func (t *Table[C]) Acquire(ctx context.Context, req backend.Request, wait bool) (backend.Lock, error) {
 	l, err := t.acquire(ctx, req, wait)
 	if err != nil {
@@ -147,41 +155,87 @@ func (t *Table[C]) Acquire(ctx context.Context, req backend.Request, wait bool) 
 }
 
 func (t *Table[C]) acquire(ctx context.Context, req backend.Request, wait bool) (*Hold[C], error) {
-	e, nested, err := t.enter(ctx, req, wait)
-	if e == nil {
-		if err == nil {
-			err = t.recordNested(ctx, nested)
-		}
+	for {
+		e, joined, err := t.enter(ctx, req, wait)
 		if err != nil {
 			return nil, err
 		}
-		return nested, nil
+		if joined == nil {
+			p, err := t.srv.Lock(ctx, req, wait)
+			return t.settle(e, req.Lost, p, err)
+		}
+		h, ended, err := t.join(ctx, joined, req.Lost)
+		if !ended {
+			return h, err
+		}
+		// The owner's hold ended meanwhile: acquire anew.
 	}
-	p, err := t.srv.Lock(ctx, req, wait)
-	return t.settle(e, req.Lost, p, err)
 }
 
-// recordNested records a new nested hold h with a HoldRecorder; if that
-// fails the hold is given up again and the acquisition fails.
-func (t *Table[C]) recordNested(ctx context.Context, h *Hold[C]) error {
+// join nests a hold into the owner's held entry e once the server confirms
+// that e's session still holds the lock: a check of its pinned connection
+// (which ends e when it fails), then, with a HoldRecorder, the record of one
+// more hold, which must still show e's tenure. ended reports that e ended
+// before the hold was granted.
+func (t *Table[C]) join(ctx context.Context, e *entry[C], lost func(error)) (h *Hold[C], ended bool, err error) {
+	res := make(chan bool, 1)
+	if !t.base.Go(func(context.Context) { res <- t.check(e) }) {
+		return nil, false, backend.ErrClosed
+	}
+	select {
+	case alive := <-res:
+		if !alive {
+			return nil, true, nil
+		}
+	case <-ctx.Done():
+		return nil, false, NoAnswer(ctx, nil)
+	}
+	h = &Hold[C]{t: t, e: e}
+	t.mu.Lock()
+	if e.state != held {
+		t.mu.Unlock()
+		return nil, true, nil
+	}
+	// Counted now, so a concurrent last Release keeps the lock.
+	e.locks[h] = lost
+	t.mu.Unlock()
 	rec, ok := t.srv.(HoldRecorder[C])
 	if !ok {
-		return nil
+		return h, false, nil
 	}
-	err := rec.RecordHolds(ctx, h.e.k.key, h.e.p, 1)
-	if err != nil {
-		t.mu.Lock()
-		delete(h.e.locks, h)
-		t.mu.Unlock()
+	current, err := rec.RecordHolds(ctx, e.k.key, e.p, 1)
+	switch {
+	case err != nil:
+		t.giveUp(h)
+		return nil, false, err
+	case !current:
+		t.giveUp(h)
+		t.end(e, errors.New("the server's record shows a newer holder of the lock"))
+		return nil, true, nil
 	}
-	return err
+	return h, false, nil
 }
 
-// enter returns a nested hold of the owner's held lock, or a new entry in
-// state acquiring (with its connection counted) for the caller to settle.
-// It waits for the same owner's acquisition in progress rather than queue
+// giveUp gives up a hold that join reserved but did not grant: the lock
+// too when it was the last hold.
+func (t *Table[C]) giveUp(h *Hold[C]) {
+	ctx, cancel := context.WithTimeout(context.Background(), t.pingTimeout)
+	defer cancel()
+	_ = h.release(ctx, false)
+}
+
+// end ends a held entry the server no longer holds for it (lost).
+func (t *Table[C]) end(e *entry[C], cause error) {
+	e.connMu.Lock()
+	defer e.connMu.Unlock()
+	t.lost(e, cause, nil)
+}
+
+// enter returns the owner's held entry to join, or a new entry in state
+// acquiring (with its connection counted) for the caller to settle. It
+// waits for the same owner's acquisition in progress rather than queue
 // behind it in the server.
-func (t *Table[C]) enter(ctx context.Context, req backend.Request, wait bool) (*entry[C], *Hold[C], error) {
+func (t *Table[C]) enter(ctx context.Context, req backend.Request, wait bool) (fresh, joined *entry[C], err error) {
 	ek := entryKey{req.Key, req.Owner}
 	for {
 		t.mu.Lock()
@@ -192,10 +246,8 @@ func (t *Table[C]) enter(ctx context.Context, req backend.Request, wait bool) (*
 		cur := t.entries[ek]
 		switch {
 		case cur != nil && cur.state == held:
-			h := &Hold[C]{t: t, e: cur}
-			cur.locks[h] = req.Lost
 			t.mu.Unlock()
-			return nil, h, nil
+			return nil, cur, nil
 		case cur != nil:
 			ch := cur.ready
 			t.mu.Unlock()
