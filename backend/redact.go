@@ -132,5 +132,5 @@ func (e *scrubbed) Unwrap() []error { return e.is }
 // sentinels are the errors a scrubbed error still matches.
 var sentinels = []error{
 	ErrNotAcquired, ErrNotHeld, ErrLockLost, ErrInvalidKey, ErrInvalidTTL,
-	ErrInvalidOption, ErrUnavailable, ErrClosed, context.Canceled, context.DeadlineExceeded,
+	ErrInvalidOption, ErrUnavailable, ErrAuth, ErrMisconfigured, ErrClosed, context.Canceled, context.DeadlineExceeded,
 }

@@ -25,14 +25,17 @@ func TestConformanceChecksConnectionFirst(t *testing.T) {
 	if err := admin.ConfigSet(context.Background(), "requirepass", "right-password").Err(); err != nil {
 		t.Fatal(err)
 	}
-	for _, tc := range []struct{ url, want string }{
-		{"redis://127.0.0.1:1/0", "connection refused"},
-		{"redis://:wrong-password@" + srv.Addr() + "/0", "WRONGPASS"},
-		{"redis://" + srv.Addr() + "/0", "NOAUTH"},
+	for _, tc := range []struct {
+		url, want string
+		status    int
+	}{
+		{"redis://127.0.0.1:1/0", "connection refused", ExitUnavailable},
+		{"redis://:wrong-password@" + srv.Addr() + "/0", "WRONGPASS", ExitAuth},
+		{"redis://" + srv.Addr() + "/0", "NOAUTH", ExitAuth},
 	} {
 		r := runBin(t, 2*time.Minute, nil, "conformance", "--backend", tc.url, "--run", "^(keys|mutual-exclusion)$")
-		if r.status != ExitUnavailable || !strings.Contains(r.stderr, tc.want) || strings.Count(r.stderr, "\n") != 1 {
-			t.Errorf("conformance against %s: status %d, stderr %q; want %d and one line with %q", tc.url, r.status, r.stderr, ExitUnavailable, tc.want)
+		if r.status != tc.status || !strings.Contains(r.stderr, tc.want) || strings.Count(r.stderr, "\n") != 1 {
+			t.Errorf("conformance against %s: status %d, stderr %q; want %d and one line with %q", tc.url, r.status, r.stderr, tc.status, tc.want)
 		}
 		if strings.Contains(r.stdout, "violated") || strings.Contains(r.stdout, "=== ") {
 			t.Errorf("conformance against %s ran checks: %s", tc.url, r.stdout)

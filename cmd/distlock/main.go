@@ -125,8 +125,10 @@ Run "distlock help COMMAND" for a command's flags.
 
 Exit statuses of run: the command's own status; 75 not acquired in time;
 76 lock lost while the command ran (it was terminated); 64 usage error;
-69 backend unavailable; 78 bad backend URL or option, or an operation the
-backend cannot do; 70 internal error.
+69 backend unavailable; 77 the backend refused the credentials or a
+permission; 78 bad backend URL or option, an operation the backend cannot
+do, or a backend not set up for distlock (missing database or lock table);
+70 internal error.
 `)
 }
 
@@ -193,6 +195,13 @@ func exitFor(err error) int {
 	switch {
 	case err == nil:
 		return ExitOK
+	case errors.Is(err, distlock.ErrAuth):
+		// Before ErrUnavailable: a Redlock quorum lost to nodes that
+		// refuse the password and to nodes that are down is both, and
+		// waiting cures only the latter.
+		return ExitAuth
+	case errors.Is(err, distlock.ErrMisconfigured):
+		return ExitConfig
 	case errors.Is(err, distlock.ErrUnavailable):
 		// Before ErrNotAcquired: a wait that ran out because the backend
 		// never answered is an outage, not a busy lock.
