@@ -24,6 +24,7 @@ import (
 	"runtime/debug"
 	"strings"
 
+	gomysql "github.com/go-sql-driver/mysql"
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock"
@@ -32,9 +33,11 @@ import (
 
 func main() {
 	if os.Getenv("DISTLOCK_DEBUG") == "" {
-		// go-redis logs every failed dial on its own; distlock reports
-		// errors itself, in one line.
+		// go-redis and go-sql-driver/mysql log failed dials and broken
+		// connections on their own ("[mysql] packets.go:58 unexpected
+		// EOF"); distlock reports errors itself, in one line.
 		goredis.SetLogger(discardLogger{})
+		_ = gomysql.SetLogger(discardLogger{})
 	}
 	conformance.ServeWorker() // the conformance checks' worker processes re-execute this binary
 	os.Exit(Main(os.Args[1:], os.Stdout, os.Stderr))
@@ -43,6 +46,9 @@ func main() {
 type discardLogger struct{}
 
 func (discardLogger) Printf(context.Context, string, ...any) {}
+
+// Print discards go-sql-driver/mysql's log lines.
+func (discardLogger) Print(...any) {}
 
 // Main runs the command line args and returns the exit status.
 func Main(args []string, stdout, stderr io.Writer) int {
