@@ -1,9 +1,14 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
+	"os"
+	"os/exec"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -98,5 +103,44 @@ func TestPrintResultsShowsWhy(t *testing.T) {
 	}
 	if got := statusOf([]conformance.Result{{Status: conformance.Pass}, {Status: conformance.Unavailable}}); got != ExitUnavailable {
 		t.Errorf("statusOf(pass, unavailable) = %d, want %d", got, ExitUnavailable)
+	}
+}
+
+// TestConformanceInterrupted: Ctrl-C while a check runs ends the run with
+// "interrupted", exit 130, the check in flight reported as interrupted and
+// the rest as not run, no check FAIL (it printed "refresh-extends FAIL
+// contract … violated: … context canceled: interrupt signal received",
+// exit 1).
+func TestConformanceInterrupted(t *testing.T) {
+	t.Parallel()
+	cmd := exec.Command(bin, "conformance", "--run", "^(refresh-extends|keys)$", "--ttl", "5s")
+	cmd.Env = append(os.Environ(), "DISTLOCK_BACKEND=")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	timer := time.AfterFunc(2*time.Minute, func() { _ = cmd.Process.Kill() })
+	defer timer.Stop()
+	var stdout strings.Builder
+	sc := bufio.NewScanner(out)
+	for sc.Scan() {
+		stdout.WriteString(sc.Text() + "\n")
+		if sc.Text() == "=== refresh-extends" {
+			_ = cmd.Process.Signal(os.Interrupt) // the check is in flight
+			break
+		}
+	}
+	rest, _ := io.ReadAll(out)
+	stdout.Write(rest)
+	st := exitStatus(cmd.Wait())
+	so := stdout.String()
+	if st != ExitInterrupted || !strings.Contains(errb.String(), "interrupted") || strings.Contains(so, "FAIL") ||
+		!strings.Contains(so, "--- INTERRUPTED refresh-extends") || !regexp.MustCompile(`keys\s+not run`).MatchString(so) {
+		t.Errorf("status %d; stdout:\n%s\nstderr: %s\nwant %d, refresh-extends interrupted, keys not run, no FAIL", st, so, errb.String(), ExitInterrupted)
 	}
 }
