@@ -72,6 +72,7 @@ func cmdConformance(args []string, stdout, stderr io.Writer) int {
 	} else {
 		fmt.Fprintf(stdout, "\nconformance of %s\n", redactURL(url))
 		printResults(stdout, results)
+		printRunSummary(interrupted, stdout, url, results)
 	}
 	if interrupted.Err() != nil {
 		fmt.Fprintf(stderr, "distlock conformance: interrupted: %s\n", runSummary(results))
@@ -185,6 +186,9 @@ func printResults(w io.Writer, results []conformance.Result) {
 	fmt.Fprintln(tw, "CHECK\tRESULT\tDURATION\tDETAIL")
 	for _, r := range results {
 		detail := oneLine(r.Message)
+		if r.Status == conformance.Skip {
+			detail = userReason(r.Message)
+		}
 		if len(detail) > 160 {
 			detail = detail[:157] + "..."
 		}

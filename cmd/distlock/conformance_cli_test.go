@@ -144,3 +144,22 @@ func TestConformanceInterrupted(t *testing.T) {
 		t.Errorf("status %d; stdout:\n%s\nstderr: %s\nwant %d, refresh-extends interrupted, keys not run, no FAIL", st, so, errb.String(), ExitInterrupted)
 	}
 }
+
+// TestConformanceSummary: a run ends with what it verified, what cannot be
+// verified from outside in a user's words (no harness jargon such as
+// Faults.NewLinkedLocker), what a flag left out, and, on a Redis without
+// persistence, a warning that fencing tokens restart at 1 after a restart
+// (such a Redis passed every check without a word).
+func TestConformanceSummary(t *testing.T) {
+	t.Parallel()
+	url, _ := redisURL(t)
+	r := runBin(t, 2*time.Minute, nil, "conformance", "--backend", url, "--run", "^(keys|late-grant|partitioned-holder)$")
+	for _, want := range []string{"summary: 1 of 3 checks verified; 2 not verifiable from outside", "only the test harness", "warning: appendonly is off", "fencing tokens restart at 1"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	if strings.Contains(r.stdout, "Faults.") || r.status != ExitOK {
+		t.Errorf("status %d, stdout shows harness jargon or the run failed:\n%s\n%s", r.status, r.stdout, r.stderr)
+	}
+}
