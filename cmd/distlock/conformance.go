@@ -29,8 +29,8 @@ func cmdConformance(args []string, stdout, stderr io.Writer) int {
 	sessionTimeout := fs.Duration("session-timeout", 30*time.Second, "longest time a session-bound backend may take to free a dead client's lock")
 	timeout := fs.Duration("timeout", 20*time.Minute, "give up on the whole run after this long")
 	asJSON := fs.Bool("json", false, "print the results as JSON instead of a table")
-	fencedRedis := fs.String("fenced-redis", "", "host:port of a Redis the pause check may use as a fenced resource")
-	fencedPostgres := fs.String("fenced-postgres", "", "URL of a PostgreSQL database the pause-holder check may also write to through fence.SQL (creates two small tables)")
+	fencedRedis := fs.String("fenced-redis", "", "a Redis the pause check may use as a fenced resource: host:port, or a URL as for --backend (redis://:PASSWORD@host:port/0); checked before the first check")
+	fencedPostgres := fs.String("fenced-postgres", "", "URL of a PostgreSQL database the pause-holder check may also write to through fence.SQL (creates two small tables); checked before the first check")
 	if st := parseFlags(fs, args, stderr); st >= 0 {
 		return st
 	}
@@ -50,6 +50,13 @@ func cmdConformance(args []string, stdout, stderr io.Writer) int {
 	defer cancel()
 
 	h, err := cliHarness(ctx, url, *ttl, *sessionTimeout)
+	if err != nil {
+		fmt.Fprintf(stderr, "distlock conformance: %s\n", errLine(err))
+		return exitFor(err)
+	}
+	fctx, fcancel := context.WithTimeout(ctx, 30*time.Second)
+	err = conformance.CheckFenced(fctx, *fencedRedis, *fencedPostgres)
+	fcancel()
 	if err != nil {
 		fmt.Fprintf(stderr, "distlock conformance: %s\n", errLine(err))
 		return exitFor(err)

@@ -163,3 +163,31 @@ func TestConformanceSummary(t *testing.T) {
 		t.Errorf("status %d, stdout shows harness jargon or the run failed:\n%s\n%s", r.status, r.stdout, r.stderr)
 	}
 }
+
+// TestConformanceFencedFlagsCheckedFirst: --fenced-redis takes a URL with a
+// password; a wrong or missing one is the credentials error (77) before any
+// check runs, without the password in the message (it was "dial tcp:
+// address redis://:pw@…: too many colons", the password shown, or a
+// contract FAIL some seconds into the run).
+func TestConformanceFencedFlagsCheckedFirst(t *testing.T) {
+	t.Parallel()
+	srv := authRedis(t)
+	for _, tc := range []struct {
+		fenced string
+		status int
+	}{
+		{"redis://:wrong-password@" + srv.Addr() + "/0", ExitAuth},
+		{srv.Addr(), ExitAuth},
+		{"redis://:right-password@" + srv.Addr() + "/0", ExitOK},
+	} {
+		r := runBin(t, 2*time.Minute, nil, "conformance", "--run", "^keys$", "--fenced-redis", tc.fenced)
+		if r.status != tc.status || strings.Contains(r.stderr+r.stdout, "password@") || strings.Contains(r.stdout, "FAIL") {
+			t.Errorf("--fenced-redis %s: status %d, stdout %q, stderr %q; want %d, no password shown", backendRedact(tc.fenced), r.status, r.stdout, r.stderr, tc.status)
+		}
+		if tc.status != ExitOK && strings.Contains(r.stdout, "=== ") {
+			t.Errorf("--fenced-redis %s: checks ran before the resource was checked: %s", backendRedact(tc.fenced), r.stdout)
+		}
+	}
+}
+
+func backendRedact(s string) string { return redactURL(s) }
