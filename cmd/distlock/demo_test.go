@@ -18,6 +18,7 @@ import (
 // starts its server, opens a Locker in its mode (advisory: session-bound;
 // row: expiring) and runs conformance checks on it.
 func TestDemoLocalPostgres(t *testing.T) {
+	t.Parallel()
 	testserver.SkipShort(t, "PostgreSQL")
 	want := map[string]func(distlock.Capabilities) bool{
 		"postgres (advisory)": func(c distlock.Capabilities) bool { return c.SessionBound && !c.Expiring },

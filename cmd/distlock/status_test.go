@@ -75,6 +75,7 @@ func TestParseInterleaved(t *testing.T) {
 // TestOperatorCommandsOnEveryBackend runs, on a real server of every
 // network backend, statusAndForcedUnlock and minHold.
 func TestOperatorCommandsOnEveryBackend(t *testing.T) {
+	t.Parallel()
 	testserver.SkipShort(t, "every backend's server")
 	for _, lb := range localBackends {
 		t.Run(lb.name, func(t *testing.T) {
