@@ -10,7 +10,7 @@ import (
 )
 
 // sentinels are the errors that already say what a driver's error means.
-var sentinels = []error{ErrNotAcquired, ErrNotHeld, ErrUnavailable, ErrClosed, ErrInvalidTTL, ErrInvalidOption, ErrInvalidKey,
+var sentinels = []error{ErrNotAcquired, ErrNotHeld, ErrUnavailable, ErrAuth, ErrMisconfigured, ErrClosed, ErrInvalidTTL, ErrInvalidOption, ErrInvalidKey,
 	context.Canceled, context.DeadlineExceeded}
 
 // classify wraps an error returned by the driver once, in the sentinel of

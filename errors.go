@@ -31,8 +31,20 @@ var (
 	// ErrInvalidOption: an unusable option or backend URL.
 	ErrInvalidOption = backend.ErrInvalidOption
 	// ErrUnavailable: the backend is unreachable or cannot decide (server
-	// down, pool timeout, no quorum).
+	// down, pool timeout, no quorum). Refused credentials are ErrAuth, a
+	// backend not set up for distlock ErrMisconfigured, never this.
 	ErrUnavailable = backend.ErrUnavailable
+	// ErrAuth: the backend refused the credentials or a permission the
+	// operation needs (wrong or missing password, unknown user, an ACL or
+	// grant that forbids the command). It never wraps ErrUnavailable, and
+	// WithRetryUnavailable does not wait it out: retrying cannot help; fix
+	// the URL's user and password or the server's ACL.
+	ErrAuth = backend.ErrAuth
+	// ErrMisconfigured: the backend accepted the connection but is not set
+	// up for the Locker: a missing database, schema or lock table. It
+	// never wraps ErrUnavailable and is not retried: fix the URL or create
+	// what is missing (the error says what).
+	ErrMisconfigured = backend.ErrMisconfigured
 	// ErrClosed: the Locker was closed.
 	ErrClosed = backend.ErrClosed
 )

@@ -20,8 +20,8 @@ const (
 	// CodeLockLost: the lock ended without Release (ErrLockLost).
 	CodeLockLost
 	// CodeUnavailable: the backend cannot be reached or cannot decide,
-	// and waiting will not cure it: refused credentials, a TLS failure, a
-	// misconfigured server (ErrUnavailable).
+	// and waiting will not cure it: a TLS failure, a host name that does
+	// not resolve, an unexpected server reply (ErrUnavailable).
 	CodeUnavailable
 	// CodeTransient: the backend cannot be reached or cannot decide for
 	// now: a refused or reset connection, a timeout, a server loading or
@@ -34,6 +34,29 @@ const (
 	CodeInvalidTTL
 	// CodeInvalidOption: a parameter is unusable (ErrInvalidOption).
 	CodeInvalidOption
+	// CodeAuth: the server refused the credentials or a permission the
+	// operation needs: a wrong or missing password, an unknown user, an
+	// ACL or privilege that does not allow the command (ErrAuth). Never
+	// ErrUnavailable: retrying cannot help.
+	CodeAuth
+	// CodeMisconfigured: the server is reachable and accepted us, but is
+	// not set up as the Locker expects: a missing database, schema or lock
+	// table (ErrMisconfigured). Never ErrUnavailable: retrying cannot help.
+	CodeMisconfigured
+)
+
+// Sentinels of the two classes that say what to fix rather than when to
+// retry. Package distlock re-exports them under the same names.
+var (
+	// ErrAuth: the backend refused the credentials or a permission (a
+	// wrong or missing password, an unknown user, an ACL that forbids the
+	// command). Fix the user and password in the URL or the server's
+	// ACL/grants. It does not wrap ErrUnavailable: retrying cannot help.
+	ErrAuth = errors.New("backend refused the credentials or permission (check the user and password in the backend URL, and the server's ACL or grants)")
+	// ErrMisconfigured: the backend answered but is not set up for the
+	// Locker: a missing database, schema or lock table. Fix the URL or
+	// create what is missing. It does not wrap ErrUnavailable.
+	ErrMisconfigured = errors.New("backend not set up for distlock (check the database named in the URL, and that the lock table exists)")
 )
 
 // ErrorClassifier is implemented by drivers that return their client's
@@ -64,6 +87,10 @@ func (c Code) Sentinel() error {
 		return ErrInvalidTTL
 	case CodeInvalidOption:
 		return ErrInvalidOption
+	case CodeAuth:
+		return ErrAuth
+	case CodeMisconfigured:
+		return ErrMisconfigured
 	}
 	return nil
 }

@@ -70,6 +70,29 @@
 //     its code. Without it: network errors are transient, others returned
 //     as they are.
 //
+// # Error classes
+//
+// Each Code says what the caller can do about an error:
+//
+//   - CodeTransient (ErrUnavailable, a *TransientError): wait and retry — a
+//     refused, reset or timed-out connection, a server loading or failing
+//     over, a lost quorum of such answers. WithRetryUnavailable waits these
+//     out.
+//   - CodeUnavailable (ErrUnavailable): the backend cannot serve and
+//     waiting will not cure it — a TLS failure, a host name that does not
+//     resolve, an unexpected reply.
+//   - CodeAuth (ErrAuth, never ErrUnavailable): the server refused the
+//     credentials or a permission — a wrong or missing password, an
+//     unknown user, an ACL or grant that forbids the command. Fix the
+//     URL's user and password or the server's ACL.
+//   - CodeMisconfigured (ErrMisconfigured, never ErrUnavailable): the
+//     server accepted us but is not set up for the Locker — a missing
+//     database, schema or lock table. Fix the URL or create what is
+//     missing.
+//
+// The distlock CLI exits 69, 77 and 78 for these (EX_UNAVAILABLE,
+// EX_NOPERM, EX_CONFIG).
+//
 // Errors a driver decides itself carry their sentinel (Busy for a held
 // lock, ErrNotHeld, ErrLockLost, ErrInvalidTTL); errors of its client are
 // returned raw, or wrapped with context by %w, and classified by ErrorCode.

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"net/url"
+	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -91,12 +93,50 @@ func RedactURL(raw string) string {
 	return raw[:s] + Redacted + raw[e:]
 }
 
-// Scrub returns msg with every piece of raw's password replaced by "xxxxx".
+// Scrub returns msg with every piece of raw's password replaced by "xxxxx":
+// the pieces of at least 3 bytes wherever they appear, and any quoted
+// string (as %q writes it) that is a part of raw overlapping the password,
+// however short: url.Parse quotes what it cannot read, such as the
+// `invalid port ":ab"` of "redis://:ab#cd@h" or the `invalid URL escape
+// "%zz"` of a password "a%zzb".
 func Scrub(raw, msg string) string {
 	for _, sec := range secrets(raw) {
 		msg = strings.ReplaceAll(msg, sec, Redacted)
 	}
-	return msg
+	s, e := secretSpan(raw)
+	if e <= s {
+		return msg
+	}
+	return quoted.ReplaceAllStringFunc(msg, func(q string) string {
+		u, err := strconv.Unquote(q)
+		if err != nil || !overlaps(raw, u, s, e) {
+			return q
+		}
+		return strconv.Quote(Redacted)
+	})
+}
+
+// quoted matches a double-quoted Go string literal.
+var quoted = regexp.MustCompile(`"(?:[^"\\]|\\.)*"`)
+
+// overlaps reports whether piece occurs in raw at a place that overlaps
+// raw[s:e].
+func overlaps(raw, piece string, s, e int) bool {
+	if piece == "" {
+		return false
+	}
+	for i := 0; i+len(piece) <= len(raw); {
+		j := strings.Index(raw[i:], piece)
+		if j < 0 {
+			return false
+		}
+		at := i + j
+		if at < e && at+len(piece) > s {
+			return true
+		}
+		i = at + 1
+	}
+	return false
 }
 
 // ScrubError returns err unchanged if its message shows nothing of raw's
@@ -132,5 +172,5 @@ func (e *scrubbed) Unwrap() []error { return e.is }
 // sentinels are the errors a scrubbed error still matches.
 var sentinels = []error{
 	ErrNotAcquired, ErrNotHeld, ErrLockLost, ErrInvalidKey, ErrInvalidTTL,
-	ErrInvalidOption, ErrUnavailable, ErrClosed, context.Canceled, context.DeadlineExceeded,
+	ErrInvalidOption, ErrUnavailable, ErrAuth, ErrMisconfigured, ErrClosed, context.Canceled, context.DeadlineExceeded,
 }

@@ -39,3 +39,13 @@ func TestScrubError(t *testing.T) {
 		t.Errorf("a one-byte password garbled the message: %q", s)
 	}
 }
+
+// TestScrubShortPiece: a password piece of 1 or 2 bytes that url.Parse
+// quotes in its error is masked; quoted text elsewhere is kept.
+func TestScrubShortPiece(t *testing.T) {
+	raw := "redis://:ab#cdefgh@h:6379/0"
+	got := Scrub(raw, `malformed URL "redis://:xxxxx@h:6379/0": invalid port ":ab" after host`)
+	if want := `malformed URL "redis://:xxxxx@h:6379/0": invalid port "xxxxx" after host`; got != want {
+		t.Errorf("Scrub = %q, want %q", got, want)
+	}
+}

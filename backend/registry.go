@@ -85,6 +85,17 @@ var packageOf = map[string]string{
 	"postgres":   "postgres",
 	"postgresql": "postgres",
 	"mem":        "memory",
+	"etcd":       "etcd",
+}
+
+// ImportPath returns the import path of the distlock package that registers
+// scheme, "" for a scheme none of distlock's own packages registers. An
+// unknown scheme's error names it.
+func ImportPath(scheme string) string {
+	if pkg, ok := packageOf[strings.ToLower(scheme)]; ok {
+		return "github.com/distlock/distlock/" + pkg
+	}
+	return ""
 }
 
 // Lookup returns the OpenFunc registered for scheme. The error for an
@@ -103,8 +114,8 @@ func Lookup(scheme string) (OpenFunc, error) {
 	if len(known) == 0 {
 		msg = fmt.Sprintf("unknown backend scheme %q (no backend is registered)", scheme)
 	}
-	if pkg, ok := packageOf[scheme]; ok {
-		msg += fmt.Sprintf(`; forgotten import _ "github.com/distlock/distlock/%s"?`, pkg)
+	if path := ImportPath(scheme); path != "" {
+		msg += fmt.Sprintf(`; forgotten import _ %q?`, path)
 	}
 	return nil, fmt.Errorf("%w: %s", ErrInvalidOption, msg)
 }

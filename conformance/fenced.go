@@ -4,12 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/distlock/distlock/backend"
 	"github.com/distlock/distlock/fence"
+	"github.com/distlock/distlock/internal/redislua"
 )
 
 // The resources the fault checks write to, each behind a guard of package
@@ -32,7 +36,11 @@ type fencedStore interface {
 func openFencedStores(ctx context.Context, redisAddr, postgresURL, key string) ([]fencedStore, error) {
 	var stores []fencedStore
 	if redisAddr != "" {
-		c := goredis.NewClient(&goredis.Options{Addr: redisAddr})
+		o, err := fencedRedisOptions(redisAddr)
+		if err != nil {
+			return nil, err
+		}
+		c := goredis.NewClient(o)
 		stores = append(stores, &fencedRedis{c: c, guard: fence.NewRedis(c), res: key, data: "distlock:conformance:fenced:" + key})
 	}
 	if postgresURL != "" {
@@ -123,3 +131,81 @@ func (p *fencedPostgres) writer(ctx context.Context) (string, error) {
 
 func (p *fencedPostgres) name() string { return "postgres (fence.SQL)" }
 func (p *fencedPostgres) close()       { p.pool.Close() }
+
+// fencedRedisOptions reads a fenced Redis given as host:port or as a URL
+// of the forms --backend takes (redis://[user:password@]host:port/db,
+// rediss://…), so that a password can be given.
+func fencedRedisOptions(addr string) (*goredis.Options, error) {
+	if !strings.Contains(addr, "://") {
+		if strings.ContainsAny(addr, "@/") {
+			return nil, fmt.Errorf("%w: fenced Redis %q: want host:port or redis://[:password@]host:port/db", backend.ErrInvalidOption, backend.RedactURL(addr))
+		}
+		return &goredis.Options{Addr: addr}, nil
+	}
+	o, err := goredis.ParseURL(addr)
+	if err != nil {
+		return nil, backend.ScrubError(addr, fmt.Errorf("%w: fenced Redis %q: %w", backend.ErrInvalidOption, backend.RedactURL(addr), err))
+	}
+	return o, nil
+}
+
+// CheckFenced connects to the fenced resources a run will write to (a
+// Redis as host:port or redis:// URL, a PostgreSQL URL) and checks that they
+// accept the credentials, before any check runs: a setup mistake is then
+// ErrInvalidOption (a malformed address), ErrAuth (a refused password),
+// ErrMisconfigured (a missing database) or ErrUnavailable (unreachable),
+// never a contract failure. Messages never show a password.
+func CheckFenced(ctx context.Context, redisAddr, postgresURL string) error {
+	if redisAddr != "" {
+		o, err := fencedRedisOptions(redisAddr)
+		if err != nil {
+			return err
+		}
+		o.MaxRetries = -1
+		c := goredis.NewClient(o)
+		err = c.Ping(ctx).Err()
+		_ = c.Close()
+		if err != nil {
+			return backend.ScrubError(redisAddr, fmt.Errorf("fenced Redis %s: %w", o.Addr, backend.Wrap(fencedCode(redislua.ErrorCode(err)), redislua.Explain(err))))
+		}
+	}
+	if postgresURL != "" {
+		cfg, err := pgxpool.ParseConfig(postgresURL)
+		if err != nil {
+			return backend.ScrubError(postgresURL, fmt.Errorf("%w: fenced PostgreSQL %q: %s", backend.ErrInvalidOption, backend.RedactURL(postgresURL), backend.Scrub(postgresURL, err.Error())))
+		}
+		pool, err := pgxpool.NewWithConfig(ctx, cfg)
+		if err == nil {
+			err = pool.Ping(ctx)
+			pool.Close()
+		}
+		if err != nil {
+			return backend.ScrubError(postgresURL, fmt.Errorf("fenced PostgreSQL %s: %w", backend.RedactURL(postgresURL), backend.Wrap(pgFencedCode(err), backend.OneLine(err))))
+		}
+	}
+	return nil
+}
+
+// fencedCode keeps a code that names a class, and makes every other
+// failure to reach the resource ErrUnavailable.
+func fencedCode(c backend.Code) backend.Code {
+	switch c {
+	case backend.CodeAuth, backend.CodeMisconfigured, backend.CodeTransient, backend.CodeUnavailable:
+		return c
+	}
+	return backend.CodeUnavailable
+}
+
+// pgFencedCode classifies the error of connecting to the fenced PostgreSQL.
+func pgFencedCode(err error) backend.Code {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch {
+		case strings.HasPrefix(pe.Code, "28"), pe.Code == "42501":
+			return backend.CodeAuth
+		case pe.Code == "3D000":
+			return backend.CodeMisconfigured
+		}
+	}
+	return backend.CodeUnavailable
+}

@@ -145,6 +145,11 @@ const (
 	// unavailable (an error wrapping distlock.ErrUnavailable); it found no
 	// contract violation.
 	Unavailable Status = "unavailable"
+	// Interrupted: the run's ctx ended (Ctrl-C, a timeout) while the check
+	// ran; whatever the check saw then says nothing about the contract.
+	Interrupted Status = "interrupted"
+	// NotRun: the run's ctx ended before the check started.
+	NotRun Status = "not run"
 )
 
 // Result is the outcome of one check run by RunChecks.
@@ -170,7 +175,8 @@ type Options struct {
 
 // RunChecks runs the checks without package testing, one after another,
 // and returns their results. ctx bounds the whole run: when it ends, the
-// running check sees its context cancelled.
+// running check sees its context cancelled and is reported Interrupted
+// (unless it skipped), and the checks after it NotRun.
 func RunChecks(ctx context.Context, h Harness, opts Options) []Result {
 	var results []Result
 	for _, c := range Checks() {
@@ -190,15 +196,32 @@ func RunChecks(ctx context.Context, h Harness, opts Options) []Result {
 			opts.Progress(r)
 		}
 		r = runOne(ctx, c, &h)
+		if ctx.Err() != nil && r.Status != Skip {
+			r.Status, r.Message = Interrupted, fmt.Sprintf("interrupted (%v); the check's outcome says nothing about the contract", context.Cause(ctx))
+		}
 		results = append(results, r)
 		if opts.Progress != nil {
 			opts.Progress(r)
 		}
 		if ctx.Err() != nil {
-			break
+			return append(results, notRun(c.Name, opts)...)
 		}
 	}
 	return results
+}
+
+// notRun is the NotRun result of every check after the one named last
+// that opts select.
+func notRun(last string, opts Options) []Result {
+	var out []Result
+	after := false
+	for _, c := range Checks() {
+		if after && (opts.Match == nil || opts.Match.MatchString(c.Name)) {
+			out = append(out, Result{Name: c.Name, Contract: c.Contract, Status: NotRun})
+		}
+		after = after || c.Name == last
+	}
+	return out
 }
 
 func runOne(ctx context.Context, c Check, h *Harness) Result {

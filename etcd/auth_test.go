@@ -8,13 +8,13 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
-	"github.com/distlock/distlock/backend"
 	"github.com/distlock/distlock/internal/testkit/testserver"
 )
 
 // TestURLCredentials: etcd://user:password@host/... authenticates with
 // etcd's auth (a member with auth enabled): the right password gets locks,
-// a wrong one is ErrUnavailable that waiting does not cure, and no error
+// a wrong one is ErrAuth (never ErrUnavailable: waiting does not cure it),
+// and no error
 // shows either password.
 func TestURLCredentials(t *testing.T) {
 	t.Parallel()
@@ -38,8 +38,8 @@ func TestURLCredentials(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = anon.Close() })
-	if _, err := anon.TryAcquire(ctxT(t, 10*time.Second), "k"); !errors.Is(err, distlock.ErrUnavailable) || backend.IsTransient(err) {
-		t.Errorf("TryAcquire without credentials: %v, want a lasting ErrUnavailable", err)
+	if _, err := anon.TryAcquire(ctxT(t, 10*time.Second), "k"); !errors.Is(err, distlock.ErrAuth) || errors.Is(err, distlock.ErrUnavailable) {
+		t.Errorf("TryAcquire without credentials: %v, want ErrAuth", err)
 	}
 
 	l, err := distlock.Open(ctx, "etcd://root:"+pw+"@"+s.Addr()+"/auth?session_ttl=4s")
@@ -65,8 +65,8 @@ func TestURLCredentials(t *testing.T) {
 	switch {
 	case err == nil:
 		t.Fatal("Open with a wrong password: no error")
-	case !errors.Is(err, distlock.ErrUnavailable) || backend.IsTransient(err):
-		t.Errorf("wrong password: %v, want a lasting ErrUnavailable", err)
+	case !errors.Is(err, distlock.ErrAuth) || errors.Is(err, distlock.ErrUnavailable):
+		t.Errorf("wrong password: %v, want ErrAuth", err)
 	case strings.Contains(err.Error(), wrong) || strings.Contains(err.Error(), pw):
 		t.Errorf("the error shows the password: %v", err)
 	}

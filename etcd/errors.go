@@ -31,9 +31,9 @@ var (
 
 // ErrorCode implements backend.ErrorClassifier. Refused credentials or
 // permissions (etcdserver: permission denied, authentication failed,
-// invalid auth token; gRPC PermissionDenied, Unauthenticated) and a
-// request the server refuses as too large are CodeUnavailable: waiting
-// will not cure them. A lost quorum or leader, a timeout (also the
+// invalid auth token, user name is empty; gRPC PermissionDenied,
+// Unauthenticated) are CodeAuth, and a request the server refuses as too
+// large is CodeUnavailable: waiting will not cure them. A lost quorum or leader, a timeout (also the
 // server's "context deadline exceeded" with code Unknown), an unreachable
 // or closing connection (gRPC Unavailable, DeadlineExceeded, Aborted;
 // etcdserver: no leader, request timed out, leader changed; no available
@@ -43,7 +43,9 @@ func (d *driver) ErrorCode(err error) backend.Code {
 	switch {
 	case errors.Is(err, errRestart), errors.Is(err, errNoSession), errors.Is(err, clientv3.ErrNoAvailableEndpoints):
 		return backend.CodeTransient
-	case authRefused(err), errors.Is(err, rpctypes.ErrRequestTooLarge):
+	case authRefused(err):
+		return backend.CodeAuth
+	case errors.Is(err, rpctypes.ErrRequestTooLarge):
 		return backend.CodeUnavailable
 	}
 	if serverTimedOut(err) {
@@ -54,7 +56,7 @@ func (d *driver) ErrorCode(err error) backend.Code {
 		case codes.Unavailable, codes.DeadlineExceeded, codes.Aborted, codes.ResourceExhausted:
 			return backend.CodeTransient
 		case codes.PermissionDenied, codes.Unauthenticated:
-			return backend.CodeUnavailable
+			return backend.CodeAuth
 		case codes.Canceled:
 			if d.client.Ctx().Err() != nil {
 				return backend.CodeClosed

@@ -113,7 +113,7 @@ func dialClient(endpoints []string, cfg *config) (*clientv3.Client, error) {
 	if err != nil {
 		code := backend.CodeTransient
 		if authRefused(err) {
-			code = backend.CodeUnavailable
+			code = backend.CodeAuth
 		}
 		return nil, backend.Wrap(code, backend.OneLine(fmt.Errorf("etcd: connect to %s: %w", strings.Join(endpoints, ","), err)))
 	}

@@ -37,6 +37,11 @@ const (
 	erHostBlocked       = 1129
 	erPasswordExpired   = 1820
 	erMustChangePw      = 1862
+	erBadDB             = 1049 // unknown database
+	erNoSuchTable       = 1146
+	erTableAccessDenied = 1142 // command denied to user on a table
+	erColAccessDenied   = 1143
+	erSpecificAccess    = 1227 // needs a privilege such as SUPER
 )
 
 // transientNumbers are the server's answers that waiting may cure: lock
@@ -50,11 +55,13 @@ var transientNumbers = map[uint16]bool{
 	erClientDisconnect: true, erMaxStatementTime: true, erMaxExecutionTime: true,
 }
 
-// refusedNumbers are the server's refusals of the login that waiting will
-// not cure: credentials, privileges, a blocked host, an expired password.
+// refusedNumbers are the server's refusals of the login or of a statement
+// that waiting will not cure (CodeAuth): credentials, privileges, a
+// blocked host, an expired password.
 var refusedNumbers = map[uint16]bool{
 	erDBAccessDenied: true, erAccessDenied: true, erAccessDeniedNoPw: true, erHostNotPrivileged: true,
 	erHostBlocked: true, erPasswordExpired: true, erMustChangePw: true,
+	erTableAccessDenied: true, erColAccessDenied: true, erSpecificAccess: true,
 }
 
 // errorCode is the ErrorCode (backend.ErrorClassifier) of both modes, for
@@ -63,9 +70,10 @@ var refusedNumbers = map[uint16]bool{
 // (ErrInvalidConn, ErrBadConn, a packet out of sync or malformed, a busy
 // buffer) and network errors (refused, reset, timed out, closed:
 // "connection refused", "i/o timeout") are CodeTransient; refused
-// credentials ("Access denied") and the driver's authentication and TLS
-// refusals are CodeUnavailable; anything else (a missing table, a syntax or
-// privilege error on a statement) is CodeUnknown.
+// credentials and privileges ("Access denied", refusedNumbers) are
+// CodeAuth; an unknown database or a missing lock table is
+// CodeMisconfigured; the driver's TLS and authentication-plugin refusals
+// are CodeUnavailable; anything else (a syntax error) is CodeUnknown.
 func errorCode(err error) backend.Code {
 	var me *gomysql.MySQLError
 	if errors.As(err, &me) {
@@ -73,7 +81,9 @@ func errorCode(err error) backend.Code {
 		case transientNumbers[me.Number]:
 			return backend.CodeTransient
 		case refusedNumbers[me.Number]:
-			return backend.CodeUnavailable
+			return backend.CodeAuth
+		case me.Number == erBadDB || me.Number == erNoSuchTable:
+			return backend.CodeMisconfigured
 		}
 		return backend.CodeUnknown
 	}

@@ -26,9 +26,10 @@ func TestErrorCode(t *testing.T) {
 		{&gomysql.MySQLError{Number: erTooManyConns}, backend.CodeTransient},
 		{&gomysql.MySQLError{Number: erReadOnly}, backend.CodeTransient},
 		{fmt.Errorf("create lock table: %w", &gomysql.MySQLError{Number: erConnectionKilled}), backend.CodeTransient},
-		{&gomysql.MySQLError{Number: erAccessDenied, Message: "Access denied for user"}, backend.CodeUnavailable},
-		{&gomysql.MySQLError{Number: erDBAccessDenied}, backend.CodeUnavailable},
-		{&gomysql.MySQLError{Number: 1146}, backend.CodeUnknown}, // no such table
+		{&gomysql.MySQLError{Number: erAccessDenied, Message: "Access denied for user"}, backend.CodeAuth},
+		{&gomysql.MySQLError{Number: erBadDB, Message: "Unknown database 'nodb'"}, backend.CodeMisconfigured},
+		{&gomysql.MySQLError{Number: erNoSuchTable, Message: "Table 'db.distlock_locks' doesn't exist"}, backend.CodeMisconfigured},
+		{&gomysql.MySQLError{Number: erDBAccessDenied}, backend.CodeAuth},
 		{&gomysql.MySQLError{Number: 1064}, backend.CodeUnknown}, // syntax
 		{driver.ErrBadConn, backend.CodeTransient},
 		{gomysql.ErrInvalidConn, backend.CodeTransient},

@@ -28,8 +28,10 @@ import (
 func errorCode(err error) backend.Code {
 	if code := pgCode(err); code != "" {
 		switch {
-		case strings.HasPrefix(code, "28"):
-			return backend.CodeUnavailable
+		case strings.HasPrefix(code, "28"), code == "42501": // invalid authorization or password; insufficient privilege
+			return backend.CodeAuth
+		case code == "3D000", code == "3F000", code == "42P01": // missing database, schema, table
+			return backend.CodeMisconfigured
 		case transientCode(code):
 			return backend.CodeTransient
 		}

@@ -27,9 +27,10 @@ func TestErrorCode(t *testing.T) {
 		{&pgconn.PgError{Code: "53300"}, backend.CodeTransient}, // too many connections
 		{&pgconn.PgError{Code: "40P01"}, backend.CodeTransient}, // deadlock
 		{&pgconn.PgError{Code: "25006"}, backend.CodeTransient}, // read-only: a standby
-		{&pgconn.PgError{Code: "28P01"}, backend.CodeUnavailable},
-		{&pgconn.PgError{Code: "28000"}, backend.CodeUnavailable},
-		{&pgconn.PgError{Code: "42P01"}, backend.CodeUnknown},
+		{&pgconn.PgError{Code: "28P01"}, backend.CodeAuth},
+		{&pgconn.PgError{Code: "3D000"}, backend.CodeMisconfigured},
+		{&pgconn.PgError{Code: "42P01"}, backend.CodeMisconfigured},
+		{&pgconn.PgError{Code: "28000"}, backend.CodeAuth},
 		{&pgconn.PgError{Code: "42601"}, backend.CodeUnknown},
 		{fmt.Errorf("create lock table: %w", &pgconn.PgError{Code: "08001"}), backend.CodeTransient},
 		{&net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}, backend.CodeTransient},

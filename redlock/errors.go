@@ -42,8 +42,8 @@ var (
 // *NodeError: a caller's ctx that ended is kept (errors.Is(err, ctx.Err())
 // holds); a node that ran out of its per-node time gets ErrUnavailable
 // without the context error (the caller's ctx did not end); a WRONGTYPE
-// reply (a foreign key under the lock's name) is explained; every other
-// failure wraps ErrUnavailable. The go-redis error stays reachable with
+// reply (a foreign key under the lock's name) is explained; refused
+// credentials wrap ErrAuth; every other failure wraps ErrUnavailable. The go-redis error stays reachable with
 // errors.As, but for the per-node timeout.
 func (d *driver) nodeError(ctx, nctx context.Context, n *node, err error) error {
 	if err == nil {
@@ -61,6 +61,8 @@ func (d *driver) nodeError(ctx, nctx context.Context, n *node, err error) error 
 		err = fmt.Errorf("%w: %w (%v)", backend.ErrUnavailable, errNoAnswer, err)
 	case goredis.HasErrorPrefix(err, "WRONGTYPE"):
 		err = fmt.Errorf("redis key of the lock holds a value of another type (does another application use the key prefix?): %w", err)
+	case redislua.ErrorCode(err) == backend.CodeAuth:
+		err = fmt.Errorf("%w: %w", backend.ErrAuth, redislua.Explain(err))
 	default:
 		err = fmt.Errorf("%w: %w", backend.ErrUnavailable, err)
 	}
@@ -81,8 +83,11 @@ func (r *round) unavailable(what string) error {
 func (r *round) unavailableMsg(msg string) error {
 	o := r.outcomes()
 	err := fmt.Errorf("%s: %w", msg, o)
-	if o.code == backend.CodeTransient {
+	switch o.code {
+	case backend.CodeTransient:
 		return &backend.TransientError{Err: err}
+	case backend.CodeAuth:
+		return err // the nodes' errors wrap ErrAuth
 	}
 	return fmt.Errorf("%w: %w", backend.ErrUnavailable, err)
 }
@@ -131,11 +136,19 @@ func (o nodeOutcomes) Unwrap() []error { return o.errs }
 // spare nodes may fail without losing it: CodeTransient, unless more than
 // spare nodes failed for a reason waiting will not cure.
 func quorumCode(errs []error, spare int) backend.Code {
-	lasting := 0
+	lasting, auth := 0, 0
 	for _, err := range errs {
-		if nodeCode(err) != backend.CodeTransient {
+		switch nodeCode(err) {
+		case backend.CodeTransient:
+		case backend.CodeAuth:
+			lasting++
+			auth++
+		default:
 			lasting++
 		}
+	}
+	if auth > spare {
+		return backend.CodeAuth // enough nodes refuse us to lose the quorum
 	}
 	if lasting > spare {
 		return backend.CodeUnavailable
@@ -154,8 +167,9 @@ func quorumCode(errs []error, spare int) backend.Code {
 //     that is starting, failing over or busy: LOADING, READONLY,
 //     MASTERDOWN, TRYAGAIN, CLUSTERDOWN, BUSY, NOREPLICAS, "max number of
 //     clients reached";
-//   - CodeUnavailable, which waiting will not cure: refused credentials
-//     (NOAUTH, WRONGPASS, NOPERM), a TLS handshake or certificate failure,
+//   - CodeAuth: refused credentials (NOAUTH, WRONGPASS, NOPERM); a quorum
+//     lost to nodes that refuse them is CodeAuth too;
+//   - CodeUnavailable, which waiting will not cure: a TLS handshake or certificate failure,
 //     a host name that does not resolve, every other error reply (OOM,
 //     MISCONF, ERR ...) and any other error;
 //   - CodeClosed: a closed client or driver;

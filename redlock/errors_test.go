@@ -49,12 +49,12 @@ func TestErrorCode(t *testing.T) {
 		{goredis.ErrPoolTimeout, backend.CodeTransient},
 		{&NodeError{Addr: "h:1", Err: fmt.Errorf("%w: %w (%v)", backend.ErrUnavailable, errNoAnswer, "50ms")}, backend.CodeTransient},
 		{&NodeError{Addr: "h:1", Err: fmt.Errorf("%w: %w", backend.ErrUnavailable, reply("LOADING Redis is loading"))}, backend.CodeTransient},
-		{reply("WRONGPASS invalid username-password pair or user is disabled."), backend.CodeUnavailable},
-		{reply("NOAUTH Authentication required."), backend.CodeUnavailable},
-		{reply("NOPERM User has no permissions to run the 'evalsha' command"), backend.CodeUnavailable},
+		{reply("WRONGPASS invalid username-password pair or user is disabled."), backend.CodeAuth},
+		{reply("NOAUTH Authentication required."), backend.CodeAuth},
+		{reply("NOPERM User has no permissions to run the 'evalsha' command"), backend.CodeAuth},
 		{reply("OOM command not allowed when used memory > 'maxmemory'."), backend.CodeUnavailable},
 		{goredis.ErrNoScript, backend.CodeUnavailable},
-		{&NodeError{Addr: "h:1", Err: fmt.Errorf("%w: %w", backend.ErrUnavailable, reply("WRONGPASS invalid"))}, backend.CodeUnavailable},
+		{&NodeError{Addr: "h:1", Err: fmt.Errorf("%w: %w", backend.ErrUnavailable, reply("WRONGPASS invalid"))}, backend.CodeAuth},
 		{x509.UnknownAuthorityError{}, backend.CodeUnavailable},
 		{&net.OpError{Op: "dial", Net: "tcp", Err: &net.DNSError{Err: "no such host", Name: "nohost.invalid", IsNotFound: true}}, backend.CodeUnavailable},
 		{goredis.ErrClosed, backend.CodeClosed},
@@ -90,8 +90,8 @@ func TestLostQuorumCode(t *testing.T) {
 	}{
 		"3 loading":            {[]nodeResult{ok(0), ok(1), passing(2), passing(3), passing(4)}, backend.CodeTransient},
 		"2 auth, 1 loading":    {[]nodeResult{ok(0), ok(1), lasting(2), lasting(3), passing(4)}, backend.CodeTransient},
-		"3 auth":               {[]nodeResult{ok(0), ok(1), lasting(2), lasting(3), lasting(4)}, backend.CodeUnavailable},
-		"3 auth, 2 loading":    {[]nodeResult{passing(0), passing(1), lasting(2), lasting(3), lasting(4)}, backend.CodeUnavailable},
+		"3 auth":               {[]nodeResult{ok(0), ok(1), lasting(2), lasting(3), lasting(4)}, backend.CodeAuth},
+		"3 auth, 2 loading":    {[]nodeResult{passing(0), passing(1), lasting(2), lasting(3), lasting(4)}, backend.CodeAuth},
 		"1 auth, 2 no answers": {[]nodeResult{ok(0), ok(1), lasting(2)}, backend.CodeTransient},
 	} {
 		r := &round{d: d, f: &fanout{expired: true, got: make([]bool, 5)}, rs: c.rs}

@@ -33,12 +33,16 @@ var (
 // server responses to process", ErrSessionExpired, ErrSessionMoved) and the
 // driver's own "no session within the connect timeout" are CodeTransient:
 // waiting may cure them. Refused credentials or ACLs (ErrNoAuth,
-// ErrAuthFailed, ErrInvalidACL) and a *zk.Conn its owner closed (ErrClosing)
-// are CodeUnavailable: waiting will not.
+// ErrAuthFailed) are CodeAuth, an ACL the server rejects (ErrInvalidACL)
+// CodeMisconfigured, and a *zk.Conn its owner closed (ErrClosing)
+// CodeUnavailable: waiting will not cure them.
 func (d *driver) ErrorCode(err error) backend.Code {
 	switch {
-	case errors.Is(err, zk.ErrNoAuth), errors.Is(err, zk.ErrAuthFailed), errors.Is(err, zk.ErrInvalidACL),
-		errors.Is(err, zk.ErrClosing):
+	case errors.Is(err, zk.ErrNoAuth), errors.Is(err, zk.ErrAuthFailed):
+		return backend.CodeAuth
+	case errors.Is(err, zk.ErrInvalidACL):
+		return backend.CodeMisconfigured
+	case errors.Is(err, zk.ErrClosing):
 		return backend.CodeUnavailable
 	case errors.Is(err, zk.ErrConnectionClosed), errors.Is(err, zk.ErrNoServer), errors.Is(err, zk.ErrNothing),
 		errors.Is(err, zk.ErrSessionExpired), errors.Is(err, zk.ErrSessionMoved),

@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"regexp"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -28,8 +29,8 @@ func cmdConformance(args []string, stdout, stderr io.Writer) int {
 	sessionTimeout := fs.Duration("session-timeout", 30*time.Second, "longest time a session-bound backend may take to free a dead client's lock")
 	timeout := fs.Duration("timeout", 20*time.Minute, "give up on the whole run after this long")
 	asJSON := fs.Bool("json", false, "print the results as JSON instead of a table")
-	fencedRedis := fs.String("fenced-redis", "", "host:port of a Redis the pause check may use as a fenced resource")
-	fencedPostgres := fs.String("fenced-postgres", "", "URL of a PostgreSQL database the pause-holder check may also write to through fence.SQL (creates two small tables)")
+	fencedRedis := fs.String("fenced-redis", "", "a Redis the pause check may use as a fenced resource: host:port, or a URL as for --backend (redis://:PASSWORD@host:port/0); checked before the first check")
+	fencedPostgres := fs.String("fenced-postgres", "", "URL of a PostgreSQL database the pause-holder check may also write to through fence.SQL (creates two small tables); checked before the first check")
 	if st := parseFlags(fs, args, stderr); st >= 0 {
 		return st
 	}
@@ -43,12 +44,19 @@ func cmdConformance(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "distlock conformance: --run: %s\n", errLine(err))
 		return ExitUsage
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
-	defer cancel()
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt)
+	interrupted, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	ctx, cancel := context.WithTimeout(interrupted, *timeout)
+	defer cancel()
 
 	h, err := cliHarness(ctx, url, *ttl, *sessionTimeout)
+	if err != nil {
+		fmt.Fprintf(stderr, "distlock conformance: %s\n", errLine(err))
+		return exitFor(err)
+	}
+	fctx, fcancel := context.WithTimeout(ctx, 30*time.Second)
+	err = conformance.CheckFenced(fctx, *fencedRedis, *fencedPostgres)
+	fcancel()
 	if err != nil {
 		fmt.Fprintf(stderr, "distlock conformance: %s\n", errLine(err))
 		return exitFor(err)
@@ -71,10 +79,15 @@ func cmdConformance(args []string, stdout, stderr io.Writer) int {
 	} else {
 		fmt.Fprintf(stdout, "\nconformance of %s\n", redactURL(url))
 		printResults(stdout, results)
+		printRunSummary(interrupted, stdout, url, results)
+	}
+	if interrupted.Err() != nil {
+		fmt.Fprintf(stderr, "distlock conformance: interrupted: %s\n", runSummary(results))
+		return ExitInterrupted
 	}
 	if ctx.Err() != nil {
-		fmt.Fprintf(stderr, "distlock conformance: stopped: %v\n", context.Cause(ctx))
-		return ExitFailed
+		fmt.Fprintf(stderr, "distlock conformance: stopped after --timeout %v: %s\n", *timeout, runSummary(results))
+		return ExitUnavailable
 	}
 	return statusOf(results)
 }
@@ -178,27 +191,33 @@ func probe(ctx context.Context, url string) error {
 func printResults(w io.Writer, results []conformance.Result) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "CHECK\tRESULT\tDURATION\tDETAIL")
-	var pass, fail, unavailable, skip int
 	for _, r := range results {
-		switch r.Status {
-		case conformance.Pass:
-			pass++
-		case conformance.Fail:
-			fail++
-		case conformance.Unavailable:
-			unavailable++
-		case conformance.Skip:
-			skip++
-		}
 		detail := oneLine(r.Message)
+		if r.Status == conformance.Skip {
+			detail = userReason(r.Message)
+		}
 		if len(detail) > 160 {
 			detail = detail[:157] + "..."
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%v\t%s\n", r.Name, r.Status, r.Duration.Round(time.Millisecond), detail)
 	}
 	_ = tw.Flush()
-	fmt.Fprintf(w, "%d passed, %d failed, %d unavailable, %d skipped\n", pass, fail, unavailable, skip)
+	fmt.Fprintln(w, runSummary(results))
 	printFailures(w, results)
+}
+
+// runSummary counts results by status: "N passed, N failed, N unavailable,
+// N skipped", then the interrupted and not-run counts where there are any.
+func runSummary(results []conformance.Result) string {
+	n := map[conformance.Status]int{}
+	for _, r := range results {
+		n[r.Status]++
+	}
+	s := fmt.Sprintf("%d passed, %d failed, %d unavailable, %d skipped", n[conformance.Pass], n[conformance.Fail], n[conformance.Unavailable], n[conformance.Skip])
+	if n[conformance.Interrupted]+n[conformance.NotRun] > 0 {
+		s += fmt.Sprintf(", %d interrupted, %d not run", n[conformance.Interrupted], n[conformance.NotRun])
+	}
+	return s
 }
 
 // printFailures prints, for every check that failed or was cut short by

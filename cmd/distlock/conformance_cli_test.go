@@ -1,9 +1,14 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
+	"os"
+	"os/exec"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -25,14 +30,17 @@ func TestConformanceChecksConnectionFirst(t *testing.T) {
 	if err := admin.ConfigSet(context.Background(), "requirepass", "right-password").Err(); err != nil {
 		t.Fatal(err)
 	}
-	for _, tc := range []struct{ url, want string }{
-		{"redis://127.0.0.1:1/0", "connection refused"},
-		{"redis://:wrong-password@" + srv.Addr() + "/0", "WRONGPASS"},
-		{"redis://" + srv.Addr() + "/0", "NOAUTH"},
+	for _, tc := range []struct {
+		url, want string
+		status    int
+	}{
+		{"redis://127.0.0.1:1/0", "connection refused", ExitUnavailable},
+		{"redis://:wrong-password@" + srv.Addr() + "/0", "WRONGPASS", ExitAuth},
+		{"redis://" + srv.Addr() + "/0", "NOAUTH", ExitAuth},
 	} {
 		r := runBin(t, 2*time.Minute, nil, "conformance", "--backend", tc.url, "--run", "^(keys|mutual-exclusion)$")
-		if r.status != ExitUnavailable || !strings.Contains(r.stderr, tc.want) || strings.Count(r.stderr, "\n") != 1 {
-			t.Errorf("conformance against %s: status %d, stderr %q; want %d and one line with %q", tc.url, r.status, r.stderr, ExitUnavailable, tc.want)
+		if r.status != tc.status || !strings.Contains(r.stderr, tc.want) || strings.Count(r.stderr, "\n") != 1 {
+			t.Errorf("conformance against %s: status %d, stderr %q; want %d and one line with %q", tc.url, r.status, r.stderr, tc.status, tc.want)
 		}
 		if strings.Contains(r.stdout, "violated") || strings.Contains(r.stdout, "=== ") {
 			t.Errorf("conformance against %s ran checks: %s", tc.url, r.stdout)
@@ -97,3 +105,89 @@ func TestPrintResultsShowsWhy(t *testing.T) {
 		t.Errorf("statusOf(pass, unavailable) = %d, want %d", got, ExitUnavailable)
 	}
 }
+
+// TestConformanceInterrupted: Ctrl-C while a check runs ends the run with
+// "interrupted", exit 130, the check in flight reported as interrupted and
+// the rest as not run, no check FAIL (it printed "refresh-extends FAIL
+// contract … violated: … context canceled: interrupt signal received",
+// exit 1).
+func TestConformanceInterrupted(t *testing.T) {
+	t.Parallel()
+	cmd := exec.Command(bin, "conformance", "--run", "^(refresh-extends|keys)$", "--ttl", "5s")
+	cmd.Env = append(os.Environ(), "DISTLOCK_BACKEND=")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	timer := time.AfterFunc(2*time.Minute, func() { _ = cmd.Process.Kill() })
+	defer timer.Stop()
+	var stdout strings.Builder
+	sc := bufio.NewScanner(out)
+	for sc.Scan() {
+		stdout.WriteString(sc.Text() + "\n")
+		if sc.Text() == "=== refresh-extends" {
+			_ = cmd.Process.Signal(os.Interrupt) // the check is in flight
+			break
+		}
+	}
+	rest, _ := io.ReadAll(out)
+	stdout.Write(rest)
+	st := exitStatus(cmd.Wait())
+	so := stdout.String()
+	if st != ExitInterrupted || !strings.Contains(errb.String(), "interrupted") || strings.Contains(so, "FAIL") ||
+		!strings.Contains(so, "--- INTERRUPTED refresh-extends") || !regexp.MustCompile(`keys\s+not run`).MatchString(so) {
+		t.Errorf("status %d; stdout:\n%s\nstderr: %s\nwant %d, refresh-extends interrupted, keys not run, no FAIL", st, so, errb.String(), ExitInterrupted)
+	}
+}
+
+// TestConformanceSummary: a run ends with what it verified, what cannot be
+// verified from outside in a user's words (no harness jargon such as
+// Faults.NewLinkedLocker), what a flag left out, and, on a Redis without
+// persistence, a warning that fencing tokens restart at 1 after a restart
+// (such a Redis passed every check without a word).
+func TestConformanceSummary(t *testing.T) {
+	t.Parallel()
+	url, _ := redisURL(t)
+	r := runBin(t, 2*time.Minute, nil, "conformance", "--backend", url, "--run", "^(keys|late-grant|partitioned-holder)$")
+	for _, want := range []string{"summary: 1 of 3 checks verified; 2 not verifiable from outside", "only the test harness", "warning: appendonly is off", "fencing tokens restart at 1"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	if strings.Contains(r.stdout, "Faults.") || r.status != ExitOK {
+		t.Errorf("status %d, stdout shows harness jargon or the run failed:\n%s\n%s", r.status, r.stdout, r.stderr)
+	}
+}
+
+// TestConformanceFencedFlagsCheckedFirst: --fenced-redis takes a URL with a
+// password; a wrong or missing one is the credentials error (77) before any
+// check runs, without the password in the message (it was "dial tcp:
+// address redis://:pw@…: too many colons", the password shown, or a
+// contract FAIL some seconds into the run).
+func TestConformanceFencedFlagsCheckedFirst(t *testing.T) {
+	t.Parallel()
+	srv := authRedis(t)
+	for _, tc := range []struct {
+		fenced string
+		status int
+	}{
+		{"redis://:wrong-password@" + srv.Addr() + "/0", ExitAuth},
+		{srv.Addr(), ExitAuth},
+		{"redis://:right-password@" + srv.Addr() + "/0", ExitOK},
+	} {
+		r := runBin(t, 2*time.Minute, nil, "conformance", "--run", "^keys$", "--fenced-redis", tc.fenced)
+		if r.status != tc.status || strings.Contains(r.stderr+r.stdout, "password@") || strings.Contains(r.stdout, "FAIL") {
+			t.Errorf("--fenced-redis %s: status %d, stdout %q, stderr %q; want %d, no password shown", backendRedact(tc.fenced), r.status, r.stdout, r.stderr, tc.status)
+		}
+		if tc.status != ExitOK && strings.Contains(r.stdout, "=== ") {
+			t.Errorf("--fenced-redis %s: checks ran before the resource was checked: %s", backendRedact(tc.fenced), r.stdout)
+		}
+	}
+}
+
+func backendRedact(s string) string { return redactURL(s) }

@@ -207,8 +207,10 @@ func demoLocal(ctx context.Context, run string, stdout, stderr io.Writer) int {
 	}
 	var rows []row
 	status := ExitOK
-	for _, lb := range localBackends {
+	for i, lb := range localBackends {
 		r := row{name: lb.name}
+		began := time.Now()
+		fmt.Fprintf(stderr, "distlock demo: [%d/%d] %s: starting servers…\n", i+1, len(localBackends), lb.name)
 		if !slices.Contains(registered, lb.scheme) {
 			r.outcome = "not built into this binary"
 			rows = append(rows, r)
@@ -255,6 +257,7 @@ func demoLocal(ctx context.Context, run string, stdout, stderr io.Writer) int {
 		}
 		r.outcome = "ran"
 		rows = append(rows, r)
+		fmt.Fprintf(stderr, "distlock demo: [%d/%d] %s: %d passed, %d failed, %d skipped in %v\n", i+1, len(localBackends), lb.name, r.pass, r.fail, r.skip, time.Since(began).Round(time.Second))
 		if ctx.Err() != nil {
 			break
 		}

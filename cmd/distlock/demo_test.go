@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"net"
 	"regexp"
 	"strings"
 	"testing"
@@ -17,6 +18,7 @@ import (
 // starts its server, opens a Locker in its mode (advisory: session-bound;
 // row: expiring) and runs conformance checks on it.
 func TestDemoLocalPostgres(t *testing.T) {
+	t.Parallel()
 	testserver.SkipShort(t, "PostgreSQL")
 	want := map[string]func(distlock.Capabilities) bool{
 		"postgres (advisory)": func(c distlock.Capabilities) bool { return c.SessionBound && !c.Expiring },
@@ -68,5 +70,30 @@ func TestDemoLocalPostgres(t *testing.T) {
 	}
 	for name := range want {
 		t.Errorf("demo --local has no %q entry", name)
+	}
+}
+
+// TestMySQLDriverLogSilenced: a server that hangs up mid-handshake makes
+// go-sql-driver/mysql log "[mysql] packets.go:… unexpected EOF" on its own;
+// distlock's stderr has its one error line only.
+func TestMySQLDriverLogSilenced(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			_ = c.Close()
+		}
+	}()
+	r := runBin(t, time.Minute, nil, "status", "--timeout", "3s", "--backend", "mysql://u:p@"+ln.Addr().String()+"/db", "k")
+	if strings.Contains(r.stderr, "[mysql]") || r.status == ExitOK {
+		t.Errorf("status %d, stderr %q; want an error without the driver's log lines", r.status, r.stderr)
 	}
 }

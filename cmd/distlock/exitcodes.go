@@ -24,8 +24,15 @@ const (
 	// ExitLost: the lock was lost while the command ran; the command was
 	// sent SIGTERM, then SIGKILL after the grace period.
 	ExitLost = 76
-	// ExitConfig: a malformed backend URL, key, TTL or option (EX_CONFIG).
+	// ExitAuth: the backend refused the credentials or a permission
+	// (EX_NOPERM): fix the URL's user and password or the server's ACL.
+	ExitAuth = 77
+	// ExitConfig: a malformed backend URL, key, TTL or option, an
+	// operation the backend cannot do, or a backend not set up for
+	// distlock: a missing database or lock table (EX_CONFIG).
 	ExitConfig = 78
+	// ExitInterrupted: conformance was interrupted (SIGINT: 128+2).
+	ExitInterrupted = 130
 )
 
 func schemes() []string {

@@ -24,6 +24,7 @@ import (
 	"runtime/debug"
 	"strings"
 
+	gomysql "github.com/go-sql-driver/mysql"
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock"
@@ -32,9 +33,11 @@ import (
 
 func main() {
 	if os.Getenv("DISTLOCK_DEBUG") == "" {
-		// go-redis logs every failed dial on its own; distlock reports
-		// errors itself, in one line.
+		// go-redis and go-sql-driver/mysql log failed dials and broken
+		// connections on their own ("[mysql] packets.go:58 unexpected
+		// EOF"); distlock reports errors itself, in one line.
 		goredis.SetLogger(discardLogger{})
+		_ = gomysql.SetLogger(discardLogger{})
 	}
 	conformance.ServeWorker() // the conformance checks' worker processes re-execute this binary
 	os.Exit(Main(os.Args[1:], os.Stdout, os.Stderr))
@@ -43,6 +46,9 @@ func main() {
 type discardLogger struct{}
 
 func (discardLogger) Printf(context.Context, string, ...any) {}
+
+// Print discards go-sql-driver/mysql's log lines.
+func (discardLogger) Print(...any) {}
 
 // Main runs the command line args and returns the exit status.
 func Main(args []string, stdout, stderr io.Writer) int {
@@ -125,8 +131,10 @@ Run "distlock help COMMAND" for a command's flags.
 
 Exit statuses of run: the command's own status; 75 not acquired in time;
 76 lock lost while the command ran (it was terminated); 64 usage error;
-69 backend unavailable; 78 bad backend URL or option, or an operation the
-backend cannot do; 70 internal error.
+69 backend unavailable; 77 the backend refused the credentials or a
+permission; 78 bad backend URL or option, an operation the backend cannot
+do, or a backend not set up for distlock (missing database or lock table);
+70 internal error.
 `)
 }
 
@@ -193,6 +201,13 @@ func exitFor(err error) int {
 	switch {
 	case err == nil:
 		return ExitOK
+	case errors.Is(err, distlock.ErrAuth):
+		// Before ErrUnavailable: a Redlock quorum lost to nodes that
+		// refuse the password and to nodes that are down is both, and
+		// waiting cures only the latter.
+		return ExitAuth
+	case errors.Is(err, distlock.ErrMisconfigured):
+		return ExitConfig
 	case errors.Is(err, distlock.ErrUnavailable):
 		// Before ErrNotAcquired: a wait that ran out because the backend
 		// never answered is an outage, not a busy lock.

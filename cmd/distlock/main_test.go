@@ -185,6 +185,7 @@ func TestRunForwardsSignals(t *testing.T) {
 }
 
 func TestConformanceCommandOnMemory(t *testing.T) {
+	t.Parallel()
 	r := runBin(t, 5*time.Minute, nil, "conformance")
 	if r.status != 0 {
 		t.Fatalf("status %d\nstdout:\n%s\nstderr:\n%s", r.status, r.stdout, r.stderr)

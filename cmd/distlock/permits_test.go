@@ -16,6 +16,7 @@ import (
 // on one PostgreSQL; each command marks itself present in a directory while
 // it runs and records how many were present: never more than 2.
 func TestRunPermitsAcrossProcesses(t *testing.T) {
+	t.Parallel()
 	url := testserver.PostgresServer(t).DSN() + "&create_table=true&table=cli_permits"
 	dir := t.TempDir()
 	present := filepath.Join(dir, "present")

@@ -142,6 +142,7 @@ func TestRunLostLease(t *testing.T) {
 // TestConformanceCommandOnRedis runs the CLI's conformance against a local
 // redis-server, worker processes included (the binary serves them).
 func TestConformanceCommandOnRedis(t *testing.T) {
+	t.Parallel()
 	url, _ := redisURL(t)
 	r := runBin(t, 5*time.Minute, nil, "conformance", "--backend", url, "--run", "^(mutual-exclusion|stale-holder|keys|notify|fencing|processes|crash-holder|durable)$")
 	if r.status != 0 {
@@ -211,6 +212,7 @@ func TestRunWaitsOutOutage(t *testing.T) {
 // explicit --ttl draws one note on stderr (it used to be ignored silently);
 // without --ttl there is none.
 func TestRunZooKeeperTTLNote(t *testing.T) {
+	t.Parallel()
 	srv := testserver.ZooKeeper(t, testserver.ZooKeeperConfig{})
 	url := "zookeeper://" + srv.Addr() + "/distlock-cli"
 	r := runBin(t, 2*time.Minute, nil, "run", "--backend", url, "--key", "zk", "--ttl", "30s", "--", "echo", "ran")

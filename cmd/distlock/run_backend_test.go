@@ -11,6 +11,7 @@ import (
 // the command (it used to fall back to mem://, which excludes nothing
 // across processes).
 func TestRunRefusesInProcessBackend(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		env    []string
 		args   []string

@@ -14,6 +14,7 @@ import (
 // errors printed the raw URL, and every --help printed $DISTLOCK_BACKEND
 // as the flag's default.)
 func TestCLIHidesPassword(t *testing.T) {
+	t.Parallel()
 	urls := append([]string{
 		"redis://:" + openfuzz.Marker + "@127.0.0.1:1/0",
 		"redlock://:" + openfuzz.Marker + "@127.0.0.1:1,127.0.0.1:2,127.0.0.1:3/0",

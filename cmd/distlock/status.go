@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -26,12 +27,13 @@ cannot). It takes no lock and changes nothing. Exit status 0 when every key
 was read, else the status of the first error (69 backend unavailable, 78 bad
 URL or key).`
 
-// StatusEntry is one lock in status --json's output. TTLMillis is the
-// server-side time left, 0 when not held or session-bound; Waiters is null
-// where the backend cannot count them.
+// StatusEntry is one lock in status --json's output. Held is left out
+// when the lock could not be read (Error says why): it is then unknown,
+// not false. TTLMillis is the server-side time left, 0 when not held or
+// session-bound; Waiters is null where the backend cannot count them.
 type StatusEntry struct {
 	Key          string `json:"key"`
-	Held         bool   `json:"held"`
+	Held         *bool  `json:"held,omitempty"`
 	Owner        string `json:"owner,omitempty"`
 	Metadata     string `json:"metadata,omitempty"`
 	Token        uint64 `json:"token,omitempty"`
@@ -43,7 +45,8 @@ type StatusEntry struct {
 }
 
 func statusEntry(info distlock.LockInfo) StatusEntry {
-	e := StatusEntry{Key: info.Key, Held: info.Held, Owner: info.Owner, Metadata: info.Metadata, Token: info.Token,
+	held := info.Held
+	e := StatusEntry{Key: info.Key, Held: &held, Owner: info.Owner, Metadata: info.Metadata, Token: info.Token,
 		Holds: info.Holds, TTLMillis: info.TTL.Milliseconds(), SessionBound: info.SessionBound}
 	if info.Waiters >= 0 {
 		w := info.Waiters
@@ -73,6 +76,7 @@ func cmdStatus(args []string, stdout, stderr io.Writer) int {
 	defer cancel()
 	locker, err := distlock.Open(ctx, url)
 	if err != nil {
+		err = noAnswer(ctx, err, *timeout)
 		fmt.Fprintf(stderr, "distlock status: %s\n", errLine(err))
 		return exitFor(err)
 	}
@@ -82,6 +86,7 @@ func cmdStatus(args []string, stdout, stderr io.Writer) int {
 	for _, key := range keys {
 		info, err := distlock.Inspect(ctx, locker, key)
 		if err != nil {
+			err = noAnswer(ctx, err, *timeout)
 			fmt.Fprintf(stderr, "distlock status: %s\n", errLine(err))
 			if status == ExitOK {
 				status = exitFor(err)
@@ -108,7 +113,7 @@ func printStatus(w io.Writer, entries []StatusEntry) {
 			fmt.Fprintf(tw, "%s\terror\t\t\t\t\t\t%s\n", cell(e.Key), cell(e.Error))
 			continue
 		}
-		if !e.Held {
+		if !*e.Held {
 			fmt.Fprintf(tw, "%s\tno\t-\t-\t-\t-\t%s\t-\n", cell(e.Key), waiters(e.Waiters))
 			continue
 		}
@@ -179,4 +184,15 @@ func checkSharedBackend(cmd, url string, stderr io.Writer) int {
 		return ExitConfig
 	}
 	return -1
+}
+
+// noAnswer is err, from a call that ctx (bounded by --timeout) cut off, as
+// the backend's failure to answer in time (ErrUnavailable) rather than a
+// bare "context deadline exceeded" (an internal error, exit 70): the client
+// may report the end of ctx itself while it is still dialling.
+func noAnswer(ctx context.Context, err error, timeout time.Duration) error {
+	if err == nil || ctx.Err() == nil || !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, distlock.ErrUnavailable) {
+		return err
+	}
+	return fmt.Errorf("%w: no answer within --timeout %v: %w", distlock.ErrUnavailable, timeout, err)
 }

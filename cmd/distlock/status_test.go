@@ -26,6 +26,10 @@ func TestStatusAndUnlockUsage(t *testing.T) {
 		{[]string{"status", "k"}, ExitUsage, "$DISTLOCK_BACKEND"},
 		{[]string{"status", "--backend", "mem://", "k"}, ExitConfig, "only within one process"},
 		{[]string{"status", "--backend", "redis://127.0.0.1:1/0", "--timeout", "2s", "k"}, ExitUnavailable, "unavailable"},
+		// A timeout that ends while the client still dials: the backend
+		// did not answer (it was a bare "context deadline exceeded", exit
+		// 70, whenever a loaded machine stretched the dial retries past 2s).
+		{[]string{"status", "--backend", "redis://127.0.0.1:1/0", "--timeout", "1ms", "k"}, ExitUnavailable, "no answer within --timeout 1ms"},
 		{[]string{"status", "--backend", "redis://127.0.0.1:1/0", strings.Repeat("k", 1025)}, ExitConfig, "invalid lock key"},
 		{[]string{"unlock", "--backend", "redis://127.0.0.1:1/0", "k"}, ExitUsage, "pass --force"},
 		{[]string{"unlock", "--force", "--backend", "redis://127.0.0.1:1/0"}, ExitUsage, "exactly one KEY"},
@@ -43,6 +47,21 @@ func TestStatusAndUnlockUsage(t *testing.T) {
 	}
 }
 
+// TestStatusJSONUnreadableKey: a key that could not be read has an
+// "error" and no "held" in status --json (it said "held": false, which a
+// script takes for a free lock).
+func TestStatusJSONUnreadableKey(t *testing.T) {
+	t.Parallel()
+	r := runBin(t, time.Minute, nil, "status", "--json", "--backend", "redis://127.0.0.1:1/0", "--timeout", "2s", "k")
+	var entries []map[string]any
+	if err := json.Unmarshal([]byte(r.stdout), &entries); err != nil || len(entries) != 1 {
+		t.Fatalf("status --json: %v: %q (stderr %q)", err, r.stdout, r.stderr)
+	}
+	if _, ok := entries[0]["held"]; ok || entries[0]["error"] == nil || r.status != ExitUnavailable {
+		t.Errorf("status --json of an unreadable key: %v, exit %d; want an error, no held, exit %d", entries[0], r.status, ExitUnavailable)
+	}
+}
+
 func TestParseInterleaved(t *testing.T) {
 	fs := newFlags("status", "", "", os.Stdout)
 	asJSON := fs.Bool("json", false, "")
@@ -56,6 +75,7 @@ func TestParseInterleaved(t *testing.T) {
 // TestOperatorCommandsOnEveryBackend runs, on a real server of every
 // network backend, statusAndForcedUnlock and minHold.
 func TestOperatorCommandsOnEveryBackend(t *testing.T) {
+	t.Parallel()
 	testserver.SkipShort(t, "every backend's server")
 	for _, lb := range localBackends {
 		t.Run(lb.name, func(t *testing.T) {
@@ -104,25 +124,26 @@ func statusAndForcedUnlock(t *testing.T, url string) {
 		t.Fatalf("status --json: status %d, stdout %q, stderr %q", r.status, r.stdout, r.stderr)
 	}
 	held, free := entries[0], entries[1]
-	if !held.Held || held.Owner == "" || held.Holds != 1 || !strings.Contains(held.Metadata, "cmd=sh") || !strings.Contains(held.Metadata, "pid=") {
+	if held.Held == nil || !*held.Held || held.Owner == "" || held.Holds != 1 || !strings.Contains(held.Metadata, "cmd=sh") || !strings.Contains(held.Metadata, "pid=") {
 		t.Errorf("status of the held lock: %+v", held)
 	}
 	if !held.SessionBound && (held.TTLMillis <= 0 || held.TTLMillis > 4000) {
 		t.Errorf("status of the held lock: ttl_ms %d, want (0, 4000] for a 3s TTL", held.TTLMillis)
 	}
-	if free.Held || free.Key != "free/key" {
+	if free.Held == nil || *free.Held || free.Key != "free/key" {
 		t.Errorf("status of a free key: %+v", free)
 	}
 	if r := runBin(t, time.Minute, env, "status", key); r.status != 0 || !strings.Contains(r.stdout, "METADATA") || !strings.Contains(r.stdout, held.Owner) {
 		t.Errorf("status table: status %d, stdout %q, stderr %q", r.status, r.stdout, r.stderr)
 	}
 
-	// Without --yes, no answer means no release.
+	// Without --yes and without a terminal, unlock refuses to ask (it used
+	// to print the [y/N] question into the pipe and read "not confirmed").
 	refused := exec.Command(bin, "unlock", "--force", key)
 	refused.Env = append(os.Environ(), env...)
-	refused.Stdin = strings.NewReader("n\n")
-	if o, err := refused.CombinedOutput(); exitStatus(err) != ExitFailed || !strings.Contains(string(o), "not confirmed") {
-		t.Errorf("unlock --force answered n: status %d, output %q", exitStatus(err), o)
+	refused.Stdin = strings.NewReader("y\n")
+	if o, err := refused.CombinedOutput(); exitStatus(err) != ExitUsage || !strings.Contains(string(o), "stdin is not a terminal: pass --yes") || strings.Contains(string(o), "[y/N]") {
+		t.Errorf("unlock --force without a terminal: status %d, output %q; want %d and \"stdin is not a terminal: pass --yes\"", exitStatus(err), o, ExitUsage)
 	}
 	if r := runBin(t, time.Minute, env, "status", "--json", key); !strings.Contains(r.stdout, held.Owner) {
 		t.Fatalf("lock not intact after a refused unlock: %s %s", r.stdout, r.stderr)

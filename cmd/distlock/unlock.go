@@ -26,9 +26,12 @@ the old holder's lease ends at its next refresh (distlock run then stops its
 command). Work the old holder does without checking tokens is not stopped:
 prefer waiting out its TTL when it may still be running.
 
+Without a terminal on stdin (a script, cron, CI) pass --yes: unlock refuses
+to ask (exit 64).
+
 Exit status 0 when the lock was freed or was not held, 1 when not confirmed
-or the lock changed hands before it was freed, 69 backend unavailable, 78
-bad URL or key, 64 usage.`
+or the lock changed hands before it was freed, 69 backend unavailable, 77
+credentials refused, 78 bad URL or key, 64 usage.`
 
 // confirmIn is where unlock reads the operator's answer (tests replace it).
 var confirmIn io.Reader = os.Stdin
@@ -56,8 +59,13 @@ func cmdUnlock(args []string, stdout, stderr io.Writer) int {
 	if st := checkSharedBackend("unlock", url, stderr); st >= 0 {
 		return st
 	}
+	if !*yes && confirmIn == os.Stdin && !stdinIsTerminal() {
+		fmt.Fprintln(stderr, "distlock unlock: stdin is not a terminal: pass --yes to free the lock without the question")
+		return ExitUsage
+	}
 	openCtx, cancel := context.WithTimeout(context.Background(), *timeout)
 	locker, err := distlock.Open(openCtx, url)
+	err = noAnswer(openCtx, err, *timeout)
 	cancel()
 	if err != nil {
 		fmt.Fprintf(stderr, "distlock unlock: %s\n", errLine(err))
@@ -104,6 +112,7 @@ func (u *unlocker) run(yes bool) int {
 	defer cancel()
 	// Only the holder shown: compared with the eviction, in the backend.
 	evicted, err := distlock.ForceRelease(ctx, u.locker, u.key, distlock.IfHeldBy(shown.Owner, shown.Token))
+	err = noAnswer(ctx, err, u.timeout)
 	if errors.Is(err, distlock.ErrNotHeld) {
 		now, ierr := u.inspect()
 		state := "unknown"
@@ -123,7 +132,8 @@ func (u *unlocker) run(yes bool) int {
 func (u *unlocker) inspect() (distlock.LockInfo, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), u.timeout)
 	defer cancel()
-	return distlock.Inspect(ctx, u.locker, u.key)
+	info, err := distlock.Inspect(ctx, u.locker, u.key)
+	return info, noAnswer(ctx, err, u.timeout)
 }
 
 func (u *unlocker) fail(err error) int {

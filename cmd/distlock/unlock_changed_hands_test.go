@@ -78,3 +78,26 @@ func TestUnlockEvictsAHolderItNeverShowed(t *testing.T) {
 		})
 	}
 }
+
+// TestUnlockAnsweredNo: on a terminal, an answer other than y frees
+// nothing and exits 1 (the binary refuses to ask without a terminal, so
+// the answer is read here in-process).
+func TestUnlockAnsweredNo(t *testing.T) {
+	ctx := t.Context()
+	ns := memory.NewNamespace()
+	a, op := memory.MustNew(ns), memory.MustNew(ns)
+	defer a.Close()
+	defer op.Close()
+	held, err := a.Acquire(ctx, "k", distlock.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	saved := confirmIn
+	confirmIn = strings.NewReader("n\n")
+	defer func() { confirmIn = saved }()
+	var stdout, stderr bytes.Buffer
+	u := unlocker{locker: op, key: "k", timeout: 10 * time.Second, stdout: &stdout, stderr: &stderr}
+	if st := u.run(false); st != ExitFailed || !strings.Contains(stderr.String(), "not confirmed") || held.Err() != nil {
+		t.Errorf("answered n: exit %d, stderr %q, holder's lease %v; want %d, not confirmed, the lease intact", st, stderr.String(), held.Err(), ExitFailed)
+	}
+}

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	_ "github.com/distlock/distlock/etcd"
 	_ "github.com/distlock/distlock/memcached"
 	_ "github.com/distlock/distlock/memory"
 	_ "github.com/distlock/distlock/mysql"

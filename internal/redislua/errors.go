@@ -20,8 +20,10 @@ import (
 // for backend.ErrorClassifier, for every Redis-based driver:
 //
 //   - CodeClosed: the client was closed (goredis.ErrClosed);
-//   - CodeUnavailable, which waiting will not cure: refused credentials
-//     (NOAUTH, WRONGPASS, NOPERM), a TLS handshake or certificate failure,
+//   - CodeAuth: refused credentials or permissions (NOAUTH, WRONGPASS,
+//     NOPERM, and the "Protocol error: unauthenticated (multi)bulk length"
+//     a server that wants a password answers a long command with);
+//   - CodeUnavailable, which waiting will not cure: a TLS handshake or certificate failure,
 //     a host name that does not resolve, and every other error reply
 //     (OOM, MISCONF, ERR ...);
 //   - CodeTransient: a refused, reset or timed-out connection (any
@@ -37,7 +39,9 @@ func ErrorCode(err error) backend.Code {
 		return backend.CodeUnknown
 	case errors.Is(err, goredis.ErrClosed):
 		return backend.CodeClosed
-	case authOrTLS(err):
+	case authRefused(err):
+		return backend.CodeAuth
+	case tlsFailed(err):
 		return backend.CodeUnavailable
 	case errors.Is(err, goredis.ErrPoolTimeout), errors.Is(err, goredis.ErrPoolExhausted):
 		return backend.CodeTransient
@@ -77,29 +81,57 @@ func replyCode(err error) backend.Code {
 	return backend.CodeUnavailable
 }
 
-// authOrTLS reports whether err is a refusal of our credentials or a TLS
-// handshake failure (a certificate that does not verify comes as a
-// *tls.CertificateVerificationError, whatever x509 error it wraps).
-func authOrTLS(err error) bool {
+// tlsFailed reports whether err is a TLS handshake failure (a certificate
+// that does not verify comes as a *tls.CertificateVerificationError,
+// whatever x509 error it wraps).
+func tlsFailed(err error) bool {
 	var (
 		rh tls.RecordHeaderError
 		ae *tls.AlertError
 		cv *tls.CertificateVerificationError
 	)
-	if errors.As(err, &rh) || errors.As(err, &ae) || errors.As(err, &cv) {
-		return true
-	}
-	return goredis.HasErrorPrefix(err, "NOAUTH") || goredis.HasErrorPrefix(err, "WRONGPASS") || goredis.HasErrorPrefix(err, "NOPERM")
+	return errors.As(err, &rh) || errors.As(err, &ae) || errors.As(err, &cv)
 }
 
-// Explain wraps a WRONGTYPE reply in what it means; other errors are
+// authRefused reports whether err is a refusal of our credentials or
+// permissions. A server that wants a password answers a command of more
+// than 10 arguments (or a long one) from an unauthenticated client with
+// "ERR Protocol error: unauthenticated multibulk length" (or "bulk length")
+// instead of NOAUTH, and closes the connection.
+func authRefused(err error) bool {
+	if goredis.HasErrorPrefix(err, "NOAUTH") || goredis.HasErrorPrefix(err, "WRONGPASS") || goredis.HasErrorPrefix(err, "NOPERM") {
+		return true
+	}
+	var re goredis.Error
+	return errors.As(err, &re) && strings.Contains(re.Error(), "Protocol error: unauthenticated")
+}
+
+// Explain wraps a WRONGTYPE reply in what it means, and words the
+// "Protocol error: unauthenticated" reply as the NOAUTH it stands for (a
+// long command gets it where a short one gets NOAUTH); other errors are
 // returned unchanged.
 func Explain(err error) error {
-	if goredis.HasErrorPrefix(err, "WRONGTYPE") {
+	switch {
+	case goredis.HasErrorPrefix(err, "WRONGTYPE"):
 		return fmt.Errorf("redis key of the lock holds a value of another type (does another application use the key prefix?): %w", err)
+	case authRefused(err) && !goredis.HasErrorPrefix(err, "NOAUTH") && !goredis.HasErrorPrefix(err, "WRONGPASS") && !goredis.HasErrorPrefix(err, "NOPERM"):
+		var na noAuthError
+		if errors.As(err, &na) {
+			return err
+		}
+		return noAuthError{err}
 	}
 	return err
 }
+
+// noAuthError is the "Protocol error: unauthenticated" reply worded as
+// NOAUTH; the reply stays reachable with errors.As.
+type noAuthError struct{ reply error }
+
+func (e noAuthError) Error() string {
+	return "NOAUTH Authentication required (the server wants a password: redis://:PASSWORD@host:port)"
+}
+func (e noAuthError) Unwrap() error { return e.reply }
 
 // OpError shapes the error of an operation that ran under ctx, for a driver
 // whose errors the root classifies with ErrorCode: nil stays nil; an error
@@ -125,6 +157,7 @@ func OpError(ctx context.Context, err error) error {
 //     ctx.Err()) holds (wrapped with backend.ErrUnavailable as well when
 //     the client reported a network timeout rather than the context error);
 //   - a WRONGTYPE reply is returned as Explain words it;
+//   - refused credentials or permissions wrap backend.ErrAuth;
 //   - every other failure wraps backend.ErrUnavailable, as a
 //     *backend.TransientError when ErrorCode says CodeTransient.
 //
@@ -144,6 +177,8 @@ func Classify(ctx context.Context, err error) error {
 		return Explain(err)
 	case backend.CodeTransient:
 		return backend.Wrap(backend.CodeTransient, err)
+	case backend.CodeAuth:
+		return backend.Wrap(backend.CodeAuth, err)
 	}
 	return fmt.Errorf("%w: %w", backend.ErrUnavailable, err)
 }

@@ -88,15 +88,17 @@ func Classify(ctx context.Context, err error, code func(error) backend.Code) err
 	return backend.Wrap(code(err), err)
 }
 
-// OpenError is the error of the login check of a URL opener: anything that
-// keeps the server from accepting us is ErrUnavailable — transient when
-// code says so, else not — and a check cut off by ctx is NoAnswer.
+// OpenError is the error of the login check of a URL opener: refused
+// credentials are ErrAuth and a missing database ErrMisconfigured (as code
+// says); anything else that keeps the server from accepting us is
+// ErrUnavailable — transient when code says so, else not — and a check
+// cut off by ctx is NoAnswer.
 func OpenError(ctx context.Context, err error, code func(error) backend.Code) error {
 	if err = Failed(ctx, err); backend.IsTransient(err) || ctx.Err() != nil {
 		return err
 	}
 	c := code(err)
-	if c != backend.CodeTransient {
+	if c != backend.CodeTransient && c != backend.CodeAuth && c != backend.CodeMisconfigured {
 		c = backend.CodeUnavailable
 	}
 	return backend.Wrap(c, backend.OneLine(err))

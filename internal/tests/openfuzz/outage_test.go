@@ -62,6 +62,46 @@ func TestWithRetryUnavailable(t *testing.T) {
 	}
 }
 
+// TestRefusedCredentialsAreErrAuth: a refused password, or none where one is
+// needed, is distlock.ErrAuth and never ErrUnavailable (a caller that
+// retries on ErrUnavailable looped forever on a bad password), on Redis and
+// Redlock, for a long command (acquire) and a short one (inspect).
+func TestRefusedCredentialsAreErrAuth(t *testing.T) {
+	srv := testserver.Redis(t, testserver.RedisConfig{})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	admin := goredis.NewClient(&goredis.Options{Addr: srv.Addr()})
+	defer admin.Close()
+	if err := admin.ConfigSet(ctx, "requirepass", "right").Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, url := range []string{
+		"redis://:wrong@" + srv.Addr() + "/0",
+		"redis://" + srv.Addr() + "/0",
+		"redlock://:wrong@" + srv.Addr(),
+		"redlock://" + srv.Addr(),
+	} {
+		l, err := distlock.Open(ctx, url)
+		if err != nil {
+			if !errors.Is(err, distlock.ErrAuth) || errors.Is(err, distlock.ErrUnavailable) {
+				t.Errorf("Open(%s): %v; want ErrAuth, not ErrUnavailable", url, err)
+			}
+			continue
+		}
+		_, aerr := l.Acquire(ctx, "k", distlock.WithRetryUnavailable(true))
+		_, ierr := distlock.Inspect(ctx, l, "k")
+		for op, err := range map[string]error{"Acquire": aerr, "Inspect": ierr} {
+			if errors.Is(err, errors.ErrUnsupported) {
+				continue
+			}
+			if !errors.Is(err, distlock.ErrAuth) || errors.Is(err, distlock.ErrUnavailable) || ctx.Err() != nil {
+				t.Errorf("%s on %s: %v; want ErrAuth, not ErrUnavailable, at once", op, url, err)
+			}
+		}
+		l.Close()
+	}
+}
+
 // restartable is a server the outage test can stop and bring back, with the
 // URL that opens a Locker on it.
 type restartable struct {

@@ -1,6 +1,7 @@
 // Command prometheus serves distlock's OpenTelemetry metrics on /metrics in
 // the Prometheus format, while a few workers contend for locks on the
-// in-process backend (or the one -backend names):
+// in-process backend (or the one -backend names: every distlock backend is
+// registered):
 //
 //	go run ./examples/prometheus -addr :2112
 //	curl -s localhost:2112/metrics | grep ^distlock_
@@ -19,8 +20,15 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	_ "github.com/distlock/distlock/etcd"
+	_ "github.com/distlock/distlock/memcached"
 	_ "github.com/distlock/distlock/memory"
+	_ "github.com/distlock/distlock/mysql"
 	dotel "github.com/distlock/distlock/otel"
+	_ "github.com/distlock/distlock/postgres"
+	_ "github.com/distlock/distlock/redis"
+	_ "github.com/distlock/distlock/redlock"
+	_ "github.com/distlock/distlock/zookeeper"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
