@@ -22,8 +22,9 @@
 // client certificate of sslcert and sslkey (both or neither; postgres://'s
 // names); these parameters on etcd:// are refused. A user name and
 // password authenticate with etcd's auth (WithAuth): Open then contacts the
-// cluster, within the connect timeout, and refused credentials are an
-// ErrUnavailable that waiting does not cure; no error shows the password.
+// cluster, within the connect timeout, and refused credentials are
+// ErrAuth (never ErrUnavailable: waiting does not cure them); no error
+// shows the password.
 // Unknown parameters, a user without a password, unreadable certificate
 // files and prefixes ending in "/" are ErrInvalidOption. Dial is the typed
 // equivalent; New wraps a *clientv3.Client of your own, which Close

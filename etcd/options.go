@@ -112,8 +112,8 @@ func WithHoldWatch(on bool) Option {
 // WithAuth makes Dial's client authenticate with etcd's user name and
 // password (etcd's auth: `etcdctl user add`, `etcdctl auth enable`). The
 // client then authenticates when Dial makes it, within the connect
-// timeout: refused credentials fail Dial with an error wrapping
-// ErrUnavailable that waiting does not cure, and the password never
+// timeout: refused credentials fail Dial with an error wrapping ErrAuth
+// (not ErrUnavailable: waiting does not cure it), and the password never
 // appears in an error. Both must be non-empty. New ignores it (its client
 // is configured by the caller).
 func WithAuth(user, password string) Option {
