@@ -86,6 +86,8 @@ var packageOf = map[string]string{
 	"postgresql": "postgres",
 	"mem":        "memory",
 	"etcd":       "etcd",
+	"etcds":      "etcd",
+	"file":       "file",
 }
 
 // ImportPath returns the import path of the distlock package that registers
