@@ -33,8 +33,8 @@
 // waiters sleep on inotify and are woken by a release, a holder's death or
 // a forced release (waiters elsewhere poll every 1 to 25ms). Not Fair:
 // processes race for a released lock (within one, waiters take turns in
-// arrival order, so a release wakes one waiter per process). Not Expiring. Not Durable: a reboot
-// frees every lock (the tokens survive it). Semaphores keep one file per
+// arrival order, so a release wakes one waiter per process). Not Expiring.
+// Not Durable: a reboot frees every lock (the tokens survive it). Semaphores keep one file per
 // permit (at most MaxPermits). Inspect cannot count waiters (-1);
 // Locker.Holder adds the holder's pid, host and start time.
 //

@@ -55,8 +55,8 @@ at most N commands run at once across every distlock using that KEY and N
 lock: refreshed while CMD runs, and lost the same way. Every run of one KEY
 must give the same N (another N is refused while permits are held).
 Backends with semaphores: redis (and rediss), zookeeper (zk), mysql and
-postgres in row mode, and mem://; the others (redlock, memcached, etcd, mysql
-forupdate, postgres advisory) refuse --permits, saying why.`
+postgres in row mode, file, and mem://; the others (redlock, memcached, etcd,
+mysql forupdate, postgres advisory) refuse --permits, saying why.`
 
 func cmdRun(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("run", "run --backend URL --key KEY [--ttl D] [--wait D | --no-wait] [--min-hold D] [--permits N | --owner ID] [--metadata S] [--grace D] -- CMD [ARGS...]", runAbout, stdout)
