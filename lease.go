@@ -315,6 +315,13 @@ func (ls *Lease) Release(ctx context.Context) error { return ls.releaseKeeping(c
 // which knows no minimum hold.)
 func (ls *Lease) abandon(ctx context.Context) error { return ls.releaseKeeping(ctx, false) }
 
+// Abandon gives the lease back as Release does, owner-checked, but frees
+// the lock at once whatever minimum hold (WithMinHold) it was taken with:
+// it is for a lease whose protected work never ran — the job decided not
+// to run, or could not start — since a minimum hold is kept only by a hold
+// whose work ran. ErrNotHeld as for Release.
+func (ls *Lease) Abandon(ctx context.Context) error { return ls.abandon(ctx) }
+
 // releaseKeeping ends the lease as released and frees its lock: within the
 // minimum hold, only when the hold ends if keepMinHold.
 func (ls *Lease) releaseKeeping(ctx context.Context, keepMinHold bool) error {

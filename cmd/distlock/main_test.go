@@ -244,3 +244,17 @@ func TestExitStatus(t *testing.T) {
 		t.Error("exitStatus")
 	}
 }
+
+// A command that never ran keeps no minimum hold: with --min-hold 1h, a
+// run whose command cannot start leaves the lock free at once (it stayed
+// taken for the hour).
+func TestMinHoldNotKeptWhenCommandNeverRan(t *testing.T) {
+	url, _ := redisURL(t)
+	env := []string{"DISTLOCK_BACKEND=" + url}
+	if r := runBin(t, time.Minute, env, "run", "--key", "never-ran", "--min-hold", "1h", "--", "/nonexistent/cmd"); r.status != 127 {
+		t.Fatalf("missing command: status %d, want 127; stderr: %s", r.status, r.stderr)
+	}
+	if r := runBin(t, time.Minute, env, "run", "--key", "never-ran", "--no-wait", "--", "true"); r.status != 0 {
+		t.Errorf("the lock of a command that never ran is still taken: status %d; stderr: %s", r.status, r.stderr)
+	}
+}

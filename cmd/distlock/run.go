@@ -131,7 +131,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 
 	cmd, status := startCommand(argv, *key, lease, stdout, stderr)
 	if cmd == nil {
-		release(lease, stderr, *verbose)
+		giveBack(lease, stderr, *verbose) // the command never ran: no minimum hold
 		return status
 	}
 	exited := make(chan error, 1)
@@ -301,7 +301,7 @@ func acquireForRun(ctx context.Context, take taker, key string, wait time.Durati
 	close(stop)
 	<-watched
 	if err == nil && interrupted != nil {
-		release(lease, stderr, false) // the signal came with the grant: honour it
+		giveBack(lease, stderr, false) // the signal came with the grant: the command never ran
 	}
 	if err == nil && interrupted == nil {
 		return lease, ExitOK
@@ -324,9 +324,19 @@ func acquireForRun(ctx context.Context, take taker, key string, wait time.Durati
 }
 
 func release(lease *distlock.Lease, stderr io.Writer, verbose bool) {
+	end(lease, lease.Release, stderr, verbose)
+}
+
+// giveBack ends a lease whose command never ran: the lock is freed at once,
+// whatever --min-hold says (a minimum hold is kept only by work that ran).
+func giveBack(lease *distlock.Lease, stderr io.Writer, verbose bool) {
+	end(lease, lease.Abandon, stderr, verbose)
+}
+
+func end(lease *distlock.Lease, how func(context.Context) error, stderr io.Writer, verbose bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := lease.Release(ctx); err != nil {
+	if err := how(ctx); err != nil {
 		fmt.Fprintf(stderr, "distlock run: release: %s\n", errLine(err))
 	} else if verbose {
 		fmt.Fprintf(stderr, "distlock run: released %q\n", lease.Key())
