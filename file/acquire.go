@@ -162,6 +162,7 @@ func (d *driver) grant(ctx context.Context, ks *holdtab.Key[*hold], stem, path s
 		if err != nil {
 			return err
 		}
+		fc.Last = max(fc.Last, recordToken(f))
 		if fc.Last == math.MaxUint64 {
 			return fmt.Errorf("file: fence counter of %q exhausted", req.Key)
 		}

@@ -94,6 +94,18 @@ func readRecord(f *os.File) (record, error) {
 	return decodeRecord(b)
 }
 
+// recordToken is the token in the record of the lock or permit file f, 0
+// if it has none or cannot be read. The fence file is the counter; a
+// grant draws above this too, so a fence file emptied or replaced by hand
+// never makes a token repeat while the lock file keeps its record.
+func recordToken(f *os.File) uint64 {
+	rec, err := readRecord(f)
+	if err != nil {
+		return 0
+	}
+	return rec.Token
+}
+
 // writeRecord replaces f's content with r. Callers hold the fence lock, so
 // readers (who take it shared) never see a half-written record.
 func writeRecord(f *os.File, r record) error {

@@ -82,6 +82,11 @@ func (d *driver) takePermit(ctx context.Context, req backend.Request, permits in
 		if err != nil {
 			return err
 		}
+		if fc.Last == 0 {
+			// New, or emptied by hand: draw above every permit file's
+			// record, so no token repeats.
+			fc.Last = d.permitTokens(stem)
+		}
 		if fc.Permits != 0 && fc.Permits != permits {
 			held, err := d.anyHeld(stem, fc.Permits)
 			if err != nil {
@@ -99,11 +104,11 @@ func (d *driver) takePermit(ctx context.Context, req backend.Request, permits in
 			if f == nil {
 				continue
 			}
-			if fc.Last == math.MaxUint64 {
+			if max(fc.Last, recordToken(f)) == math.MaxUint64 {
 				_ = f.Close()
 				return fmt.Errorf("file: fence counter of semaphore %q exhausted", req.Key)
 			}
-			fc.Last++
+			fc.Last = max(fc.Last, recordToken(f)) + 1
 			fc.Permits = permits
 			p = &permit{d: d, stem: stem, name: filepath.Base(f.Name()), path: f.Name(), f: f, token: fc.Last}
 			if err := writeFence(ff, fc); err != nil {
@@ -160,6 +165,20 @@ func (d *driver) tryPermitFile(path string) (*os.File, error) {
 		return nil, err
 	}
 	return f, nil
+}
+
+// permitTokens is the highest token in the records of stem's permit
+// files.
+func (d *driver) permitTokens(stem string) uint64 {
+	paths, _ := filepath.Glob(filepath.Join(d.dir, stem+".*.lock"))
+	var last uint64
+	for _, path := range paths {
+		if f, err := os.Open(path); err == nil {
+			last = max(last, recordToken(f))
+			_ = f.Close()
+		}
+	}
+	return last
 }
 
 // anyHeld reports whether a permit file of the first n is held.

@@ -1,0 +1,179 @@
+package file
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/testkit/slack"
+)
+
+// takeRelease acquires key on l and releases it, returning the token.
+func takeRelease(t *testing.T, l *Locker, key string) uint64 {
+	t.Helper()
+	ctx := ctxT(t, 30*time.Second)
+	lease, err := l.TryAcquire(ctx, key)
+	require.NoError(t, err)
+	require.NoError(t, lease.Release(ctx))
+	return lease.Token()
+}
+
+// A fence file emptied behind the backend's back (truncated by an
+// operator or a tool) must not restart the token counter silently: the
+// lock file's record still knows the last token.
+func TestEmptiedFenceNeverRepeatsToken(t *testing.T) {
+	dir := t.TempDir()
+	l := newT(t, dir)
+	takeRelease(t, l, "k")
+	last := takeRelease(t, l, "k")
+	require.NoError(t, os.Truncate(filepath.Join(dir, baseName("k", "k")+".fence"), 0))
+	ctx := ctxT(t, 30*time.Second)
+	lease, err := l.TryAcquire(ctx, "k")
+	if err == nil {
+		defer lease.Release(ctx)
+		require.Greater(t, lease.Token(), last, "token went backwards after the fence file was emptied")
+	}
+}
+
+// A corrupt fence file is a clear error, at once, for both Acquire and
+// TryAcquire; it issues no token.
+func TestCorruptFenceIsAnError(t *testing.T) {
+	dir := t.TempDir()
+	l := newT(t, dir)
+	takeRelease(t, l, "k")
+	for _, content := range []string{"00000000000000000001", "garbage\n", "\x00\x00\x00"} {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, baseName("k", "k")+".fence"), []byte(content), 0o644))
+		ctx := ctxT(t, slack.D(5*time.Second))
+		_, err := l.TryAcquire(ctx, "k")
+		require.Error(t, err)
+		require.Contains(t, err.Error(), "corrupt fence")
+		start := time.Now()
+		_, err = l.Acquire(ctx, "k")
+		require.Error(t, err)
+		require.Contains(t, err.Error(), "corrupt fence")
+		require.True(t, time.Since(start) < slack.D(time.Second), "Acquire on a corrupt fence file did not return at once")
+		require.True(t, lockFree(t, dir, "k"))
+	}
+}
+
+// Reentrancy is per Locker: a second Locker with the same owner id, in
+// the same process, is another holder.
+func TestSameOwnerTwoLockers(t *testing.T) {
+	dir := t.TempDir()
+	a, b := newT(t, dir), newT(t, dir)
+	ctx := ctxT(t, 30*time.Second)
+	la, err := a.TryAcquire(ctx, "k", distlock.WithOwner("o"))
+	require.NoError(t, err)
+	_, err = b.TryAcquire(ctx, "k", distlock.WithOwner("o"))
+	require.ErrorIs(t, err, distlock.ErrNotAcquired)
+	short := ctxT(t, 100*time.Millisecond)
+	_, err = b.Acquire(short, "k", distlock.WithOwner("o"))
+	require.ErrorIs(t, err, distlock.ErrNotAcquired)
+	require.NoError(t, la.Release(ctx))
+	lb, err := b.TryAcquire(ctx, "k", distlock.WithOwner("o"))
+	require.NoError(t, err)
+	require.Greater(t, lb.Token(), la.Token())
+	require.NoError(t, lb.Release(ctx))
+}
+
+// A Locker on a symlink to the directory and one on the directory itself
+// contend for the same locks, and a release through one wakes a waiter
+// of the other.
+func TestSymlinkedDir(t *testing.T) {
+	dir := t.TempDir()
+	real := filepath.Join(dir, "real")
+	require.NoError(t, os.Mkdir(real, 0o755))
+	link := filepath.Join(dir, "link")
+	require.NoError(t, os.Symlink(real, link))
+	a, b := newT(t, real), newT(t, link)
+	ctx := ctxT(t, 30*time.Second)
+	la, err := a.TryAcquire(ctx, "k")
+	require.NoError(t, err)
+	_, err = b.TryAcquire(ctx, "k")
+	require.ErrorIs(t, err, distlock.ErrNotAcquired)
+	got := make(chan error, 1)
+	go func() {
+		wctx := ctxT(t, slack.D(5*time.Second))
+		lb, err := b.Acquire(wctx, "k")
+		if err == nil {
+			err = lb.Release(ctx)
+		}
+		got <- err
+	}()
+	time.Sleep(20 * time.Millisecond)
+	require.NoError(t, la.Release(ctx))
+	require.NoError(t, <-got)
+}
+
+// With the descriptor limit reached, acquisitions fail at once with a
+// typed error (ErrUnavailable: retry later), never panic or hang, and the
+// leases held keep working.
+func TestDescriptorLimit(t *testing.T) {
+	var old syscall.Rlimit
+	require.NoError(t, syscall.Getrlimit(syscall.RLIMIT_NOFILE, &old))
+	dir := t.TempDir()
+	l := newT(t, dir)
+	ctx := ctxT(t, time.Minute)
+	takeRelease(t, l, "warm")
+	lim := old
+	lim.Cur = uint64(openFDs(t) + 200)
+	require.NoError(t, syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim))
+	defer func() { require.NoError(t, syscall.Setrlimit(syscall.RLIMIT_NOFILE, &old)) }()
+	var leases []*distlock.Lease
+	defer func() {
+		for _, lease := range leases {
+			_ = lease.Release(ctx)
+		}
+	}()
+	var err error
+	for i := range 5000 {
+		var lease *distlock.Lease
+		lease, err = l.TryAcquire(ctx, fmt.Sprintf("key-%d", i))
+		if err != nil {
+			break
+		}
+		leases = append(leases, lease)
+	}
+	require.Error(t, err, "5,000 leases under a limit of %d descriptors", lim.Cur)
+	t.Logf("%d leases, then: %v", len(leases), err)
+	require.ErrorIs(t, err, distlock.ErrUnavailable)
+	require.True(t, errors.Is(err, syscall.EMFILE))
+	start := time.Now()
+	wctx := ctxT(t, slack.D(5*time.Second))
+	_, err = l.Acquire(wctx, "more")
+	require.Error(t, err)
+	require.True(t, time.Since(start) < slack.D(2*time.Second), "Acquire waited out its ctx at the descriptor limit: %v", err)
+	for _, lease := range leases[:10] {
+		require.NoError(t, lease.Refresh(ctx, time.Second))
+	}
+}
+
+// The same for a semaphore: its permit files keep the last tokens.
+func TestEmptiedSemaphoreFenceNeverRepeatsToken(t *testing.T) {
+	dir := t.TempDir()
+	l := newT(t, dir)
+	ctx := ctxT(t, 30*time.Second)
+	sem, err := distlock.NewSemaphore(l, "s", 3)
+	require.NoError(t, err)
+	var last uint64
+	for range 3 {
+		a, err := sem.TryAcquire(ctx)
+		require.NoError(t, err)
+		b, err := sem.TryAcquire(ctx)
+		require.NoError(t, err)
+		last = b.Token()
+		require.NoError(t, b.Release(ctx))
+		require.NoError(t, a.Release(ctx))
+	}
+	require.NoError(t, os.Truncate(filepath.Join(dir, baseName("s", "s")+".fence"), 0))
+	lease, err := sem.TryAcquire(ctx)
+	if err == nil {
+		defer lease.Release(ctx)
+		require.Greater(t, lease.Token(), last, "token went backwards after the fence file was emptied")
+	}
+}
