@@ -16,7 +16,8 @@ import (
 // says whether a lock file is held; its record says by whom. Both are read
 // under the key's fence lock, shared for Inspect, so a record is never
 // read half-written; a lock whose holder has its kernel lock but has not
-// written its record yet shows Held with no owner.
+// written its record yet, or whose record is unreadable, shows Held with
+// no owner.
 
 // Inspect implements backend.Inspector: SessionBound, TTL 0, Waiters -1
 // (waiters are not counted). It creates and changes nothing.
@@ -54,10 +55,13 @@ func (d *driver) readHolder(key, stem string) (HolderInfo, error) {
 	if err != nil || !held {
 		return hi, err
 	}
-	rec, err := readRecord(f)
+	b, err := readAll(f)
 	if err != nil {
 		return hi, err
 	}
+	// A record that does not decode (edited by hand) hides the holder,
+	// not the lock: it shows Held with no owner, and can be forced.
+	rec, _ := decodeRecord(b)
 	hi.Held, hi.SessionBound = true, true
 	if rec.Held {
 		hi.Owner, hi.Metadata, hi.Token, hi.Holds = rec.Owner, rec.Metadata, rec.Token, rec.Holds

@@ -177,3 +177,28 @@ func TestEmptiedSemaphoreFenceNeverRepeatsToken(t *testing.T) {
 		require.Greater(t, lease.Token(), last, "token went backwards after the fence file was emptied")
 	}
 }
+
+// An operator can force the release of a held lock whose record is
+// unreadable: the kernel lock, not the record, says it is held.
+func TestForceReleaseCorruptRecord(t *testing.T) {
+	dir := t.TempDir()
+	a, op := newT(t, dir), newT(t, dir)
+	ctx := ctxT(t, 30*time.Second)
+	la, err := a.TryAcquire(ctx, "k")
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, baseName("k", "k")+".lock"), []byte("{garbage"), 0o644))
+	info, err := distlock.Inspect(ctx, op, "k")
+	require.NoError(t, err)
+	require.True(t, info.Held)
+	_, err = distlock.ForceRelease(ctx, op, "k")
+	require.NoError(t, err)
+	select {
+	case <-la.Done():
+	case <-time.After(slack.D(2 * time.Second)):
+		t.Fatal("evicted lease still not ended")
+	}
+	lb, err := op.TryAcquire(ctx, "k")
+	require.NoError(t, err)
+	require.Greater(t, lb.Token(), la.Token())
+	require.NoError(t, lb.Release(ctx))
+}
