@@ -194,8 +194,9 @@ func (d *driver) grant(ctx context.Context, ks *holdtab.Key[*hold], stem, path s
 	}
 	if stale != nil {
 		// This driver's earlier hold of the key lost its file (we hold
-		// the new one): end it.
+		// the new one): end it, and close its descriptor.
 		d.table.Gone(stale, errReplaced, nil)
+		_ = stale.f.Close()
 	}
 	return l, nil
 }
@@ -227,6 +228,12 @@ func (d *driver) nest(ctx context.Context, ks *holdtab.Key[*hold], req backend.R
 		return nil, false, err
 	}
 	if !ok {
+		if h != nil {
+			// The hold was joined, but its file was replaced: Nest
+			// ended it; its descriptor is closed here, as when its
+			// watcher finds the loss.
+			_ = h.f.Close()
+		}
 		return nil, false, nil
 	}
 	return l, true, nil

@@ -202,3 +202,30 @@ func TestForceReleaseCorruptRecord(t *testing.T) {
 	require.Greater(t, lb.Token(), la.Token())
 	require.NoError(t, lb.Release(ctx))
 }
+
+// A hold that a forced release evicted, found lost by this Locker's next
+// acquisition of the key (a join of the same owner, or a grant of the new
+// file to another owner) rather than by its watcher, has its descriptor
+// closed: a lease that is lost and never released leaks none.
+func TestEvictedHoldClosedWhenFoundByAcquire(t *testing.T) {
+	for _, owner := range []string{"same", "other"} {
+		t.Run(owner, func(t *testing.T) {
+			dir := t.TempDir()
+			a := newT(t, dir, withHooks(&testHooks{noWatch: true}))
+			op := newT(t, dir)
+			ctx := ctxT(t, 30*time.Second)
+			takeRelease(t, a, "k")
+			base := openFDs(t)
+			l1, err := a.TryAcquire(ctx, "k", distlock.WithOwner("same"))
+			require.NoError(t, err)
+			_, err = distlock.ForceRelease(ctx, op, "k")
+			require.NoError(t, err)
+			l2, err := a.TryAcquire(ctx, "k", distlock.WithOwner(owner))
+			require.NoError(t, err)
+			require.Greater(t, l2.Token(), l1.Token())
+			require.ErrorIs(t, l1.Err(), distlock.ErrLockLost)
+			require.NoError(t, l2.Release(ctx))
+			require.Equal(t, base, openFDs(t), "descriptors open after the evicted hold was found lost")
+		})
+	}
+}
