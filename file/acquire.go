@@ -134,6 +134,9 @@ func (d *driver) attempt(ctx context.Context, ks *holdtab.Key[*hold], stem strin
 			defer func() { <-t.ch }()
 			continue
 		}
+		if hk := d.cfg.hooks; hk != nil && hk.beforeSleep != nil {
+			hk.beforeSleep(req.Key)
+		}
 		// changed: a hold of this driver appeared, maybe ours to join.
 		if err := w.sleep(ctx, sig, changed); err != nil {
 			return nil, err

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"syscall"
 	"testing"
 	"time"
@@ -228,4 +229,111 @@ func TestEvictedHoldClosedWhenFoundByAcquire(t *testing.T) {
 			require.Equal(t, base, openFDs(t), "descriptors open after the evicted hold was found lost")
 		})
 	}
+}
+
+// A semaphore's waits end with their ctx and leave no descriptor,
+// goroutine or permit lock behind: the wait for a permit, for the fence
+// lock in an attempt and in Release.
+func TestSemaphoreCancelAtEveryAwait(t *testing.T) {
+	dir := t.TempDir()
+	ctx := ctxT(t, time.Minute)
+	warm := newT(t, dir)
+	takeRelease(t, warm, "warm")
+	require.NoError(t, warm.Close())
+	fds, gs := openFDs(t), runtime.NumGoroutine()
+
+	a, err := New(dir)
+	require.NoError(t, err)
+	b, err := New(dir)
+	require.NoError(t, err)
+	sa, err := distlock.NewSemaphore(a, "s", 1)
+	require.NoError(t, err)
+	sb, err := distlock.NewSemaphore(b, "s", 1)
+	require.NoError(t, err)
+	const wait = 100 * time.Millisecond
+	holder, err := sa.TryAcquire(ctx)
+	require.NoError(t, err)
+	for range 5 {
+		start := time.Now()
+		_, err = sb.Acquire(ctxT(t, wait))
+		within(t, "semaphore Acquire waiting for a permit", start, wait, err)
+		require.ErrorIs(t, err, distlock.ErrNotAcquired)
+	}
+	ff, err := os.OpenFile(filepath.Join(dir, baseName("s", "s")+".fence"), os.O_RDWR, 0)
+	require.NoError(t, err)
+	ok, err := tryLock(ff, true)
+	require.NoError(t, err)
+	require.True(t, ok)
+	start := time.Now()
+	_, err = sb.Acquire(ctxT(t, wait))
+	within(t, "semaphore Acquire waiting for the fence lock", start, wait, err)
+	start = time.Now()
+	err = holder.Release(ctxT(t, wait))
+	if err != nil {
+		within(t, "semaphore Release waiting for the fence lock", start, wait, err)
+	}
+	require.NoError(t, ff.Close())
+	l, err := sb.TryAcquire(ctx)
+	require.NoError(t, err, "a Release that could not take the fence lock left the permit held")
+	require.NoError(t, l.Release(ctx))
+	require.NoError(t, a.Close())
+	require.NoError(t, b.Close())
+	settle(t, gs)
+	if n := openFDs(t); n > fds {
+		t.Fatalf("%d descriptors open, %d before", n, fds)
+	}
+}
+
+// A release that comes between a waiter's failed attempt and its sleep is
+// not lost: the waiter took its wake-up channel before the attempt, so
+// the release's kernel event (here the only wake-up: the holder's Locker
+// reaches the directory by another path, so this process's direct wake
+// does not reach the waiter) ends the sleep at once, well before the
+// waiter's poll (pollMax, 1s, once its backoff has grown).
+func TestReleaseBetweenAttemptAndSleep(t *testing.T) {
+	if !watchSupported(t) {
+		t.Skip("no kernel events here")
+	}
+	dir := t.TempDir()
+	real := filepath.Join(dir, "real")
+	require.NoError(t, os.Mkdir(real, 0o755))
+	link := filepath.Join(dir, "link")
+	require.NoError(t, os.Symlink(real, link))
+	a := newT(t, real)
+	ctx := ctxT(t, 30*time.Second)
+	la, err := a.TryAcquire(ctx, "k")
+	require.NoError(t, err)
+	var (
+		b        *Locker
+		sleeps   int
+		released time.Time
+	)
+	b = newT(t, link, withHooks(&testHooks{beforeSleep: func(string) {
+		if sleeps++; sleeps != 7 { // the backoff has reached pollMax
+			return
+		}
+		ev := b.d.dw.signal(baseName("k", "k") + ".lock")
+		released = time.Now()
+		require.NoError(t, la.Release(ctx))
+		select { // the event has been dispatched
+		case <-ev:
+		case <-time.After(slack.D(5 * time.Second)):
+			t.Error("no kernel event for the release")
+		}
+	}}))
+	require.True(t, b.d.dw.notify)
+	lb, err := b.Acquire(ctx, "k")
+	require.NoError(t, err)
+	took := time.Since(released)
+	require.NoError(t, lb.Release(ctx))
+	require.Equal(t, 7, sleeps)
+	require.True(t, took < b.d.pollMax()/2, "the waiter slept %v past the release", took)
+}
+
+func watchSupported(t *testing.T) bool {
+	stop, ok := startWatch(t.TempDir(), func(string) {}, func() {})
+	if ok {
+		stop()
+	}
+	return ok
 }

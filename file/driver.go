@@ -46,6 +46,7 @@ type driver struct {
 type testHooks struct {
 	beforeGrant func(key string) // a lock file is locked; its fence step comes next
 	beforeSwap  func(key string) // ForceRelease is about to rename the fresh file over the lock file
+	beforeSleep func(key string) // an Acquire found the lock file busy and is about to sleep
 	noWatch     bool             // start no hold watcher: loss is found only by the holder's own calls
 }
 
