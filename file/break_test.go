@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -336,4 +337,34 @@ func watchSupported(t *testing.T) bool {
 		stop()
 	}
 	return ok
+}
+
+// Directory names that can never work are ErrInvalidOption (fix the
+// configuration), not ErrUnavailable (retry later).
+func TestBadDirNames(t *testing.T) {
+	dir := t.TempDir()
+	afile := filepath.Join(dir, "f")
+	require.NoError(t, os.WriteFile(afile, nil, 0o644))
+	loop := filepath.Join(dir, "loop")
+	require.NoError(t, os.Symlink(loop, loop))
+	ctx := ctxT(t, 30*time.Second)
+	for _, bad := range []string{
+		dir + "/a\x00b",
+		afile + "/sub",
+		loop,
+		dir + "/" + strings.Repeat("x", 300),
+	} {
+		for _, mkdir := range []bool{false, true} {
+			var opts []Option
+			if mkdir {
+				opts = append(opts, WithCreateDir())
+			}
+			_, err := New(bad, opts...)
+			require.ErrorIs(t, err, distlock.ErrInvalidOption, fmt.Sprintf("%q mkdir=%v", bad, mkdir))
+			require.NotContains(t, err.Error(), "\n")
+			require.False(t, errors.Is(err, distlock.ErrUnavailable), fmt.Sprintf("%q: %v", bad, err))
+		}
+	}
+	_, err := distlock.Open(ctx, "file://"+dir+"/a%00b")
+	require.ErrorIs(t, err, distlock.ErrInvalidOption)
 }

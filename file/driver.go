@@ -84,7 +84,7 @@ func checkDir(dir string, mkdir bool) (string, error) {
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return "", fmt.Errorf("%w: file: lock directory %s does not exist (create it, or add mkdir=true)", backend.ErrUnavailable, abs)
-	case errors.Is(err, fs.ErrPermission):
+	case errors.Is(err, fs.ErrPermission), isBadPath(err):
 		return "", fmt.Errorf("%w: file: lock directory %s: %w", backend.ErrInvalidOption, abs, err)
 	case err != nil:
 		return "", fmt.Errorf("%w: file: lock directory %s: %w", backend.ErrUnavailable, abs, err)

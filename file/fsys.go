@@ -224,6 +224,17 @@ func (d *driver) lockWait(ctx context.Context, f *os.File, exclusive bool) error
 	}
 }
 
+// isBadPath reports a path that can never name a directory: a NUL byte,
+// a file as a parent, a symlink loop, a name too long.
+func isBadPath(err error) bool {
+	for _, e := range []error{unix.EINVAL, unix.ENOTDIR, unix.ELOOP, unix.ENAMETOOLONG} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
 func isReadOnly(err error) bool { return errors.Is(err, unix.EROFS) }
 
 func isTransientErrno(err error) bool {
