@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -31,14 +32,19 @@ func takeRelease(t *testing.T, l *Locker, key string) uint64 {
 func TestEmptiedFenceNeverRepeatsToken(t *testing.T) {
 	dir := t.TempDir()
 	l := newT(t, dir)
-	takeRelease(t, l, "k")
-	last := takeRelease(t, l, "k")
-	require.NoError(t, os.Truncate(filepath.Join(dir, baseName("k", "k")+".fence"), 0))
+	fence := filepath.Join(dir, baseName("k", "k")+".fence")
 	ctx := ctxT(t, 30*time.Second)
-	lease, err := l.TryAcquire(ctx, "k")
-	if err == nil {
-		defer lease.Release(ctx)
-		require.Greater(t, lease.Token(), last, "token went backwards after the fence file was emptied")
+	for _, wipe := range []func() error{
+		func() error { return os.Truncate(fence, 0) },
+		func() error { return os.Remove(fence) },
+	} {
+		takeRelease(t, l, "k")
+		last := takeRelease(t, l, "k")
+		require.NoError(t, wipe())
+		lease, err := l.TryAcquire(ctx, "k")
+		require.NoError(t, err)
+		require.Greater(t, lease.Token(), last, "token went backwards after the fence file was emptied or removed")
+		require.NoError(t, lease.Release(ctx))
 	}
 }
 
@@ -367,4 +373,32 @@ func TestBadDirNames(t *testing.T) {
 	}
 	_, err := distlock.Open(ctx, "file://"+dir+"/a%00b")
 	require.ErrorIs(t, err, distlock.ErrInvalidOption)
+}
+
+// As root (where TestUnwritableDir skips), an immutable directory
+// (chattr +i) is refused by New, and once a Locker is open on it, keys
+// that need a new file fail with a typed error at once while existing
+// keys keep working.
+func TestImmutableDir(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("chattr +i needs root")
+	}
+	dir := t.TempDir()
+	l := newT(t, dir)
+	takeRelease(t, l, "old")
+	if out, err := exec.Command("chattr", "+i", dir).CombinedOutput(); err != nil {
+		t.Skipf("chattr +i: %v %s", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("chattr", "-i", dir).Run() })
+	_, err := New(dir)
+	require.ErrorIs(t, err, distlock.ErrInvalidOption)
+	require.Contains(t, err.Error(), "not writable")
+	ctx := ctxT(t, 30*time.Second)
+	takeRelease(t, l, "old")
+	start := time.Now()
+	_, err = l.Acquire(ctxT(t, slack.D(5*time.Second)), "new")
+	require.ErrorIs(t, err, distlock.ErrUnavailable)
+	require.True(t, time.Since(start) < slack.D(time.Second), "Acquire in an immutable directory waited: %v", err)
+	_, err = l.TryAcquire(ctx, "new")
+	require.ErrorIs(t, err, distlock.ErrUnavailable)
 }
