@@ -402,3 +402,80 @@ func TestImmutableDir(t *testing.T) {
 	_, err = l.TryAcquire(ctx, "new")
 	require.ErrorIs(t, err, distlock.ErrUnavailable)
 }
+
+// A waiter is granted the new lock file at once after a forced release,
+// even while the evicted holder still has its descriptor (and its lock on
+// the unnamed file) open.
+func TestForceReleaseWakesWaiter(t *testing.T) {
+	dir := t.TempDir()
+	a := newT(t, dir, withHooks(&testHooks{noWatch: true}))
+	b, op := newT(t, dir), newT(t, dir)
+	ctx := ctxT(t, 30*time.Second)
+	la, err := a.TryAcquire(ctx, "k")
+	require.NoError(t, err)
+	asleep := make(chan struct{}, 1)
+	w := newT(t, dir, withHooks(&testHooks{beforeSleep: func(string) {
+		select {
+		case asleep <- struct{}{}:
+		default:
+		}
+	}}))
+	got := make(chan *distlock.Lease, 1)
+	go func() {
+		lw, err := w.Acquire(ctx, "k")
+		if err != nil {
+			t.Error(err)
+		}
+		got <- lw
+	}()
+	<-asleep
+	forced := time.Now()
+	_, err = distlock.ForceRelease(ctx, op, "k")
+	require.NoError(t, err)
+	lw := <-got
+	require.True(t, time.Since(forced) < w.d.pollMax()/2, "the waiter slept past the forced release")
+	require.Greater(t, lw.Token(), la.Token())
+	_, err = b.TryAcquire(ctx, "k")
+	require.ErrorIs(t, err, distlock.ErrNotAcquired)
+	require.ErrorIs(t, la.Release(ctx), distlock.ErrNotHeld)
+	_, err = b.TryAcquire(ctx, "k")
+	require.ErrorIs(t, err, distlock.ErrNotAcquired, "the evicted holder's Release freed the waiter's lock")
+	require.NoError(t, lw.Release(ctx))
+}
+
+// Close ends the Locker's waiting acquisitions (locks and permits) at
+// once with ErrClosed, and leaves no descriptor behind.
+func TestCloseEndsWaiters(t *testing.T) {
+	dir := t.TempDir()
+	h := newT(t, dir)
+	ctx := ctxT(t, 30*time.Second)
+	takeRelease(t, h, "warm")
+	hs, err := distlock.NewSemaphore(h, "s", 1)
+	require.NoError(t, err)
+	lk, err := h.TryAcquire(ctx, "k")
+	require.NoError(t, err)
+	ps, err := hs.TryAcquire(ctx)
+	require.NoError(t, err)
+	fds := openFDs(t)
+	w, err := New(dir)
+	require.NoError(t, err)
+	ws, err := distlock.NewSemaphore(w, "s", 1)
+	require.NoError(t, err)
+	errs := make(chan error, 4)
+	for range 2 {
+		go func() { _, err := w.Acquire(ctx, "k"); errs <- err }()
+		go func() { _, err := ws.Acquire(ctx); errs <- err }()
+	}
+	time.Sleep(slack.D(50 * time.Millisecond)) // let them wait (a late one fails as well)
+	start := time.Now()
+	require.NoError(t, w.Close())
+	for range 4 {
+		require.ErrorIs(t, <-errs, distlock.ErrClosed)
+	}
+	require.True(t, time.Since(start) < slack.D(time.Second), "waiters outlived Close")
+	if n := openFDs(t); n > fds {
+		t.Fatalf("%d descriptors open, %d before", n, fds)
+	}
+	require.NoError(t, lk.Release(ctx))
+	require.NoError(t, ps.Release(ctx))
+}

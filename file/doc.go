@@ -52,8 +52,10 @@
 // directories it can identify (statfs on Linux and macOS; the BSDs are not
 // checked). Containers coordinate only through a directory they share by
 // a bind mount of the same host filesystem; two containers with their own
-// copy, or on two hosts, exclude nothing. An operator who deletes lock or
-// fence files ends the holders' leases, and with the fence file the token
-// counter restarts. Windows and other systems without flock or OFD locks
+// copy, or on two hosts, exclude nothing. An operator who deletes lock
+// files ends their holders' leases; a fence file removed or emptied is
+// continued from its lock file's record (grants draw above the token
+// recorded there), but deleting both files of a key restarts its token
+// counter. Windows and other systems without flock or OFD locks
 // get an *UnsupportedError.
 package file
