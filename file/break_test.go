@@ -479,3 +479,30 @@ func TestCloseEndsWaiters(t *testing.T) {
 	require.NoError(t, lk.Release(ctx))
 	require.NoError(t, ps.Release(ctx))
 }
+
+// A permit file removed by hand ends its holder's lease, as a lock file
+// does: the next acquirer takes a new file of that name, and the holder
+// must learn that it no longer counts.
+func TestRemovedPermitFileEndsLease(t *testing.T) {
+	dir := t.TempDir()
+	l := newT(t, dir)
+	ctx := ctxT(t, 30*time.Second)
+	sem, err := distlock.NewSemaphore(l, "s", 1)
+	require.NoError(t, err)
+	p1, err := sem.TryAcquire(ctx)
+	require.NoError(t, err)
+	require.NoError(t, os.Remove(filepath.Join(dir, baseName("s", "s")+".0.lock")))
+	select {
+	case <-p1.Done():
+	case <-time.After(slack.D(2 * time.Second)):
+		t.Fatal("the lease of a removed permit file did not end")
+	}
+	require.ErrorIs(t, p1.Err(), distlock.ErrLockLost)
+	p2, err := sem.TryAcquire(ctx)
+	require.NoError(t, err)
+	require.Greater(t, p2.Token(), p1.Token())
+	require.ErrorIs(t, p1.Release(ctx), distlock.ErrNotHeld)
+	_, err = sem.TryAcquire(ctx)
+	require.ErrorIs(t, err, distlock.ErrNotAcquired, "the lost permit's Release freed the new holder's permit")
+	require.NoError(t, p2.Release(ctx))
+}

@@ -23,7 +23,8 @@ import (
 // taken under the fence lock: the first free permit file is locked, the
 // token drawn and the count written in one step, so the count is checked
 // against the holders atomically. Permits are session-bound as locks are,
-// and never nest.
+// and never nest; a permit file removed or replaced by hand ends its
+// holder's lease, as a lock file does.
 
 // MaxPermits is the largest permit count of a semaphore on this backend:
 // each permit is a file, and an acquisition may look at each of them.
@@ -110,7 +111,7 @@ func (d *driver) takePermit(ctx context.Context, req backend.Request, permits in
 			}
 			fc.Last = max(fc.Last, recordToken(f)) + 1
 			fc.Permits = permits
-			p = &permit{d: d, stem: stem, name: filepath.Base(f.Name()), path: f.Name(), f: f, token: fc.Last}
+			p = &permit{d: d, stem: stem, name: filepath.Base(f.Name()), path: f.Name(), f: f, token: fc.Last, ended: make(chan struct{})}
 			if err := writeFence(ff, fc); err != nil {
 				_ = f.Close()
 				p = nil
@@ -133,8 +134,63 @@ func (d *driver) takePermit(ctx context.Context, req backend.Request, permits in
 		return nil, backend.ErrClosed
 	}
 	d.permits[p] = struct{}{}
+	watch := d.cfg.hooks == nil || !d.cfg.hooks.noWatch
+	if watch {
+		d.wg.Add(1)
+	}
 	d.mu.Unlock()
+	if watch {
+		go d.watchPermit(p, req.Lost)
+	}
 	return p, nil
+}
+
+var errPermitLost = fmt.Errorf("%w: permit file replaced or removed", backend.ErrLockLost)
+
+// watchPermit ends p's lease (lost) when its permit file is removed or
+// replaced, as watchHold does for a lock file: the next acquirer would
+// take a new file of that name.
+func (d *driver) watchPermit(p *permit, lost func(error)) {
+	defer d.wg.Done()
+	poll := max(d.pollMax(), 250*time.Millisecond)
+	timer := time.NewTimer(poll)
+	defer timer.Stop()
+	for {
+		sig := d.dw.signal(p.name)
+		select {
+		case <-p.ended:
+			return
+		case <-d.ctx.Done(): // Close
+			return
+		default:
+		}
+		if same, err := sameFile(p.f, p.path); err == nil && !same {
+			d.mu.Lock()
+			gone := !p.released && !p.lost
+			if gone {
+				p.lost = true
+				delete(d.permits, p)
+				close(p.ended)
+			}
+			d.mu.Unlock()
+			if gone {
+				_ = p.f.Close()
+				if lost != nil {
+					lost(errPermitLost)
+				}
+			}
+			return
+		}
+		timer.Reset(poll)
+		select {
+		case <-p.ended:
+			return
+		case <-d.ctx.Done():
+			return
+		case <-sig:
+		case <-timer.C:
+		}
+	}
 }
 
 func (d *driver) permitPath(stem string, i int) string {
@@ -206,7 +262,9 @@ type permit struct {
 	stem, name, path string
 	f                *os.File
 	token            uint64
-	released         bool // guarded by d.mu
+	released         bool          // guarded by d.mu
+	lost             bool          // its file was removed or replaced; guarded by d.mu
+	ended            chan struct{} // closed when released or lost
 }
 
 func (p *permit) Token() uint64 { return p.token }
@@ -241,7 +299,12 @@ func (p *permit) Release(ctx context.Context) error {
 		return errReleasedHandle
 	}
 	p.released = true
+	if p.lost {
+		d.mu.Unlock()
+		return fmt.Errorf("%w: permit file replaced or removed", backend.ErrNotHeld)
+	}
 	delete(d.permits, p)
+	close(p.ended)
 	d.mu.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, closeGrace)
 	defer cancel()
