@@ -506,3 +506,28 @@ func TestRemovedPermitFileEndsLease(t *testing.T) {
 	require.ErrorIs(t, err, distlock.ErrNotAcquired, "the lost permit's Release freed the new holder's permit")
 	require.NoError(t, p2.Release(ctx))
 }
+
+// Tokens keep increasing across a holder killed with SIGKILL (its record
+// says held, its kernel lock is gone) and a new process's Locker.
+func TestTokenAfterKilledHolder(t *testing.T) {
+	dir := t.TempDir()
+	ctx := ctxT(t, time.Minute)
+	var last uint64
+	for range 2 {
+		h := startHelper(t, helperCfg{Mode: "hold", URL: "file://" + dir, Key: "k", N: 1})
+		h.expect(t, "held", slack.D(time.Minute))
+		l := newT(t, dir)
+		info, err := distlock.Inspect(ctx, l, "k/0")
+		require.NoError(t, err)
+		require.True(t, info.Held)
+		require.Greater(t, info.Token, last)
+		require.NoError(t, h.cmd.Process.Signal(syscall.SIGKILL))
+		_ = h.cmd.Wait()
+		lease, err := l.TryAcquire(ctx, "k/0")
+		require.NoError(t, err)
+		require.Greater(t, lease.Token(), info.Token)
+		last = lease.Token()
+		require.NoError(t, lease.Release(ctx))
+		require.NoError(t, l.Close())
+	}
+}
