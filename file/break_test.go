@@ -531,3 +531,37 @@ func TestTokenAfterKilledHolder(t *testing.T) {
 		require.NoError(t, l.Close())
 	}
 }
+
+// Keys with control bytes, of one byte and of the longest length name
+// their own locks and semaphores; URL forms with a host are refused.
+func TestOddKeysAndURLs(t *testing.T) {
+	dir := t.TempDir()
+	l := newT(t, dir)
+	ctx := ctxT(t, 30*time.Second)
+	keys := []string{"\x00", "\n", "a\x00b", "a\nb", "\r\n", "\t", "a", "A", strings.Repeat("\x00", 1024), strings.Repeat("a", 1024), strings.Repeat("A", 1024)}
+	var leases []*distlock.Lease
+	for _, k := range keys {
+		lease, err := l.TryAcquire(ctx, k)
+		require.NoError(t, err, fmt.Sprintf("key %q", k))
+		leases = append(leases, lease)
+		sem, err := distlock.NewSemaphore(l, k, 2)
+		require.NoError(t, err)
+		p, err := sem.TryAcquire(ctx)
+		require.NoError(t, err, fmt.Sprintf("semaphore %q", k))
+		leases = append(leases, p)
+		info, err := distlock.Inspect(ctx, l, k)
+		require.NoError(t, err)
+		require.True(t, info.Held)
+		require.Equal(t, lease.Token(), info.Token)
+	}
+	for _, lease := range leases {
+		require.NoError(t, lease.Release(ctx))
+	}
+	for _, u := range []string{"file://relative", "file://relative/dir", "file://localhost" + dir, "file://127.0.0.1" + dir, "file://" + dir + "?mkdir=true&x=1"} {
+		_, err := distlock.Open(ctx, u)
+		require.ErrorIs(t, err, distlock.ErrInvalidOption, u)
+	}
+	ok, err := distlock.Open(ctx, "file://"+dir)
+	require.NoError(t, err)
+	require.NoError(t, ok.Close())
+}
