@@ -77,6 +77,16 @@ func (d *driver) acquire(ctx context.Context, req backend.Request, wait bool) (b
 // wakes nobody; it is closed unless the lock is granted.
 func (d *driver) attempt(ctx context.Context, ks *holdtab.Key[*hold], stem string, req backend.Request, wait bool, changed <-chan struct{}) (backend.Lock, error) {
 	path := filepath.Join(d.dir, stem+".lock")
+	if !wait {
+		// Look first, read-only: a busy attempt must not close a
+		// descriptor opened for writing, which wakes every waiter.
+		if held, err := probePath(path); err != nil || held {
+			if err == nil {
+				err = backend.Busy(0)
+			}
+			return nil, err
+		}
+	}
 	f, err := openLock(path)
 	if err != nil {
 		return nil, err

@@ -565,3 +565,44 @@ func TestOddKeysAndURLs(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, ok.Close())
 }
+
+// A TryAcquire that finds the lock held wakes no waiter: it closes no
+// descriptor opened for writing (an inotify IN_CLOSE_WRITE, which every
+// waiter of the key in every process takes for a release).
+func TestBusyTryAcquireWakesNobody(t *testing.T) {
+	if !watchSupported(t) {
+		t.Skip("no kernel events here")
+	}
+	dir := t.TempDir()
+	a := newT(t, dir)
+	ctx := ctxT(t, 30*time.Second)
+	la, err := a.TryAcquire(ctx, "k")
+	require.NoError(t, err)
+	slept := make(chan int, 16)
+	n := 0
+	w := newT(t, dir, withHooks(&testHooks{beforeSleep: func(string) {
+		n++
+		select {
+		case slept <- n:
+		default:
+		}
+	}}))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = w.Acquire(ctxT(t, slack.D(10*time.Second)), "k")
+	}()
+	for <-slept < 7 { // the waiter's backoff has reached its 1s poll
+	}
+	for range 5 {
+		_, err = a.TryAcquire(ctx, "k", distlock.WithOwner("other"))
+		require.ErrorIs(t, err, distlock.ErrNotAcquired)
+	}
+	select {
+	case n := <-slept:
+		t.Errorf("the waiter woke (sleep %d) for a TryAcquire that found the lock busy", n)
+	case <-time.After(300 * time.Millisecond):
+	}
+	require.NoError(t, la.Release(ctx))
+	<-done
+}

@@ -66,6 +66,20 @@ func openLock(path string) (*os.File, error) {
 	return os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o666)
 }
 
+// probePath reports whether the file at path is locked, opening it
+// read-only (closing it wakes no one); a missing file is not.
+func probePath(path string) (bool, error) {
+	r, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	defer r.Close()
+	return probe(r)
+}
+
 // readAll reads f from offset 0, at most 64 KiB.
 func readAll(f *os.File) ([]byte, error) {
 	buf := make([]byte, 0, 512)

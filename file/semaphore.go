@@ -202,13 +202,7 @@ func (d *driver) permitPath(stem string, i int) string {
 // writing, so that a busy permit's file is not closed after writing, which
 // would wake the semaphore's waiters.
 func (d *driver) tryPermitFile(path string) (*os.File, error) {
-	if r, err := os.Open(path); err == nil {
-		held, err := probe(r)
-		_ = r.Close()
-		if err != nil || held {
-			return nil, err
-		}
-	} else if !errors.Is(err, fs.ErrNotExist) {
+	if held, err := probePath(path); err != nil || held {
 		return nil, err
 	}
 	f, err := openLock(path)
