@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/distlock/distlock/backend"
@@ -220,10 +221,13 @@ func (d *driver) tryPermitFile(path string) (*os.File, error) {
 // permitTokens is the highest token in the records of stem's permit
 // files.
 func (d *driver) permitTokens(stem string) uint64 {
-	paths, _ := filepath.Glob(filepath.Join(d.dir, stem+".*.lock"))
+	ents, _ := os.ReadDir(d.dir)
 	var last uint64
-	for _, path := range paths {
-		if f, err := os.Open(path); err == nil {
+	for _, e := range ents {
+		if n := e.Name(); !strings.HasPrefix(n, stem+".") || !strings.HasSuffix(n, ".lock") {
+			continue
+		}
+		if f, err := os.Open(filepath.Join(d.dir, e.Name())); err == nil {
 			last = max(last, recordToken(f))
 			_ = f.Close()
 		}
