@@ -369,11 +369,20 @@ func TestBadDirNames(t *testing.T) {
 			_, err := New(bad, opts...)
 			require.ErrorIs(t, err, distlock.ErrInvalidOption, fmt.Sprintf("%q mkdir=%v", bad, mkdir))
 			require.NotContains(t, err.Error(), "\n")
+			require.NotContains(t, err.Error(), "\x00")
 			require.False(t, errors.Is(err, distlock.ErrUnavailable), fmt.Sprintf("%q: %v", bad, err))
 		}
 	}
 	_, err := distlock.Open(ctx, "file://"+dir+"/a%00b")
 	require.ErrorIs(t, err, distlock.ErrInvalidOption)
+	_, err = New(dir + "/a\nb")
+	require.ErrorIs(t, err, distlock.ErrUnavailable)
+	require.NotContains(t, err.Error(), "\n")
+	require.NotContains(t, err.Error(), "\x00")
+	require.Contains(t, err.Error(), `a\nb`)
+	_, err = New(afile)
+	require.ErrorIs(t, err, distlock.ErrInvalidOption)
+	require.Contains(t, err.Error(), afile+" is not a directory")
 }
 
 // As root (where TestUnwritableDir skips), an immutable directory

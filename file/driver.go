@@ -9,8 +9,11 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
+	"unicode"
 
 	"github.com/distlock/distlock/backend"
 	"github.com/distlock/distlock/internal/holdtab"
@@ -81,26 +84,36 @@ func checkDir(dir string, mkdir bool) (string, error) {
 			st, err = os.Stat(abs)
 		}
 	}
+	shown := showPath(abs)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return "", fmt.Errorf("%w: file: lock directory %s does not exist (create it, or add mkdir=true)", backend.ErrUnavailable, abs)
+		return "", fmt.Errorf("%w: file: lock directory %s does not exist (create it, or add mkdir=true)", backend.ErrUnavailable, shown)
 	case errors.Is(err, fs.ErrPermission), isBadPath(err):
-		return "", fmt.Errorf("%w: file: lock directory %s: %w", backend.ErrInvalidOption, abs, err)
+		return "", fmt.Errorf("%w: file: lock directory %s: %w", backend.ErrInvalidOption, shown, unwrapPath(err))
 	case err != nil:
-		return "", fmt.Errorf("%w: file: lock directory %s: %w", backend.ErrUnavailable, abs, err)
+		return "", fmt.Errorf("%w: file: lock directory %s: %w", backend.ErrUnavailable, shown, unwrapPath(err))
 	case !st.IsDir():
-		return "", fmt.Errorf("%w: file: %s is not a directory", backend.ErrInvalidOption, abs)
+		return "", fmt.Errorf("%w: file: %s is not a directory", backend.ErrInvalidOption, shown)
 	}
 	if err := checkFS(abs); err != nil {
 		return "", err
 	}
 	probe, err := os.CreateTemp(abs, ".distlock-probe-*")
 	if err != nil {
-		return "", fmt.Errorf("%w: file: lock directory %s is not writable: %w", backend.ErrInvalidOption, abs, unwrapPath(err))
+		return "", fmt.Errorf("%w: file: lock directory %s is not writable: %w", backend.ErrInvalidOption, shown, unwrapPath(err))
 	}
 	_ = probe.Close()
 	_ = os.Remove(probe.Name())
 	return abs, nil
+}
+
+// showPath is p for a message: quoted if it has bytes that would break the
+// one-line error (a newline, a NUL, other control bytes).
+func showPath(p string) string {
+	if strings.IndexFunc(p, func(r rune) bool { return !unicode.IsPrint(r) }) < 0 {
+		return p
+	}
+	return strconv.Quote(p)
 }
 
 // unwrapPath drops an *fs.PathError's path, which the message already has.
