@@ -315,8 +315,9 @@ func TestReleaseBetweenAttemptAndSleep(t *testing.T) {
 		b        *Locker
 		sleeps   int
 		released time.Time
+		won      time.Time // the waiter has the kernel lock; its grant (an fdatasync) comes next
 	)
-	b = newT(t, link, withHooks(&testHooks{beforeSleep: func(string) {
+	b = newT(t, link, withHooks(&testHooks{beforeGrant: func(string) { won = time.Now() }, beforeSleep: func(string) {
 		if sleeps++; sleeps != 7 { // the backoff has reached pollMax
 			return
 		}
@@ -332,7 +333,7 @@ func TestReleaseBetweenAttemptAndSleep(t *testing.T) {
 	require.True(t, b.d.dw.notify)
 	lb, err := b.Acquire(ctx, "k")
 	require.NoError(t, err)
-	took := time.Since(released)
+	took := won.Sub(released)
 	require.NoError(t, lb.Release(ctx))
 	require.Equal(t, 7, sleeps)
 	require.True(t, took < b.d.pollMax()/2, "the waiter slept %v past the release", took)
@@ -424,7 +425,8 @@ func TestForceReleaseWakesWaiter(t *testing.T) {
 	la, err := a.TryAcquire(ctx, "k")
 	require.NoError(t, err)
 	asleep := make(chan struct{}, 1)
-	w := newT(t, dir, withHooks(&testHooks{beforeSleep: func(string) {
+	var won time.Time // the waiter has the kernel lock; its grant (an fdatasync) comes next
+	w := newT(t, dir, withHooks(&testHooks{beforeGrant: func(string) { won = time.Now() }, beforeSleep: func(string) {
 		select {
 		case asleep <- struct{}{}:
 		default:
@@ -443,7 +445,7 @@ func TestForceReleaseWakesWaiter(t *testing.T) {
 	_, err = distlock.ForceRelease(ctx, op, "k")
 	require.NoError(t, err)
 	lw := <-got
-	require.True(t, time.Since(forced) < w.d.pollMax()/2, "the waiter slept past the forced release")
+	require.True(t, won.Sub(forced) < w.d.pollMax()/2, "the waiter slept past the forced release")
 	require.Greater(t, lw.Token(), la.Token())
 	_, err = b.TryAcquire(ctx, "k")
 	require.ErrorIs(t, err, distlock.ErrNotAcquired)
