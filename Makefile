@@ -21,15 +21,16 @@ check:
 	cd otel && $(GO) vet ./...
 	cd gocronlock && $(GO) vet ./...
 
-# The whole test suite with the race detector, the OpenTelemetry module's
-# and the gocron adapter's tests (each its own go.mod), then a short fuzz run of distlock.Open over every
-# registered scheme (FuzzOpen: no panic, no hang, no password in an error).
-# Server data lives on tmpfs where the machine has one (scripts/with-tmpfs.sh).
+# The whole test suite with the race detector (FuzzOpen's seed corpus —
+# every registered scheme, every URL in the docs, the malformed ones —
+# included), the OpenTelemetry module's and the gocron adapter's tests (each
+# its own go.mod). Three packages at a time: most tests wait on servers and
+# leases, not on the CPU. Server data lives on tmpfs where the machine has
+# one (scripts/with-tmpfs.sh).
 test: check
-	scripts/with-tmpfs.sh $(GO) test -race -count=1 -timeout 25m ./...
+	scripts/with-tmpfs.sh $(GO) test -race -count=1 -p 3 -timeout 25m ./...
 	cd otel && $(GO) test -race -count=1 ./...
 	cd gocronlock && $(GO) test -race -count=1 ./...
-	$(GO) test -run '^$$' -fuzz FuzzOpen -fuzztime 20s ./internal/tests/openfuzz
 
 # The contributor's inner loop: every test that needs no server, in a
 # minute or two (no race detector, no servers, no installs).
@@ -39,8 +40,11 @@ quick:
 # The whole suite plus the load, scale and soak runs that `make ci` leaves
 # out (internal/testkit/soak): 100,000 leases, a thousand waiters on one
 # key, the model checker's long budget.
+# Then FuzzOpen mutates URLs for two minutes (no panic, no hang, no
+# password in an error); its seeds run in every `go test`.
 soak: deps
 	DISTLOCK_SOAK=1 scripts/with-tmpfs.sh $(GO) test -race -count=1 -timeout 90m ./...
+	$(GO) test -run '^$$' -fuzz FuzzOpen -fuzztime 2m ./internal/tests/openfuzz
 
 # The benchmarks quoted in the README.
 bench:
