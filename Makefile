@@ -24,11 +24,12 @@ check:
 # The whole test suite with the race detector (FuzzOpen's seed corpus —
 # every registered scheme, every URL in the docs, the malformed ones —
 # included), the OpenTelemetry module's and the gocron adapter's tests (each
-# its own go.mod). Three packages at a time: most tests wait on servers and
-# leases, not on the CPU. Server data lives on tmpfs where the machine has
-# one (scripts/with-tmpfs.sh).
+# its own go.mod). Three packages at a time, the ones that take minutes
+# first (scripts/test-packages.sh: the same set as ./...): most tests wait
+# on servers and leases, not on the CPU. Server data lives on tmpfs where
+# the machine has one (scripts/with-tmpfs.sh).
 test: check
-	scripts/with-tmpfs.sh $(GO) test -race -count=1 -p 3 -timeout 25m ./...
+	scripts/with-tmpfs.sh $(GO) test -race -count=1 -p 3 -timeout 25m $$(scripts/test-packages.sh)
 	cd otel && $(GO) test -race -count=1 ./...
 	cd gocronlock && $(GO) test -race -count=1 ./...
 
