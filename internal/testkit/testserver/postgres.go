@@ -175,6 +175,10 @@ func StartPostgres(ctx context.Context, dir string) (*Postgres, error) {
 			"-c", "full_page_writes=off",
 			"-c", "logging_collector=off",
 			"-c", "log_min_messages=warning",
+			// Dynamic shared memory in the data directory, removed with
+			// it: the posix default leaves a /dev/shm segment behind
+			// for every server the tests kill.
+			"-c", "dynamic_shared_memory_type=mmap",
 		}
 	}
 	s.probe = func(ctx context.Context) error { return pgAccepts(ctx, s.addr, p.User, p.DB) }
