@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/distlock/distlock/internal/async"
 )
 
 // Election is leadership of one key among candidates that share a backend,
@@ -194,7 +196,7 @@ func (e *Election) Lead(ctx context.Context, fn func(ctx context.Context, t *Ter
 			}
 		}
 		attempt++
-		if err := sleepCtx(ctx, e.backoff.Delay(attempt)); err != nil {
+		if err := async.Sleep(ctx, e.backoff.Delay(attempt)); err != nil {
 			return err
 		}
 	}
@@ -236,18 +238,6 @@ func (e *Election) serve(ctx context.Context, term *Term, fn func(context.Contex
 // campaigning again.
 func permanent(err error) bool {
 	return errors.Is(err, ErrInvalidOption) || errors.Is(err, ErrInvalidKey) || errors.Is(err, ErrInvalidTTL) || errors.Is(err, ErrClosed)
-}
-
-// sleepCtx waits d or until ctx ends (then it returns ctx's error).
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // Leader returns who leads now, as the backend sees it: Held false when

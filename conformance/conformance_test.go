@@ -11,6 +11,7 @@ import (
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/backend"
 	"github.com/distlock/distlock/conformance"
+	"github.com/distlock/distlock/internal/async"
 	"github.com/distlock/distlock/memory"
 )
 
@@ -257,11 +258,11 @@ func (l *latent) Capabilities() backend.Capabilities {
 // TryAcquire keeps the driver contract: it returns when ctx ends, and an
 // acquisition whose reply ctx cut short is undone in the background.
 func (l *latent) TryAcquire(ctx context.Context, req backend.Request) (backend.Lock, error) {
-	if err := sleepCtx(ctx, l.req); err != nil {
+	if err := async.Sleep(ctx, l.req); err != nil {
 		return nil, err
 	}
 	lk, err := l.Driver.TryAcquire(context.WithoutCancel(ctx), req)
-	if cerr := sleepCtx(ctx, l.reply); cerr != nil {
+	if cerr := async.Sleep(ctx, l.reply); cerr != nil {
 		if err == nil {
 			go func() { _ = lk.Release(context.Background()) }()
 		}
@@ -273,42 +274,28 @@ func (l *latent) TryAcquire(ctx context.Context, req backend.Request) (backend.L
 	return lk, err
 }
 
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
 type latentLock struct {
 	backend.Lock
 	l *latent
 }
 
 func (k *latentLock) Refresh(ctx context.Context, ttl time.Duration) error {
-	if err := sleepCtx(ctx, k.l.req); err != nil {
+	if err := async.Sleep(ctx, k.l.req); err != nil {
 		return err
 	}
 	err := k.Lock.Refresh(context.WithoutCancel(ctx), ttl)
-	if cerr := sleepCtx(ctx, k.l.reply); cerr != nil {
+	if cerr := async.Sleep(ctx, k.l.reply); cerr != nil {
 		return cerr
 	}
 	return err
 }
 
 func (k *latentLock) Release(ctx context.Context) error {
-	if err := sleepCtx(ctx, k.l.req); err != nil {
+	if err := async.Sleep(ctx, k.l.req); err != nil {
 		return err
 	}
 	err := k.Lock.Release(context.WithoutCancel(ctx))
-	if cerr := sleepCtx(ctx, k.l.reply); cerr != nil {
+	if cerr := async.Sleep(ctx, k.l.reply); cerr != nil {
 		return cerr
 	}
 	return err

@@ -143,7 +143,7 @@ func (d *driver) ifHeld(ctx context.Context, h *hold, ops ...clientv3.Op) (bool,
 	case err != nil:
 		return false, err
 	}
-	return resp.Succeeded || prev && len(ops) > 0 && isDelete(ops), nil
+	return resp.Succeeded || prev && isDelete(ops), nil
 }
 
 func isDelete(ops []clientv3.Op) bool { return len(ops) == 1 && ops[0].IsDelete() }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/internal/async"
 	"github.com/distlock/distlock/internal/sqllock"
 )
 
@@ -263,14 +264,10 @@ func (d *fuDriver) blocks(ctx context.Context, me, holder int64) (bool, error) {
 
 // sleep waits d or until ctx ends (NoAnswer).
 func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
+	if async.Sleep(ctx, d) != nil {
 		return sqllock.NoAnswer(ctx, nil)
-	case <-t.C:
-		return nil
 	}
+	return nil
 }
 
 // erNoSuchThread: KILL of a connection that has already gone.

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/internal/async"
 	"github.com/distlock/distlock/internal/sqllock"
 )
 
@@ -109,7 +110,7 @@ func (d *advDriver) Inspect(ctx context.Context, key string) (backend.LockInfo, 
 			}
 			return info, nil
 		}
-		if err := sleepCtx(ctx, 5*time.Millisecond); err != nil {
+		if err := async.Sleep(ctx, 5*time.Millisecond); err != nil {
 			return backend.LockInfo{}, sqllock.NoAnswer(ctx, err)
 		}
 	}
@@ -133,7 +134,7 @@ func (d *advDriver) ForceRelease(ctx context.Context, key string, want backend.H
 		if err != nil || !again {
 			return info, err
 		}
-		if err := sleepCtx(ctx, 5*time.Millisecond); err != nil {
+		if err := async.Sleep(ctx, 5*time.Millisecond); err != nil {
 			return backend.LockInfo{}, sqllock.NoAnswer(ctx, err)
 		}
 	}
@@ -189,16 +190,4 @@ func (d *advDriver) forceOnce(ctx context.Context, key string, want backend.Hold
 		return backend.LockInfo{}, false, failed(ctx, err)
 	}
 	return info, again, nil
-}
-
-// sleepCtx sleeps for d or until ctx ends.
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
