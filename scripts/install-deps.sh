@@ -39,7 +39,7 @@ if ((${#missing[@]} > 0)); then
 	# Remember which services were there before, so we only stop ours.
 	newly=()
 	for pkg in redis-server memcached zookeeper mariadb-server postgresql etcd-server; do
-		if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed'; then
+		if [[ "$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)" != *'install ok installed'* ]]; then
 			newly+=("$pkg")
 		fi
 	done
@@ -65,12 +65,14 @@ if ((${#missing[@]} > 0)); then
 fi
 
 echo "install-deps: versions"
+# sed, not head: under pipefail a reader that exits first fails the script
+# with the writer's SIGPIPE (exit 141) whenever it wins the race.
 redis-server --version
 redis-cli --version
 memcached -V
 mariadbd --version
-java -version 2>&1 | head -n 1
+java -version 2>&1 | sed -n 1p
 pg=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
 "${pg:-/usr/bin}/postgres" --version
-etcd --version | head -n 1
+etcd --version | sed -n 1p
 echo "zookeeper $(dpkg-query -W -f='${Version}' zookeeper 2>/dev/null || echo '(jar present, version unknown)')"

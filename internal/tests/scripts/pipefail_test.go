@@ -1,0 +1,46 @@
+// Package scripts checks the shell scripts that make ci runs on a fresh
+// machine for mistakes that only show up some of the time.
+package scripts
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// earlyExit matches a pipe into a reader that may exit before its writer is
+// done: under pipefail the writer's SIGPIPE fails the script (exit 141)
+// whenever the reader wins the race.
+var earlyExit = regexp.MustCompile(`\|\s*(head|grep -q|grep -m)\b`)
+
+// TestNoEarlyExitUnderPipefail: install-deps.sh once ended make ci with
+// "Error 141" from `etcd --version | head -n 1` (2 runs in 200 here).
+func TestNoEarlyExitUnderPipefail(t *testing.T) {
+	root := filepath.Join("..", "..", "..")
+	files, err := filepath.Glob(filepath.Join(root, "scripts", "*.sh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	files = append(files, filepath.Join(root, ".ci", "run"))
+	if len(files) < 2 {
+		t.Fatalf("found %d scripts; the glob is wrong", len(files))
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		src := string(b)
+		if !strings.Contains(src, "pipefail") {
+			continue
+		}
+		for i, line := range strings.Split(src, "\n") {
+			code, _, _ := strings.Cut(line, "#")
+			if earlyExit.MatchString(code) {
+				t.Errorf("%s:%d: %q: the reader may exit first and pipefail turns the writer's SIGPIPE into a failure; read the whole input (sed -n 1p, grep -c)", f, i+1, strings.TrimSpace(line))
+			}
+		}
+	}
+}
