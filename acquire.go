@@ -9,15 +9,21 @@ import (
 	"github.com/distlock/distlock/backend"
 )
 
-func (l *locker) TryAcquire(ctx context.Context, key string, opts ...Option) (*Lease, error) {
+// TryAcquire makes one attempt and returns ErrNotAcquired at once if
+// another owner holds the lock.
+func (l *Locker) TryAcquire(ctx context.Context, key string, opts ...Option) (*Lease, error) {
 	return l.acquire(ctx, "try-acquire", key, opts, false)
 }
 
-func (l *locker) Acquire(ctx context.Context, key string, opts ...Option) (*Lease, error) {
+// Acquire blocks until the lock named key is held, ctx ends, or the
+// backend fails. When ctx ends first, the error satisfies both
+// errors.Is(err, ErrNotAcquired) and errors.Is(err, ctx.Err()), and
+// nothing is left behind in the backend.
+func (l *Locker) Acquire(ctx context.Context, key string, opts ...Option) (*Lease, error) {
 	return l.acquire(ctx, "acquire", key, opts, true)
 }
 
-func (l *locker) acquire(ctx context.Context, op, key string, opts []Option, wait bool) (*Lease, error) {
+func (l *Locker) acquire(ctx context.Context, op, key string, opts []Option, wait bool) (*Lease, error) {
 	r, err := l.prepare(key, opts)
 	if err != nil {
 		return nil, l.err(op, key, err)
@@ -32,7 +38,7 @@ func (l *locker) acquire(ctx context.Context, op, key string, opts []Option, wai
 // observedAcquire is acquire with an Observer: AcquireStart, the
 // acquisition on the ctx it returns, AcquireEnd, and only then a loss of
 // the lease that raced with its grant.
-func (l *locker) observedAcquire(ctx context.Context, op string, r *request, wait bool) (*Lease, error) {
+func (l *Locker) observedAcquire(ctx context.Context, op string, r *request, wait bool) (*Lease, error) {
 	ev := AcquireEvent{Backend: l.name, Key: r.key, Op: op}
 	start := time.Now()
 	obs := r.observer()
@@ -51,7 +57,7 @@ func (l *locker) observedAcquire(ctx context.Context, op string, r *request, wai
 
 // attempt runs one acquisition: one try, or a wait until acquired. It
 // returns the attempts made.
-func (l *locker) attempt(ctx context.Context, op string, r *request, wait bool) (*Lease, int, error) {
+func (l *Locker) attempt(ctx context.Context, op string, r *request, wait bool) (*Lease, int, error) {
 	key := r.key
 	if err := l.begin(); err != nil {
 		return nil, 0, l.err(op, key, err)
@@ -115,7 +121,7 @@ func noAnswer(ctx context.Context, err error) error {
 
 // ctxError puts an error caused by the end of the caller's context, or by
 // Close, into the documented form.
-func (l *locker) ctxError(ctx context.Context, err error) error {
+func (l *Locker) ctxError(ctx context.Context, err error) error {
 	if ctxErr := ctx.Err(); ctxErr != nil {
 		if !errors.Is(err, ctxErr) {
 			err = fmt.Errorf("%w: %w", err, ctxErr)
@@ -136,7 +142,7 @@ func (l *locker) ctxError(ctx context.Context, err error) error {
 // first failed attempt and before the next, so no release is missed, and
 // waits for the notification, for the holder's remaining time, or for the
 // retry policy's delay as a fallback, whichever comes first.
-func (l *locker) waitLoop(ctx context.Context, req backend.Request, policy RetryPolicy, sharedOwner bool) (lock backend.Lock, sent time.Time, attempts int, err error) {
+func (l *Locker) waitLoop(ctx context.Context, req backend.Request, policy RetryPolicy, sharedOwner bool) (lock backend.Lock, sent time.Time, attempts int, err error) {
 	var (
 		wake      <-chan struct{} // the backend's release notifications
 		ownerWake <-chan struct{} // req.Owner granted req.Key in this Locker
@@ -226,7 +232,7 @@ func (l *locker) waitLoop(ctx context.Context, req backend.Request, policy Retry
 // watch is the Notifier's Watch of key, through WatchHeld where the driver
 // has it: the cancel it returns is told whether the waiter leaves holding
 // the lock.
-func (l *locker) watch(ctx context.Context, key string) (<-chan struct{}, func(held bool)) {
+func (l *Locker) watch(ctx context.Context, key string) (<-chan struct{}, func(held bool)) {
 	if l.heldNotifier != nil {
 		return l.heldNotifier.WatchHeld(ctx, key)
 	}

@@ -31,7 +31,7 @@ func (l *nopLock) Token() uint64                                { return l.token
 func (l *nopLock) Refresh(context.Context, time.Duration) error { return nil }
 func (l *nopLock) Release(context.Context) error                { return nil }
 
-func benchCycle(b *testing.B, l distlock.Locker, opts ...distlock.Option) {
+func benchCycle(b *testing.B, l *distlock.Locker, opts ...distlock.Option) {
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {

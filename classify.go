@@ -17,7 +17,7 @@ var sentinels = []error{ErrNotAcquired, ErrNotHeld, ErrUnavailable, ErrAuth, Err
 // its code (backend.ErrorClassifier; without one, network errors are
 // transient), unless it already wraps a sentinel or a ctx error. This is
 // the one place where a driver's own errors get their portable meaning.
-func (l *locker) classify(err error) error {
+func (l *Locker) classify(err error) error {
 	if err == nil {
 		return nil
 	}

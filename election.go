@@ -36,7 +36,7 @@ import (
 //   - A leader that crashes is replaced within its TTL (or, on
 //     session-bound backends, its session timeout) plus one acquisition.
 type Election struct {
-	locker   Locker
+	locker   *Locker
 	key      string
 	identity string
 	opts     []Option
@@ -73,7 +73,7 @@ func WithObserveInterval(d time.Duration) ElectionOption {
 // pid. Each term gets an owner id of its own, so two candidates of one
 // identity still exclude each other. Errors wrap ErrInvalidOption or
 // ErrInvalidKey; nothing is contacted.
-func NewElection(l Locker, key, identity string, opts ...ElectionOption) (*Election, error) {
+func NewElection(l *Locker, key, identity string, opts ...ElectionOption) (*Election, error) {
 	e := &Election{locker: l, key: key, identity: identity,
 		backoff: Backoff{Min: 100 * time.Millisecond, Max: 5 * time.Second}, interval: time.Second}
 	for _, o := range opts {
@@ -245,7 +245,7 @@ func permanent(err error) bool {
 // term's fencing token) and the time its lease has left. It needs a
 // backend that can inspect locks (errors.ErrUnsupported otherwise).
 func (e *Election) Leader(ctx context.Context) (LockInfo, error) {
-	return Inspect(ctx, e.locker, e.key)
+	return e.locker.Inspect(ctx, e.key)
 }
 
 // Observe reports the leader each time it changes (a new term, or nobody

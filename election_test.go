@@ -17,7 +17,7 @@ func TestNewElectionChecks(t *testing.T) {
 	l := memory.MustNew(memory.NewNamespace())
 	defer l.Close()
 	for name, tc := range map[string]struct {
-		l    distlock.Locker
+		l    *distlock.Locker
 		key  string
 		id   string
 		opts []distlock.ElectionOption
@@ -114,7 +114,7 @@ func TestElectionRecampaignsAfterLoss(t *testing.T) {
 	err = e.Lead(t.Context(), func(ctx context.Context, term *distlock.Term) error {
 		tokens = append(tokens, term.Token())
 		if len(tokens) == 1 {
-			if _, err := distlock.ForceRelease(ctx, operator, "leader"); err != nil {
+			if _, err := operator.ForceRelease(ctx, "leader"); err != nil {
 				return err
 			}
 			<-ctx.Done()

@@ -22,7 +22,7 @@ const quickObserve = 10 * time.Millisecond
 // through backend.HeldNotifier). The backends that queue waiters themselves
 // (backend.Blocker: memory, ZooKeeper, the SQL backends) are polled.
 type leaderWatch struct {
-	l        *locker // nil: the Locker is not distlock's own; polling only
+	l        *Locker // nil: the backend cannot tell releases (polling only)
 	key      string
 	interval time.Duration
 	quick    time.Duration // next quick pause; 0 while someone leads
@@ -32,8 +32,8 @@ type leaderWatch struct {
 
 func (e *Election) leaderWatch() *leaderWatch {
 	w := &leaderWatch{key: e.key, interval: e.interval}
-	if b := base(e.locker); b != nil && b.notifier != nil {
-		w.l = b
+	if e.locker.notifier != nil {
+		w.l = e.locker
 	}
 	return w
 }

@@ -20,14 +20,12 @@ type LockInfo = backend.LockInfo
 // acquisitions wait where the backend knows. A key that is not locked gives
 // Held false and no error.
 //
-// l is a Locker returned by Open or by a backend package's New (any Locker
-// whose Unwrap method leads to one). On a backend that cannot inspect
-// locks the error wraps errors.ErrUnsupported; other errors are classified
-// as Acquire's are (ErrInvalidKey, ErrUnavailable, ErrClosed, ctx errors).
+// On a backend that cannot inspect locks the error wraps
+// errors.ErrUnsupported; other errors are classified as Acquire's are (ErrInvalidKey, ErrUnavailable, ErrClosed, ctx errors).
 // The answer is a snapshot: the lock may change hands as soon as it is
 // read.
-func Inspect(ctx context.Context, l Locker, key string) (LockInfo, error) {
-	return admin(ctx, l, "inspect", key, func(b *locker) (func(context.Context, string) (LockInfo, error), bool) {
+func (l *Locker) Inspect(ctx context.Context, key string) (LockInfo, error) {
+	return l.admin(ctx, "inspect", key, func(b *Locker) (func(context.Context, string) (LockInfo, error), bool) {
 		in, ok := b.drv.(backend.Inspector)
 		if !ok {
 			return nil, false
@@ -63,7 +61,7 @@ func IfHeldBy(owner string, token uint64) ForceOption {
 // It is logged at Warn on the Locker's WithLogger logger, if it has one.
 // Errors are shaped as Inspect's; on a backend that cannot force a release
 // the error wraps errors.ErrUnsupported.
-func ForceRelease(ctx context.Context, l Locker, key string, opts ...ForceOption) (LockInfo, error) {
+func (l *Locker) ForceRelease(ctx context.Context, key string, opts ...ForceOption) (LockInfo, error) {
 	var want backend.Holder
 	for _, o := range opts {
 		if o != nil {
@@ -73,7 +71,7 @@ func ForceRelease(ctx context.Context, l Locker, key string, opts ...ForceOption
 	if want.Owner == "" && want.Token != 0 {
 		return LockInfo{}, &Error{Op: "force-release", Key: key, Backend: "distlock", Err: fmt.Errorf("%w: IfHeldBy with a token needs the owner", ErrInvalidOption)}
 	}
-	info, err := admin(ctx, l, "force-release", key, func(b *locker) (func(context.Context, string) (LockInfo, error), bool) {
+	info, err := l.admin(ctx, "force-release", key, func(b *Locker) (func(context.Context, string) (LockInfo, error), bool) {
 		f, ok := b.drv.(backend.ForceReleaser)
 		if !ok {
 			return nil, false
@@ -84,20 +82,14 @@ func ForceRelease(ctx context.Context, l Locker, key string, opts ...ForceOption
 		return func(ctx context.Context, key string) (LockInfo, error) { return f.ForceRelease(ctx, key, want) }, true
 	})
 	if err == nil {
-		if b := base(l); b != nil {
-			b.logForced(info)
-		}
+		l.logForced(info)
 	}
 	return info, err
 }
 
 // admin runs one operator call on l's driver, found by pick: key checked,
 // the Locker open, the driver's error classified and wrapped once.
-func admin(ctx context.Context, l Locker, op, key string, pick func(*locker) (func(context.Context, string) (LockInfo, error), bool)) (LockInfo, error) {
-	b := base(l)
-	if b == nil {
-		return LockInfo{}, &Error{Op: op, Key: key, Backend: "distlock", Err: fmt.Errorf("%w: %T is not a distlock Locker and has no Unwrap() distlock.Locker method", errors.ErrUnsupported, l)}
-	}
+func (b *Locker) admin(ctx context.Context, op, key string, pick func(*Locker) (func(context.Context, string) (LockInfo, error), bool)) (LockInfo, error) {
 	if err := ValidateKey(key); err != nil {
 		return LockInfo{}, b.err(op, key, err)
 	}
@@ -125,24 +117,8 @@ func admin(ctx context.Context, l Locker, op, key string, pick func(*locker) (fu
 	return info, nil
 }
 
-// base follows l's Unwrap chain to distlock's own Locker, nil if there is
-// none. Every backend package's *Locker has Unwrap.
-func base(l Locker) *locker {
-	for range 16 { // a bound against a wrapper that unwraps to itself
-		switch v := l.(type) {
-		case *locker:
-			return v
-		case interface{ Unwrap() Locker }:
-			l = v.Unwrap()
-		default:
-			return nil
-		}
-	}
-	return nil
-}
-
 // logForced logs a forced release at Warn on the Locker's default logger.
-func (l *locker) logForced(info LockInfo) {
+func (l *Locker) logForced(info LockInfo) {
 	s := defaultSettings()
 	for _, o := range l.defaults {
 		o(&s)

@@ -28,18 +28,10 @@ func TestWithMetadataBounds(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer lease.Release(ctx)
-	if info, err := distlock.Inspect(ctx, l, "k"); err != nil || info.Metadata != md {
+	if info, err := l.Inspect(ctx, "k"); err != nil || info.Metadata != md {
 		t.Errorf("Inspect: metadata of %d bytes, err %v; want the %d bytes given", len(info.Metadata), err, len(md))
 	}
 }
-
-// unwrapLess is a Locker that hides the one it wraps.
-type unwrapLess struct{ distlock.Locker }
-
-// wrapper is a user's Locker wrapper that follows the Unwrap convention.
-type wrapper struct{ distlock.Locker }
-
-func (w wrapper) Unwrap() distlock.Locker { return w.Locker }
 
 func TestInspectReachesTheDriver(t *testing.T) {
 	ctx := context.Background()
@@ -51,28 +43,23 @@ func TestInspectReachesTheDriver(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer lease.Release(ctx)
-	for _, via := range []distlock.Locker{l, l.Locker, wrapper{l}, wrapper{wrapper{l}}} {
-		if info, err := distlock.Inspect(ctx, via, "k"); err != nil || !info.Held || info.Owner != lease.Owner() {
-			t.Errorf("Inspect through %T = %+v, %v", via, info, err)
-		}
+	if info, err := l.Inspect(ctx, "k"); err != nil || !info.Held || info.Owner != lease.Owner() {
+		t.Errorf("Inspect = %+v, %v", info, err)
 	}
-	if _, err := distlock.Inspect(ctx, unwrapLess{l}, "k"); !errors.Is(err, errors.ErrUnsupported) {
-		t.Errorf("Inspect through a wrapper without Unwrap: %v, want errors.ErrUnsupported", err)
-	}
-	if _, err := distlock.Inspect(ctx, l, ""); !errors.Is(err, distlock.ErrInvalidKey) {
+	if _, err := l.Inspect(ctx, ""); !errors.Is(err, distlock.ErrInvalidKey) {
 		t.Errorf("Inspect of an empty key: %v, want ErrInvalidKey", err)
 	}
-	if _, err := distlock.ForceRelease(ctx, l, strings.Repeat("k", 1025)); !errors.Is(err, distlock.ErrInvalidKey) {
+	if _, err := l.ForceRelease(ctx, strings.Repeat("k", 1025)); !errors.Is(err, distlock.ErrInvalidKey) {
 		t.Errorf("ForceRelease of a 1025-byte key: %v, want ErrInvalidKey", err)
 	}
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
-	if _, err := distlock.Inspect(cctx, l, "k"); !errors.Is(err, context.Canceled) {
+	if _, err := l.Inspect(cctx, "k"); !errors.Is(err, context.Canceled) {
 		t.Errorf("Inspect with a cancelled ctx: %v, want context.Canceled", err)
 	}
 	closed := memory.MustNew(ns)
 	closed.Close()
-	if _, err := distlock.ForceRelease(ctx, closed, "k"); !errors.Is(err, distlock.ErrClosed) {
+	if _, err := closed.ForceRelease(ctx, "k"); !errors.Is(err, distlock.ErrClosed) {
 		t.Errorf("ForceRelease on a closed Locker: %v, want ErrClosed", err)
 	}
 }
@@ -81,11 +68,11 @@ func TestInspectUnsupportedBackend(t *testing.T) {
 	l := distlock.New(&nopDriver{}, "nop")
 	defer l.Close()
 	ctx := context.Background()
-	_, err := distlock.Inspect(ctx, l, "k")
+	_, err := l.Inspect(ctx, "k")
 	if !errors.Is(err, errors.ErrUnsupported) || !strings.Contains(err.Error(), "nop") {
 		t.Errorf("Inspect on a driver without Inspector: %v, want errors.ErrUnsupported naming the backend", err)
 	}
-	if _, err := distlock.ForceRelease(ctx, l, "k"); !errors.Is(err, errors.ErrUnsupported) {
+	if _, err := l.ForceRelease(ctx, "k"); !errors.Is(err, errors.ErrUnsupported) {
 		t.Errorf("ForceRelease on a driver without ForceReleaser: %v, want errors.ErrUnsupported", err)
 	}
 }
@@ -103,7 +90,7 @@ func TestForceReleaseLogsAndEndsTheLease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	info, err := distlock.ForceRelease(ctx, operator, "k")
+	info, err := operator.ForceRelease(ctx, "k")
 	if err != nil || !info.Held || info.Token != lease.Token() || info.Metadata != "job=nightly" {
 		t.Fatalf("ForceRelease = %+v, %v", info, err)
 	}

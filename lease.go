@@ -22,7 +22,7 @@ import (
 // on the monotonic clock from the moment the acquire or refresh request was
 // sent, not from its reply.
 type Lease struct {
-	l     *locker
+	l     *Locker
 	key   string
 	owner string
 	lock  backend.Lock
@@ -62,7 +62,7 @@ var (
 	closedLease       = fmt.Errorf("%w: %w", ErrNotHeld, ErrClosed)
 )
 
-func newLease(l *locker, r *request) *Lease {
+func newLease(l *Locker, r *request) *Lease {
 	return &Lease{l: l, key: r.key, owner: r.owner, auto: r.autoRefresh, minHoldEnd: r.minHold(), slot: slot{ttl: r.ttl, validity: r.validity, idx: -1},
 		w: newWatch(r, l.name)}
 }

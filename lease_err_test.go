@@ -32,7 +32,7 @@ func TestLeaseErrNamesKey(t *testing.T) {
 	if err := lease.Release(ctx); strings.Count(err.Error(), "named/key") != 1 {
 		t.Errorf("second Release = %v, want the key named once", err)
 	}
-	err = distlock.Do(ctx, l, "lost/key", func(ctx context.Context) error {
+	err = l.Do(ctx, "lost/key", func(ctx context.Context) error {
 		memory.Shared("lease-err").Expire("lost/key")
 		<-ctx.Done()
 		return nil

@@ -1,28 +1,3 @@
-// Package distlock is a distributed lock with one API over pluggable
-// backends: Redis, Redlock, ZooKeeper, etcd, memcached, MySQL/MariaDB,
-// PostgreSQL and an in-process reference backend (packages redis, redlock,
-// zookeeper, etcd, memcached, mysql, postgres and memory).
-//
-// A Locker hands out Leases. A Lease is one held lock: it carries a fencing
-// token, can be refreshed and released (both owner-checked, so they never
-// touch a lock that another owner holds now), is refreshed automatically by
-// default, and reports its end on Done and Context — no later than the
-// moment another owner could acquire the lock, because distlock keeps a local
-// validity deadline measured on the monotonic clock from the moment each
-// request was sent.
-//
-// Open a Locker by URL after importing the backend package for its side
-// effect, as with database/sql:
-//
-//	import _ "github.com/distlock/distlock/memory"
-//
-//	locker, err := distlock.Open(ctx, "mem://")
-//	...
-//	err = distlock.Do(ctx, locker, "invoice:42", func(ctx context.Context) error {
-//		return work(ctx) // ctx ends if the lock is lost
-//	})
-//
-// Each backend package also has a typed constructor over an existing client.
 package distlock
 
 import (
@@ -40,39 +15,14 @@ import (
 	"github.com/distlock/distlock/backend"
 )
 
-// Locker acquires locks on one backend. Its methods are safe for concurrent
-// use by many goroutines.
-type Locker interface {
-	// Acquire blocks until the lock named key is held, ctx ends, or the
-	// backend fails. When ctx ends first, the error satisfies both
-	// errors.Is(err, ErrNotAcquired) and errors.Is(err, ctx.Err()), and
-	// nothing is left behind in the backend.
-	Acquire(ctx context.Context, key string, opts ...Option) (*Lease, error)
-	// TryAcquire makes one attempt and returns ErrNotAcquired at once if
-	// another owner holds the lock.
-	TryAcquire(ctx context.Context, key string, opts ...Option) (*Lease, error)
-	// Capabilities reports what the backend guarantees.
-	Capabilities() Capabilities
-	// Close ends the Locker: in-flight acquisitions return ErrClosed,
-	// leases still held end with ErrClosed at once and are released (best
-	// effort; on an Expiring backend a lease within its WithMinHold
-	// minimum hold is left to expire when the hold ends), and the
-	// backend's connections are closed. Close is
-	// idempotent. It returns within the release bound (5 s) plus the time
-	// the driver's own Close takes, whatever the backend answers or fails
-	// to answer: releases, automatic refreshes and acquisitions still
-	// under way then are left to end on their own contexts.
-	Close() error
-}
-
 // Capabilities says what a backend guarantees; see backend.Capabilities.
 type Capabilities = backend.Capabilities
 
 // New wraps a backend driver into a Locker. name labels errors ("redis").
 // opts become the defaults of every acquisition. Backend packages call New
 // from their typed constructors; users rarely need it.
-func New(d backend.Driver, name string, opts ...Option) Locker {
-	l := &locker{
+func New(d backend.Driver, name string, opts ...Option) *Locker {
+	l := &Locker{
 		drv:      d,
 		name:     name,
 		caps:     d.Capabilities(),
@@ -100,7 +50,7 @@ func New(d backend.Driver, name string, opts ...Option) Locker {
 // the URL with its password replaced by "xxxxx" (even when the URL does not
 // parse, as when a password holds an unescaped '#'); a numeric URL parameter
 // out of its range is an ErrInvalidOption.
-func Open(ctx context.Context, rawURL string, opts ...Option) (Locker, error) {
+func Open(ctx context.Context, rawURL string, opts ...Option) (*Locker, error) {
 	l, err := open(ctx, rawURL, opts...)
 	if err != nil {
 		var e *Error
@@ -112,7 +62,7 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (Locker, error) {
 	return l, nil
 }
 
-func open(ctx context.Context, rawURL string, opts ...Option) (Locker, error) {
+func open(ctx context.Context, rawURL string, opts ...Option) (*Locker, error) {
 	u, err := backend.ParseURL(rawURL)
 	if err != nil {
 		return nil, &Error{Op: "open", Backend: "distlock", Err: fmt.Errorf("%w: malformed URL %q: %s", ErrInvalidOption, redact(rawURL), urlReason(err))}
@@ -148,7 +98,7 @@ func urlReason(err error) string {
 // if the lock was lost while fn ran (fn's work may then have overlapped with
 // another owner's), or the acquire error. If fn panics, the lock is
 // released before the panic goes on.
-func Do(ctx context.Context, l Locker, key string, fn func(ctx context.Context) error, opts ...Option) error {
+func (l *Locker) Do(ctx context.Context, key string, fn func(ctx context.Context) error, opts ...Option) error {
 	if fn == nil {
 		return nilFn("do", key)
 	}
@@ -168,7 +118,7 @@ func Do(ctx context.Context, l Locker, key string, fn func(ctx context.Context) 
 // acquisition's (ctx ended, backend unavailable: false and the error).
 // Give WithMinHold so that a host whose timer fires a little later still
 // finds the lock taken after a short job.
-func TryDo(ctx context.Context, l Locker, key string, fn func(ctx context.Context) error, opts ...Option) (ran bool, err error) {
+func (l *Locker) TryDo(ctx context.Context, key string, fn func(ctx context.Context) error, opts ...Option) (ran bool, err error) {
 	if fn == nil {
 		return false, nilFn("try-do", key)
 	}
@@ -227,7 +177,13 @@ func init() { releaseBound.Store(int64(releaseTimeout)) }
 // releaseLimit returns the bound of distlock's own releases.
 func releaseLimit() time.Duration { return time.Duration(releaseBound.Load()) }
 
-type locker struct {
+// Locker acquires locks on one backend: the portable type, as *sql.DB is
+// for databases. Open and every backend package's New return one; the
+// backend's own extras are reached with As. Its methods are safe for
+// concurrent use by many goroutines. A program that needs to substitute
+// it (a test double) declares the one-method interface it uses, such as
+// interface{ TryAcquire(context.Context, string, ...Option) (*Lease, error) }.
+type Locker struct {
 	drv      backend.Driver
 	name     string
 	caps     Capabilities
@@ -251,11 +207,24 @@ type locker struct {
 
 	sched scheduler
 	owned ownerWaiters // waiters to wake when their owner is granted the key
+
+	permits map[int]*Locker // the Lockers of this Locker's semaphores, by permit count; under mu
 }
 
-func (l *locker) Capabilities() Capabilities { return l.caps }
+// Capabilities reports what the backend guarantees.
+func (l *Locker) Capabilities() Capabilities { return l.caps }
 
-func (l *locker) err(op, key string, err error) error {
+// As reaches the backend below the Locker, as Go CDK's As does: it sets
+// target (a pointer) to the backend's value of that type and reports
+// true, or reports false and leaves target as it was. Each backend
+// package's doc lists the types it answers to (its client, and handles
+// such as *zookeeper.Session or *postgres.Mode).
+func (l *Locker) As(target any) bool {
+	a, ok := l.drv.(backend.Aser)
+	return ok && target != nil && a.As(target)
+}
+
+func (l *Locker) err(op, key string, err error) error {
 	if e, ok := err.(*Error); ok && e.Key == key && e.Backend == l.name {
 		err = e.Err // Lease.Err's *Error: name the key once
 	}
@@ -270,7 +239,7 @@ type request struct {
 	validity    time.Duration // 0 when the backend does not expire locks
 }
 
-func (l *locker) prepare(key string, opts []Option) (request, error) {
+func (l *Locker) prepare(key string, opts []Option) (request, error) {
 	r := request{settings: defaultSettings(), key: key}
 	for _, o := range l.defaults {
 		o(&r.settings)
@@ -307,7 +276,7 @@ func (l *locker) prepare(key string, opts []Option) (request, error) {
 // validityFor returns how long a lock granted with ttl is certainly held
 // after its request was sent, 0 for backends whose locks do not expire, or
 // an error wrapping ErrInvalidTTL.
-func (l *locker) validityFor(ttl time.Duration) (time.Duration, error) {
+func (l *Locker) validityFor(ttl time.Duration) (time.Duration, error) {
 	if ttl <= 0 {
 		return 0, fmt.Errorf("%w: %v is not positive", ErrInvalidTTL, ttl)
 	}
@@ -358,7 +327,7 @@ func newOwnerID() string {
 }
 
 // begin registers an in-flight call; Close waits for every one of them.
-func (l *locker) begin() error {
+func (l *Locker) begin() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
@@ -370,7 +339,7 @@ func (l *locker) begin() error {
 
 // closeAware returns ctx cancelled also when the Locker closes, for calls
 // that wait. stop must be called when the wait is over.
-func (l *locker) closeAware(ctx context.Context) (context.Context, func()) {
+func (l *Locker) closeAware(ctx context.Context) (context.Context, func()) {
 	cctx, cancel := context.WithCancelCause(ctx)
 	stopAfter := context.AfterFunc(l.closeCtx, func() { cancel(ErrClosed) })
 	return cctx, func() {
@@ -379,20 +348,29 @@ func (l *locker) closeAware(ctx context.Context) (context.Context, func()) {
 	}
 }
 
-func (l *locker) isClosed() bool {
+func (l *Locker) isClosed() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.closed
 }
 
 // releaseQuietly gives back a lock that will not become a Lease.
-func (l *locker) releaseQuietly(lock backend.Lock) {
+func (l *Locker) releaseQuietly(lock backend.Lock) {
 	ctx, cancel := context.WithTimeout(context.Background(), releaseLimit())
 	defer cancel()
 	_ = lock.Release(ctx)
 }
 
-func (l *locker) Close() error {
+// Close ends the Locker: in-flight acquisitions return ErrClosed, leases
+// still held end with ErrClosed at once and are released (best effort; on
+// an Expiring backend a lease within its WithMinHold minimum hold is left
+// to expire when the hold ends), its semaphores close, and the backend's
+// connections are closed. Close is idempotent. It returns within the
+// release bound (5 s) plus the time the driver's own Close takes, whatever
+// the backend answers or fails to answer: releases, automatic refreshes
+// and acquisitions still under way then are left to end on their own
+// contexts.
+func (l *Locker) Close() error {
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
@@ -458,7 +436,7 @@ func waitUntil(limit time.Time, wgs ...*sync.WaitGroup) {
 // whose context has ended to return.
 const closeSlack = 50 * time.Millisecond
 
-func (l *locker) track(ls *Lease) bool {
+func (l *Locker) track(ls *Lease) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
@@ -468,7 +446,7 @@ func (l *locker) track(ls *Lease) bool {
 	return true
 }
 
-func (l *locker) untrack(ls *Lease) {
+func (l *Locker) untrack(ls *Lease) {
 	l.mu.Lock()
 	delete(l.leases, ls)
 	l.mu.Unlock()

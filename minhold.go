@@ -63,7 +63,7 @@ func (ls *Lease) giveBack(ctx context.Context) error {
 // checkMinHold refuses, at acquisition, a minimum hold that an Expiring
 // backend could not keep with the one refresh (or delayed release) that
 // Release makes within it, such as more than memcached's 30 days.
-func (l *locker) checkMinHold(d time.Duration) error {
+func (l *Locker) checkMinHold(d time.Duration) error {
 	if d == 0 || !l.caps.Expiring {
 		return nil
 	}
@@ -76,7 +76,7 @@ func (l *locker) checkMinHold(d time.Duration) error {
 // coveringTTL is the shortest TTL of at least d that the backend honours
 // exactly: d itself, else d rounded up to whole seconds (coarse server
 // clocks), else the backend's minimum if it is below a few seconds.
-func (l *locker) coveringTTL(d time.Duration) time.Duration {
+func (l *Locker) coveringTTL(d time.Duration) time.Duration {
 	secs := (d + time.Second - 1).Truncate(time.Second)
 	for _, ttl := range []time.Duration{d, secs, max(secs, 2*time.Second), max(secs, 5*time.Second)} {
 		if _, err := l.validityFor(ttl); err == nil {

@@ -29,16 +29,16 @@ func TestMinHoldKeepsTheLock(t *testing.T) {
 	ctx := t.Context()
 	const hold = 300 * time.Millisecond
 	start := time.Now()
-	ran, err := distlock.TryDo(ctx, a, "nightly", func(context.Context) error { return nil }, distlock.WithMinHold(hold))
+	ran, err := a.TryDo(ctx, "nightly", func(context.Context) error { return nil }, distlock.WithMinHold(hold))
 	if !ran || err != nil {
 		t.Fatalf("TryDo on a free lock: ran %v, %v", ran, err)
 	}
 	// A second host whose timer fires a little later skips the job.
-	ran, err = distlock.TryDo(ctx, b, "nightly", func(context.Context) error { return errors.New("ran twice") })
+	ran, err = b.TryDo(ctx, "nightly", func(context.Context) error { return errors.New("ran twice") })
 	if elapsed := time.Since(start); elapsed < hold && (ran || err != nil) {
 		t.Errorf("TryDo %v after a job with a %v minimum hold: ran %v, %v; want skipped", elapsed, hold, ran, err)
 	}
-	info, err := distlock.Inspect(ctx, b, "nightly")
+	info, err := b.Inspect(ctx, "nightly")
 	if elapsed := time.Since(start); err != nil || (elapsed < hold && !info.Held) {
 		t.Errorf("Inspect %v into the minimum hold: %+v, %v; want held", elapsed, info, err)
 	}
@@ -84,21 +84,21 @@ func TestTryDoReportsWhetherItRan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ran, err := distlock.TryDo(ctx, a, "k", func(context.Context) error { return nil })
+	ran, err := a.TryDo(ctx, "k", func(context.Context) error { return nil })
 	if ran || err != nil {
 		t.Errorf("TryDo on a held lock: ran %v, %v; want false, nil", ran, err)
 	}
 	holder.Release(ctx)
 	boom := errors.New("boom")
-	if ran, err := distlock.TryDo(ctx, a, "k", func(context.Context) error { return boom }); !ran || !errors.Is(err, boom) {
+	if ran, err := a.TryDo(ctx, "k", func(context.Context) error { return boom }); !ran || !errors.Is(err, boom) {
 		t.Errorf("TryDo whose fn fails: ran %v, %v; want true and fn's error", ran, err)
 	}
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
-	if ran, err := distlock.TryDo(cctx, a, "k", func(context.Context) error { return nil }); ran || !errors.Is(err, context.Canceled) {
+	if ran, err := a.TryDo(cctx, "k", func(context.Context) error { return nil }); ran || !errors.Is(err, context.Canceled) {
 		t.Errorf("TryDo with a cancelled ctx: ran %v, %v; want false and context.Canceled", ran, err)
 	}
-	if ran, err := distlock.TryDo(ctx, a, "", func(context.Context) error { return nil }); ran || !errors.Is(err, distlock.ErrInvalidKey) {
+	if ran, err := a.TryDo(ctx, "", func(context.Context) error { return nil }); ran || !errors.Is(err, distlock.ErrInvalidKey) {
 		t.Errorf("TryDo with an empty key: ran %v, %v; want ErrInvalidKey", ran, err)
 	}
 }

@@ -55,7 +55,7 @@ func TestRecipeModel(t *testing.T) {
 type recipeRun struct {
 	seed    uint64
 	start   time.Time
-	lockers []distlock.Locker
+	lockers []*distlock.Locker
 	permits int
 
 	mu         sync.Mutex
@@ -137,7 +137,7 @@ func (r *recipeRun) violate(format string, args ...any) {
 }
 
 // step runs one random operation of a program.
-func (r *recipeRun) step(name string, l distlock.Locker, rng *rand.Rand) {
+func (r *recipeRun) step(name string, l *distlock.Locker, rng *rand.Rand) {
 	opts, minHold := recipeOptions(rng)
 	ctx, cancel, how := recipeCtx(rng)
 	defer cancel()
@@ -261,8 +261,8 @@ func members(gs []grant, leases []*distlock.Lease) []grant {
 }
 
 // heldBy reports whether key is held by owner now.
-func heldBy(l distlock.Locker, key, owner string) bool {
-	info, err := distlock.Inspect(context.Background(), l, key)
+func heldBy(l *distlock.Locker, key, owner string) bool {
+	info, err := l.Inspect(context.Background(), key)
 	return err == nil && info.Held && info.Owner == owner
 }
 
@@ -278,7 +278,7 @@ func work(ctx context.Context, rng *rand.Rand) {
 
 // keptWithinMinHold checks, right after a release within a minimum hold, that the
 // hold's keys stay taken by their members until it ends.
-func (r *recipeRun) keptWithinMinHold(name string, l distlock.Locker, minHold time.Duration, gs []grant) {
+func (r *recipeRun) keptWithinMinHold(name string, l *distlock.Locker, minHold time.Duration, gs []grant) {
 	for _, g := range gs {
 		kept := heldBy(l, g.key, g.owner)
 		if since := time.Since(g.at); !kept && since < minHold {
@@ -287,7 +287,7 @@ func (r *recipeRun) keptWithinMinHold(name string, l distlock.Locker, minHold ti
 	}
 }
 
-func (r *recipeRun) multi(ctx context.Context, name string, l distlock.Locker, rng *rand.Rand, opts []distlock.Option, minHold time.Duration, how string, obs *grantLog) {
+func (r *recipeRun) multi(ctx context.Context, name string, l *distlock.Locker, rng *rand.Rand, opts []distlock.Option, minHold time.Duration, how string, obs *grantLog) {
 	keys := []string{"k0", "k1", "k2", "k3"}
 	rng.Shuffle(len(keys), func(i, j int) { keys[i], keys[j] = keys[j], keys[i] })
 	keys = keys[:1+rng.IntN(3)]
@@ -302,9 +302,9 @@ func (r *recipeRun) multi(ctx context.Context, name string, l distlock.Locker, r
 		err error
 	)
 	if try {
-		m, err = distlock.TryAcquireAll(ctx, l, keys, opts...)
+		m, err = l.TryAcquireAll(ctx, keys, opts...)
 	} else {
-		m, err = distlock.AcquireAll(ctx, l, keys, opts...)
+		m, err = l.AcquireAll(ctx, keys, opts...)
 	}
 	gs := obs.granted()
 	if err != nil {
@@ -331,8 +331,8 @@ func (r *recipeRun) multi(ctx context.Context, name string, l distlock.Locker, r
 	}
 }
 
-func (r *recipeRun) permit(ctx context.Context, name string, l distlock.Locker, rng *rand.Rand, opts []distlock.Option, how string) {
-	s, err := distlock.NewSemaphore(l, "sem", r.permits)
+func (r *recipeRun) permit(ctx context.Context, name string, l *distlock.Locker, rng *rand.Rand, opts []distlock.Option, how string) {
+	s, err := l.Semaphore("sem", r.permits)
 	if err != nil {
 		r.violate("%s: NewSemaphore: %v", name, err)
 		return
@@ -385,7 +385,7 @@ func (r *recipeRun) takeTerm(name string, t *distlock.Term) {
 	}
 }
 
-func (r *recipeRun) election(name string, l distlock.Locker, opts []distlock.Option) *distlock.Election {
+func (r *recipeRun) election(name string, l *distlock.Locker, opts []distlock.Option) *distlock.Election {
 	e, err := distlock.NewElection(l, "leader", name, distlock.WithTermOptions(opts...),
 		distlock.WithRecampaignBackoff(distlock.Backoff{Min: time.Millisecond, Max: 5 * time.Millisecond}))
 	if err != nil {
@@ -395,7 +395,7 @@ func (r *recipeRun) election(name string, l distlock.Locker, opts []distlock.Opt
 	return e
 }
 
-func (r *recipeRun) lead(ctx context.Context, name string, l distlock.Locker, rng *rand.Rand, opts []distlock.Option, minHold time.Duration, how string, obs *grantLog) {
+func (r *recipeRun) lead(ctx context.Context, name string, l *distlock.Locker, rng *rand.Rand, opts []distlock.Option, minHold time.Duration, how string, obs *grantLog) {
 	e := r.election(name, l, opts)
 	if e == nil {
 		return
@@ -426,7 +426,7 @@ func (r *recipeRun) lead(ctx context.Context, name string, l distlock.Locker, rn
 	}
 }
 
-func (r *recipeRun) campaign(ctx context.Context, name string, l distlock.Locker, rng *rand.Rand, opts []distlock.Option, minHold time.Duration, how string, obs *grantLog) {
+func (r *recipeRun) campaign(ctx context.Context, name string, l *distlock.Locker, rng *rand.Rand, opts []distlock.Option, minHold time.Duration, how string, obs *grantLog) {
 	e := r.election(name, l, opts)
 	if e == nil {
 		return

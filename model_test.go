@@ -178,7 +178,7 @@ type modelClient struct {
 	idx  int
 	link *modelLink
 	drv  *modelDriver
-	l    distlock.Locker
+	l    *distlock.Locker
 
 	mu     sync.Mutex
 	leases []*distlock.Lease

@@ -48,25 +48,25 @@ type MultiLease struct {
 // is then that loss (ErrLockLost).
 //
 // opts apply to every member (WithTTL, WithAutoRefresh, WithOwner, ...).
-// It works over any Locker. keys must hold at least one key; each must be
+// keys must hold at least one key; each must be
 // valid (ErrInvalidKey, checked before any backend call).
-func AcquireAll(ctx context.Context, l Locker, keys []string, opts ...Option) (*MultiLease, error) {
-	return acquireAll(ctx, l, keys, opts, func(key string) (*Lease, error) { return l.Acquire(ctx, key, opts...) })
+func (l *Locker) AcquireAll(ctx context.Context, keys []string, opts ...Option) (*MultiLease, error) {
+	return l.acquireAll(ctx, keys, opts, func(key string) (*Lease, error) { return l.Acquire(ctx, key, opts...) })
 }
 
 // TryAcquireAll is AcquireAll with one attempt per key (TryAcquire): if any
 // lock is held by another owner it releases what it took and returns
 // ErrNotAcquired at once, holding nothing (not even for a WithMinHold).
-func TryAcquireAll(ctx context.Context, l Locker, keys []string, opts ...Option) (*MultiLease, error) {
-	return acquireAll(ctx, l, keys, opts, func(key string) (*Lease, error) { return l.TryAcquire(ctx, key, opts...) })
+func (l *Locker) TryAcquireAll(ctx context.Context, keys []string, opts ...Option) (*MultiLease, error) {
+	return l.acquireAll(ctx, keys, opts, func(key string) (*Lease, error) { return l.TryAcquire(ctx, key, opts...) })
 }
 
-func acquireAll(ctx context.Context, l Locker, keys []string, opts []Option, take func(key string) (*Lease, error)) (*MultiLease, error) {
+func (l *Locker) acquireAll(ctx context.Context, keys []string, opts []Option, take func(key string) (*Lease, error)) (*MultiLease, error) {
 	sorted, err := multiKeys(keys)
 	if err != nil {
 		return nil, err
 	}
-	if leases, ok := acquireAtOnce(ctx, l, sorted, opts); ok {
+	if leases, ok := l.acquireAtOnce(ctx, sorted, opts); ok {
 		return newMultiLease(leases), nil
 	}
 	leases := make([]*Lease, 0, len(sorted))

@@ -11,19 +11,11 @@ import (
 // (backend.MultiAcquirer), as Leases made by the one lease machinery, and
 // reports false when it did not — for any reason: AcquireAll then takes
 // the keys one by one, which reports errors, waits, and tells observers.
-func acquireAtOnce(ctx context.Context, l Locker, keys []string, opts []Option) ([]*Lease, bool) {
-	b := base(l)
-	if b == nil || len(keys) < 2 {
+func (l *Locker) acquireAtOnce(ctx context.Context, keys []string, opts []Option) ([]*Lease, bool) {
+	ma, ok := l.drv.(backend.MultiAcquirer)
+	if !ok || len(keys) < 2 {
 		return nil, false
 	}
-	ma, ok := b.drv.(backend.MultiAcquirer)
-	if !ok {
-		return nil, false
-	}
-	return b.acquireAtOnce(ctx, ma, keys, opts)
-}
-
-func (l *locker) acquireAtOnce(ctx context.Context, ma backend.MultiAcquirer, keys []string, opts []Option) ([]*Lease, bool) {
 	rs := make([]request, len(keys))
 	for i, k := range keys {
 		r, err := l.prepare(k, opts)

@@ -26,10 +26,10 @@ func TestTryAcquireAllFailedKeepsNoMinHold(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer held.Release(ctx)
-	if _, err := distlock.TryAcquireAll(ctx, a, []string{"mh-a", "mh-b"}, distlock.WithMinHold(time.Minute)); !errors.Is(err, distlock.ErrNotAcquired) {
+	if _, err := a.TryAcquireAll(ctx, []string{"mh-a", "mh-b"}, distlock.WithMinHold(time.Minute)); !errors.Is(err, distlock.ErrNotAcquired) {
 		t.Fatalf("TryAcquireAll with mh-b held: %v, want ErrNotAcquired", err)
 	}
-	if info, err := distlock.Inspect(ctx, b, "mh-a"); err != nil || info.Held {
+	if info, err := b.Inspect(ctx, "mh-a"); err != nil || info.Held {
 		t.Fatalf("mh-a after the failed TryAcquireAll: %+v, %v; want free (all or nothing, no minimum hold)", info, err)
 	}
 }
@@ -45,10 +45,10 @@ func TestAcquireAllCtxEndKeepsNoMinHold(t *testing.T) {
 	defer held.Release(ctx)
 	cctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
 	defer cancel()
-	if _, err := distlock.AcquireAll(cctx, a, []string{"mh-a", "mh-b"}, distlock.WithMinHold(time.Minute)); !errors.Is(err, context.DeadlineExceeded) {
+	if _, err := a.AcquireAll(cctx, []string{"mh-a", "mh-b"}, distlock.WithMinHold(time.Minute)); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("AcquireAll past its ctx: %v, want DeadlineExceeded", err)
 	}
-	if info, err := distlock.Inspect(ctx, b, "mh-a"); err != nil || info.Held {
+	if info, err := b.Inspect(ctx, "mh-a"); err != nil || info.Held {
 		t.Fatalf("mh-a after the failed AcquireAll: %+v, %v; want free (all or nothing, no minimum hold)", info, err)
 	}
 }
@@ -70,7 +70,7 @@ func TestAcquireAllOneShotRollbackKeepsNoMinHold(t *testing.T) {
 	}
 	l := distlock.New(shortMulti{drv}, "mem")
 	t.Cleanup(func() { _ = l.Close() })
-	m, err := distlock.TryAcquireAll(t.Context(), l, []string{"os-a", "os-b"}, distlock.WithMinHold(time.Minute))
+	m, err := l.TryAcquireAll(t.Context(), []string{"os-a", "os-b"}, distlock.WithMinHold(time.Minute))
 	if err != nil {
 		t.Fatalf("TryAcquireAll after the one-shot attempt was undone: %v; want both held (nothing left over)", err)
 	}
@@ -123,11 +123,11 @@ func TestAcquireAllMemberLostWhileWaitingHoldsNothing(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		m, err := distlock.AcquireAll(ctx, a, []string{"lw-a", "lw-b"}, distlock.WithMinHold(time.Minute), distlock.WithObserver(obs))
+		m, err := a.AcquireAll(ctx, []string{"lw-a", "lw-b"}, distlock.WithMinHold(time.Minute), distlock.WithObserver(obs))
 		done <- result{m, err}
 	}()
 	<-obs.granted // lw-a taken; AcquireAll now waits for lw-b
-	if _, err := distlock.ForceRelease(ctx, b, "lw-a"); err != nil {
+	if _, err := b.ForceRelease(ctx, "lw-a"); err != nil {
 		t.Fatal(err)
 	}
 	if err := blocker.Release(ctx); err != nil {
@@ -141,7 +141,7 @@ func TestAcquireAllMemberLostWhileWaitingHoldsNothing(t *testing.T) {
 	if !errors.Is(r.err, distlock.ErrLockLost) {
 		t.Errorf("AcquireAll: %v, want ErrLockLost", r.err)
 	}
-	if info, err := distlock.Inspect(ctx, b, "lw-b"); err != nil || info.Held {
+	if info, err := b.Inspect(ctx, "lw-b"); err != nil || info.Held {
 		t.Fatalf("lw-b after AcquireAll failed: %+v, %v; want free (all or nothing, no minimum hold)", info, err)
 	}
 }

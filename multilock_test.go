@@ -29,7 +29,7 @@ func TestAcquireAllOverlappingSetsNeverDeadlockOrOverlap(t *testing.T) {
 			for i := range 40 {
 				// Overlapping sets given in varying orders.
 				set := []string{keys[(g+i)%5], keys[(g+2*i+1)%5], keys[(4*g+i+3)%5]}
-				m, err := distlock.AcquireAll(ctx, l, set)
+				m, err := l.AcquireAll(ctx, set)
 				if err != nil {
 					t.Errorf("goroutine %d: %v", g, err)
 					return
@@ -64,25 +64,25 @@ func TestAcquireAllGivesBackOnCtxEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	cctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
-	_, err = distlock.AcquireAll(cctx, a, []string{"m3", "m1", "m2"})
+	_, err = a.AcquireAll(cctx, []string{"m3", "m1", "m2"})
 	cancel()
 	if !errors.Is(err, distlock.ErrNotAcquired) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("AcquireAll past its ctx: %v", err)
 	}
 	for _, k := range []string{"m1", "m3"} {
-		info, err := distlock.Inspect(ctx, b, k)
+		info, err := b.Inspect(ctx, k)
 		if err != nil || info.Held {
 			t.Fatalf("%s left behind after the failed AcquireAll: %+v %v", k, info, err)
 		}
 	}
-	if _, err := distlock.TryAcquireAll(ctx, a, []string{"m1", "m2"}); !errors.Is(err, distlock.ErrNotAcquired) {
+	if _, err := a.TryAcquireAll(ctx, []string{"m1", "m2"}); !errors.Is(err, distlock.ErrNotAcquired) {
 		t.Fatalf("TryAcquireAll with m2 held: %v", err)
 	}
-	if info, _ := distlock.Inspect(ctx, b, "m1"); info.Held {
+	if info, _ := b.Inspect(ctx, "m1"); info.Held {
 		t.Fatalf("m1 left behind by TryAcquireAll")
 	}
 	_ = held.Release(ctx)
-	m, err := distlock.TryAcquireAll(ctx, a, []string{"m2", "m1", "m2"})
+	m, err := a.TryAcquireAll(ctx, []string{"m2", "m1", "m2"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,11 +102,11 @@ func TestMultiLeaseEndsWhenAMemberIsLost(t *testing.T) {
 	a, op := memLocker(t, ns), memLocker(t, ns)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	m, err := distlock.AcquireAll(ctx, a, []string{"x", "y", "z"})
+	m, err := a.AcquireAll(ctx, []string{"x", "y", "z"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := distlock.ForceRelease(ctx, op, "y"); err != nil {
+	if _, err := op.ForceRelease(ctx, "y"); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -118,7 +118,7 @@ func TestMultiLeaseEndsWhenAMemberIsLost(t *testing.T) {
 		t.Fatalf("Err %v, cause %v: want ErrLockLost", m.Err(), context.Cause(m.Context()))
 	}
 	// The other members are given back: another owner takes all three.
-	n, err := distlock.AcquireAll(ctx, op, []string{"x", "y", "z"})
+	n, err := op.AcquireAll(ctx, []string{"x", "y", "z"})
 	if err != nil {
 		t.Fatalf("members of an ended MultiLease not given back: %v", err)
 	}
@@ -133,7 +133,7 @@ func TestMultiLeaseEndsWhenAMemberIsLost(t *testing.T) {
 func TestAcquireAllBadKeys(t *testing.T) {
 	l := memLocker(t, memory.NewNamespace())
 	for _, keys := range [][]string{nil, {"ok", ""}, {string([]byte{0xff})}} {
-		if _, err := distlock.AcquireAll(context.Background(), l, keys); !errors.Is(err, distlock.ErrInvalidKey) {
+		if _, err := l.AcquireAll(context.Background(), keys); !errors.Is(err, distlock.ErrInvalidKey) {
 			t.Errorf("AcquireAll(%q): %v, want ErrInvalidKey", keys, err)
 		}
 	}

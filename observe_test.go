@@ -71,7 +71,7 @@ func TestObserverResultAndCauses(t *testing.T) {
 	if _, err := crashing.TryAcquire(ctx, "c"); err != nil {
 		t.Fatal(err)
 	}
-	crashing.Crash()
+	memory.Crash(crashing)
 	_, ended := rec.snapshot()
 	if strings.Join(ended, " ") != "refused session" {
 		t.Fatalf("LeaseEnded causes %v, want refused then session", ended)

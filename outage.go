@@ -15,7 +15,7 @@ import (
 // returns the attempts made in all. Each run after the first gets a fresh
 // owner id unless the caller chose one: an earlier run's request may still
 // land, and must stay a stranger to this one (it is undone by its driver).
-func (l *locker) rideOutOutages(ctx context.Context, op string, r *request, wait bool) (*Lease, int, error) {
+func (l *Locker) rideOutOutages(ctx context.Context, op string, r *request, wait bool) (*Lease, int, error) {
 	total := 0
 	for n := 1; ; n++ {
 		lease, attempts, err := l.attempt(ctx, op, r, wait)

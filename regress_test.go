@@ -262,7 +262,7 @@ func TestCloseBounded(t *testing.T) {
 	const bound = 300 * time.Millisecond
 	const slack = 1200 * time.Millisecond
 	defer distlock.SetReleaseTimeout(bound)()
-	closeWithin := func(t *testing.T, l distlock.Locker) {
+	closeWithin := func(t *testing.T, l *distlock.Locker) {
 		t.Helper()
 		start := time.Now()
 		done := make(chan struct{})

@@ -49,7 +49,7 @@ func scheduleTTLs(r *rand.Rand, min time.Duration) []time.Duration {
 }
 
 // minTTL is the smallest TTL l accepts.
-func minTTL(l *locker) time.Duration {
+func minTTL(l *Locker) time.Duration {
 	lo, hi := time.Duration(1), MaxTTL // hi accepted
 	for lo < hi {
 		mid := lo + (hi-lo)/2
@@ -85,10 +85,10 @@ func TestRefreshScheduleEveryTTL(t *testing.T) {
 	}
 	r := rand.New(rand.NewPCG(14, 3))
 	names := slices.Sorted(maps.Keys(policies))
-	lockers := make([]*locker, len(names))
+	lockers := make([]*Locker, len(names))
 	ttls := make([][]time.Duration, len(names))
 	for i, name := range names { // the TTLs drawn in one order, whatever runs first
-		lockers[i] = New(idleDriver{policies[name]}, "idle").(*locker)
+		lockers[i] = New(idleDriver{policies[name]}, "idle")
 		ttls[i] = scheduleTTLs(r, minTTL(lockers[i]))
 	}
 	for i, name := range names {
@@ -116,7 +116,7 @@ func TestRefreshScheduleEveryTTL(t *testing.T) {
 // with the scheduler running at each interesting moment of each round, and
 // each round ending with a successful automatic refresh sent at its
 // refresh time.
-func checkSchedule(s *scheduler, l *locker, ttl, v time.Duration, base time.Time) string {
+func checkSchedule(s *scheduler, l *Locker, ttl, v time.Duration, base time.Time) string {
 	ls := newLease(l, &request{settings: settings{ttl: ttl, autoRefresh: true}, validity: v})
 	if !s.add(ls, base) {
 		return "add refused"

@@ -22,7 +22,7 @@ import (
 // only when the earliest event moves earlier), and goroutines do not grow
 // with the number of leases.
 type scheduler struct {
-	l *locker
+	l *Locker
 
 	mu      sync.Mutex
 	h       leaseHeap

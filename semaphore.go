@@ -3,7 +3,6 @@ package distlock
 import (
 	"context"
 	"fmt"
-	"sync"
 
 	"github.com/distlock/distlock/backend"
 )
@@ -32,24 +31,19 @@ import (
 // Semaphores and locks live in separate namespaces: a semaphore on key
 // "jobs" and a lock on key "jobs" do not exclude each other. Every
 // acquisition is a distinct holder: WithOwner is refused (ErrInvalidOption).
-// Backends: mem://, redis://, zookeeper://, postgres:// and mysql:// (row
-// modes); the others refuse with ErrInvalidOption and the reason.
+// Backends whose driver implements backend.Semaphorer hand them out; the
+// others refuse with ErrInvalidOption and the reason.
 type Semaphore struct {
-	l       *locker // the permits' own Locker: see permitLocker
+	l       *Locker // the permits' own Locker: see permitLocker
 	key     string
 	permits int
 }
 
-// NewSemaphore returns the semaphore of permits permits on key, over the
-// backend of l (a Locker from Open or a backend package's New). Nothing is
-// contacted. Errors wrap ErrInvalidKey (key), ErrInvalidOption (permits
-// outside 1 to backend.MaxPermits, a backend without semaphores, a Locker
-// that is not distlock's) or ErrClosed.
-func NewSemaphore(l Locker, key string, permits int) (*Semaphore, error) {
-	b := base(l)
-	if b == nil {
-		return nil, &Error{Op: "semaphore", Key: key, Backend: "distlock", Err: fmt.Errorf("%w: %T is not a distlock Locker and has no Unwrap() distlock.Locker method", ErrInvalidOption, l)}
-	}
+// Semaphore returns the semaphore of permits permits on key, over l's
+// backend. Nothing is contacted. Errors wrap ErrInvalidKey (key),
+// ErrInvalidOption (permits outside 1 to backend.MaxPermits, a backend
+// without semaphores) or ErrClosed.
+func (b *Locker) Semaphore(key string, permits int) (*Semaphore, error) {
 	if err := ValidateKey(key); err != nil {
 		return nil, b.err("semaphore", key, err)
 	}
@@ -112,29 +106,25 @@ func (s *Semaphore) acquire(ctx context.Context, op string, opts []Option, wait 
 // never mixes them with l's locks (whose batch refreshes the driver would
 // not recognise). It is made once per count and closed when l closes; l's
 // Close waits for it.
-func (l *locker) permitLocker(permits int) (*locker, error) {
+func (l *Locker) permitLocker(permits int) (*Locker, error) {
 	sem, ok := l.drv.(backend.Semaphorer)
 	if !ok {
 		if r, ok := l.drv.(backend.SemaphoreRefuser); ok {
 			return nil, r.NoSemaphore()
 		}
-		why := noSemaphore[l.name]
-		if why == "" {
-			why = "its driver does not implement backend.Semaphorer"
-		}
-		return nil, fmt.Errorf("%w: the %s backend has no semaphores: %s", ErrInvalidOption, l.name, why)
+		return nil, fmt.Errorf("%w: the %s backend has no semaphores (its driver does not implement backend.Semaphorer)", ErrInvalidOption, l.name)
 	}
-	k := permitKey{l, permits}
-	permitMu.Lock()
-	defer permitMu.Unlock()
-	if pl := permitLockers[k]; pl != nil {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return nil, ErrClosed
+	}
+	if pl := l.permits[permits]; pl != nil {
 		return pl, nil
 	}
-	if err := l.begin(); err != nil { // ended by pl's Close, which l's Close waits for
-		return nil, err
-	}
+	l.inflight.Add(1) // done by pl's Close, which l's Close waits for
 	d := &permitDriver{sem: sem, permits: permits}
-	pl := New(d, l.name, l.defaults...).(*locker)
+	pl := New(d, l.name, l.defaults...)
 	pl.ttlPolicy, pl.classifier = l.ttlPolicy, l.classifier
 	pl.batcher, pl.delayed = nil, nil
 	if b, ok := l.drv.(backend.PermitBlocker); ok {
@@ -143,32 +133,16 @@ func (l *locker) permitLocker(permits int) (*locker, error) {
 	if n, ok := l.drv.(backend.PermitNotifier); ok {
 		pl.notifier = permitNotifier{n}
 	}
-	permitLockers[k] = pl
+	if l.permits == nil {
+		l.permits = map[int]*Locker{}
+	}
+	l.permits[permits] = pl
 	context.AfterFunc(l.closeCtx, func() {
-		permitMu.Lock()
-		delete(permitLockers, k)
-		permitMu.Unlock()
 		_ = pl.Close()
 		l.inflight.Done()
 	})
 	return pl, nil
 }
-
-// noSemaphore says why the backends without semaphores have none.
-var noSemaphore = map[string]string{
-	"redlock":   "a permit count needs one atomic view of every holder, which independent masters with a quorum cannot give (two quorums can each see a free permit); use redis:// on one server, Sentinel or Cluster",
-	"memcached": "memcached has no atomic operation over a set of holders (no scripts, no sorted sets): CAS on one item listing the holders would lose a crashed holder's permit for good or over-issue under contention",
-}
-
-type permitKey struct {
-	l       *locker
-	permits int
-}
-
-var (
-	permitMu      sync.Mutex
-	permitLockers = map[permitKey]*locker{}
-)
 
 // permitDriver is a Semaphorer seen as a Driver of one permit count.
 type permitDriver struct {

@@ -4,15 +4,14 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/memory"
 )
 
-func ExampleNewSemaphore() {
+func ExampleLocker_Semaphore() {
 	ctx := context.Background()
 	locker := memory.MustNew(memory.NewNamespace())
 	defer locker.Close()
-	sem, err := distlock.NewSemaphore(locker, "render-farm", 2)
+	sem, err := locker.Semaphore("render-farm", 2)
 	if err != nil {
 		panic(err)
 	}
@@ -28,11 +27,11 @@ func ExampleNewSemaphore() {
 	// true true
 }
 
-func ExampleAcquireAll() {
+func ExampleLocker_AcquireAll() {
 	ctx := context.Background()
 	locker := memory.MustNew(memory.NewNamespace())
 	defer locker.Close()
-	m, err := distlock.AcquireAll(ctx, locker, []string{"account:7", "account:3"})
+	m, err := locker.AcquireAll(ctx, []string{"account:7", "account:3"})
 	if err != nil {
 		panic(err)
 	}

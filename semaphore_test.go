@@ -11,16 +11,16 @@ import (
 	"github.com/distlock/distlock/memory"
 )
 
-func newSem(t *testing.T, l distlock.Locker, key string, n int) *distlock.Semaphore {
+func newSem(t *testing.T, l *distlock.Locker, key string, n int) *distlock.Semaphore {
 	t.Helper()
-	s, err := distlock.NewSemaphore(l, key, n)
+	s, err := l.Semaphore(key, n)
 	if err != nil {
 		t.Fatalf("NewSemaphore: %v", err)
 	}
 	return s
 }
 
-func memLocker(t *testing.T, ns *memory.Namespace) *memory.Locker {
+func memLocker(t *testing.T, ns *memory.Namespace) *distlock.Locker {
 	t.Helper()
 	l := memory.MustNew(ns)
 	t.Cleanup(func() { _ = l.Close() })
@@ -34,7 +34,7 @@ func TestSemaphoreAtMostNPermits(t *testing.T) {
 	var held []*distlock.Lease
 	var last uint64
 	for i := range 3 {
-		l := []distlock.Locker{a, b}[i%2]
+		l := []*distlock.Locker{a, b}[i%2]
 		p, err := newSem(t, l, "jobs", 3).TryAcquire(ctx)
 		if err != nil {
 			t.Fatalf("permit %d: %v", i, err)
@@ -86,11 +86,11 @@ func TestSemaphoreCountIsIdentity(t *testing.T) {
 	}
 	_ = p.Release(ctx)
 	for _, n := range []int{0, -1, backend.MaxPermits + 1} {
-		if _, err := distlock.NewSemaphore(l, "k", n); !errors.Is(err, distlock.ErrInvalidOption) {
+		if _, err := l.Semaphore("k", n); !errors.Is(err, distlock.ErrInvalidOption) {
 			t.Errorf("NewSemaphore(%d): %v, want ErrInvalidOption", n, err)
 		}
 	}
-	if _, err := distlock.NewSemaphore(l, "", 1); !errors.Is(err, distlock.ErrInvalidKey) {
+	if _, err := l.Semaphore("", 1); !errors.Is(err, distlock.ErrInvalidKey) {
 		t.Errorf("NewSemaphore with empty key: %v", err)
 	}
 	if _, err := newSem(t, l, "k2", 1).Acquire(ctx, distlock.WithOwner("me")); !errors.Is(err, distlock.ErrInvalidOption) {
@@ -199,7 +199,7 @@ func TestSemaphoreSessionEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	crashed.Crash()
+	memory.Crash(crashed)
 	<-p.Done()
 	if !errors.Is(p.Err(), distlock.ErrNotHeld) {
 		t.Fatalf("permit of a crashed session: %v", p.Err())
@@ -223,7 +223,7 @@ func TestSemaphoreSessionEnd(t *testing.T) {
 	if _, err := newSem(t, other, "s", 1).TryAcquire(ctx); err != nil {
 		t.Fatalf("permit of a closed Locker not given back: %v", err)
 	}
-	if _, err := distlock.NewSemaphore(closing, "s", 1); !errors.Is(err, distlock.ErrClosed) {
+	if _, err := closing.Semaphore("s", 1); !errors.Is(err, distlock.ErrClosed) {
 		t.Fatalf("NewSemaphore on a closed Locker: %v", err)
 	}
 }
@@ -233,7 +233,7 @@ func TestSemaphoreRefusedWithoutDriverSupport(t *testing.T) {
 	defer d.free()
 	l := distlock.New(d, "ctl")
 	defer l.Close()
-	_, err := distlock.NewSemaphore(l, "k", 2)
+	_, err := l.Semaphore("k", 2)
 	if !errors.Is(err, distlock.ErrInvalidOption) {
 		t.Fatalf("semaphore on a driver without one: %v, want ErrInvalidOption", err)
 	}

@@ -6,7 +6,7 @@
 // interfaces its server makes possible. Everything shared — key and TTL
 // validation, owner identities, waiting and backoff, auto-refresh, local
 // validity deadlines, the lease state machine and error wrapping — lives once
-// in package distlock, which wraps a Driver into a distlock.Locker.
+// in package distlock, which wraps a Driver into a *distlock.Locker.
 //
 // The split follows database/sql and database/sql/driver: users program
 // against distlock; backend authors program against this package.
@@ -18,7 +18,8 @@
 //     and returns when it ends; work that must outlive the call (an undo, an
 //     unsubscription) goes on in the background, bounded by the driver, and
 //     Close waits for it within its own bound.
-//   - A constructor of one shape, New(client, ...Option) (*Locker, error),
+//   - A constructor of one shape, New(client, ...Option)
+//     (*distlock.Locker, error),
 //     that checks every option value (ErrInvalidOption) and a URL opener
 //     registered with Register that goes through the same checks.
 //
@@ -51,20 +52,23 @@
 //     refused together with WithOwner.
 //   - Inspector: the backend reads a lock without taking it (holder,
 //     metadata, token, server-side TTL, waiters). ctx: Inspect returns when
-//     ctx ends. Without it: distlock.Inspect returns errors.ErrUnsupported.
+//     ctx ends. Without it: Locker.Inspect returns errors.ErrUnsupported.
 //     A driver with Inspector stores Request.Metadata with every lock.
 //   - ForceReleaser: the backend frees a lock whatever its owner, keeping
 //     fencing tokens increasing. ctx: ForceRelease returns when ctx ends.
-//     Without it: distlock.ForceRelease returns errors.ErrUnsupported.
+//     Without it: Locker.ForceRelease returns errors.ErrUnsupported.
 //   - Semaphorer (with PermitBlocker, PermitNotifier): permits of counting
 //     semaphores, each a Lock of its own; the count is the semaphore's
 //     identity while held (PermitsError). ctx: as TryAcquire (and Acquire,
-//     Watch). Without it: distlock.NewSemaphore refuses the backend with
+//     Watch). Without it: Locker.Semaphore refuses the backend with
 //     ErrInvalidOption, and SemaphoreRefuser's reason where the driver
 //     has one.
 //   - MultiAcquirer: several free locks taken in one atomic request. ctx:
-//     as TryAcquire. Without it: distlock.AcquireAll takes the keys one by
+//     as TryAcquire. Without it: Locker.AcquireAll takes the keys one by
 //     one in sorted order.
+//   - Aser: the driver answers Locker.As with its client and the handles
+//     its package exports for the backend's extras. Without it: As
+//     reports false for every target.
 //   - ErrorClassifier: the driver gives its client's errors their portable
 //     meaning (Code) once; distlock wraps each error once in the sentinel of
 //     its code. Without it: network errors are transient, others returned

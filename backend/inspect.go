@@ -44,7 +44,7 @@ type LockInfo struct {
 // Inspector is implemented by drivers that can read a lock without taking
 // it. Inspect returns the lock's state; a key that is not locked gives
 // Held false and no error. It honours ctx and changes nothing in the
-// backend. Without it: distlock.Inspect returns an error wrapping
+// backend. Without it: Locker.Inspect returns an error wrapping
 // errors.ErrUnsupported.
 type Inspector interface {
 	Inspect(ctx context.Context, key string) (LockInfo, error)
@@ -73,7 +73,7 @@ type Holder struct {
 //     it at once through Request.Lost).
 //
 // It honours ctx; an error leaves the lock either intact or freed, never
-// with a token that could repeat. Without it: distlock.ForceRelease returns
+// with a token that could repeat. Without it: Locker.ForceRelease returns
 // an error wrapping errors.ErrUnsupported.
 type ForceReleaser interface {
 	ForceRelease(ctx context.Context, key string, want Holder) (LockInfo, error)

@@ -13,7 +13,7 @@ import "context"
 // and sends nothing. An attempt whose outcome is unknown is undone by the
 // driver, as Driver.TryAcquire's is. ctx: as TryAcquire.
 //
-// Without it: distlock.AcquireAll takes the keys one by one in sorted
+// Without it: Locker.AcquireAll takes the keys one by one in sorted
 // order, one round trip each. With it, AcquireAll first makes one atomic
 // attempt and falls back to that path when the attempt fails for any
 // reason (a key held, the backend busy or unreachable, unsupported).

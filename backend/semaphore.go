@@ -24,7 +24,7 @@ const MaxPermits = 1 << 20
 // *PermitsError (it wraps ErrInvalidOption) and takes nothing. A semaphore
 // of which no permit is held takes the count of its next acquisition.
 //
-// Without it: distlock.NewSemaphore refuses the backend with
+// Without it: Locker.Semaphore refuses the backend with
 // ErrInvalidOption, giving SemaphoreRefuser's reason if the driver has one.
 type Semaphorer interface {
 	// TryAcquirePermit makes one attempt to take one of permits permits

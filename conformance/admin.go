@@ -12,11 +12,11 @@ import (
 // The operator checks: Inspect and ForceRelease, seen from another client
 // than the holder's.
 
-// inspect calls distlock.Inspect and skips the check when the backend
+// inspect calls Locker.Inspect and skips the check when the backend
 // cannot inspect locks.
-func inspect(t T, l distlock.Locker, key string) distlock.LockInfo {
+func inspect(t T, l *distlock.Locker, key string) distlock.LockInfo {
 	t.Helper()
-	info, err := distlock.Inspect(ctxFor(t, 10*time.Second), l, key)
+	info, err := l.Inspect(ctxFor(t, 10*time.Second), key)
 	if errors.Is(err, errors.ErrUnsupported) {
 		t.Skipf("backend cannot inspect locks: %v", err)
 	}
@@ -89,7 +89,7 @@ func checkInspect(t T, h *Harness) {
 
 // checkWaiters: where the backend counts waiters, an Acquire queued on
 // the held key shows as one, and is gone once it gives up.
-func checkWaiters(t T, h *Harness, operator distlock.Locker, key string) {
+func checkWaiters(t T, h *Harness, operator *distlock.Locker, key string) {
 	t.Helper()
 	if inspect(t, operator, key).Waiters == -1 {
 		return
@@ -117,7 +117,7 @@ func checkWaiters(t T, h *Harness, operator distlock.Locker, key string) {
 }
 
 // pollInspect inspects key until ok holds, for at most 10s.
-func pollInspect(t T, l distlock.Locker, key string, ok func(distlock.LockInfo) bool) bool {
+func pollInspect(t T, l *distlock.Locker, key string, ok func(distlock.LockInfo) bool) bool {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -138,7 +138,7 @@ func checkForceRelease(t T, h *Harness) {
 	const ttl = 10 * time.Second
 	force := func(opts ...distlock.ForceOption) distlock.LockInfo {
 		t.Helper()
-		info, err := distlock.ForceRelease(ctxFor(t, 10*time.Second), operator, key, opts...)
+		info, err := operator.ForceRelease(ctxFor(t, 10*time.Second), key, opts...)
 		if errors.Is(err, errors.ErrUnsupported) {
 			t.Skipf("backend cannot force a release: %v", err)
 		}
@@ -157,7 +157,7 @@ func checkForceRelease(t T, h *Harness) {
 		wrong = append(wrong, distlock.IfHeldBy(victim.Owner(), victim.Token()+1))
 	}
 	for i, w := range wrong {
-		if _, err := distlock.ForceRelease(ctxFor(t, 10*time.Second), operator, key, w); !errors.Is(err, distlock.ErrNotHeld) {
+		if _, err := operator.ForceRelease(ctxFor(t, 10*time.Second), key, w); !errors.Is(err, distlock.ErrNotHeld) {
 			t.Errorf("ForceRelease naming another holder (case %d) of a held lock: %v, want ErrNotHeld", i, err)
 		}
 	}

@@ -109,7 +109,7 @@ func checkLeaseContext(t T, h *Harness) {
 		t.Errorf("context cause after Release = %v, want ErrNotHeld (not ErrLockLost)", err)
 	}
 	ran := false
-	err := distlock.Do(ctxFor(t, 30*time.Second), a, key, func(ctx context.Context) error {
+	err := a.Do(ctxFor(t, 30*time.Second), key, func(ctx context.Context) error {
 		ran = true
 		expectBusy(t, b, key, "inside Do")
 		return ctx.Err()
@@ -119,7 +119,7 @@ func checkLeaseContext(t T, h *Harness) {
 	}
 	expectFree(t, b, key, 2*time.Second, "after Do returned")
 	sentinel := errors.New("fn failed")
-	if err := distlock.Do(ctxFor(t, 30*time.Second), a, key, func(context.Context) error { return sentinel }); !errors.Is(err, sentinel) {
+	if err := a.Do(ctxFor(t, 30*time.Second), key, func(context.Context) error { return sentinel }); !errors.Is(err, sentinel) {
 		t.Errorf("Do returned %v, want fn's error", err)
 	}
 	expectFree(t, b, key, 2*time.Second, "after Do's fn failed")

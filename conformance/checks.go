@@ -55,7 +55,7 @@ func (h *Harness) key(t T, name string) string {
 }
 
 // locker opens a new Locker that is closed when the check ends.
-func (h *Harness) locker(t T) distlock.Locker {
+func (h *Harness) locker(t T) *distlock.Locker {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
@@ -73,7 +73,7 @@ func ctxFor(t T, d time.Duration) context.Context {
 	return ctx
 }
 
-func mustAcquire(t T, l distlock.Locker, key string, opts ...distlock.Option) *distlock.Lease {
+func mustAcquire(t T, l *distlock.Locker, key string, opts ...distlock.Option) *distlock.Lease {
 	t.Helper()
 	lease, err := l.Acquire(ctxFor(t, 30*time.Second), key, opts...)
 	if err != nil {
@@ -82,7 +82,7 @@ func mustAcquire(t T, l distlock.Locker, key string, opts ...distlock.Option) *d
 	return lease
 }
 
-func mustTry(t T, l distlock.Locker, key string, opts ...distlock.Option) *distlock.Lease {
+func mustTry(t T, l *distlock.Locker, key string, opts ...distlock.Option) *distlock.Lease {
 	t.Helper()
 	lease, err := l.TryAcquire(ctxFor(t, 10*time.Second), key, opts...)
 	if err != nil {
@@ -99,7 +99,7 @@ func mustRelease(t T, lease *distlock.Lease) {
 }
 
 // expectBusy asserts that TryAcquire finds key held by another owner.
-func expectBusy(t T, l distlock.Locker, key, why string) {
+func expectBusy(t T, l *distlock.Locker, key, why string) {
 	t.Helper()
 	lease, err := l.TryAcquire(ctxFor(t, 10*time.Second), key)
 	if err == nil {
@@ -113,7 +113,7 @@ func expectBusy(t T, l distlock.Locker, key, why string) {
 
 // expectFree asserts that key can be taken within d (nothing left behind),
 // and releases it.
-func expectFree(t T, l distlock.Locker, key string, d time.Duration, why string) {
+func expectFree(t T, l *distlock.Locker, key string, d time.Duration, why string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), d)
 	defer cancel()
@@ -149,7 +149,7 @@ func checkMutualExclusion(t T, h *Harness) {
 		total      = 2000
 	)
 	key := h.key(t, "mutex")
-	ls := make([]distlock.Locker, lockers)
+	ls := make([]*distlock.Locker, lockers)
 	for i := range ls {
 		ls[i] = h.locker(t)
 	}
@@ -168,7 +168,7 @@ func checkMutualExclusion(t T, h *Harness) {
 	fail := func(err error) { errOnce.Do(func() { firstErr = err }) }
 	for g := 0; g < goroutines; g++ {
 		wg.Add(1)
-		go func(l distlock.Locker) {
+		go func(l *distlock.Locker) {
 			defer wg.Done()
 			for done.Load() < total && ctx.Err() == nil {
 				lease, err := l.Acquire(ctx, key)

@@ -85,7 +85,7 @@ func runDriver(t *testing.T, mk func(t *testing.T, ns string) backend.Driver, ma
 	ns := t.Name()
 	h := conformance.Harness{
 		Name: "broken",
-		NewLocker: func(context.Context) (distlock.Locker, error) {
+		NewLocker: func(context.Context) (*distlock.Locker, error) {
 			return distlock.New(mk(t, ns), "broken"), nil
 		},
 		TTL: 200 * time.Millisecond,
@@ -197,7 +197,7 @@ func TestMemoryViaRunChecks(t *testing.T) {
 	ns := memory.NewNamespace()
 	h := conformance.Harness{
 		Name:      "memory",
-		NewLocker: func(context.Context) (distlock.Locker, error) { return memory.MustNew(ns), nil },
+		NewLocker: func(context.Context) (*distlock.Locker, error) { return memory.MustNew(ns), nil },
 		TTL:       200 * time.Millisecond,
 	}
 	var progress int
@@ -228,7 +228,7 @@ func TestPollingMemory(t *testing.T) {
 	ns := memName(t.Name())
 	conformance.Run(t, conformance.Harness{
 		Name: "polling-memory",
-		NewLocker: func(context.Context) (distlock.Locker, error) {
+		NewLocker: func(context.Context) (*distlock.Locker, error) {
 			return distlock.New(&broken{Driver: memDriver(t, ns)}, "polling"), nil
 		},
 		TTL: 300 * time.Millisecond,
@@ -316,7 +316,7 @@ func TestLatentMemory(t *testing.T) {
 	var n atomic.Int64
 	h := conformance.Harness{
 		Name: "latent-memory",
-		NewLocker: func(context.Context) (distlock.Locker, error) {
+		NewLocker: func(context.Context) (*distlock.Locker, error) {
 			d := &latent{Driver: memDriver(t, ns), req: 20 * time.Millisecond, reply: 10 * time.Millisecond}
 			if n.Add(1)%2 == 1 {
 				d.req, d.reply = 5*time.Millisecond, 40*time.Millisecond

@@ -37,7 +37,7 @@ const (
 
 // needDirectedLink returns a linked Locker whose Link is a DirectedLink,
 // or skips the check.
-func needDirectedLink(t T, h *Harness) (distlock.Locker, DirectedLink) {
+func needDirectedLink(t T, h *Harness) (*distlock.Locker, DirectedLink) {
 	t.Helper()
 	l, link := needLink(t, h)
 	dl, ok := link.(DirectedLink)
@@ -87,7 +87,7 @@ func lostRequest(t T, link DirectedLink, what string, acquire func(ctx context.C
 
 // expectFreeSoon polls with TryAcquire until another owner gets key, for at
 // most cleanupBound, then releases it. It reports how long it took.
-func expectFreeSoon(t T, l distlock.Locker, key, why string) time.Duration {
+func expectFreeSoon(t T, l *distlock.Locker, key, why string) time.Duration {
 	t.Helper()
 	return expectTakenSoon(t, func(ctx context.Context) (*distlock.Lease, error) { return l.TryAcquire(ctx, key) }, key, why)
 }

@@ -38,7 +38,7 @@ const beatEvery = 10 * time.Millisecond
 // would: each term it wins it acts every beatEvery after checking
 // Term.Err(), recording the term in rec and telling say when it starts and
 // ends leading. It returns Lead's error (ctx's when ctx ends).
-func runCandidate(ctx context.Context, l distlock.Locker, id, key string, ttl time.Duration, rec *history.Recorder, say func(workerMsg)) error {
+func runCandidate(ctx context.Context, l *distlock.Locker, id, key string, ttl time.Duration, rec *history.Recorder, say func(workerMsg)) error {
 	e, err := distlock.NewElection(l, key, id,
 		distlock.WithTermOptions(distlock.WithTTL(ttl)),
 		distlock.WithRecampaignBackoff(distlock.Backoff{Min: 10 * time.Millisecond, Max: 100 * time.Millisecond}))
@@ -88,7 +88,7 @@ func with(ev history.Event, op history.Op, at, dl int64) history.Event {
 
 // workerElect is a worker process's candidate: it campaigns until it reads
 // "quit" (or its stdin closes) or cfg.Duration passes.
-func workerElect(ctx context.Context, l distlock.Locker, cfg workerConfig, say func(workerMsg)) int {
+func workerElect(ctx context.Context, l *distlock.Locker, cfg workerConfig, say func(workerMsg)) int {
 	f, err := os.OpenFile(cfg.History, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		say(workerMsg{Ev: "error", Err: err.Error()})
@@ -171,7 +171,7 @@ func (r *electionRun) startWorkers(n int) {
 }
 
 // startLocal starts a candidate in this process on l.
-func (r *electionRun) startLocal(id string, l distlock.Locker) {
+func (r *electionRun) startLocal(id string, l *distlock.Locker) {
 	f, err := os.Create(r.history(id))
 	if err != nil {
 		r.t.Fatalf("history: %v", err)

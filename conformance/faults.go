@@ -164,7 +164,7 @@ func checkCrashHolder(t T, h *Harness) {
 	mustRelease(t, lease)
 }
 
-func needLink(t T, h *Harness) (distlock.Locker, Link) {
+func needLink(t T, h *Harness) (*distlock.Locker, Link) {
 	t.Helper()
 	if h.Faults.NewLinkedLocker == nil {
 		t.Skipf("the harness cannot put a fault on one client's link (Faults.NewLinkedLocker)")

@@ -26,7 +26,7 @@ type Harness struct {
 	// NewLocker returns a new, independent client of the backend under
 	// test — its own connections or session — sharing lock state with
 	// every other Locker of the harness. The suite closes it.
-	NewLocker func(ctx context.Context) (distlock.Locker, error)
+	NewLocker func(ctx context.Context) (*distlock.Locker, error)
 	// KeyPrefix is prepended to every key the suite locks, so a run
 	// against shared infrastructure stays apart from other users'.
 	KeyPrefix string
@@ -105,7 +105,7 @@ type ServerFault struct {
 type Faults struct {
 	// KillClient ends l's session as a crash of its process would: no
 	// release, no goodbye. The SessionBound check needs it.
-	KillClient func(l distlock.Locker) error
+	KillClient func(l *distlock.Locker) error
 	// Expire makes the backend drop the lock named key at once, as if
 	// its TTL had run out while the holder was paused or its clock jumped,
 	// without the holder learning of it. The stale-holder check needs it:
@@ -116,7 +116,7 @@ type Faults struct {
 	// NewLinkedLocker returns a new client whose every connection to the
 	// backend passes through the returned Link. The network-fault checks
 	// need it. If the Link is an io.Closer it is closed after the Locker.
-	NewLinkedLocker func(ctx context.Context) (distlock.Locker, Link, error)
+	NewLinkedLocker func(ctx context.Context) (*distlock.Locker, Link, error)
 	// StopBackend kills every server of the backend; StartBackend starts
 	// them again with their data. The backend-down check needs both.
 	StopBackend, StartBackend func(ctx context.Context) error

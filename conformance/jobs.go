@@ -21,9 +21,9 @@ func checkTryDo(t T, h *Harness) {
 	a, b := h.locker(t), h.locker(t)
 	key := h.key(t, "trydo")
 	runs := 0
-	ran, err := distlock.TryDo(ctxFor(t, 30*time.Second), a, key, func(ctx context.Context) error {
+	ran, err := a.TryDo(ctxFor(t, 30*time.Second), key, func(ctx context.Context) error {
 		runs++
-		other, err := distlock.TryDo(ctxFor(t, 30*time.Second), b, key, func(context.Context) error {
+		other, err := b.TryDo(ctxFor(t, 30*time.Second), key, func(context.Context) error {
 			runs++
 			return nil
 		})

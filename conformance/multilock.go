@@ -34,7 +34,7 @@ func multiKeys(t T, h *Harness, name string, n int) []string {
 func checkMultiOverlap(t T, h *Harness) {
 	const clients, goroutines, rounds = 3, 6, 20
 	keys := multiKeys(t, h, "multi", 5)
-	var ls []distlock.Locker
+	var ls []*distlock.Locker
 	for range clients {
 		ls = append(ls, h.locker(t))
 	}
@@ -52,7 +52,7 @@ func checkMultiOverlap(t T, h *Harness) {
 				for i, k := range set {
 					rec.Add(history.Event{Process: p, Seq: memberSeq(seq, i, len(set)), Op: history.AcquireCall, Key: k})
 				}
-				m, err := distlock.AcquireAll(ctx, ls[g%clients], set, distlock.WithTTL(10*time.Second))
+				m, err := ls[g%clients].AcquireAll(ctx, set, distlock.WithTTL(10*time.Second))
 				if err != nil {
 					failed.Do(func() { t.Errorf("AcquireAll(%q): %v (deadlocked until the ctx ended?)", set, err) })
 					return
@@ -99,13 +99,13 @@ func checkMultiCancel(t T, h *Harness) {
 		if cancelIt {
 			time.AfterFunc(150*time.Millisecond, cancel)
 		}
-		_, err := distlock.AcquireAll(ctx, a, []string{keys[2], keys[0], keys[1]})
+		_, err := a.AcquireAll(ctx, []string{keys[2], keys[0], keys[1]})
 		cancel()
 		if !errors.Is(err, distlock.ErrNotAcquired) || (!errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled)) {
 			t.Fatalf("AcquireAll ended by its ctx: %v, want ErrNotAcquired and the ctx error", err)
 		}
 	}
-	if _, err := distlock.TryAcquireAll(ctxFor(t, 10*time.Second), a, keys); !errors.Is(err, distlock.ErrNotAcquired) {
+	if _, err := a.TryAcquireAll(ctxFor(t, 10*time.Second), keys); !errors.Is(err, distlock.ErrNotAcquired) {
 		t.Fatalf("TryAcquireAll with a key held: %v, want ErrNotAcquired", err)
 	}
 	mustTry(t, b, keys[0]) // given back by the failed acquisitions
@@ -118,7 +118,7 @@ func checkMultiLostMember(t T, h *Harness) {
 	keys := multiKeys(t, h, "multi-lost", 3)
 	ctx := ctxFor(t, time.Minute)
 	ttl := h.ttl()
-	m, err := distlock.AcquireAll(ctx, a, keys, distlock.WithTTL(ttl))
+	m, err := a.AcquireAll(ctx, keys, distlock.WithTTL(ttl))
 	if err != nil {
 		t.Fatalf("AcquireAll: %v", err)
 	}
@@ -128,7 +128,7 @@ func checkMultiLostMember(t T, h *Harness) {
 			t.Fatalf("Expire: %v", err)
 		}
 	default:
-		if _, err := distlock.ForceRelease(ctx, op, keys[1]); err != nil {
+		if _, err := op.ForceRelease(ctx, keys[1]); err != nil {
 			_ = m.Release(ctx)
 			t.Skipf("no way to make one member lost (Faults.Expire, ForceRelease): %v", err)
 		}
@@ -149,7 +149,7 @@ func checkMultiLostMember(t T, h *Harness) {
 	if cause := context.Cause(m.Context()); !errors.Is(cause, distlock.ErrLockLost) {
 		t.Errorf("MultiLease context cause %v, want ErrLockLost", cause)
 	}
-	n, err := distlock.AcquireAll(ctx, op, keys)
+	n, err := op.AcquireAll(ctx, keys)
 	if err != nil {
 		t.Fatalf("members of the ended MultiLease not given back: %v", err)
 	}
@@ -168,7 +168,7 @@ func checkMultiRequestInFlight(t T, h *Harness) {
 	b := h.locker(t)
 	l, link := needDirectedLink(t, h)
 	keys := multiKeys(t, h, "multi-reqflight", 3)
-	m, err := distlock.TryAcquireAll(ctxFor(t, 10*time.Second), l, keys) // connections open, schema ready
+	m, err := l.TryAcquireAll(ctxFor(t, 10*time.Second), keys) // connections open, schema ready
 	if err != nil {
 		t.Fatalf("TryAcquireAll: %v", err)
 	}
@@ -176,7 +176,7 @@ func checkMultiRequestInFlight(t T, h *Harness) {
 		t.Fatalf("Release: %v", err)
 	}
 	lostRequest(t, link, "TryAcquireAll", func(ctx context.Context) (*distlock.Lease, error) {
-		m, err := distlock.TryAcquireAll(ctx, l, keys, distlock.WithTTL(orphanTTL))
+		m, err := l.TryAcquireAll(ctx, keys, distlock.WithTTL(orphanTTL))
 		if err != nil {
 			return nil, err
 		}

@@ -34,9 +34,9 @@ func semaphoreChecks() []Check {
 
 // semaphore returns the semaphore of n permits on key over l, or skips the
 // check with the backend's reason if it has none.
-func semaphore(t T, l distlock.Locker, key string, n int) *distlock.Semaphore {
+func semaphore(t T, l *distlock.Locker, key string, n int) *distlock.Semaphore {
 	t.Helper()
-	s, err := distlock.NewSemaphore(l, key, n)
+	s, err := l.Semaphore(key, n)
 	if errors.Is(err, distlock.ErrInvalidOption) && n >= 1 {
 		t.Skipf("no semaphores: %v", err)
 	}

@@ -105,7 +105,7 @@ func runWorker(cfg workerConfig) int {
 }
 
 // workerLoop runs critical sections and records them.
-func workerLoop(ctx context.Context, l distlock.Locker, cfg workerConfig, say func(workerMsg)) int {
+func workerLoop(ctx context.Context, l *distlock.Locker, cfg workerConfig, say func(workerMsg)) int {
 	f, err := os.OpenFile(cfg.History, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		say(workerMsg{Ev: "error", Err: err.Error()})
@@ -176,7 +176,7 @@ func workerLoop(ctx context.Context, l distlock.Locker, cfg workerConfig, say fu
 
 // workerHold takes the lock once and then obeys commands on stdin: "write"
 // (to the fenced resource with its token), "status", "release".
-func workerHold(ctx context.Context, l distlock.Locker, cfg workerConfig, say func(workerMsg)) int {
+func workerHold(ctx context.Context, l *distlock.Locker, cfg workerConfig, say func(workerMsg)) int {
 	take, err := taker(l, cfg)
 	if err != nil {
 		say(workerMsg{Ev: "error", Err: err.Error()})

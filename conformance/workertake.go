@@ -15,7 +15,7 @@ type take struct {
 	acquire func(ctx context.Context, keys []string) ([]*distlock.Lease, func(context.Context) error, error)
 }
 
-func taker(l distlock.Locker, cfg workerConfig) (take, error) {
+func taker(l *distlock.Locker, cfg workerConfig) (take, error) {
 	opt := distlock.WithTTL(cfg.TTL)
 	one := func(string) []string { return []string{cfg.Key} }
 	single := func(lease *distlock.Lease, err error) ([]*distlock.Lease, func(context.Context) error, error) {
@@ -29,7 +29,7 @@ func taker(l distlock.Locker, cfg workerConfig) (take, error) {
 		return take{
 			keys: func(seq int) []string { return multiSet(cfg.Keys, cfg.ID, seq) },
 			acquire: func(ctx context.Context, keys []string) ([]*distlock.Lease, func(context.Context) error, error) {
-				m, err := distlock.AcquireAll(ctx, l, keys, opt)
+				m, err := l.AcquireAll(ctx, keys, opt)
 				if err != nil {
 					return nil, nil, err
 				}
@@ -37,7 +37,7 @@ func taker(l distlock.Locker, cfg workerConfig) (take, error) {
 			},
 		}, nil
 	case cfg.Permits > 0:
-		sem, err := distlock.NewSemaphore(l, cfg.Key, cfg.Permits)
+		sem, err := l.Semaphore(cfg.Key, cfg.Permits)
 		if err != nil {
 			return take{}, err
 		}

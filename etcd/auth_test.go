@@ -51,7 +51,7 @@ func TestURLCredentials(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Acquire with credentials: %v", err)
 	}
-	info, err := distlock.Inspect(ctxT(t, 10*time.Second), l, "k")
+	info, err := l.Inspect(ctxT(t, 10*time.Second), "k")
 	if err != nil || info.Token != lease.Token() {
 		t.Errorf("Inspect with credentials: %+v, %v", info, err)
 	}

@@ -38,9 +38,9 @@ func TestConformance(t *testing.T) {
 	admin := adminClient(t, addrs...)
 	var (
 		mu    sync.Mutex
-		links = map[distlock.Locker]*netfault.Group{}
+		links = map[*distlock.Locker]*netfault.Group{}
 	)
-	linked := func() (distlock.Locker, *netfault.Group, error) {
+	linked := func() (*distlock.Locker, *netfault.Group, error) {
 		link, err := netfault.ListenGroup(addrs...)
 		if err != nil {
 			return nil, nil, err
@@ -54,7 +54,7 @@ func TestConformance(t *testing.T) {
 	}
 	h := conformance.Harness{
 		Name: "etcd",
-		NewLocker: func(ctx context.Context) (distlock.Locker, error) {
+		NewLocker: func(ctx context.Context) (*distlock.Locker, error) {
 			l, link, err := linked()
 			if err != nil {
 				return nil, err
@@ -108,7 +108,7 @@ func TestConformance(t *testing.T) {
 			},
 			// A crash as the network sees it: nothing passes any more,
 			// and the lease expires on the cluster.
-			KillClient: func(l distlock.Locker) error {
+			KillClient: func(l *distlock.Locker) error {
 				mu.Lock()
 				link := links[l]
 				mu.Unlock()
@@ -118,7 +118,7 @@ func TestConformance(t *testing.T) {
 				link.Blackhole()
 				return nil
 			},
-			NewLinkedLocker: func(ctx context.Context) (distlock.Locker, conformance.Link, error) {
+			NewLinkedLocker: func(ctx context.Context) (*distlock.Locker, conformance.Link, error) {
 				l, link, err := linked()
 				if err != nil {
 					return nil, nil, err

@@ -127,11 +127,11 @@
 //
 // # Inspection and forced release
 //
-// distlock.Inspect, from any client, reads the lock's first waiter key and
+// Locker.Inspect, from any client, reads the lock's first waiter key and
 // the number of waiter keys in one linearizable transaction: Owner,
 // Metadata and Holds from the value, Token the create revision,
 // SessionBound true with TTL 0, Waiters the other waiter keys.
-// distlock.ForceRelease deletes the holder's key in a transaction compared
+// Locker.ForceRelease deletes the holder's key in a transaction compared
 // on the create and mod revisions it read (read again, at most 10 rounds,
 // if the holder changed); the next waiter is woken by its watch and its
 // token, the create revision of a later key, is higher. The evicted
@@ -174,4 +174,6 @@
 //   - The URL form carries a user name and password and the TLS files;
 //     other client settings (a token, a dialer, unix sockets) need a
 //     *clientv3.Client of your own and New.
+//
+// (*distlock.Locker).As answers *Session (the current session lease's LeaseID and TTL) and **clientv3.Client.
 package etcd

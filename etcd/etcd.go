@@ -24,18 +24,11 @@ const (
 	DefaultPort = "2379"
 )
 
-// Locker is a distlock.Locker on etcd, with etcd-specific methods
-// (LeaseID, SessionTTL). Its methods are safe for concurrent use.
-type Locker struct {
-	distlock.Locker
-	d *driver
-}
-
 // New returns a Locker over an existing client, which stays the caller's:
 // Close revokes the Locker's session lease (freeing its locks) but does not
 // close the client. It checks every option value and that client is not
 // nil (ErrInvalidOption); it does not contact the cluster.
-func New(client *clientv3.Client, opts ...Option) (*Locker, error) {
+func New(client *clientv3.Client, opts ...Option) (*distlock.Locker, error) {
 	if client == nil {
 		return nil, fmt.Errorf("%w: etcd: New: nil *clientv3.Client", backend.ErrInvalidOption)
 	}
@@ -44,7 +37,7 @@ func New(client *clientv3.Client, opts ...Option) (*Locker, error) {
 		return nil, err
 	}
 	d := newDriver(cfg, client, false)
-	return &Locker{Locker: distlock.New(d, "etcd", cfg.defaults...), d: d}, nil
+	return distlock.New(d, "etcd", cfg.defaults...), nil
 }
 
 // Dial returns a Locker with a client of its own on the cluster's client
@@ -52,7 +45,7 @@ func New(client *clientv3.Client, opts ...Option) (*Locker, error) {
 // every option value (ErrInvalidOption) and does not wait for the cluster
 // (acquisitions do, bounded by WithConnectTimeout), except with WithAuth:
 // the client then authenticates before Dial returns.
-func Dial(endpoints []string, opts ...Option) (*Locker, error) {
+func Dial(endpoints []string, opts ...Option) (*distlock.Locker, error) {
 	if len(endpoints) == 0 {
 		return nil, fmt.Errorf("%w: etcd: no endpoint given", backend.ErrInvalidOption)
 	}
@@ -60,7 +53,7 @@ func Dial(endpoints []string, opts ...Option) (*Locker, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Locker{Locker: distlock.New(d, "etcd", cfg.defaults...), d: d}, nil
+	return distlock.New(d, "etcd", cfg.defaults...), nil
 }
 
 // dialDriver checks opts and returns a driver with a client of its own on
@@ -119,25 +112,3 @@ func dialClient(endpoints []string, cfg *config) (*clientv3.Client, error) {
 	}
 	return client, nil
 }
-
-// LeaseID returns the id of the current session's etcd lease, 0 before a
-// session is established or after it was lost.
-func (l *Locker) LeaseID() clientv3.LeaseID {
-	if s := l.d.current(); s != nil {
-		return s.id
-	}
-	return 0
-}
-
-// SessionTTL returns the TTL the cluster granted the current session's
-// lease, 0 when there is none.
-func (l *Locker) SessionTTL() time.Duration {
-	if s := l.d.current(); s != nil {
-		return s.ttl
-	}
-	return 0
-}
-
-// Unwrap returns the distlock.Locker inside l, through which
-// distlock.Inspect and distlock.ForceRelease reach the backend.
-func (l *Locker) Unwrap() distlock.Locker { return l.Locker }

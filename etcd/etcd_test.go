@@ -22,7 +22,7 @@ import (
 const testTTL = 4 * time.Second
 
 // expectBusy fails t unless TryAcquire of key on l reports the lock held.
-func expectBusy(t *testing.T, l distlock.Locker, key, why string) {
+func expectBusy(t *testing.T, l *distlock.Locker, key, why string) {
 	t.Helper()
 	lease, err := l.TryAcquire(ctxT(t, 10*time.Second), key)
 	if err == nil {
@@ -36,7 +36,7 @@ func expectBusy(t *testing.T, l distlock.Locker, key, why string) {
 
 // holderAndRival returns two Lockers on endpoints with session TTL ttl and
 // one prefix, and the first one's lease on "k".
-func holderAndRival(t *testing.T, endpoints []string, ttl time.Duration) (a, b *Locker, lease *distlock.Lease) {
+func holderAndRival(t *testing.T, endpoints []string, ttl time.Duration) (a, b *distlock.Locker, lease *distlock.Lease) {
 	t.Helper()
 	prefix := uniquePrefix(t)
 	a = dialT(t, endpoints, WithSessionTTL(ttl), WithPrefix(prefix))
@@ -190,7 +190,7 @@ func TestLeaseRevoked(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	id := a.LeaseID()
+	id := sessionOf(a).LeaseID()
 	if _, err := admin.Revoke(t.Context(), id); err != nil {
 		t.Fatal(err)
 	}
@@ -204,9 +204,9 @@ func TestLeaseRevoked(t *testing.T) {
 			t.Errorf("%s: Err = %v, want ErrLockLost", l.Key(), l.Err())
 		}
 	}
-	mustAcquireRelease(t, a.Locker, "k1")
-	if a.LeaseID() == id || a.LeaseID() == 0 {
-		t.Errorf("lease id %x after the revoke, want a new one", a.LeaseID())
+	mustAcquireRelease(t, a, "k1")
+	if sessionOf(a).LeaseID() == id || sessionOf(a).LeaseID() == 0 {
+		t.Errorf("lease id %x after the revoke, want a new one", sessionOf(a).LeaseID())
 	}
 }
 
@@ -238,9 +238,9 @@ func TestHerdOneWatchPerWaiter(t *testing.T) {
 			_ = l.Release(context.Background())
 		})
 	}
-	waitFor(t, 30*time.Second, "every waiter watching", func() bool { return w.d.stats.watches.Load() >= n })
+	waitFor(t, 30*time.Second, "every waiter watching", func() bool { return driverOf(w).stats.watches.Load() >= n })
 	time.Sleep(200 * time.Millisecond) // no stray watch comes late
-	watches, reads, wakeups := w.d.stats.watches.Load(), w.d.stats.reads.Load(), w.d.stats.wakeups.Load()
+	watches, reads, wakeups := driverOf(w).stats.watches.Load(), driverOf(w).stats.reads.Load(), driverOf(w).stats.wakeups.Load()
 	if watches != n {
 		t.Errorf("%d waiters opened %d watches, want one each", n, watches)
 	}
@@ -256,10 +256,10 @@ func TestHerdOneWatchPerWaiter(t *testing.T) {
 	// Wake-ups, not reads, are the herd: a watch that the member cancels
 	// (it lost its leader: an election, which a starved cluster holds
 	// now and then) also makes its waiter read the queue again.
-	if dw := w.d.stats.wakeups.Load() - wakeups; dw != 1 {
+	if dw := driverOf(w).stats.wakeups.Load() - wakeups; dw != 1 {
 		t.Errorf("one release woke %d waiters, want 1 (herd effect)", dw)
 	}
-	t.Logf("one release: %d predecessor reads", w.d.stats.reads.Load()-reads)
+	t.Logf("one release: %d predecessor reads", driverOf(w).stats.reads.Load()-reads)
 	close(release)
 	wg.Wait()
 }
@@ -298,7 +298,7 @@ func TestCompactionWhileWaiting(t *testing.T) {
 	if err != nil {
 		t.Fatalf("waiter after compaction: %v", err)
 	}
-	if n := w.d.stats.compacted.Load(); n != 1 {
+	if n := driverOf(w).stats.compacted.Load(); n != 1 {
 		t.Errorf("%d watches saw their revision compacted, want 1", n)
 	}
 	if l.Token() <= lease.Token() {
@@ -356,7 +356,7 @@ func TestThousandWaitersInOrder(t *testing.T) {
 		})
 	}
 	waitFor(t, slack.D(3*time.Minute), "every waiter queued", func() bool {
-		info, err := distlock.Inspect(ctx, holder, "k")
+		info, err := holder.Inspect(ctx, "k")
 		return err == nil && info.Waiters == n
 	})
 	start := time.Now()
@@ -373,8 +373,8 @@ func TestThousandWaitersInOrder(t *testing.T) {
 			t.Fatalf("acquisition %d has token %d after %d: not in queue order", i, tokens[i], tokens[i-1])
 		}
 	}
-	if w.d.stats.watches.Load() > int64(2*n) {
-		t.Errorf("%d waiters opened %d watches", n, w.d.stats.watches.Load())
+	if driverOf(w).stats.watches.Load() > int64(2*n) {
+		t.Errorf("%d waiters opened %d watches", n, driverOf(w).stats.watches.Load())
 	}
 }
 
@@ -395,7 +395,7 @@ func TestDurableClusterRestart(t *testing.T) {
 	}
 	t.Logf("cluster restarted in %v", time.Since(start).Round(time.Millisecond))
 	expectBusy(t, b, "k", "after the restart")
-	info, err := distlock.Inspect(ctxT(t, 10*time.Second), b, "k")
+	info, err := b.Inspect(ctxT(t, 10*time.Second), "k")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -461,7 +461,7 @@ func TestBadOptions(t *testing.T) {
 	}
 }
 
-func mustAcquireRelease(t *testing.T, l distlock.Locker, key string) {
+func mustAcquireRelease(t *testing.T, l *distlock.Locker, key string) {
 	t.Helper()
 	lease, err := l.Acquire(ctxT(t, 20*time.Second), key)
 	if err != nil {
@@ -479,7 +479,7 @@ func TestForceReleaseEndsLease(t *testing.T) {
 	t.Parallel()
 	c := cluster(t)
 	a, b, lease := holderAndRival(t, c.Addrs(), testTTL)
-	info, err := distlock.ForceRelease(ctxT(t, 10*time.Second), b, "k")
+	info, err := b.ForceRelease(ctxT(t, 10*time.Second), "k")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -504,7 +504,7 @@ func TestForceReleaseEndsLease(t *testing.T) {
 	if err := next.Release(ctxT(t, 10*time.Second)); err != nil {
 		t.Fatal(err)
 	}
-	mustAcquireRelease(t, a.Locker, "k")
+	mustAcquireRelease(t, a, "k")
 }
 
 // TestNoHoldWatch: with WithHoldWatch(false) a holder whose key an operator
@@ -520,7 +520,7 @@ func TestNoHoldWatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := distlock.ForceRelease(ctxT(t, 10*time.Second), b, "k"); err != nil {
+	if _, err := b.ForceRelease(ctxT(t, 10*time.Second), "k"); err != nil {
 		t.Fatal(err)
 	}
 	if err := lease.Refresh(ctxT(t, 10*time.Second), time.Minute); !errors.Is(err, distlock.ErrNotHeld) {

@@ -12,6 +12,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/conformance"
 	"github.com/distlock/distlock/internal/testkit/testserver"
 )
@@ -193,7 +194,7 @@ func uniquePrefix(t testing.TB) string {
 }
 
 // dialT returns a Locker on endpoints, closed at the end of the test.
-func dialT(t testing.TB, endpoints []string, opts ...Option) *Locker {
+func dialT(t testing.TB, endpoints []string, opts ...Option) *distlock.Locker {
 	t.Helper()
 	l, err := Dial(endpoints, opts...)
 	if err != nil {

@@ -58,8 +58,8 @@ func TestUnreachableEndpoint(t *testing.T) {
 	}
 	check("TryAcquire", func(ctx context.Context) error { _, err := l.TryAcquire(ctx, "k"); return err })
 	check("Acquire", func(ctx context.Context) error { _, err := l.Acquire(ctx, "k"); return err })
-	check("Inspect", func(ctx context.Context) error { _, err := distlock.Inspect(ctx, l, "k"); return err })
-	check("ForceRelease", func(ctx context.Context) error { _, err := distlock.ForceRelease(ctx, l, "k"); return err })
+	check("Inspect", func(ctx context.Context) error { _, err := l.Inspect(ctx, "k"); return err })
+	check("ForceRelease", func(ctx context.Context) error { _, err := l.ForceRelease(ctx, "k"); return err })
 }
 
 // TestAcquireRidesOutOutage: an Acquire with WithRetryUnavailable and a

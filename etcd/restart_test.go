@@ -50,7 +50,7 @@ func TestRestartHoldingAndWaiting(t *testing.T) {
 			// Long enough that no session ends during the restart.
 			const ttl = 15 * time.Second
 			prefix := uniquePrefix(t)
-			dial := func() *Locker {
+			dial := func() *distlock.Locker {
 				l, err := Dial(c.Addrs(), WithSessionTTL(ttl), WithPrefix(prefix))
 				if err != nil {
 					t.Fatal(err)
@@ -79,7 +79,7 @@ func TestRestartHoldingAndWaiting(t *testing.T) {
 				got <- l
 			}()
 			waitFor(t, slack.D(10*time.Second), "the waiter queued", func() bool {
-				info, err := distlock.Inspect(t.Context(), rival, "k")
+				info, err := rival.Inspect(t.Context(), "k")
 				return err == nil && info.Waiters == 1
 			})
 			start := time.Now()
@@ -98,7 +98,7 @@ func TestRestartHoldingAndWaiting(t *testing.T) {
 			if err := lease.Err(); err != nil {
 				t.Fatalf("the holder's lease ended with the restart: %v", err)
 			}
-			info, err := distlock.Inspect(ctxT(t, 10*time.Second), rival, "k")
+			info, err := rival.Inspect(ctxT(t, 10*time.Second), "k")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -128,8 +128,8 @@ func TestRestartHoldingAndWaiting(t *testing.T) {
 				t.Errorf("%d overlapping holds", n)
 			}
 			var ids []clientv3.LeaseID
-			for _, l := range []*Locker{holder, waiter, rival} {
-				if id := l.LeaseID(); id != 0 {
+			for _, l := range []*distlock.Locker{holder, waiter, rival} {
+				if id := sessionOf(l).LeaseID(); id != 0 {
 					ids = append(ids, id)
 				}
 				if err := l.Close(); err != nil {

@@ -74,10 +74,10 @@ func TestCancelAtEveryAwait(t *testing.T) {
 	_, err = a.Acquire(short(), "k", distlock.WithOwner("o"))
 	within(t, "nested Acquire waiting for the fence lock", start, wait, err)
 	start = time.Now()
-	_, err = distlock.Inspect(short(), c, "k")
+	_, err = c.Inspect(short(), "k")
 	within(t, "Inspect waiting for the fence lock", start, wait, err)
 	start = time.Now()
-	_, err = distlock.ForceRelease(short(), c, "k")
+	_, err = c.ForceRelease(short(), "k")
 	within(t, "ForceRelease waiting for the fence lock", start, wait, err)
 	start = time.Now()
 	err = holder.Release(short())
@@ -114,7 +114,7 @@ func TestReleaseDuringForcedRelease(t *testing.T) {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}}))
-	info, err := distlock.ForceRelease(ctx, op, "k")
+	info, err := op.ForceRelease(ctx, "k")
 	require.NoError(t, err)
 	require.Equal(t, lease.Token(), info.Token)
 	select {
@@ -206,7 +206,7 @@ func TestThousandLeasesInProcess(t *testing.T) {
 	dir := t.TempDir()
 	ctx := ctxT(t, 2*time.Minute)
 	fds := openFDs(t)
-	ls := []*Locker{newT(t, dir), newT(t, dir), newT(t, dir), newT(t, dir)}
+	ls := []*distlock.Locker{newT(t, dir), newT(t, dir), newT(t, dir), newT(t, dir)}
 	const n = 1000
 	var (
 		wg     sync.WaitGroup
@@ -224,7 +224,7 @@ func TestThousandLeasesInProcess(t *testing.T) {
 	for i := range n {
 		require.NoError(t, errs[i])
 	}
-	info, err := distlock.Inspect(ctx, ls[1], "many/500")
+	info, err := ls[1].Inspect(ctx, "many/500")
 	require.NoError(t, err)
 	require.Equal(t, leases[500].Owner(), info.Owner)
 	for _, l := range leases {
@@ -287,7 +287,7 @@ func TestThousandLeasesAcrossProcesses(t *testing.T) {
 	for p := range procs {
 		for i := range per {
 			key := fmt.Sprintf("p%d/%d", p, i)
-			hi, err := l.Holder(ctx, key)
+			hi, err := dirOf(l).Holder(ctx, key)
 			require.NoError(t, err)
 			require.True(t, hi.Held, key)
 			require.True(t, pids[hi.PID], "holder pid %d of %s is not a helper's", hi.PID, key)

@@ -141,4 +141,4 @@ func BenchmarkHandoffInProcess(b *testing.B) {
 	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
 }
 
-var _ distlock.Locker = (*Locker)(nil)
+var _ *distlock.Locker = (*distlock.Locker)(nil)

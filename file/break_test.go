@@ -17,7 +17,7 @@ import (
 )
 
 // takeRelease acquires key on l and releases it, returning the token.
-func takeRelease(t *testing.T, l *Locker, key string) uint64 {
+func takeRelease(t *testing.T, l *distlock.Locker, key string) uint64 {
 	t.Helper()
 	ctx := ctxT(t, 30*time.Second)
 	lease, err := l.TryAcquire(ctx, key)
@@ -167,7 +167,7 @@ func TestEmptiedSemaphoreFenceNeverRepeatsToken(t *testing.T) {
 	require.NoError(t, os.Mkdir(dir, 0o755))
 	l := newT(t, dir)
 	ctx := ctxT(t, 30*time.Second)
-	sem, err := distlock.NewSemaphore(l, "s", 3)
+	sem, err := l.Semaphore("s", 3)
 	require.NoError(t, err)
 	var last uint64
 	for range 3 {
@@ -196,10 +196,10 @@ func TestForceReleaseCorruptRecord(t *testing.T) {
 	la, err := a.TryAcquire(ctx, "k")
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, baseName("k", "k")+".lock"), []byte("{garbage"), 0o644))
-	info, err := distlock.Inspect(ctx, op, "k")
+	info, err := op.Inspect(ctx, "k")
 	require.NoError(t, err)
 	require.True(t, info.Held)
-	_, err = distlock.ForceRelease(ctx, op, "k")
+	_, err = op.ForceRelease(ctx, "k")
 	require.NoError(t, err)
 	select {
 	case <-la.Done():
@@ -227,7 +227,7 @@ func TestEvictedHoldClosedWhenFoundByAcquire(t *testing.T) {
 			base := openFDs(t)
 			l1, err := a.TryAcquire(ctx, "k", distlock.WithOwner("same"))
 			require.NoError(t, err)
-			_, err = distlock.ForceRelease(ctx, op, "k")
+			_, err = op.ForceRelease(ctx, "k")
 			require.NoError(t, err)
 			l2, err := a.TryAcquire(ctx, "k", distlock.WithOwner(owner))
 			require.NoError(t, err)
@@ -254,9 +254,9 @@ func TestSemaphoreCancelAtEveryAwait(t *testing.T) {
 	require.NoError(t, err)
 	b, err := New(dir)
 	require.NoError(t, err)
-	sa, err := distlock.NewSemaphore(a, "s", 1)
+	sa, err := a.Semaphore("s", 1)
 	require.NoError(t, err)
-	sb, err := distlock.NewSemaphore(b, "s", 1)
+	sb, err := b.Semaphore("s", 1)
 	require.NoError(t, err)
 	const wait = 100 * time.Millisecond
 	holder, err := sa.TryAcquire(ctx)
@@ -312,7 +312,7 @@ func TestReleaseBetweenAttemptAndSleep(t *testing.T) {
 	la, err := a.TryAcquire(ctx, "k")
 	require.NoError(t, err)
 	var (
-		b        *Locker
+		b        *distlock.Locker
 		sleeps   int
 		released time.Time
 		won      time.Time // the waiter has the kernel lock; its grant (an fdatasync) comes next
@@ -321,7 +321,7 @@ func TestReleaseBetweenAttemptAndSleep(t *testing.T) {
 		if sleeps++; sleeps != 7 { // the backoff has reached pollMax
 			return
 		}
-		ev := b.d.dw.signal(baseName("k", "k") + ".lock")
+		ev := driverOf(b).dw.signal(baseName("k", "k") + ".lock")
 		released = time.Now()
 		require.NoError(t, la.Release(ctx))
 		select { // the event has been dispatched
@@ -330,13 +330,13 @@ func TestReleaseBetweenAttemptAndSleep(t *testing.T) {
 			t.Error("no kernel event for the release")
 		}
 	}}))
-	require.True(t, b.d.dw.notify)
+	require.True(t, driverOf(b).dw.notify)
 	lb, err := b.Acquire(ctx, "k")
 	require.NoError(t, err)
 	took := won.Sub(released)
 	require.NoError(t, lb.Release(ctx))
 	require.Equal(t, 7, sleeps)
-	require.True(t, took < b.d.pollMax()/2, "the waiter slept %v past the release", took)
+	require.True(t, took < driverOf(b).pollMax()/2, "the waiter slept %v past the release", took)
 }
 
 func watchSupported(t *testing.T) bool {
@@ -442,10 +442,10 @@ func TestForceReleaseWakesWaiter(t *testing.T) {
 	}()
 	<-asleep
 	forced := time.Now()
-	_, err = distlock.ForceRelease(ctx, op, "k")
+	_, err = op.ForceRelease(ctx, "k")
 	require.NoError(t, err)
 	lw := <-got
-	require.True(t, won.Sub(forced) < w.d.pollMax()/2, "the waiter slept past the forced release")
+	require.True(t, won.Sub(forced) < driverOf(w).pollMax()/2, "the waiter slept past the forced release")
 	require.Greater(t, lw.Token(), la.Token())
 	_, err = b.TryAcquire(ctx, "k")
 	require.ErrorIs(t, err, distlock.ErrNotAcquired)
@@ -462,7 +462,7 @@ func TestCloseEndsWaiters(t *testing.T) {
 	h := newT(t, dir)
 	ctx := ctxT(t, 30*time.Second)
 	takeRelease(t, h, "warm")
-	hs, err := distlock.NewSemaphore(h, "s", 1)
+	hs, err := h.Semaphore("s", 1)
 	require.NoError(t, err)
 	lk, err := h.TryAcquire(ctx, "k")
 	require.NoError(t, err)
@@ -471,7 +471,7 @@ func TestCloseEndsWaiters(t *testing.T) {
 	fds := openFDs(t)
 	w, err := New(dir)
 	require.NoError(t, err)
-	ws, err := distlock.NewSemaphore(w, "s", 1)
+	ws, err := w.Semaphore("s", 1)
 	require.NoError(t, err)
 	errs := make(chan error, 4)
 	for range 2 {
@@ -499,7 +499,7 @@ func TestRemovedPermitFileEndsLease(t *testing.T) {
 	dir := t.TempDir()
 	l := newT(t, dir)
 	ctx := ctxT(t, 30*time.Second)
-	sem, err := distlock.NewSemaphore(l, "s", 1)
+	sem, err := l.Semaphore("s", 1)
 	require.NoError(t, err)
 	p1, err := sem.TryAcquire(ctx)
 	require.NoError(t, err)
@@ -529,7 +529,7 @@ func TestTokenAfterKilledHolder(t *testing.T) {
 		h := startHelper(t, helperCfg{Mode: "hold", URL: "file://" + dir, Key: "k", N: 1})
 		h.expect(t, "held", slack.D(time.Minute))
 		l := newT(t, dir)
-		info, err := distlock.Inspect(ctx, l, "k/0")
+		info, err := l.Inspect(ctx, "k/0")
 		require.NoError(t, err)
 		require.True(t, info.Held)
 		require.Greater(t, info.Token, last)
@@ -556,12 +556,12 @@ func TestOddKeysAndURLs(t *testing.T) {
 		lease, err := l.TryAcquire(ctx, k)
 		require.NoError(t, err, fmt.Sprintf("key %q", k))
 		leases = append(leases, lease)
-		sem, err := distlock.NewSemaphore(l, k, 2)
+		sem, err := l.Semaphore(k, 2)
 		require.NoError(t, err)
 		p, err := sem.TryAcquire(ctx)
 		require.NoError(t, err, fmt.Sprintf("semaphore %q", k))
 		leases = append(leases, p)
-		info, err := distlock.Inspect(ctx, l, k)
+		info, err := l.Inspect(ctx, k)
 		require.NoError(t, err)
 		require.True(t, info.Held)
 		require.Equal(t, lease.Token(), info.Token)

@@ -18,7 +18,7 @@ func TestConformance(t *testing.T) {
 	admin := newT(t, dir)
 	h := conformance.Harness{
 		Name: "file",
-		NewLocker: func(ctx context.Context) (distlock.Locker, error) {
+		NewLocker: func(ctx context.Context) (*distlock.Locker, error) {
 			return New(dir)
 		},
 		// The kernel frees a dead process's locks when it closes its
@@ -40,17 +40,17 @@ func TestConformance(t *testing.T) {
 		Faults: conformance.Faults{
 			// A crash as the kernel sees it: every descriptor of the
 			// Locker closed, nothing rewritten.
-			KillClient: func(l distlock.Locker) error {
-				fl, ok := l.(*Locker)
-				if !ok {
-					return errors.New("not a *file.Locker")
+			KillClient: func(l *distlock.Locker) error {
+				var d *driver
+				if !l.As(&d) {
+					return errors.New("not a file Locker")
 				}
-				fl.d.shutdown(true)
+				d.shutdown(true)
 				return nil
 			},
 			// Replace the lock file, as ForceRelease does.
 			Expire: func(ctx context.Context, key string) error {
-				_, err := admin.d.ForceRelease(ctx, key, zeroHolder)
+				_, err := driverOf(admin).ForceRelease(ctx, key, zeroHolder)
 				return err
 			},
 			Held: func(ctx context.Context) ([]string, error) { return heldFiles(dir) },

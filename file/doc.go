@@ -58,4 +58,6 @@
 // recorded there), but deleting both files of a key restarts its token
 // counter. Windows and other systems without flock or OFD locks
 // get an *UnsupportedError.
+//
+// (*distlock.Locker).As answers *Dir: the lock directory's Path, and Holder, which adds the holder's pid, host and start time to Inspect's answer.
 package file

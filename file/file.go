@@ -14,13 +14,6 @@ import (
 
 func init() { backend.Register("file", open) }
 
-// Locker is a distlock.Locker on a lock directory, with the file backend's
-// extras (Dir, Holder). Its methods are safe for concurrent use.
-type Locker struct {
-	distlock.Locker
-	d *driver
-}
-
 // Option configures New. Every value is checked when the Locker is made.
 type Option func(*config)
 
@@ -50,7 +43,7 @@ func WithCreateDir() Option { return func(c *config) { c.mkdir = true } }
 // distlock.ErrInvalidOption; an unsupported operating system returns an
 // *UnsupportedError. Every Locker on the same directory, in this process
 // or any other on the host, contends for the same locks.
-func New(dir string, opts ...Option) (*Locker, error) {
+func New(dir string, opts ...Option) (*distlock.Locker, error) {
 	var c config
 	for _, o := range opts {
 		if o != nil {
@@ -64,15 +57,28 @@ func New(dir string, opts ...Option) (*Locker, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Locker{Locker: distlock.New(d, "file", c.defaults...), d: d}, nil
+	return distlock.New(d, "file", c.defaults...), nil
 }
 
-// Unwrap returns the distlock.Locker inside l, through which
-// distlock.Inspect and distlock.ForceRelease reach the backend.
-func (l *Locker) Unwrap() distlock.Locker { return l.Locker }
+// Dir is a Locker's lock directory; a *Dir target of
+// (*distlock.Locker).As gets it.
+type Dir struct{ d *driver }
 
-// Dir returns the absolute path of the lock directory.
-func (l *Locker) Dir() string { return l.d.dir }
+// Path returns the absolute path of the lock directory.
+func (dir Dir) Path() string { return dir.d.dir }
+
+// As answers (*distlock.Locker).As: *Dir gets the Locker's directory.
+func (d *driver) As(target any) bool {
+	if t, ok := target.(**driver); ok { // for this package's tests
+		*t = d
+		return true
+	}
+	if t, ok := target.(*Dir); ok {
+		*t = Dir{d}
+		return true
+	}
+	return false
+}
 
 // HolderInfo is Inspect's answer with what only this backend knows of the
 // holder: its process id, host name and the time its tenure began.
@@ -83,14 +89,14 @@ type HolderInfo struct {
 	Since time.Time
 }
 
-// Holder reads the lock named key without taking it, as distlock.Inspect
+// Holder reads the lock named key without taking it, as Locker.Inspect
 // does, and adds the holder's process id, host and start time as the
 // holder recorded them. A key that is not locked gives Held false.
-func (l *Locker) Holder(ctx context.Context, key string) (HolderInfo, error) {
+func (dir Dir) Holder(ctx context.Context, key string) (HolderInfo, error) {
 	if err := distlock.ValidateKey(key); err != nil {
 		return HolderInfo{}, err
 	}
-	return l.d.holder(ctx, key)
+	return dir.d.holder(ctx, key)
 }
 
 // open is the URL opener: file:///absolute/dir, or file:relative/dir

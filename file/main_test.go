@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/conformance"
 )
 
@@ -16,7 +17,7 @@ func TestMain(m *testing.M) {
 }
 
 // newT returns a Locker on dir, closed at the end of the test.
-func newT(t testing.TB, dir string, opts ...Option) *Locker {
+func newT(t testing.TB, dir string, opts ...Option) *distlock.Locker {
 	t.Helper()
 	l, err := New(dir, opts...)
 	if err != nil {

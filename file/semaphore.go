@@ -17,7 +17,7 @@ import (
 	"github.com/distlock/distlock/backend"
 )
 
-// Semaphores (distlock.NewSemaphore): a semaphore of n permits on key is n
+// Semaphores (Locker.Semaphore): a semaphore of n permits on key is n
 // permit files, "s-<key>.<i>.lock" for i below n, each held with the same
 // kernel lock as a lock file, beside a fence file "s-<key>.fence" that
 // keeps the last token and the permit count of the holders. A permit is

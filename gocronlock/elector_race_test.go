@@ -4,7 +4,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/gocronlock"
 )
 
@@ -21,14 +20,14 @@ func TestElectorIsLeaderAfterTermEnd(t *testing.T) {
 	probe := open(t, ns)
 	for round := range 200 {
 		awaitLeader(t, els)
-		old, err := distlock.ForceRelease(t.Context(), probe, "scheduler")
+		old, err := probe.ForceRelease(t.Context(), "scheduler")
 		if err != nil || !old.Held {
 			t.Fatalf("round %d: ForceRelease: %+v, %v", round, old, err)
 		}
 		// Wait for the next term (either candidate may win it); no
 		// other term change follows until the next ForceRelease.
 		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Millisecond) {
-			info, err := distlock.Inspect(t.Context(), probe, "scheduler")
+			info, err := probe.Inspect(t.Context(), "scheduler")
 			if err != nil {
 				t.Fatal(err)
 			}

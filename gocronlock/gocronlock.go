@@ -32,7 +32,7 @@ import (
 // error wrapping distlock.ErrNotAcquired, and gocron skips this run. The
 // lock is held, and refreshed, until gocron unlocks it after the job.
 type Locker struct {
-	l      distlock.Locker
+	l      *distlock.Locker
 	prefix string
 	opts   []distlock.Option
 }
@@ -43,7 +43,7 @@ var _ gocron.Locker = (*Locker)(nil)
 // opts (typically distlock.WithMinHold; also WithTTL, WithMetadata). The
 // options are checked now: a bad one is an error wrapping
 // distlock.ErrInvalidOption, as is a nil l.
-func NewLocker(l distlock.Locker, prefix string, opts ...distlock.Option) (*Locker, error) {
+func NewLocker(l *distlock.Locker, prefix string, opts ...distlock.Option) (*Locker, error) {
 	if l == nil {
 		return nil, fmt.Errorf("%w: gocronlock.NewLocker: nil Locker", distlock.ErrInvalidOption)
 	}

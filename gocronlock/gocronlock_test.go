@@ -30,7 +30,7 @@ var backends = []struct {
 	}},
 }
 
-func open(t *testing.T, url string) distlock.Locker {
+func open(t *testing.T, url string) *distlock.Locker {
 	t.Helper()
 	l, err := distlock.Open(t.Context(), url)
 	if err != nil {

@@ -23,9 +23,9 @@ var releaseModes = []struct {
 	{"cas", "release=cas", &releaseStats[ReleaseCAS].tombstones},
 }
 
-func inspectT(t *testing.T, l distlock.Locker, key string) distlock.LockInfo {
+func inspectT(t *testing.T, l *distlock.Locker, key string) distlock.LockInfo {
 	t.Helper()
-	info, err := distlock.Inspect(ctxT(t, 10*time.Second), l, key)
+	info, err := l.Inspect(ctxT(t, 10*time.Second), key)
 	if err != nil {
 		t.Fatalf("Inspect(%q): %v", key, err)
 	}
@@ -99,7 +99,7 @@ func TestForceRelease(t *testing.T) {
 				t.Fatal(err)
 			}
 			before := m.used.Load()
-			info, err := distlock.ForceRelease(ctxT(t, 10*time.Second), operator, key)
+			info, err := operator.ForceRelease(ctxT(t, 10*time.Second), key)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -125,7 +125,7 @@ func TestForceRelease(t *testing.T) {
 			if err := next.Release(ctxT(t, 10*time.Second)); err != nil {
 				t.Error(err)
 			}
-			if info, err := distlock.ForceRelease(ctxT(t, 10*time.Second), operator, key); err != nil || info.Held {
+			if info, err := operator.ForceRelease(ctxT(t, 10*time.Second), key); err != nil || info.Held {
 				t.Errorf("ForceRelease of a free key = %+v, %v", info, err)
 			}
 		})

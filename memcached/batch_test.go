@@ -571,7 +571,7 @@ func TestRefreshBatchNoSelector(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = l.Close() })
-	d := l.d
+	d := driverOf(l)
 	if d.raw != nil {
 		t.Fatal("a raw pool without a selector")
 	}

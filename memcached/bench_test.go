@@ -35,16 +35,16 @@ import (
 //     acquire attempts per handoff (waiters poll with jittered backoff);
 //   - distinct-keys: 1,000 goroutines, each on its own key, through one
 //     Locker (b.RunParallel);
-//   - inspect: distlock.Inspect of a held key from another Locker (one
+//   - inspect: Locker.Inspect of a held key from another Locker (one
 //     meta get, "mg <key> t v c"), and /no-selector (gets, the record's
 //     expiry: New without WithSelector).
 func BenchmarkMemcached(b *testing.B) {
 	srv := testserver.Memcached(b, testserver.MemcachedConfig{NoEvict: true, ExtraArgs: []string{"-c", "4096"}})
 	ctx := context.Background()
-	open := func(b *testing.B, query string, opts ...distlock.Option) distlock.Locker {
+	open := func(b *testing.B, query string, opts ...distlock.Option) *distlock.Locker {
 		return benchkit.Open(b, mcURL(srv, query), opts...)
 	}
-	cycle := func(b *testing.B, l distlock.Locker, try bool, opts ...distlock.Option) {
+	cycle := func(b *testing.B, l *distlock.Locker, try bool, opts ...distlock.Option) {
 		benchkit.Cycle(b, l, "bench/uncontended", try, opts...)
 	}
 
@@ -92,7 +92,7 @@ func BenchmarkMemcached(b *testing.B) {
 	b.Run("handoff", func(b *testing.B) { benchHandoff(b, srv, "") })
 	b.Run("handoff/cas", func(b *testing.B) { benchHandoff(b, srv, "release=cas") })
 	b.Run("distinct-keys", func(b *testing.B) { benchkit.DistinctKeys(b, open(b, "max_idle=64")) })
-	inspect := func(b *testing.B, l distlock.Locker) {
+	inspect := func(b *testing.B, l *distlock.Locker) {
 		holder := open(b, "")
 		lease, err := holder.TryAcquire(ctx, "bench/inspect", distlock.WithMetadata("bench"))
 		if err != nil {
@@ -101,7 +101,7 @@ func BenchmarkMemcached(b *testing.B) {
 		defer func() { _ = lease.Release(ctx) }()
 		b.ReportAllocs()
 		for b.Loop() {
-			if info, err := distlock.Inspect(ctx, l, "bench/inspect"); err != nil || !info.Held {
+			if info, err := l.Inspect(ctx, "bench/inspect"); err != nil || !info.Held {
 				b.Fatal(info, err)
 			}
 		}
@@ -123,7 +123,7 @@ func BenchmarkMemcached(b *testing.B) {
 func benchHandoff(b *testing.B, srv *testserver.Server, query string) {
 	const lockers, goroutines = 4, 16
 	ctx := context.Background()
-	ls := make([]distlock.Locker, lockers)
+	ls := make([]*distlock.Locker, lockers)
 	drivers := make([]*countingDriver, lockers)
 	for i := range ls {
 		d := openDriver(b, mcURL(srv, query))
@@ -183,7 +183,7 @@ func BenchmarkNaturalBatching(b *testing.B) {
 	// batched Locker; one op is one block.
 	for _, n := range []int{1, 64} {
 		b.Run(fmt.Sprintf("goroutines=%d/paired", n), func(b *testing.B) {
-			var ls [2]*Locker
+			var ls [2]*distlock.Locker
 			for i := range ls {
 				ls[i], _ = benchLocker(b, srv, i == 1)
 				if err := batchCycle(ls[i], "bench/batch/warm"); err != nil {
@@ -235,7 +235,7 @@ type benchCounters struct{ writes, dials atomic.Int64 }
 // benchLocker is a Locker on srv as the URL opener makes it (selector,
 // 16 idle connections), with natural batching or without, whose
 // connections are counted.
-func benchLocker(b *testing.B, srv *testserver.Server, batched bool) (*Locker, *benchCounters) {
+func benchLocker(b *testing.B, srv *testserver.Server, batched bool) (*distlock.Locker, *benchCounters) {
 	cnt := new(benchCounters)
 	client := memcache.New(srv.Addr())
 	client.Timeout = 5 * time.Second
@@ -259,13 +259,13 @@ func benchLocker(b *testing.B, srv *testserver.Server, batched bool) (*Locker, *
 	}
 	b.Cleanup(func() { _ = l.Close() })
 	if !batched {
-		l.d.pipes = nil
+		driverOf(l).pipes = nil
 	}
 	return l, cnt
 }
 
 // batchCycle is TryAcquire+Release of key on l, within a deadline.
-func batchCycle(l *Locker, key string) error {
+func batchCycle(l *distlock.Locker, key string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	lease, err := l.TryAcquire(ctx, key)

@@ -89,7 +89,7 @@ func TestCloseWithRequestInFlightLeavesNoLock(t *testing.T) {
 // warmProxied starts a memcached and returns it with a Locker whose connections to a new memcached go
 // through the fault proxy p, with a pooled connection already open, and a
 // key named for the test.
-func warmProxied(t *testing.T, name string) (*testserver.Server, *netfault.Proxy, distlock.Locker, string) {
+func warmProxied(t *testing.T, name string) (*testserver.Server, *netfault.Proxy, *distlock.Locker, string) {
 	t.Helper()
 	srv := testserver.Memcached(t, testserver.MemcachedConfig{})
 	p, err := netfault.Listen(srv.Addr())

@@ -68,19 +68,6 @@ func closedPortURL(t *testing.T) string {
 	return "memcached://" + addr
 }
 
-// linked is a Locker whose connections pass through a fault proxy; Close
-// closes the proxy too.
-type linked struct {
-	distlock.Locker
-	proxy *netfault.Proxy
-}
-
-func (l *linked) Close() error {
-	err := l.Locker.Close()
-	_ = l.proxy.Close()
-	return err
-}
-
 // harness describes one memcached server for the suite, every Locker opened
 // by URL with query (its own client and connections).
 func harness(t *testing.T, srv *testserver.Server, query string) conformance.Harness {
@@ -91,7 +78,7 @@ func harness(t *testing.T, srv *testserver.Server, query string) conformance.Har
 	t.Cleanup(func() { _ = admin.Close() })
 	h := conformance.Harness{
 		Name:           "memcached",
-		NewLocker:      func(ctx context.Context) (distlock.Locker, error) { return distlock.Open(ctx, url) },
+		NewLocker:      func(ctx context.Context) (*distlock.Locker, error) { return distlock.Open(ctx, url) },
 		TTL:            confTTL,
 		URL:            url,
 		UnreachableURL: closedPortURL(t),
@@ -109,7 +96,7 @@ func harness(t *testing.T, srv *testserver.Server, query string) conformance.Har
 				}
 				return err
 			},
-			NewLinkedLocker: func(ctx context.Context) (distlock.Locker, conformance.Link, error) {
+			NewLinkedLocker: func(ctx context.Context) (*distlock.Locker, conformance.Link, error) {
 				p, err := netfault.Listen(addr)
 				if err != nil {
 					return nil, nil, err
@@ -121,7 +108,8 @@ func harness(t *testing.T, srv *testserver.Server, query string) conformance.Har
 					_ = p.Close()
 					return nil, nil, err
 				}
-				return &linked{Locker: l, proxy: p}, p, nil
+				t.Cleanup(func() { _ = p.Close() })
+				return l, p, nil
 			},
 		},
 	}

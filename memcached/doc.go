@@ -93,7 +93,7 @@
 //
 // # Inspection and forced release
 //
-// distlock.Inspect reads the item from any client: Owner, Metadata and
+// Locker.Inspect reads the item from any client: Owner, Metadata and
 // Holds (the live hold ids) from its value; TTL the time left before the
 // server drops it. Where the Locker knows the key's server (the URL opener,
 // or WithSelector) and the server speaks the meta protocol, that is the
@@ -110,7 +110,7 @@
 // knows nothing of them. A value under the key that distlock did not write
 // is an error, for ForceRelease too, and is left alone.
 //
-// distlock.ForceRelease reads the item with its CAS value and deletes it
+// Locker.ForceRelease reads the item with its CAS value and deletes it
 // only if that CAS value is still current: with "md <key> C<cas>" where the
 // last Release would use it, else by cas to a tombstone that expires at
 // once. If the item changed in between (a nested hold came or went, the
@@ -230,4 +230,6 @@
 // bound. memcached refuses connections beyond its -c limit
 // (default 1024) with "ERROR Too many open connections", which is reported
 // as ErrUnavailable: size -c for the number of concurrent lock operations.
+//
+// (*distlock.Locker).As answers **memcache.Client and *Items, which names the memcached item of each lock key.
 package memcached

@@ -29,7 +29,7 @@ func ctxT(t testing.TB, d time.Duration) context.Context {
 }
 
 // openURL opens a Locker by URL and closes it with the test.
-func openURL(t testing.TB, url string, opts ...distlock.Option) distlock.Locker {
+func openURL(t testing.TB, url string, opts ...distlock.Option) *distlock.Locker {
 	t.Helper()
 	l, err := distlock.Open(ctxT(t, 10*time.Second), url, opts...)
 	if err != nil {

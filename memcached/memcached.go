@@ -14,13 +14,6 @@ import (
 	"github.com/distlock/distlock/internal/async"
 )
 
-// Locker is a distlock.Locker on memcached, with memcached-specific
-// methods.
-type Locker struct {
-	distlock.Locker // Acquire, TryAcquire, Capabilities, Close
-	d               *driver
-}
-
 // New returns a Locker over client. It checks every option (an error wraps
 // ErrInvalidOption and names the option) and refuses a nil client; it never
 // connects: an unreachable server shows at the first acquisition. The
@@ -31,17 +24,13 @@ type Locker struct {
 // of it. After an I/O error the Locker drops the client's idle connections
 // (memcache.Client.Close, after which the client stays usable): after a
 // server restart every pooled connection is dead.
-func New(client *memcache.Client, opts ...Option) (*Locker, error) {
+func New(client *memcache.Client, opts ...Option) (*distlock.Locker, error) {
 	d, err := newDriver(client, opts)
 	if err != nil {
 		return nil, err
 	}
-	return &Locker{Locker: distlock.New(d, "memcached", d.defaults...), d: d}, nil
+	return distlock.New(d, "memcached", d.defaults...), nil
 }
-
-// ItemKey returns the memcached key under which this Locker stores the lock
-// named key, for inspection with other tools.
-func (l *Locker) ItemKey(key string) string { return ItemKey(l.d.prefix, key) }
 
 const (
 	// casRetries bounds the read-modify-write loops of one operation.
@@ -150,7 +139,3 @@ func call[T any](d *driver, ctx context.Context, op func(context.Context) (T, er
 	v, _, err := async.Call(d.g, ctx, op, late)
 	return v, err
 }
-
-// Unwrap returns the distlock.Locker inside l, through which
-// distlock.Inspect and distlock.ForceRelease reach the backend.
-func (l *Locker) Unwrap() distlock.Locker { return l.Locker }

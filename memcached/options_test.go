@@ -56,10 +56,10 @@ func TestNew(t *testing.T) {
 	if v := lease.Deadline().Sub(start); v > 2100*time.Millisecond || v < 2*time.Second {
 		t.Errorf("WithDefaults(WithTTL(3s)): validity %v, want 2s", v)
 	}
-	if l.ItemKey("typed") != ItemKey("typed:", "typed") {
+	if itemNames(l).Key("typed") != ItemKey("typed:", "typed") {
 		t.Errorf("ItemKey ignores the prefix")
 	}
-	if _, err := admin.Get(l.ItemKey("typed")); err != nil {
+	if _, err := admin.Get(itemNames(l).Key("typed")); err != nil {
 		t.Errorf("item under the prefix: %v", err)
 	}
 	if err := lease.Release(ctx); err != nil {

@@ -177,7 +177,7 @@ func TestReentrantConcurrent(t *testing.T) {
 	t.Parallel()
 	srv := testserver.Memcached(t, testserver.MemcachedConfig{NoEvict: true})
 	admin := adminClient(t, srv.Addr())
-	ls := []distlock.Locker{openURL(t, mcURL(srv, "")), openURL(t, mcURL(srv, ""))}
+	ls := []*distlock.Locker{openURL(t, mcURL(srv, "")), openURL(t, mcURL(srv, ""))}
 	other := openURL(t, mcURL(srv, ""))
 	const key, owner = "reentrant/concurrent", "shared-owner"
 	ctx := ctxT(t, time.Minute)

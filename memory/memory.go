@@ -6,10 +6,10 @@
 // ("mem://" the default one, "mem://name" another), so they contend as
 // clients of one server would. Each Locker is one client session.
 //
-// Inspection (distlock.Inspect) and forced release (distlock.ForceRelease)
+// Inspection (Locker.Inspect) and forced release (Locker.ForceRelease)
 // are supported; a forced release tells the evicted holder's lease at once.
 //
-// Semaphores (distlock.NewSemaphore) are supported too: a table of permit
+// Semaphores (Locker.Semaphore) are supported too: a table of permit
 // holders per key, apart from the locks, session-bound and expiring as
 // locks are, with a per-key token counter and release notifications.
 //
@@ -20,6 +20,8 @@
 // Locker, or Crash, frees its locks at once) and Expiring (TTL on Go's
 // monotonic clock). Not Durable: the lock table lives and dies with the
 // process, so there is no server restart for a lock to survive.
+//
+// (*distlock.Locker).As answers *Session (Crash, a simulated client crash) and **Namespace.
 package memory
 
 import (
@@ -89,12 +91,6 @@ func Shared(name string) *Namespace {
 	return ns
 }
 
-// Locker is a distlock.Locker on a Namespace: one client session.
-type Locker struct {
-	distlock.Locker
-	d *driver
-}
-
 // Option configures New.
 type Option func(*config)
 
@@ -109,7 +105,7 @@ func WithDefaults(opts ...distlock.Option) Option {
 // New returns a Locker, one new session, on ns. Its only error is a nil ns
 // (ErrInvalidOption): the signature is every backend's, func New(client,
 // ...Option) (*Locker, error).
-func New(ns *Namespace, opts ...Option) (*Locker, error) {
+func New(ns *Namespace, opts ...Option) (*distlock.Locker, error) {
 	if ns == nil {
 		return nil, fmt.Errorf("%w: memory.New: nil Namespace (use NewNamespace or Shared)", backend.ErrInvalidOption)
 	}
@@ -123,12 +119,14 @@ func New(ns *Namespace, opts ...Option) (*Locker, error) {
 		return nil, fmt.Errorf("memory: WithDefaults: %w", err)
 	}
 	d := &driver{ns: ns}
-	return &Locker{Locker: distlock.New(d, "mem", c.defaults...), d: d}, nil
+	l := distlock.New(d, "mem", c.defaults...)
+	d.locker = l
+	return l, nil
 }
 
 // MustNew is New for a Namespace known to be non-nil, as in tests and
 // examples; it panics on New's error.
-func MustNew(ns *Namespace, opts ...Option) *Locker {
+func MustNew(ns *Namespace, opts ...Option) *distlock.Locker {
 	l, err := New(ns, opts...)
 	if err != nil {
 		panic(err)
@@ -136,12 +134,42 @@ func MustNew(ns *Namespace, opts ...Option) *Locker {
 	return l
 }
 
+// Session is a Locker's session on its Namespace; a *Session target of
+// (*distlock.Locker).As gets it.
+type Session struct{ d *driver }
+
 // Crash ends the session as a client crash would: every lock it holds is
 // freed for other owners at once, without Release, and its leases are told
 // they were lost. Waiting acquisitions fail. The Locker is unusable after.
-func (l *Locker) Crash() {
-	l.d.endSession(true)
-	_ = l.Locker.Close()
+func (s Session) Crash() {
+	s.d.endSession(true)
+	_ = s.d.locker.Close()
+}
+
+// Crash is Session.Crash of l's session; it panics if l is not a memory
+// Locker. For tests.
+func Crash(l *distlock.Locker) {
+	var s Session
+	if !l.As(&s) {
+		panic("memory.Crash: not a memory Locker")
+	}
+	s.Crash()
+}
+
+// As answers (*distlock.Locker).As: *Session gets the Locker's session,
+// **Namespace its namespace.
+func (d *driver) As(target any) bool {
+	switch t := target.(type) {
+	case **driver: // for this package's tests
+		*t = d
+	case *Session:
+		*t = Session{d}
+	case **Namespace:
+		*t = d.ns
+	default:
+		return false
+	}
+	return true
 }
 
 // Expire drops the lock named key at once, as if its TTL had run out, and
@@ -175,7 +203,8 @@ func open(_ context.Context, u *url.URL) (backend.Driver, error) {
 // driver is one session on a namespace.
 type driver struct {
 	ns     *Namespace
-	closed bool // guarded by ns.mu
+	locker *distlock.Locker // the Locker over d, for Session.Crash
+	closed bool             // guarded by ns.mu
 }
 
 func (d *driver) Capabilities() backend.Capabilities {
@@ -494,10 +523,6 @@ func (l *lock) Refresh(_ context.Context, ttl time.Duration) error {
 	}
 	return nil
 }
-
-// Unwrap returns the distlock.Locker inside l, through which
-// distlock.Inspect and distlock.ForceRelease reach the backend.
-func (l *Locker) Unwrap() distlock.Locker { return l.Locker }
 
 // Inspect reads key's entry: holder, metadata, token, holds, time left and
 // queued waiters.

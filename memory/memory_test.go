@@ -15,7 +15,7 @@ import (
 func harness(ns *memory.Namespace) conformance.Harness {
 	return conformance.Harness{
 		Name:      "memory",
-		NewLocker: func(context.Context) (distlock.Locker, error) { return memory.MustNew(ns), nil },
+		NewLocker: func(context.Context) (*distlock.Locker, error) { return memory.MustNew(ns), nil },
 		TTL:       300 * time.Millisecond,
 		Faults: conformance.Faults{
 			Expire: func(_ context.Context, key string) error {
@@ -24,8 +24,8 @@ func harness(ns *memory.Namespace) conformance.Harness {
 				}
 				return nil
 			},
-			KillClient: func(l distlock.Locker) error {
-				l.(*memory.Locker).Crash()
+			KillClient: func(l *distlock.Locker) error {
+				memory.Crash(l)
 				return nil
 			},
 		},
@@ -57,7 +57,7 @@ func TestQueuedSameOwnerNests(t *testing.T) {
 		err   error
 	}
 	results := make(chan result, 3)
-	for _, l := range []*memory.Locker{a, a, b} {
+	for _, l := range []*distlock.Locker{a, a, b} {
 		go func() {
 			lease, err := l.Acquire(ctx, "k", owner)
 			results <- result{lease, err}

@@ -39,7 +39,7 @@ func TestReleaseAfterWakesQueuedWaiter(t *testing.T) {
 	}()
 	// Wait until b is queued.
 	for i := 0; ; i++ {
-		info, err := distlock.Inspect(ctx, a, "job")
+		info, err := a.Inspect(ctx, "job")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -8,7 +8,7 @@ import (
 	"github.com/distlock/distlock/backend"
 )
 
-// Semaphores (distlock.NewSemaphore): a table of permit holders per key,
+// Semaphores (Locker.Semaphore): a table of permit holders per key,
 // beside the lock table and independent of it. Expired holders are dropped
 // whenever the key is looked at; a permit given back or dropped wakes the
 // key's watchers (backend.PermitNotifier). Tokens come from a per-key

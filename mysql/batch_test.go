@@ -477,7 +477,7 @@ func TestRowAutoRefreshBatched(t *testing.T) {
 	held := time.Since(start)
 	batched, single, carried := batchStatements(w)
 	for i := range leases {
-		info, err := distlock.Inspect(ctx, l, fmt.Sprintf("auto/%d", i))
+		info, err := l.Inspect(ctx, fmt.Sprintf("auto/%d", i))
 		if err != nil || !info.Held || info.TTL <= 0 {
 			t.Fatalf("auto/%d after %v: %+v, %v", i, held, info, err)
 		}

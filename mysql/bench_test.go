@@ -43,7 +43,7 @@ func BenchmarkHandoff(b *testing.B) {
 		b.Run(string(mode), func(b *testing.B) {
 			srv := server(b)
 			table := uniqueTable("handoff")
-			ls := make([]distlock.Locker, 4)
+			ls := make([]*distlock.Locker, 4)
 			for i := range ls {
 				l := mustNew(b, openDB(b, config(b, srv)), mysql.WithMode(mode), mysql.WithTable(table))
 				defer l.Close()
@@ -136,7 +136,7 @@ func BenchmarkNaturalBatching(b *testing.B) {
 }
 
 // rowCycle is TryAcquire+Release of key on l within a deadline.
-func rowCycle(l distlock.Locker, key string) error {
+func rowCycle(l *distlock.Locker, key string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	lease, err := l.TryAcquire(ctx, key)

@@ -65,7 +65,7 @@ func TestRowFloorReadIsLocking(t *testing.T) {
 // floor row's hash) in a transaction left open, and checks that a first
 // acquisition of key waits for it and then gets 1001: the floor read is
 // a locking read.
-func expectFloorWaited(t *testing.T, ctx context.Context, admin *sql.DB, l *mysql.Locker, key, raise string) {
+func expectFloorWaited(t *testing.T, ctx context.Context, admin *sql.DB, l *distlock.Locker, key, raise string) {
 	t.Helper()
 	tx, err := admin.BeginTx(ctx, nil)
 	if err != nil {
@@ -89,7 +89,7 @@ func TestRowCleanupConcurrent(t *testing.T) {
 	srv := server(t)
 	table := uniqueTable("cleanconc")
 	ctx := ctxT(t, 2*time.Minute)
-	var lockers []*mysql.Locker
+	var lockers []*distlock.Locker
 	for range 3 {
 		l := mustNew(t, openDB(t, config(t, srv)), mysql.WithTable(table), mysql.WithCleanup(0, 0, 1))
 		defer l.Close()
@@ -100,9 +100,9 @@ func TestRowCleanupConcurrent(t *testing.T) {
 
 // raceCleanups runs sqltest.CleanupRace over lockers, each cleaning with
 // no grace, 3 rows a pass.
-func raceCleanups(t *testing.T, ctx context.Context, lockers []*mysql.Locker) {
+func raceCleanups(t *testing.T, ctx context.Context, lockers []*distlock.Locker) {
 	t.Helper()
-	ls := make([]distlock.Locker, len(lockers))
+	ls := make([]*distlock.Locker, len(lockers))
 	for i, l := range lockers {
 		ls[i] = l
 	}
@@ -125,7 +125,7 @@ func lockWaitSeen(ctx context.Context, admin *sql.DB) func() bool {
 
 // forcedCleanup runs l's cleanup with no grace until a pass deletes
 // nothing, and returns the rows (keys) deleted.
-func forcedCleanup(t testing.TB, ctx context.Context, l *mysql.Locker) func() int {
+func forcedCleanup(t testing.TB, ctx context.Context, l *distlock.Locker) func() int {
 	return func() int {
 		deleted := 0
 		for {

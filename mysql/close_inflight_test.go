@@ -46,7 +46,7 @@ func TestCloseWithRequestInFlightLeavesNoLock(t *testing.T) {
 	t.Logf("Close took %v", time.Since(start).Round(time.Millisecond))
 	landed := false
 	for end := time.Now().Add(2 * time.Second); time.Now().Before(end) && !landed; time.Sleep(10 * time.Millisecond) {
-		info, err := distlock.Inspect(ctx, other, key)
+		info, err := other.Inspect(ctx, key)
 		landed = err == nil && info.Held
 	}
 	t.Logf("lost statement seen holding the lock: %v", landed)
@@ -59,7 +59,7 @@ func TestCloseWithRequestInFlightLeavesNoLock(t *testing.T) {
 			return
 		}
 		if time.Now().After(deadline) {
-			info, _ := distlock.Inspect(ctx, other, key)
+			info, _ := other.Inspect(ctx, key)
 			t.Fatalf("10s after Close, the lost statement's lock (TTL 10m) is still held: %v (%+v)", err, info)
 		}
 		time.Sleep(50 * time.Millisecond)

@@ -89,7 +89,7 @@ func (h *harness) kill(ctx context.Context, id int64) error {
 // that a lock whose connection Expire killed still looks held to its lease,
 // so that the stale-holder check reaches the backend's own check (COMMIT on
 // a dead session) instead of finding the lease already ended.
-func (h *harness) NewLocker(ctx context.Context) (distlock.Locker, error) {
+func (h *harness) NewLocker(ctx context.Context) (*distlock.Locker, error) {
 	if h.mode == mysql.ModeRow {
 		return distlock.Open(ctx, mysqlURL(h.srv, h.query))
 	}
@@ -99,7 +99,7 @@ func (h *harness) NewLocker(ctx context.Context) (distlock.Locker, error) {
 
 // NewLinkedLocker opens a client whose connections pass through a fault
 // proxy.
-func (h *harness) NewLinkedLocker(ctx context.Context) (distlock.Locker, conformance.Link, error) {
+func (h *harness) NewLinkedLocker(ctx context.Context) (*distlock.Locker, conformance.Link, error) {
 	p, err := netfault.Listen(h.srv.Addr())
 	if err != nil {
 		return nil, nil, err
@@ -217,11 +217,11 @@ func (h *harness) harness() conformance.Harness {
 	// Forupdate: a partitioned client (the linked one) loses its session
 	// after its wait_timeout of 3s. Sessions end by KILL CONNECTION.
 	sh.SessionTimeout = 3 * time.Second
-	sh.PinnedIDs = func(l distlock.Locker, key string) []int64 {
+	sh.PinnedIDs = func(l *distlock.Locker, key string) []int64 {
 		if key == "" {
-			return mysql.PinnedConnIDs(l.(*mysql.Locker))
+			return mysql.PinnedConnIDs(l)
 		}
-		if id, ok := mysql.PinnedConnID(l.(*mysql.Locker), key); ok {
+		if id, ok := mysql.PinnedConnID(l, key); ok {
 			return []int64{id}
 		}
 		return nil

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/internal/testkit/sqltest"
 	"github.com/distlock/distlock/mysql"
 )
@@ -40,7 +39,7 @@ func TestNestIntoEvictedHold(t *testing.T) {
 			defer b.Close()
 			sqltest.EvictedNest(t, a, b, "job", tc.mode == mysql.ModeForUpdate, func(ctx context.Context) error {
 				if !tc.kill {
-					_, err := distlock.ForceRelease(ctx, b, "job")
+					_, err := b.ForceRelease(ctx, "job")
 					return err
 				}
 				id, ok := mysql.PinnedConnID(a, "job")

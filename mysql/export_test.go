@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/distlock/distlock"
+
 	"github.com/distlock/distlock/internal/sqllock"
 )
 
@@ -12,19 +14,19 @@ import (
 
 // PinnedConnIDs returns the server connection ids of every lock l holds in
 // forupdate mode.
-func PinnedConnIDs(l *Locker) []int64 {
-	if l.fu == nil {
+func PinnedConnIDs(l *distlock.Locker) []int64 {
+	if fuOf(l) == nil {
 		return nil
 	}
-	return l.fu.t.IDs("")
+	return fuOf(l).t.IDs("")
 }
 
 // PinnedConnID returns the connection id holding key in forupdate mode.
-func PinnedConnID(l *Locker, key string) (int64, bool) {
-	if l.fu == nil {
+func PinnedConnID(l *distlock.Locker, key string) (int64, bool) {
+	if fuOf(l) == nil {
 		return 0, false
 	}
-	if ids := l.fu.t.IDs(key); len(ids) > 0 {
+	if ids := fuOf(l).t.IDs(key); len(ids) > 0 {
 		return ids[0], true
 	}
 	return 0, false
@@ -32,11 +34,11 @@ func PinnedConnID(l *Locker, key string) (int64, bool) {
 
 // PinnedCount returns how many connections l has pinned (held locks and
 // acquisitions in progress).
-func PinnedCount(l *Locker) int {
-	if l.fu == nil {
+func PinnedCount(l *distlock.Locker) int {
+	if fuOf(l) == nil {
 		return 0
 	}
-	return l.fu.t.Pinned()
+	return fuOf(l).t.Pinned()
 }
 
 // TTLMicros exposes ttlMicros.
@@ -44,11 +46,11 @@ var TTLMicros = ttlMicros
 
 // CleanupNow runs l's row-mode cleanup passes now, as the background loop
 // does, and returns the rows deleted.
-func CleanupNow(ctx context.Context, l *Locker, grace time.Duration, batch int) (int, error) {
-	if err := l.b.ready(ctx); err != nil {
+func CleanupNow(ctx context.Context, l *distlock.Locker, grace time.Duration, batch int) (int, error) {
+	if err := driverOf(l).common().ready(ctx); err != nil {
 		return 0, err
 	}
-	return sqllock.RunCleanup(ctx, sqllock.Cleanup{Interval: time.Hour, Grace: grace, Batch: batch}, l.b.cleanup)
+	return sqllock.RunCleanup(ctx, sqllock.Cleanup{Interval: time.Hour, Grace: grace, Batch: batch}, driverOf(l).common().cleanup)
 }
 
 // FloorHash exposes floorHash.
@@ -57,8 +59,8 @@ var FloorHash = floorHash
 // RowAcquireSQL returns l's row-mode acquire and release statements, and
 // the arguments of one acquisition of key by owner (hold id fixed) with
 // the TTL in µs, and of its release.
-func RowAcquireSQL(l *Locker, key, owner string, us int64) (acquire, release string, acqArgs, relArgs []any) {
-	d := newRowDriver(l.b)
+func RowAcquireSQL(l *distlock.Locker, key, owner string, us int64) (acquire, release string, acqArgs, relArgs []any) {
+	d := newRowDriver(driverOf(l).common())
 	h := keyHash(key)
 	floor := floorHash(h)
 	hold := newHoldID()
@@ -70,15 +72,23 @@ func RowAcquireSQL(l *Locker, key, owner string, us int64) (acquire, release str
 }
 
 // FloorReadSQL is the floor read in the acquire statement of l's table.
-func FloorReadSQL(l *Locker) string {
-	return "(SELECT f.fence FROM (SELECT fence FROM " + l.b.Table + " WHERE key_hash = ?) AS f)"
+func FloorReadSQL(l *distlock.Locker) string {
+	return "(SELECT f.fence FROM (SELECT fence FROM " + driverOf(l).common().Table + " WHERE key_hash = ?) AS f)"
 }
 
 // ShiftClock moves l's reading of the client's wall clock by d (before l
 // is used): a row-mode Locker must behave the same, as its statements take
 // every time from the server.
-func ShiftClock(l *Locker, d time.Duration) { l.b.Now = func() time.Time { return time.Now().Add(d) } }
+func ShiftClock(l *distlock.Locker, d time.Duration) {
+	driverOf(l).common().Now = func() time.Time { return time.Now().Add(d) }
+}
 
 // SetUndoSchedule sets when l's give-back of a lost acquisition's hold
 // tries (offsets from the first try), before l is used.
-func SetUndoSchedule(l *Locker, at ...time.Duration) { l.b.UndoSchedule = at }
+func SetUndoSchedule(l *distlock.Locker, at ...time.Duration) { driverOf(l).common().UndoSchedule = at }
+
+// fuOf is l's forupdate driver, nil in the other mode.
+func fuOf(l *distlock.Locker) *fuDriver {
+	d, _ := driverOf(l).(*fuDriver)
+	return d
+}

@@ -18,7 +18,7 @@ import (
 	"github.com/distlock/distlock/mysql"
 )
 
-func fuLocker(t testing.TB, db *sql.DB, table string, opts ...mysql.Option) *mysql.Locker {
+func fuLocker(t testing.TB, db *sql.DB, table string, opts ...mysql.Option) *distlock.Locker {
 	t.Helper()
 	l := mustNew(t, db, append([]mysql.Option{mysql.WithMode(mysql.ModeForUpdate), mysql.WithTable(table)}, opts...)...)
 	t.Cleanup(func() { _ = l.Close() })
@@ -363,7 +363,7 @@ func TestForUpdateCreateRace(t *testing.T) {
 	srv := server(t)
 	table := uniqueTable("furace")
 	const clients = 12
-	ls := make([]*mysql.Locker, clients)
+	ls := make([]*distlock.Locker, clients)
 	for i := range ls {
 		ls[i] = fuLocker(t, openDB(t, config(t, srv)), table)
 	}
@@ -448,7 +448,7 @@ func TestForUpdateRestart(t *testing.T) {
 	table := uniqueTable("furestart")
 	ctx := ctxT(t, 2*time.Minute)
 	u := mysqlURL(srv, "mode=forupdate&keepalive=300ms&table="+table)
-	open := func() distlock.Locker {
+	open := func() *distlock.Locker {
 		l, err := distlock.Open(ctx, u)
 		if err != nil {
 			t.Fatal(err)

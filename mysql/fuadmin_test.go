@@ -39,7 +39,7 @@ func TestForUpdateForceReleaseChecksHolder(t *testing.T) {
 	if _, err := admin.ExecContext(ctx, "UPDATE `"+table+"` SET conn_id = ? WHERE key_hash = ? AND kind = 1", id, h[:]); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := distlock.ForceRelease(ctx, l, "k"); !errors.Is(err, distlock.ErrUnavailable) {
+	if _, err := l.ForceRelease(ctx, "k"); !errors.Is(err, distlock.ErrUnavailable) {
 		t.Errorf("ForceRelease with a stale record: %v, want ErrUnavailable", err)
 	}
 	if err := bystander.PingContext(ctx); err != nil {
@@ -52,7 +52,7 @@ func TestForUpdateForceReleaseChecksHolder(t *testing.T) {
 	if _, err := admin.ExecContext(ctx, "UPDATE `"+table+"` SET conn_id = ? WHERE key_hash = ? AND kind = 1", holder, h[:]); err != nil {
 		t.Fatal(err)
 	}
-	info, err := distlock.ForceRelease(ctx, l, "k")
+	info, err := l.ForceRelease(ctx, "k")
 	if err != nil || !info.Held || info.Token != lease.Token() || info.Metadata != "m" || !info.SessionBound {
 		t.Errorf("ForceRelease = %+v, %v", info, err)
 	}
@@ -86,13 +86,13 @@ func TestForUpdateInspect(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	info, err := distlock.Inspect(ctx, op, "k")
+	info, err := op.Inspect(ctx, "k")
 	if err != nil || !info.Held || info.Owner != "o" || info.Metadata != "first" || info.Holds != 2 || info.Token != a.Token() || !info.SessionBound || info.TTL != 0 {
 		t.Errorf("Inspect = %+v, %v", info, err)
 	}
 	_ = b.Release(ctx)
 	_ = a.Release(ctx)
-	if info, err := distlock.Inspect(ctx, op, "k"); err != nil || info.Held {
+	if info, err := op.Inspect(ctx, "k"); err != nil || info.Held {
 		t.Errorf("Inspect after release = %+v, %v", info, err)
 	}
 }

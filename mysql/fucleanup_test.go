@@ -72,7 +72,7 @@ func TestForUpdateCleanupConcurrent(t *testing.T) {
 	srv := server(t)
 	table := uniqueTable("fucleanconc")
 	ctx := ctxT(t, 2*time.Minute)
-	var lockers []*mysql.Locker
+	var lockers []*distlock.Locker
 	for range 3 {
 		lockers = append(lockers, fuLocker(t, openDB(t, config(t, srv)), table, mysql.WithCleanup(0, 0, 1)))
 	}

@@ -13,6 +13,7 @@ import (
 
 	gomysql "github.com/go-sql-driver/mysql"
 
+	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/internal/testkit/sqltest"
 	"github.com/distlock/distlock/internal/testkit/testserver"
 	"github.com/distlock/distlock/mysql"
@@ -199,7 +200,7 @@ func wiredDB(t testing.TB, srv *testserver.MariaDB, w *wire) *sql.DB {
 func mysqlKeyHash(key string) [32]byte { return sha256.Sum256([]byte(key)) }
 
 // mustNew is mysql.New for a test: an error fails it.
-func mustNew(t testing.TB, db *sql.DB, opts ...mysql.Option) *mysql.Locker {
+func mustNew(t testing.TB, db *sql.DB, opts ...mysql.Option) *distlock.Locker {
 	t.Helper()
 	l, err := mysql.New(db, opts...)
 	if err != nil {

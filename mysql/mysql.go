@@ -141,11 +141,11 @@
 // only parameters for keys and owners; the table name is validated as an
 // identifier and quoted.
 //
-// # Inspection and forced release (distlock.Inspect, distlock.ForceRelease)
+// # Inspection and forced release (Locker.Inspect, Locker.ForceRelease)
 //
 // Both modes store the acquisition's WithMetadata with the lock (a nested
 // acquisition keeps the first hold's). The Locker's own Inspect method and
-// Info type of earlier releases are gone: use distlock.Inspect.
+// Info type of earlier releases are gone: use Locker.Inspect.
 //
 // Row mode: Inspect reads the lease row — owner, metadata, token, nested
 // holds and the TTL left by the database clock; Waiters is -1 (pollers are
@@ -286,6 +286,8 @@
 // not used; statements give the same result whether UPDATE assignments see
 // earlier assignments (MySQL's left-to-right rule) or not (MariaDB's
 // SIMULTANEOUS_ASSIGNMENT sql_mode).
+//
+// (*distlock.Locker).As answers *Mode and **sql.DB.
 package mysql
 
 import (
@@ -403,16 +405,6 @@ func newConfig(opts []Option) (config, error) {
 	return c, err
 }
 
-// Locker is a distlock.Locker on a MySQL or MariaDB database, in one Mode,
-// with the backend's own method Mode. distlock.Inspect and
-// distlock.ForceRelease reach it through Unwrap.
-type Locker struct {
-	distlock.Locker // Acquire, TryAcquire, Capabilities, Close
-	mode            Mode
-	b               *base
-	fu              *fuDriver // nil in row mode
-}
-
 // New returns a Locker over db, which must use the go-sql-driver/mysql
 // driver (a *sqlx.DB user passes its DB field); interpolateParams=true in
 // its DSN saves a round trip per statement (otherwise every statement with
@@ -424,7 +416,7 @@ type Locker struct {
 // returns an error wrapping distlock.ErrInvalidOption naming the first
 // invalid one, and never panics. It does not contact the server; the table
 // is created (or checked) on first use.
-func New(db *sql.DB, opts ...Option) (*Locker, error) {
+func New(db *sql.DB, opts ...Option) (*distlock.Locker, error) {
 	c, err := newConfig(opts)
 	if err != nil {
 		return nil, err
@@ -432,16 +424,13 @@ func New(db *sql.DB, opts ...Option) (*Locker, error) {
 	if db == nil {
 		return nil, fmt.Errorf("%w: mysql: New: nil *sql.DB", backend.ErrInvalidOption)
 	}
-	d := newDriver(db, nil, c)
-	l := &Locker{mode: Mode(c.Mode), b: d.common()}
-	l.fu, _ = d.(*fuDriver)
-	l.Locker = distlock.New(d, "mysql", c.Defaults...)
-	return l, nil
+	return distlock.New(newDriver(db, nil, c), "mysql", c.Defaults...), nil
 }
 
 // modeDriver is a backend.Driver of either mode.
 type modeDriver interface {
 	backend.Driver
+	backend.Aser
 	backend.ErrorClassifier
 	common() *base
 }
@@ -498,9 +487,6 @@ func (b *base) ready(ctx context.Context) error {
 	})
 }
 
-// Mode reports the Locker's mechanism.
-func (l *Locker) Mode() Mode { return l.mode }
-
 // DDL returns the CREATE TABLE statement of the lock table for mode, for
 // users who manage the schema themselves (WithCreateTable(false)). table ""
 // means the mode's default table. An invalid mode or table name gives an
@@ -546,7 +532,3 @@ func keyHash(key string) [32]byte { return sha256.Sum256([]byte(key)) }
 // ttlMicros is sqllock.TTLMicros: whole microseconds (DATETIME(6)),
 // rounded up.
 var ttlMicros = sqllock.TTLMicros
-
-// Unwrap returns the distlock.Locker inside l, through which
-// distlock.Inspect and distlock.ForceRelease reach the backend.
-func (l *Locker) Unwrap() distlock.Locker { return l.Locker }

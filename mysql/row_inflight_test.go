@@ -57,7 +57,7 @@ func TestRowLostRequestOwnerRetry(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the owner's retry: %v", err)
 	}
-	if info, err := distlock.Inspect(ctx, other, key); err != nil || info.Holds < 1 {
+	if info, err := other.Inspect(ctx, key); err != nil || info.Holds < 1 {
 		t.Fatalf("after the retry: %+v, %v", info, err)
 	} else {
 		t.Logf("after the retry: %d holds (2 if it nested before the give-back ran)", info.Holds)
@@ -76,11 +76,11 @@ func TestRowLostRequestOwnerRetry(t *testing.T) {
 }
 
 // waitInfo polls Inspect until ok holds, for at most d.
-func waitInfo(t *testing.T, l *mysql.Locker, key string, d time.Duration, what string, ok func(distlock.LockInfo) bool) {
+func waitInfo(t *testing.T, l *distlock.Locker, key string, d time.Duration, what string, ok func(distlock.LockInfo) bool) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for {
-		info, err := distlock.Inspect(ctxT(t, 10*time.Second), l, key)
+		info, err := l.Inspect(ctxT(t, 10*time.Second), key)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -96,7 +96,7 @@ func waitInfo(t *testing.T, l *mysql.Locker, key string, d time.Duration, what s
 
 // proxiedPair returns two row-mode Lockers on one new table: l reaches the
 // server through the fault proxy p (closed with the test), other directly.
-func proxiedPair(t *testing.T, name string) (p *netfault.Proxy, l, other *mysql.Locker) {
+func proxiedPair(t *testing.T, name string) (p *netfault.Proxy, l, other *distlock.Locker) {
 	t.Helper()
 	srv := server(t)
 	table := uniqueTable(name)

@@ -130,7 +130,7 @@ func TestRowSQLSendsNoClientTime(t *testing.T) {
 	}
 	watcher := mustNew(t, openDB(t, config(t, srv)), mysql.WithTable(table)) // off the wire
 	defer watcher.Close()
-	if !sqltest.Until(10*time.Second, func() bool { info, err := distlock.Inspect(ctx, watcher, "k"); return err == nil && !info.Held }) {
+	if !sqltest.Until(10*time.Second, func() bool { info, err := watcher.Inspect(ctx, "k"); return err == nil && !info.Held }) {
 		t.Fatal("a 1s lease still held after 10s")
 	}
 	l4, err := a.TryAcquire(ctx, "k") // takeover of the expired row
@@ -168,7 +168,7 @@ func TestRowSQLSendsNoClientTime(t *testing.T) {
 func TestRowSessionClockSkew(t *testing.T) {
 	srv := server(t)
 	table := uniqueTable("skew")
-	open := func(tz string) (*mysql.Locker, string) {
+	open := func(tz string) (*distlock.Locker, string) {
 		cfg := config(t, srv)
 		cfg.Params = map[string]string{"time_zone": "'" + tz + "'"}
 		db := openDB(t, cfg)
@@ -196,7 +196,7 @@ func TestRowConcurrentTakeover(t *testing.T) {
 	admin := adminDB(t, srv)
 	table := uniqueTable("takeover")
 	const clients = 16
-	ls := make([]*mysql.Locker, clients)
+	ls := make([]*distlock.Locker, clients)
 	for i := range ls {
 		ls[i] = mustNew(t, openDB(t, config(t, srv)), mysql.WithTable(table))
 		defer ls[i].Close()
@@ -257,7 +257,7 @@ func TestRowFenceAcrossRestart(t *testing.T) {
 	table := uniqueTable("fence")
 	u := mysqlURL(srv, "table="+table)
 	ctx := ctxT(t, 3*time.Minute)
-	open := func() distlock.Locker {
+	open := func() *distlock.Locker {
 		l, err := distlock.Open(ctx, u)
 		if err != nil {
 			t.Fatal(err)
@@ -268,7 +268,7 @@ func TestRowFenceAcrossRestart(t *testing.T) {
 	a, b := open(), open()
 	const key = "fence"
 	var tokens []uint64
-	take := func(l distlock.Locker, opts ...distlock.Option) *distlock.Lease {
+	take := func(l *distlock.Locker, opts ...distlock.Option) *distlock.Lease {
 		t.Helper()
 		lease, err := l.Acquire(ctx, key, opts...)
 		if err != nil {
@@ -375,7 +375,7 @@ func TestRowAmbiguousAcquire(t *testing.T) {
 	ambiguous("ambig/nested", owner)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		info, err := distlock.Inspect(ctx, other, "ambig/nested")
+		info, err := other.Inspect(ctx, "ambig/nested")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -433,7 +433,7 @@ func TestRowKeys(t *testing.T) {
 		if _, err := b.TryAcquire(ctx, k); !errors.Is(err, distlock.ErrNotAcquired) {
 			t.Errorf("key %q not locked for another client: %v", k, err)
 		}
-		info, err := distlock.Inspect(ctx, b, k)
+		info, err := b.Inspect(ctx, k)
 		if err != nil || info.Key != k || !info.Held {
 			t.Errorf("Inspect(%q) = %+v, %v", k, info, err)
 		}
@@ -474,7 +474,7 @@ func TestRowReentrantAcrossLockers(t *testing.T) {
 	if l1.Token() != l2.Token() {
 		t.Errorf("nested token %d, want %d", l2.Token(), l1.Token())
 	}
-	if info, _ := distlock.Inspect(ctx, a, "reent"); info.Holds != 2 || info.Owner != "shared-owner" {
+	if info, _ := a.Inspect(ctx, "reent"); info.Holds != 2 || info.Owner != "shared-owner" {
 		t.Errorf("Inspect = %+v, want 2 holds of shared-owner", info)
 	}
 	_ = l1.Release(ctx)
@@ -482,7 +482,7 @@ func TestRowReentrantAcrossLockers(t *testing.T) {
 		t.Errorf("freed with a hold left: %v", err)
 	}
 	_ = l2.Release(ctx)
-	if info, _ := distlock.Inspect(ctx, a, "reent"); info.Held {
+	if info, _ := a.Inspect(ctx, "reent"); info.Held {
 		t.Errorf("still held after both releases: %+v", info)
 	}
 }
@@ -510,7 +510,7 @@ func TestRowMaxTTL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	info, err := distlock.Inspect(ctx, l, "max")
+	info, err := l.Inspect(ctx, "max")
 	if err != nil || info.TTL < distlock.MaxTTL-time.Minute {
 		t.Errorf("Inspect = %+v, %v", info, err)
 	}
@@ -526,7 +526,7 @@ func TestRowClientClockSkew(t *testing.T) {
 	t.Parallel()
 	srv := server(t)
 	table := uniqueTable("skew")
-	open := func(shift time.Duration) *mysql.Locker {
+	open := func(shift time.Duration) *distlock.Locker {
 		l := mustNew(t, openDB(t, config(t, srv)), mysql.WithTable(table))
 		mysql.ShiftClock(l, shift)
 		t.Cleanup(func() { _ = l.Close() })

@@ -11,7 +11,7 @@ import (
 	"github.com/distlock/distlock/internal/sqllock"
 )
 
-// Semaphores (distlock.NewSemaphore), row mode only: a permit table named
+// Semaphores (Locker.Semaphore), row mode only: a permit table named
 // after the lock table with the suffix "_permits" (created with the lock
 // table under WithCreateTable; DDL below). A semaphore is one row with an
 // empty id (its permit count and its fence counter) and one row per permit

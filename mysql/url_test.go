@@ -123,8 +123,8 @@ func TestNewInvalidOptions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l.Mode() != mysql.ModeForUpdate {
-		t.Errorf("Mode() = %q", l.Mode())
+	if modeOf(l) != mysql.ModeForUpdate {
+		t.Errorf("Mode() = %q", modeOf(l))
 	}
 	if err := l.Close(); err != nil {
 		t.Error(err)
@@ -215,7 +215,7 @@ func TestManagedSchema(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s with the table: %v", mode, err)
 		}
-		info, err := distlock.Inspect(ctx, l, "k")
+		info, err := l.Inspect(ctx, "k")
 		if err != nil || info.Token != lease.Token() {
 			t.Errorf("%s: Inspect = %+v, %v; want fence %d", mode, info, err, lease.Token())
 		}

@@ -50,7 +50,7 @@ func newHarness(t *testing.T, opts ...dotel.Option) *harness {
 	return h
 }
 
-func (h *harness) locker(t *testing.T, ns *memory.Namespace) *memory.Locker {
+func (h *harness) locker(t *testing.T, ns *memory.Namespace) *distlock.Locker {
 	t.Helper()
 	l, err := memory.New(ns, memory.WithDefaults(distlock.WithObserver(h.obs)))
 	if err != nil {

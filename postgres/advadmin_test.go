@@ -37,7 +37,7 @@ func TestAdvisoryForceReleaseChecksHolder(t *testing.T) {
 	if _, err := admin.Exec(ctx, `UPDATE "`+table+`" SET pid = $1 WHERE lock_key = 'k'`, pid); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := distlock.ForceRelease(ctx, l, "k"); !errors.Is(err, distlock.ErrUnavailable) {
+	if _, err := l.ForceRelease(ctx, "k"); !errors.Is(err, distlock.ErrUnavailable) {
 		t.Errorf("ForceRelease with a stale record: %v, want ErrUnavailable", err)
 	}
 	if err := bystander.Ping(ctx); err != nil {
@@ -51,7 +51,7 @@ func TestAdvisoryForceReleaseChecksHolder(t *testing.T) {
 	if _, err := admin.Exec(ctx, `UPDATE "`+table+`" SET pid = $1 WHERE lock_key = 'k'`, int32(holder)); err != nil {
 		t.Fatal(err)
 	}
-	info, err := distlock.ForceRelease(ctx, l, "k")
+	info, err := l.ForceRelease(ctx, "k")
 	if err != nil || !info.Held || info.Token != lease.Token() || info.Metadata != "m" {
 		t.Errorf("ForceRelease = %+v, %v", info, err)
 	}

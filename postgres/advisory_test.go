@@ -15,7 +15,7 @@ import (
 )
 
 // advisoryLocker opens an advisory Locker by URL with a fast keepalive.
-func advisoryLocker(t *testing.T, url string) distlock.Locker {
+func advisoryLocker(t *testing.T, url string) *distlock.Locker {
 	t.Helper()
 	l, err := distlock.Open(ctxT(t, 30*time.Second), url)
 	if err != nil {

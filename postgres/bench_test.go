@@ -43,7 +43,7 @@ func BenchmarkHandoff(b *testing.B) {
 		b.Run(mode.name, func(b *testing.B) {
 			srv := server(b)
 			table := uniqueTable("handoff")
-			all := make([]distlock.Locker, 4)
+			all := make([]*distlock.Locker, 4)
 			for i := range all {
 				l := mustNew(b, openPool(b, srv, nil), append(mode.opts, postgres.WithTable(table), postgres.WithCreateTable(true))...)
 				defer l.Close()

@@ -78,8 +78,8 @@ func TestRowCleanupConcurrent(t *testing.T) {
 	srv := server(t)
 	table := uniqueTable("cleanconc")
 	ctx := ctxT(t, 2*time.Minute)
-	var lockers []*postgres.Locker
-	var ls []distlock.Locker
+	var lockers []*distlock.Locker
+	var ls []*distlock.Locker
 	for range 3 {
 		l := mustNew(t, openPool(t, srv, nil), postgres.WithTable(table), postgres.WithCreateTable(true), postgres.WithCleanup(0, 0, 1))
 		defer l.Close()
@@ -120,7 +120,7 @@ func TestRowSchemaUpgrade(t *testing.T) {
 	if lease.Token() != 42 {
 		t.Errorf("token %d after the upgrade, want 42 (the row's fence kept)", lease.Token())
 	}
-	if info, err := distlock.Inspect(ctx, manual, "old"); err != nil || info.Metadata != "md" {
+	if info, err := manual.Inspect(ctx, "old"); err != nil || info.Metadata != "md" {
 		t.Errorf("Inspect after the upgrade = %+v, %v", info, err)
 	}
 	_ = lease.Release(ctx)

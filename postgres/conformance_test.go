@@ -96,7 +96,7 @@ func newHarness(t *testing.T, mode postgres.Mode) *harness {
 // a lock whose session Expire terminated still looks held to its lease, so
 // that the stale-holder check reaches the backend's own check (the unlock
 // on a dead session) instead of finding the lease already ended.
-func (h *harness) NewLocker(ctx context.Context) (distlock.Locker, error) {
+func (h *harness) NewLocker(ctx context.Context) (*distlock.Locker, error) {
 	if h.mode == postgres.ModeRow {
 		return distlock.Open(ctx, pgURL(h.srv, h.query))
 	}
@@ -107,7 +107,7 @@ func (h *harness) NewLocker(ctx context.Context) (distlock.Locker, error) {
 
 // NewLinkedLocker opens a client whose connections pass through a fault
 // proxy.
-func (h *harness) NewLinkedLocker(ctx context.Context) (distlock.Locker, conformance.Link, error) {
+func (h *harness) NewLinkedLocker(ctx context.Context) (*distlock.Locker, conformance.Link, error) {
 	p, err := netfault.Listen(h.srv.Addr())
 	if err != nil {
 		return nil, nil, err
@@ -161,11 +161,11 @@ func (h *harness) harness() conformance.Harness {
 	// after its idle_session_timeout of 3s. Sessions end by
 	// pg_terminate_backend.
 	sh.SessionTimeout = 3 * time.Second
-	sh.PinnedIDs = func(l distlock.Locker, key string) []int64 {
+	sh.PinnedIDs = func(l *distlock.Locker, key string) []int64 {
 		var pids []uint32
 		if key == "" {
-			pids = postgres.PinnedPIDs(l.(*postgres.Locker))
-		} else if pid, ok := postgres.PinnedPID(l.(*postgres.Locker), key); ok {
+			pids = postgres.PinnedPIDs(l)
+		} else if pid, ok := postgres.PinnedPID(l, key); ok {
 			pids = []uint32{pid}
 		}
 		ids := make([]int64, len(pids))

@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/internal/testkit/sqltest"
 	"github.com/distlock/distlock/postgres"
 )
@@ -40,7 +39,7 @@ func TestNestIntoEvictedHold(t *testing.T) {
 			defer b.Close()
 			sqltest.EvictedNest(t, a, b, "job", tc.mode == postgres.ModeAdvisory, func(ctx context.Context) error {
 				if !tc.terminate {
-					_, err := distlock.ForceRelease(ctx, b, "job")
+					_, err := b.ForceRelease(ctx, "job")
 					return err
 				}
 				pid, ok := postgres.PinnedPID(a, "job")

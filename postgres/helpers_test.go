@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/internal/testkit/sqltest"
 	"github.com/distlock/distlock/internal/testkit/testserver"
 	"github.com/distlock/distlock/postgres"
@@ -153,7 +154,7 @@ func terminate(ctx context.Context, pool *pgxpool.Pool, pids ...uint32) error {
 }
 
 // mustNew is postgres.New for a test: an error fails it.
-func mustNew(t testing.TB, pool *pgxpool.Pool, opts ...postgres.Option) *postgres.Locker {
+func mustNew(t testing.TB, pool *pgxpool.Pool, opts ...postgres.Option) *distlock.Locker {
 	t.Helper()
 	l, err := postgres.New(pool, opts...)
 	if err != nil {

@@ -137,7 +137,7 @@
 // the pool; an acquisition beyond the pool's size waits for a connection
 // within its ctx.
 //
-// # Inspection and forced release (distlock.Inspect, distlock.ForceRelease)
+// # Inspection and forced release (Locker.Inspect, Locker.ForceRelease)
 //
 // Both modes store the acquisition's WithMetadata with the lock (a nested
 // acquisition keeps the first hold's).
@@ -254,6 +254,8 @@
 // so failover is not claimed safe.
 //
 // Tested on PostgreSQL 15.
+//
+// (*distlock.Locker).As answers *Mode and **pgxpool.Pool.
 package postgres
 
 import (
@@ -382,16 +384,6 @@ func newConfig(opts []Option) (config, error) {
 	return c, err
 }
 
-// Locker is a distlock.Locker on a PostgreSQL database, in one Mode, with
-// the backend's own methods (Mode).
-type Locker struct {
-	distlock.Locker // Acquire, TryAcquire, Capabilities, Close
-	mode            Mode
-	b               *base
-	drv             modeDriver
-	adv             *advDriver // nil in row mode
-}
-
 // New returns a Locker over pool. New does not take ownership of pool:
 // Close leaves it open. In advisory mode each held or waited-for lock
 // occupies one of the pool's connections until it is released.
@@ -400,7 +392,7 @@ type Locker struct {
 // returns an error wrapping distlock.ErrInvalidOption naming the first
 // invalid one, and never panics. It does not contact the server; the table
 // is created on first use if WithCreateTable(true).
-func New(pool *pgxpool.Pool, opts ...Option) (*Locker, error) {
+func New(pool *pgxpool.Pool, opts ...Option) (*distlock.Locker, error) {
 	c, err := newConfig(opts)
 	if err != nil {
 		return nil, err
@@ -408,16 +400,13 @@ func New(pool *pgxpool.Pool, opts ...Option) (*Locker, error) {
 	if pool == nil {
 		return nil, fmt.Errorf("%w: postgres: New: nil *pgxpool.Pool", backend.ErrInvalidOption)
 	}
-	d := newDriver(pool, nil, c)
-	l := &Locker{mode: Mode(c.Mode), b: d.common(), drv: d}
-	l.adv, _ = d.(*advDriver)
-	l.Locker = distlock.New(d, "postgres", c.Defaults...)
-	return l, nil
+	return distlock.New(newDriver(pool, nil, c), "postgres", c.Defaults...), nil
 }
 
 // modeDriver is a backend.Driver of either mode.
 type modeDriver interface {
 	backend.Driver
+	backend.Aser
 	backend.ErrorClassifier
 	common() *base
 }
@@ -494,9 +483,6 @@ func (b *base) schemaExec() sqllock.SchemaExec {
 	}
 }
 
-// Mode reports the Locker's mechanism.
-func (l *Locker) Mode() Mode { return l.mode }
-
 // DDL returns the CREATE TABLE statement of mode's table, for users who
 // manage the schema themselves. table "" means the mode's default table. An
 // invalid mode or table name gives an error wrapping ErrInvalidOption.
@@ -548,7 +534,3 @@ func lockID(ns, key string, i uint32) int64 {
 // ttlMicros is sqllock.TTLMicros: whole microseconds (timestamptz),
 // rounded up.
 var ttlMicros = sqllock.TTLMicros
-
-// Unwrap returns the distlock.Locker inside l, through which
-// distlock.Inspect and distlock.ForceRelease reach the backend.
-func (l *Locker) Unwrap() distlock.Locker { return l.Locker }

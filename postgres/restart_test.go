@@ -22,7 +22,7 @@ func TestServerRestartHoldingAndWaiting(t *testing.T) {
 		t.Run(string(mode), func(t *testing.T) {
 			table := uniqueTable("rst_" + string(mode))
 			ctx := ctxT(t, slack.D(2*time.Minute))
-			open := func() *postgres.Locker {
+			open := func() *distlock.Locker {
 				l := mustNew(t, openPool(t, srv, nil), postgres.WithMode(mode), postgres.WithTable(table),
 					postgres.WithCreateTable(true), postgres.WithKeepalive(100*time.Millisecond))
 				t.Cleanup(func() { _ = l.Close() })

@@ -22,7 +22,7 @@ func TestTakeoverRace(t *testing.T) {
 	srv := server(t)
 	admin := openPool(t, srv, nil)
 	table := uniqueTable("race")
-	ls := make([]*postgres.Locker, 4)
+	ls := make([]*distlock.Locker, 4)
 	for i := range ls {
 		ls[i] = mustNew(t, openPool(t, srv, nil), postgres.WithTable(table), postgres.WithCreateTable(true))
 		defer ls[i].Close()
@@ -214,7 +214,7 @@ func TestNewBadInput(t *testing.T) {
 		}
 	}
 	l, err := postgres.New(pool, nil, postgres.WithMode(postgres.ModeAdvisory), postgres.WithTable("s.t"), postgres.WithKeepalive(time.Millisecond))
-	if err != nil || l.Mode() != postgres.ModeAdvisory {
+	if err != nil || modeOf(l) != postgres.ModeAdvisory {
 		t.Fatalf("valid options: %v", err)
 	}
 	if err := l.Close(); err != nil {
@@ -279,7 +279,7 @@ func TestCreateTableRace(t *testing.T) {
 	for round := 0; round < 10; round++ {
 		table := uniqueTable("create")
 		const n = 8
-		ls := make([]*postgres.Locker, n)
+		ls := make([]*distlock.Locker, n)
 		for i := range ls {
 			pool := openPool(t, srv, nil)
 			if err := pool.Ping(ctx); err != nil { // connected before the start
@@ -367,7 +367,7 @@ func TestRowClientClockSkew(t *testing.T) {
 	t.Parallel()
 	srv := server(t)
 	table := uniqueTable("skew")
-	open := func(shift time.Duration) *postgres.Locker {
+	open := func(shift time.Duration) *distlock.Locker {
 		l := mustNew(t, openPool(t, srv, nil), postgres.WithTable(table), postgres.WithCreateTable(true))
 		postgres.ShiftClock(l, shift)
 		t.Cleanup(func() { _ = l.Close() })

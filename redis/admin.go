@@ -10,7 +10,7 @@ import (
 	"github.com/distlock/distlock/internal/redislua"
 )
 
-// The operator calls (distlock.Inspect, distlock.ForceRelease): one script
+// The operator calls (Locker.Inspect, Locker.ForceRelease): one script
 // each, atomic on the server.
 
 var (

@@ -69,7 +69,7 @@ func TestForceReleaseHandsOn(t *testing.T) {
 			n, _ := admin.PubSubNumSub(ctx, holder.d.keys(key).Channel).Result()
 			return n[holder.d.keys(key).Channel] > 0
 		})
-		info, err := distlock.ForceRelease(ctx, operator, key)
+		info, err := operator.ForceRelease(ctx, key)
 		if err != nil || info.Owner != victim.Owner() || info.Token != victim.Token() {
 			t.Fatalf("fair %v: ForceRelease = %+v, %v", fair, info, err)
 		}
@@ -80,7 +80,7 @@ func TestForceReleaseHandsOn(t *testing.T) {
 		if lease.Token() <= victim.Token() {
 			t.Errorf("fair %v: token %d after evicting %d", fair, lease.Token(), victim.Token())
 		}
-		if info, err := distlock.Inspect(ctx, operator, key); err != nil || info.Owner != lease.Owner() || info.Metadata != "waiter" {
+		if info, err := operator.Inspect(ctx, key); err != nil || info.Owner != lease.Owner() || info.Metadata != "waiter" {
 			t.Errorf("fair %v: Inspect after the handover = %+v, %v", fair, info, err)
 		}
 		_ = lease.Release(ctx)

@@ -50,8 +50,8 @@ func BenchmarkRedis(b *testing.B) {
 	srv := testserver.Redis(b, testserver.RedisConfig{})
 	url := "redis://" + srv.Addr() + "/0"
 	ctx := context.Background()
-	open := func(b *testing.B, opts ...distlock.Option) distlock.Locker { return benchkit.Open(b, url, opts...) }
-	cycle := func(b *testing.B, l distlock.Locker, try bool, opts ...distlock.Option) {
+	open := func(b *testing.B, opts ...distlock.Option) *distlock.Locker { return benchkit.Open(b, url, opts...) }
+	cycle := func(b *testing.B, l *distlock.Locker, try bool, opts ...distlock.Option) {
 		benchkit.Cycle(b, l, "bench/uncontended", try, opts...)
 	}
 
@@ -236,9 +236,9 @@ func benchHandoff(b *testing.B, addr string, lockers, goroutines int) {
 		sBefore.Messages += st.Messages
 		sBefore.Wakes += st.Wakes
 	}
-	all := make([]distlock.Locker, len(ls))
+	all := make([]*distlock.Locker, len(ls))
 	for i, l := range ls {
-		all[i] = l
+		all[i] = l.Locker
 	}
 	res := benchkit.Handoff(b, ctx, all, key, goroutines)
 	var after int64

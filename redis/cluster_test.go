@@ -34,7 +34,7 @@ func TestClusterFenceSlots(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = l.Close() })
-		prefix := l.d.prefix
+		prefix := driverOf(l).prefix
 		cycle := func(key string) uint64 {
 			t.Helper()
 			lease, err := l.TryAcquire(ctx, key, distlock.WithAutoRefresh(false))

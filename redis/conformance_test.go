@@ -66,7 +66,7 @@ func singleServerHarness(t *testing.T, name, query, prefix string, badURLs ...st
 	url := func(addr string) string { return "redis://" + addr + "/0?" + query }
 	return conformance.Harness{
 		Name: name,
-		NewLocker: func(ctx context.Context) (distlock.Locker, error) {
+		NewLocker: func(ctx context.Context) (*distlock.Locker, error) {
 			return distlock.Open(ctx, url(srv.Addr()))
 		},
 		TTL:            confTTL,
@@ -97,8 +97,8 @@ func restartFault(srv *testserver.Server) []conformance.ServerFault {
 }
 
 // linkedLocker opens Lockers by URL through a fault proxy in front of addr.
-func linkedLocker(addr string, url func(addr string) string) func(ctx context.Context) (distlock.Locker, conformance.Link, error) {
-	return func(ctx context.Context) (distlock.Locker, conformance.Link, error) {
+func linkedLocker(addr string, url func(addr string) string) func(ctx context.Context) (*distlock.Locker, conformance.Link, error) {
+	return func(ctx context.Context) (*distlock.Locker, conformance.Link, error) {
 		g, err := netfault.ListenGroup(addr)
 		if err != nil {
 			return nil, nil, err
@@ -152,7 +152,7 @@ func TestConformanceCluster(t *testing.T) {
 	t.Cleanup(func() { _ = admin.Close() })
 	conformance.Run(t, conformance.Harness{
 		Name: "redis-cluster",
-		NewLocker: func(ctx context.Context) (distlock.Locker, error) {
+		NewLocker: func(ctx context.Context) (*distlock.Locker, error) {
 			c := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: addrs})
 			if err := c.Ping(ctx).Err(); err != nil {
 				_ = c.Close()

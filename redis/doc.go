@@ -135,7 +135,7 @@
 //
 // # Inspection and forced release
 //
-// The Locker implements distlock.Inspect and distlock.ForceRelease
+// The Locker implements Locker.Inspect and Locker.ForceRelease
 // (backend.Inspector, backend.ForceReleaser), each one Lua script, atomic
 // on the server:
 //
@@ -237,4 +237,6 @@
 // that finds nothing does not end the undo: it tries again several times
 // over that bound, so an acquire landing after the first try is removed
 // too (TestDelayedRequestUndone).
+//
+// (*distlock.Locker).As answers *goredis.UniversalClient with the Locker's client.
 package redis

@@ -129,7 +129,7 @@ func TestFairGrantValidity(t *testing.T) {
 	f := fairHeld(t, "fair/validity")
 	ctx, admin, k, held := f.ctx, f.admin, f.k, f.held
 	b := f.locker(t, nil)
-	done := acquireAsync(t, ctx, b, "fair/validity", distlock.WithTTL(2*time.Second), distlock.WithAutoRefresh(false))
+	done := acquireAsync(t, ctx, b.Locker, "fair/validity", distlock.WithTTL(2*time.Second), distlock.WithAutoRefresh(false))
 	eventually(t, 10*time.Second, "waiter queued", func() bool { return admin.ZCard(ctx, k.Queue).Val() == 1 })
 	time.Sleep(700 * time.Millisecond) // the grant comes well after the last attempt
 	if err := held.Release(ctx); err != nil {
@@ -170,7 +170,7 @@ func TestFairLeaveAndPoll(t *testing.T) {
 		}
 	}()
 	eventually(t, 10*time.Second, "quitter queued", func() bool { return admin.ZCard(ctx, k.Queue).Val() == 1 })
-	got := acquireAsync(t, ctx, poller, "fair/leave")
+	got := acquireAsync(t, ctx, poller.Locker, "fair/leave")
 	eventually(t, 10*time.Second, "poller queued", func() bool { return admin.ZCard(ctx, k.Queue).Val() == 2 })
 	cancel()
 	wg.Wait()
@@ -208,7 +208,7 @@ func TestFairCrashedWaiterSkipped(t *testing.T) {
 	if r, err := redislua.FairAcquire(ctx, admin, k, "ghost", time.Minute, ghost); err != nil || r.Outcome != redislua.Busy {
 		t.Fatalf("ghost: %+v %v", r, err)
 	}
-	got := acquireAsync(t, ctx, b, "fair/crash")
+	got := acquireAsync(t, ctx, b.Locker, "fair/crash")
 	eventually(t, 10*time.Second, "waiter queued behind the ghost", func() bool { return admin.ZCard(ctx, k.Queue).Val() == 2 })
 	time.Sleep(queueTTL + 100*time.Millisecond) // the scenario: the ghost's entry outlives its last renewal by queueTTL
 	if err := held.Release(ctx); err != nil {
@@ -230,7 +230,7 @@ func TestFairCrashedWaiterSkipped(t *testing.T) {
 
 // acquireAsync calls l.Acquire on a goroutine; the channel gets the lease,
 // or nil after reporting the error.
-func acquireAsync(t *testing.T, ctx context.Context, l distlock.Locker, key string, opts ...distlock.Option) <-chan *distlock.Lease {
+func acquireAsync(t *testing.T, ctx context.Context, l *distlock.Locker, key string, opts ...distlock.Option) <-chan *distlock.Lease {
 	got := make(chan *distlock.Lease, 1)
 	go func() {
 		lease, err := l.Acquire(ctx, key, opts...)
@@ -250,7 +250,7 @@ func TestFairGrantMessageLost(t *testing.T) {
 	f := fairHeld(t, "fair/lost")
 	ctx, admin, k, held := f.ctx, f.admin, f.k, f.held
 	b := f.locker(t, nil)
-	got := acquireAsync(t, ctx, b, "fair/lost", distlock.WithTTL(10*time.Second))
+	got := acquireAsync(t, ctx, b.Locker, "fair/lost", distlock.WithTTL(10*time.Second))
 	eventually(t, 10*time.Second, "waiter queued and subscribed", func() bool {
 		_, c := b.d.sub.Active()
 		return c == 1 && admin.ZCard(ctx, k.Queue).Val() == 1
@@ -449,9 +449,9 @@ func TestFairSameOwnerQueued(t *testing.T) {
 	bScripts := newScriptCounter()
 	b.client.AddHook(bScripts)
 	opts := []distlock.Option{distlock.WithOwner("same-owner"), distlock.WithTTL(10 * time.Second)}
-	gotA := acquireAsync(t, ctx, a, key, opts...)
+	gotA := acquireAsync(t, ctx, a.Locker, key, opts...)
 	eventually(t, 10*time.Second, "A's waiter queued", func() bool { return admin.ZCard(ctx, k.Queue).Val() == 1 })
-	gotB := acquireAsync(t, ctx, b, key, opts...)
+	gotB := acquireAsync(t, ctx, b.Locker, key, opts...)
 	eventually(t, 10*time.Second, "B's waiter queued, subscribed and attempted again", func() bool {
 		_, c := b.d.sub.Active()
 		return c == 1 && bScripts.landed.Load() >= 2 && admin.ZCard(ctx, k.Queue).Val() == 2

@@ -101,7 +101,7 @@ func TestAcquireSilentSubscription(t *testing.T) {
 			p.SetScope(netfault.NewConns) // the pub/sub connection, dialled later
 			p.BlackholeDir(tc.dir)
 			for _, key := range keys {
-				assertAcquireBounded(t, w, key, 200*time.Millisecond)
+				assertAcquireBounded(t, w.Locker, key, 200*time.Millisecond)
 			}
 		})
 	}
@@ -110,7 +110,7 @@ func TestAcquireSilentSubscription(t *testing.T) {
 // assertAcquireBounded checks that Acquire of a busy key with a ctx of d
 // returns within d plus a slack for a loaded machine, with ErrNotAcquired
 // wrapping the ctx error (not ErrUnavailable: the backend answered "busy").
-func assertAcquireBounded(t *testing.T, l distlock.Locker, key string, d time.Duration) {
+func assertAcquireBounded(t *testing.T, l *distlock.Locker, key string, d time.Duration) {
 	t.Helper()
 	const slack = 300 * time.Millisecond
 	actx, cancel := context.WithTimeout(t.Context(), d)

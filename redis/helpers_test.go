@@ -16,7 +16,7 @@ import (
 
 // testLocker is a Locker over its own client, with the driver at hand.
 type testLocker struct {
-	distlock.Locker
+	*distlock.Locker
 	d      *driver
 	client *goredis.Client
 }
@@ -36,9 +36,6 @@ func newTestLocker(t *testing.T, o *goredis.Options, opts ...Option) *testLocker
 	t.Cleanup(func() { _ = l.Close() })
 	return l
 }
-
-// Unwrap leads distlock.Inspect and distlock.ForceRelease to the driver.
-func (l *testLocker) Unwrap() distlock.Locker { return l.Locker }
 
 func adminClient(t *testing.T, addr string) *goredis.Client {
 	t.Helper()

@@ -92,7 +92,7 @@ func TestBlockedObserverHoldsNoWakeUp(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	observer, err := distlock.NewElection(l, key, "observer", distlock.WithObserveInterval(time.Minute))
+	observer, err := distlock.NewElection(l.Locker, key, "observer", distlock.WithObserveInterval(time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +195,7 @@ func TestWakeUpsReachWaiters(t *testing.T) {
 			t.Fatal(err)
 		}
 		got := waitFor(bounded(), t, a, admin, key)
-		if _, err := distlock.ForceRelease(ctx, holder, key); err != nil {
+		if _, err := holder.ForceRelease(ctx, key); err != nil {
 			t.Fatal(err)
 		}
 		check("ForceRelease", got)
@@ -251,11 +251,11 @@ func TestObserverSeesHandoverWithoutWaiter(t *testing.T) {
 	ctx := tctx(t, time.Minute)
 	long := distlock.WithTTL(time.Minute)
 	const key = "lostwake/handover"
-	e1, err := distlock.NewElection(l1, key, "one", distlock.WithTermOptions(long))
+	e1, err := distlock.NewElection(l1.Locker, key, "one", distlock.WithTermOptions(long))
 	if err != nil {
 		t.Fatal(err)
 	}
-	observer, err := distlock.NewElection(lo, key, "observer", distlock.WithObserveInterval(time.Minute))
+	observer, err := distlock.NewElection(lo.Locker, key, "observer", distlock.WithObserveInterval(time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,13 +22,13 @@ func TestAcquireAllInOneScript(t *testing.T) {
 	other := newTestLocker(t, &goredis.Options{Addr: srv.Addr()})
 	ctx := tctx(t, 30*time.Second)
 	keys := []string{"m/d", "m/a", "m/c", "m/b"}
-	warm, err := distlock.AcquireAll(ctx, l, []string{"w/1", "w/2"}) // loads the script (EVALSHA, NOSCRIPT, EVAL)
+	warm, err := l.AcquireAll(ctx, []string{"w/1", "w/2"}) // loads the script (EVALSHA, NOSCRIPT, EVAL)
 	if err != nil {
 		t.Fatal(err)
 	}
 	_ = warm.Release(ctx)
 	scripts.n.Store(0)
-	m, err := distlock.AcquireAll(ctx, l, keys, distlock.WithTTL(10*time.Second))
+	m, err := l.AcquireAll(ctx, keys, distlock.WithTTL(10*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +54,7 @@ func TestAcquireAllInOneScript(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := distlock.TryAcquireAll(ctx, l, keys); !errors.Is(err, distlock.ErrNotAcquired) {
+	if _, err := l.TryAcquireAll(ctx, keys); !errors.Is(err, distlock.ErrNotAcquired) {
 		t.Fatalf("TryAcquireAll with m/c held: %v", err)
 	}
 	for _, k := range []string{"m/a", "m/b", "m/d"} {
@@ -66,7 +66,7 @@ func TestAcquireAllInOneScript(t *testing.T) {
 	}
 	got := make(chan error, 1)
 	go func() {
-		m, err := distlock.AcquireAll(ctx, l, keys)
+		m, err := l.AcquireAll(ctx, keys)
 		if err == nil {
 			for _, ls := range m.Leases() {
 				if ls.Token() <= last {

@@ -17,7 +17,7 @@ import (
 
 // TestNewChecksOptions (no server: New does not connect): a refused option
 // value or a nil client is an ErrInvalidOption from New, on one line naming
-// the option and the value; valid options give a *Locker.
+// the option and the value; valid options give a *distlock.Locker.
 func TestNewChecksOptions(t *testing.T) {
 	client := goredis.NewClient(&goredis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialerRetries: 1}) // nothing listens: refused at once
 	defer client.Close()
@@ -41,8 +41,8 @@ func TestNewChecksOptions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !l.Capabilities().Fair || l.d.prefix != "" || l.d.owned {
-		t.Errorf("Locker %+v: options not applied", l.d)
+	if !l.Capabilities().Fair || driverOf(l).prefix != "" || driverOf(l).owned {
+		t.Errorf("Locker %+v: options not applied", driverOf(l))
 	}
 	if err := l.Close(); err != nil {
 		t.Fatal(err)

@@ -297,7 +297,7 @@ func TestUnreachableAtOpen(t *testing.T) {
 // 2s ctx end first on a loaded machine, with a bare deadline error.
 func TestDownServerReportedPromptly(t *testing.T) {
 	srv := testserver.Redis(t, testserver.RedisConfig{})
-	ls := map[string]distlock.Locker{}
+	ls := map[string]*distlock.Locker{}
 	for _, q := range []string{"", "fair=true"} {
 		l, err := distlock.Open(t.Context(), "redis://"+srv.Addr()+"/0?"+q)
 		if err != nil {

@@ -16,13 +16,6 @@ import (
 	"github.com/distlock/distlock/internal/redissub"
 )
 
-// Locker is a distlock.Locker on one Redis (a server, a Sentinel-managed
-// master or a Redis Cluster).
-type Locker struct {
-	distlock.Locker // Acquire, TryAcquire, Capabilities, Close
-	d               *driver
-}
-
 // New returns a Locker over client, which may be a *goredis.Client, a
 // Sentinel failover client or a *goredis.ClusterClient. The client stays the
 // caller's (Close does not close it unless WithCloseClient is given), and
@@ -39,7 +32,7 @@ type Locker struct {
 // ReadTimeout, and an acquisition it completes is undone. Enable the
 // client's ContextTimeoutEnabled so that ctx deadlines also bound the
 // socket I/O (the URL opener does).
-func New(client goredis.UniversalClient, opts ...Option) (*Locker, error) {
+func New(client goredis.UniversalClient, opts ...Option) (*distlock.Locker, error) {
 	c, err := newConfig(opts)
 	if err != nil {
 		return nil, err
@@ -48,7 +41,7 @@ func New(client goredis.UniversalClient, opts ...Option) (*Locker, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Locker{Locker: distlock.New(d.backend(), "redis", c.defaults...), d: d}, nil
+	return distlock.New(d.backend(), "redis", c.defaults...), nil
 }
 
 // newDriver is the one path from a checked config to a driver, for New and
@@ -315,7 +308,3 @@ func (d *driver) Close() error {
 	}
 	return nil
 }
-
-// Unwrap returns the distlock.Locker inside l, through which
-// distlock.Inspect and distlock.ForceRelease reach the backend.
-func (l *Locker) Unwrap() distlock.Locker { return l.Locker }

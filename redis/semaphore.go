@@ -11,7 +11,7 @@ import (
 	"github.com/distlock/distlock/internal/redislua"
 )
 
-// Semaphores (distlock.NewSemaphore): a sorted set of the holders' permit
+// Semaphores (Locker.Semaphore): a sorted set of the holders' permit
 // ids scored by their expiry (server time), a count and the holders'
 // tokens, all in the slot of the lock of the same name (redislua.SemKeys).
 // One script per operation: acquire drops expired holders, checks the count

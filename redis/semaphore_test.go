@@ -33,7 +33,7 @@ func TestSemaphoreKeysGoWithLastHolder(t *testing.T) {
 	admin := adminClient(t, srv.Addr())
 	l := newTestLocker(t, &goredis.Options{Addr: srv.Addr()})
 	ctx := tctx(t, 30*time.Second)
-	s, err := distlock.NewSemaphore(l, "sem/keys", 2)
+	s, err := l.Semaphore("sem/keys", 2)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -40,7 +40,7 @@ func BenchmarkServerCost(b *testing.B) {
 	ctx := context.Background()
 	admin := goredis.NewClient(&goredis.Options{Addr: srv.Addr()})
 	defer admin.Close()
-	open := func(b *testing.B, url string) distlock.Locker {
+	open := func(b *testing.B, url string) *distlock.Locker {
 		l, err := distlock.Open(ctx, url)
 		if err != nil {
 			b.Fatal(err)
@@ -48,7 +48,7 @@ func BenchmarkServerCost(b *testing.B) {
 		b.Cleanup(func() { _ = l.Close() })
 		return l
 	}
-	locker := func(l distlock.Locker, key string, opts ...distlock.Option) func() error {
+	locker := func(l *distlock.Locker, key string, opts ...distlock.Option) func() error {
 		return func() error {
 			lease, err := l.TryAcquire(ctx, key, opts...)
 			if err != nil {
@@ -80,7 +80,7 @@ func BenchmarkServerCost(b *testing.B) {
 		serverCost(b, admin, locker(open(b, url+"?fair=true"), "bench/cost/fair"))
 	})
 	b.Run("handoff", func(b *testing.B) {
-		ls := []distlock.Locker{open(b, url), open(b, url)}
+		ls := []*distlock.Locker{open(b, url), open(b, url)}
 		for _, l := range ls { // scripts loaded, subscriptions dialled
 			if err := locker(l, "bench/cost/hot")(); err != nil {
 				b.Fatal(err)

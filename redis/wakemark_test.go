@@ -81,11 +81,11 @@ func TestReleasePublishesOnlyForWaiters(t *testing.T) {
 	// An observer: Observe subscribes (Watch) and looks (Inspect, which
 	// marks the held lock), so the leader's resignation wakes it; its poll
 	// interval and the term's TTL are a minute away.
-	leader, err := distlock.NewElection(l, key, "leader", distlock.WithTermOptions(long))
+	leader, err := distlock.NewElection(l.Locker, key, "leader", distlock.WithTermOptions(long))
 	if err != nil {
 		t.Fatal(err)
 	}
-	observer, err := distlock.NewElection(waiters, key, "observer", distlock.WithObserveInterval(time.Minute))
+	observer, err := distlock.NewElection(waiters.Locker, key, "observer", distlock.WithObserveInterval(time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,7 @@ import (
 	"github.com/distlock/distlock/internal/redislua"
 )
 
-// The operator calls (distlock.Inspect, distlock.ForceRelease): one script
+// The operator calls (Locker.Inspect, Locker.ForceRelease): one script
 // per node, on every node in parallel; the answer is the holder a quorum
 // of nodes agrees on.
 

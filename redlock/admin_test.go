@@ -30,7 +30,7 @@ func TestInspectQuorum(t *testing.T) {
 	if _, err := l.TryAcquire(ctx, key, append(opts, distlock.WithMetadata("nested"))...); err != nil {
 		t.Fatal(err)
 	}
-	inspect := func() (distlock.LockInfo, error) { return distlock.Inspect(ctx, l, key) }
+	inspect := func() (distlock.LockInfo, error) { return l.Inspect(ctx, key) }
 	if info, err := inspect(); err != nil || !info.Held || info.Owner != "A" || info.Metadata != "job=1" || info.Holds != 2 || info.Token != 0 || info.Waiters != -1 || info.TTL <= 50*time.Second {
 		t.Fatalf("Inspect = %+v, %v", info, err)
 	}
@@ -72,12 +72,12 @@ func TestInspectQuorum(t *testing.T) {
 	if info, err := inspect(); !errors.Is(err, distlock.ErrUnavailable) {
 		t.Errorf("Inspect with 3 of 5 nodes down = %+v, %v; want ErrUnavailable", info, err)
 	}
-	if info, err := distlock.ForceRelease(ctx, l, key); !errors.Is(err, distlock.ErrUnavailable) {
+	if info, err := l.ForceRelease(ctx, key); !errors.Is(err, distlock.ErrUnavailable) {
 		t.Errorf("ForceRelease with 3 of 5 nodes down = %+v, %v; want ErrUnavailable", info, err)
 	}
 	// Node 2 restarted (empty): three nodes clear it, a quorum.
 	c.restart(t, 2)
-	if info, err := distlock.ForceRelease(ctx, l, key); err != nil {
+	if info, err := l.ForceRelease(ctx, key); err != nil {
 		t.Errorf("ForceRelease with a quorum up = %+v, %v", info, err)
 	}
 	if info, err := inspect(); err != nil || info.Held {
@@ -116,7 +116,7 @@ func TestForceReleaseWakes(t *testing.T) {
 		n, _ := c.admins[0].PubSubNumSub(ctx, redislua.KeysFor(prefix, key).Channel).Result()
 		return n[redislua.KeysFor(prefix, key).Channel] > 0
 	})
-	if info, err := distlock.ForceRelease(ctx, operator, key); err != nil || !info.Held {
+	if info, err := operator.ForceRelease(ctx, key); err != nil || !info.Held {
 		t.Fatalf("ForceRelease = %+v, %v", info, err)
 	}
 	if err := <-got; err != nil {

@@ -37,7 +37,7 @@ func TestConcurrentRequestsBatchedPerNode(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	for i, nd := range l.d.nodes {
+	for i, nd := range driverOf(l).nodes {
 		rt, reqs := nd.batch.Stats()
 		t.Logf("node %d: %d requests in %d round trips", i, reqs, rt)
 		if rt >= reqs {

@@ -46,8 +46,8 @@ func BenchmarkRedlock(b *testing.B) {
 	redlockURLOf := redlockURL
 	redlockURL := redlockURL(c.addrs(), "")
 	redisURL := "redis://" + single.Addr() + "/0"
-	open := func(b *testing.B, url string) distlock.Locker { return benchkit.Open(b, url) }
-	cycle := func(b *testing.B, l distlock.Locker) { benchkit.Cycle(b, l, "bench/uncontended", false) }
+	open := func(b *testing.B, url string) *distlock.Locker { return benchkit.Open(b, url) }
+	cycle := func(b *testing.B, l *distlock.Locker) { benchkit.Cycle(b, l, "bench/uncontended", false) }
 	b.Run("acquire+release/redlock-5", func(b *testing.B) { cycle(b, open(b, redlockURL)) })
 	b.Run("acquire+release/redis", func(b *testing.B) { cycle(b, open(b, redisURL)) })
 	b.Run("paired", func(b *testing.B) { benchPaired(b, open(b, redisURL), open(b, redlockURL), 100) })
@@ -70,7 +70,7 @@ func BenchmarkRedlock(b *testing.B) {
 	})
 	b.Run("handoff", func(b *testing.B) { benchHandoff(b, c.addrs(), 4, 16) })
 	b.Run("handoff/redis", func(b *testing.B) {
-		ls := make([]distlock.Locker, 4)
+		ls := make([]*distlock.Locker, 4)
 		for i := range ls {
 			ls[i] = open(b, redisURL)
 		}
@@ -80,11 +80,11 @@ func BenchmarkRedlock(b *testing.B) {
 
 // benchPaired alternates blocks of single-node and Redlock cycles; one op
 // is one block of each.
-func benchPaired(b *testing.B, single, rl distlock.Locker, block int) {
+func benchPaired(b *testing.B, single, rl *distlock.Locker, block int) {
 	ctx := context.Background()
 	cycles := []struct {
 		name string
-		l    distlock.Locker
+		l    *distlock.Locker
 	}{{"redis", single}, {"redlock", rl}}
 	for _, cy := range cycles { // warm: connections, scripts
 		lease, err := cy.l.Acquire(ctx, "bench/paired")
@@ -124,7 +124,7 @@ func benchPaired(b *testing.B, single, rl distlock.Locker, block int) {
 // benchHandoff builds lockers over their own clients, with a counter of
 // acquire scripts on node 0 and the subscribers' statistics at hand.
 func benchHandoff(b *testing.B, addrs []string, lockers, goroutines int) {
-	ls := make([]distlock.Locker, lockers)
+	ls := make([]*distlock.Locker, lockers)
 	ds := make([]*driver, lockers)
 	counters := make([]*acquireCounter, lockers)
 	for i := range ls {
@@ -132,8 +132,8 @@ func benchHandoff(b *testing.B, addrs []string, lockers, goroutines int) {
 		// default 50ms fails the warm-up's cold attempts on every node.
 		tl := newTestLocker(b, addrs, WithNodeTimeout(DefaultURLNodeTimeout))
 		counters[i] = &acquireCounter{}
-		tl.d.nodes[0].client.(*goredis.Client).AddHook(counters[i])
-		ls[i], ds[i] = tl, tl.d
+		driverOf(tl).nodes[0].client.(*goredis.Client).AddHook(counters[i])
+		ls[i], ds[i] = tl, driverOf(tl)
 	}
 	stats := func() (attempts, msgs, wakes int64) {
 		for i, d := range ds {
@@ -158,7 +158,7 @@ func benchHandoff(b *testing.B, addrs []string, lockers, goroutines int) {
 // handoff: goroutines over lockers contend for one key with zero hold time.
 // One op is one acquisition (one handoff). The latency is from the releaser
 // calling Release to the next holder's Acquire returning.
-func handoff(b *testing.B, ls []distlock.Locker, goroutines int) {
+func handoff(b *testing.B, ls []*distlock.Locker, goroutines int) {
 	ctx := context.Background()
 	const key = "bench/hot"
 	for _, l := range ls { // warm: scripts loaded, subscriptions dialled
@@ -174,7 +174,7 @@ func handoff(b *testing.B, ls []distlock.Locker, goroutines int) {
 // benchFloor measures, interleaved in blocks, the p50 of: one PING to the
 // single server, five parallel PINGs to the five nodes, a single-node
 // cycle and a Redlock cycle. One op is one block of each.
-func benchFloor(b *testing.B, five []string, one string, single, rl distlock.Locker, block int) {
+func benchFloor(b *testing.B, five []string, one string, single, rl *distlock.Locker, block int) {
 	ctx := context.Background()
 	client := func(addr string) *goredis.Client {
 		c := goredis.NewClient(&goredis.Options{Addr: addr})
@@ -186,7 +186,7 @@ func benchFloor(b *testing.B, five []string, one string, single, rl distlock.Loc
 	for i, a := range five {
 		c5[i] = client(a)
 	}
-	cycle := func(l distlock.Locker) func() error {
+	cycle := func(l *distlock.Locker) func() error {
 		return func() error {
 			lease, err := l.TryAcquire(ctx, "bench/floor")
 			if err != nil {

@@ -48,7 +48,7 @@ func TestConformance(t *testing.T) {
 	url := redlockURL(c.addrs(), confQuery)
 	h := conformance.Harness{
 		Name: "redlock",
-		NewLocker: func(ctx context.Context) (distlock.Locker, error) {
+		NewLocker: func(ctx context.Context) (*distlock.Locker, error) {
 			return distlock.Open(ctx, url)
 		},
 		URL:            url,
@@ -82,7 +82,7 @@ func TestConformance(t *testing.T) {
 				}
 				return nil
 			},
-			NewLinkedLocker: func(ctx context.Context) (distlock.Locker, conformance.Link, error) {
+			NewLinkedLocker: func(ctx context.Context) (*distlock.Locker, conformance.Link, error) {
 				g, err := netfault.ListenGroup(c.addrs()...)
 				if err != nil {
 					return nil, nil, err

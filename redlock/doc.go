@@ -152,7 +152,7 @@
 //
 // # Inspection and forced release
 //
-// The Locker implements distlock.Inspect and distlock.ForceRelease
+// The Locker implements Locker.Inspect and Locker.ForceRelease
 // (backend.Inspector, backend.ForceReleaser). There is no single truth to
 // read, so both ask every node in parallel (one script each, within the
 // per-node timeout; ForceRelease waits at least MinReleaseWait) and merge
@@ -205,4 +205,6 @@
 // (BenchmarkRedlock/paired/rtt-2ms: 1.1×). On loopback a round trip is
 // almost all CPU — client, kernel and server — so five nodes cost about five
 // times the CPU, and on a small machine the ratio is CPU-bound.
+//
+// (*distlock.Locker).As answers *[]goredis.UniversalClient with the masters' clients, in node order.
 package redlock

@@ -16,13 +16,6 @@ import (
 	"github.com/distlock/distlock/internal/redissub"
 )
 
-// Locker is a distlock.Locker running Redlock over independent Redis
-// masters.
-type Locker struct {
-	distlock.Locker // Acquire, TryAcquire, Capabilities, Close
-	d               *driver
-}
-
 // New returns a Locker running Redlock over clients, one per independent
 // Redis master. The quorum is len(clients)/2+1; use an odd number of
 // masters (5 is the usual choice), each on its own machine, none a replica
@@ -40,7 +33,7 @@ type Locker struct {
 // distlock.ErrInvalidOption, and no Locker, if clients is empty, contains
 // nil or the same client twice, or an option's value is out of range (see
 // each option); it never panics.
-func New(clients []goredis.UniversalClient, opts ...Option) (*Locker, error) {
+func New(clients []goredis.UniversalClient, opts ...Option) (*distlock.Locker, error) {
 	c := newConfig(opts)
 	nodes := make([]*node, len(clients))
 	for i, cl := range clients {
@@ -50,7 +43,7 @@ func New(clients []goredis.UniversalClient, opts ...Option) (*Locker, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Locker{Locker: distlock.New(d, "redlock", c.defaults...), d: d}, nil
+	return distlock.New(d, "redlock", c.defaults...), nil
 }
 
 // addrOf names a node for errors: its address where the client tells it.
@@ -221,7 +214,3 @@ func (d *driver) Close() error {
 	}
 	return errors.Join(errs...)
 }
-
-// Unwrap returns the distlock.Locker inside l, through which
-// distlock.Inspect and distlock.ForceRelease reach the backend.
-func (l *Locker) Unwrap() distlock.Locker { return l.Locker }

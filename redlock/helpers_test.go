@@ -13,6 +13,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/conformance"
 	"github.com/distlock/distlock/internal/redislua"
 	"github.com/distlock/distlock/internal/testkit/testserver"
@@ -133,7 +134,7 @@ func (c *cluster) restart(t testing.TB, idx ...int) {
 }
 
 // testLocker is a Locker over its own clients, with the driver at hand.
-type testLocker = Locker
+type testLocker = distlock.Locker
 
 // newTestLocker makes a Locker over new clients of addrs, configured as the
 // URL opener does (ContextTimeoutEnabled) plus opts.
@@ -225,7 +226,7 @@ func trackRoundTrips(l *testLocker, nodes ...int) []*roundTrips {
 	out := make([]*roundTrips, len(nodes))
 	for j, i := range nodes {
 		out[j] = &roundTrips{}
-		l.d.nodes[i].client.(*goredis.Client).AddHook(out[j])
+		driverOf(l).nodes[i].client.(*goredis.Client).AddHook(out[j])
 	}
 	return out
 }

@@ -33,18 +33,18 @@ func TestInspectFreeWhenQuorumUnanswered(t *testing.T) {
 	for _, i := range []int{3, 4} {
 		c.admins[i].Del(ctx, k.Lock)
 	}
-	if info, err := distlock.Inspect(ctx, l, key); err != nil || !info.Held || info.Owner != lease.Owner() {
+	if info, err := l.Inspect(ctx, key); err != nil || !info.Held || info.Owner != lease.Owner() {
 		t.Fatalf("Inspect with every node up = %+v, %v; want held by %s", info, err, lease.Owner())
 	}
 	// The holder's quorum falls silent: the answers (two free nodes)
 	// cannot tell.
 	c.kill(t, 0, 1, 2)
-	if info, err := distlock.Inspect(ctx, l, key); !errors.Is(err, distlock.ErrUnavailable) {
+	if info, err := l.Inspect(ctx, key); !errors.Is(err, distlock.ErrUnavailable) {
 		t.Errorf("Inspect with the holder's 3 nodes of 5 down = %+v, %v; want ErrUnavailable (the lock is held on a quorum)", info, err)
 	}
 	// No node answers at all.
 	c.kill(t, 3, 4)
-	if info, err := distlock.Inspect(ctx, l, key); !errors.Is(err, distlock.ErrUnavailable) {
+	if info, err := l.Inspect(ctx, key); !errors.Is(err, distlock.ErrUnavailable) {
 		t.Errorf("Inspect with every node down = %+v, %v; want ErrUnavailable", info, err)
 	}
 }

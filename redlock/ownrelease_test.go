@@ -23,7 +23,7 @@ func TestOwnReleaseNotOvertaken(t *testing.T) {
 	// loaded -race run the default 50ms failed an acquire on every node.
 	l := newTestLocker(t, c.addrs(), WithNodeTimeout(slack.D(time.Second)))
 	busy := &busyCounter{}
-	for _, n := range l.d.nodes {
+	for _, n := range driverOf(l).nodes {
 		n.client.(*goredis.Client).AddHook(busy)
 	}
 	ctx := tctx(t, time.Minute)

@@ -55,7 +55,7 @@ func offlineNodes(t *testing.T, n int, opts ...Option) *driver {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = l.Close() })
-	return l.d
+	return driverOf(l)
 }
 
 func TestValidity(t *testing.T) {
@@ -113,7 +113,7 @@ func TestNewRejectsBadOptions(t *testing.T) {
 		{"linger negative", one, []Option{WithSubscriptionLinger(-time.Second)}, "WithSubscriptionLinger(-1s)"},
 	} {
 		var (
-			l   *Locker
+			l   *distlock.Locker
 			err error
 		)
 		func() {
@@ -317,7 +317,7 @@ func TestMinorityFaults(t *testing.T) {
 					t.Fatal(err)
 				}
 				counter := &acquireCounter{}
-				a.d.nodes[0].client.(*goredis.Client).AddHook(counter)
+				driverOf(a).nodes[0].client.(*goredis.Client).AddHook(counter)
 				got := make(chan error, 1)
 				go func() {
 					l, err := a.Acquire(ctx, key, distlock.WithRetry(distlock.Backoff{Min: time.Minute, Max: time.Minute}))
@@ -776,7 +776,7 @@ func TestWakeOne(t *testing.T) {
 	holder := newTestLocker(t, c.addrs(), WithNodeTimeout(time.Second))
 	w := newTestLocker(t, c.addrs(), WithNodeTimeout(time.Second))
 	counter := &acquireCounter{}
-	w.d.nodes[0].client.(*goredis.Client).AddHook(counter)
+	driverOf(w).nodes[0].client.(*goredis.Client).AddHook(counter)
 	ctx := tctx(t, 2*time.Minute)
 	const key, n = "wake-one", 8
 	held, err := holder.TryAcquire(ctx, key, distlock.WithTTL(time.Minute))
@@ -834,7 +834,7 @@ func TestWakeOne(t *testing.T) {
 		}
 	}
 	st := redissub.SubscriberStats{}
-	for _, nd := range w.d.nodes {
+	for _, nd := range driverOf(w).nodes {
 		s := nd.sub.Stats()
 		st.Messages += s.Messages
 		st.Wakes += s.Wakes
@@ -855,7 +855,7 @@ func TestRefreshBatch(t *testing.T) {
 	var items []backend.RefreshItem
 	keys := []string{"batch/a", "batch/b", "batch/c"}
 	for _, k := range keys {
-		l, err := a.d.TryAcquire(ctx, backend.Request{Key: k, Owner: "o-" + k, TTL: 2 * time.Second})
+		l, err := driverOf(a).TryAcquire(ctx, backend.Request{Key: k, Owner: "o-" + k, TTL: 2 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -879,7 +879,7 @@ func TestRefreshBatch(t *testing.T) {
 	for _, i := range []int{0, 1, 2} {
 		c.admins[i].Del(ctx, name)
 	}
-	errs := a.d.RefreshBatch(ctx, items)
+	errs := driverOf(a).RefreshBatch(ctx, items)
 	if errs[0] != nil || errs[2] != nil || !errors.Is(errs[1], backend.ErrNotHeld) {
 		t.Fatalf("batch refresh: %v", errs)
 	}

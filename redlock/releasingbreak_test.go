@@ -23,7 +23,7 @@ func TestOwnReleaseWaitBounded(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = g.Close() })
 	l := newTestLocker(t, append(c.addrs()[:2:2], g.Addrs()...), WithNodeTimeout(300*time.Millisecond))
-	for _, nd := range l.d.nodes {
+	for _, nd := range driverOf(l).nodes {
 		if err := nd.client.(*goredis.Client).Ping(t.Context()).Err(); err != nil {
 			t.Fatal(err)
 		}
@@ -50,5 +50,5 @@ func TestOwnReleaseWaitBounded(t *testing.T) {
 		t.Logf("acquisition %d: %v", i, err)
 	}
 	g.Heal()
-	eventually(t, 30*time.Second, "the release tracking to end", func() bool { return l.d.releasing.n.Load() == 0 })
+	eventually(t, 30*time.Second, "the release tracking to end", func() bool { return driverOf(l).releasing.n.Load() == 0 })
 }

@@ -40,7 +40,7 @@ func TestReleaseDuringResubscription(t *testing.T) {
 	attempts := &landedAttempts{}
 	clients[0].(*goredis.Client).AddHook(attempts)
 	wakes := func() (n int64) {
-		for _, nd := range waiter.d.nodes {
+		for _, nd := range driverOf(waiter).nodes {
 			n += nd.sub.Stats().Wakes
 		}
 		return n
@@ -48,7 +48,7 @@ func TestReleaseDuringResubscription(t *testing.T) {
 	ctx := tctx(t, 2*time.Minute)
 	long := distlock.WithTTL(time.Minute)
 	const key = "lostwake/resubscribe"
-	channel := waiter.d.keys(key).Channel
+	channel := driverOf(waiter).keys(key).Channel
 	h, err := holder.TryAcquire(ctx, key, long)
 	if err != nil {
 		t.Fatal(err)
@@ -64,7 +64,7 @@ func TestReleaseDuringResubscription(t *testing.T) {
 		got <- err
 	}()
 	eventually(t, 10*time.Second, "the waiter attempts, subscribes on every node and attempts again", func() bool {
-		for _, nd := range waiter.d.nodes {
+		for _, nd := range driverOf(waiter).nodes {
 			if !nd.sub.Watching(channel) {
 				return false
 			}

@@ -43,7 +43,7 @@ func TestAcquireSilentSubscription(t *testing.T) {
 			}
 			t.Cleanup(func() { _ = g.Close() })
 			w := newTestLocker(t, g.Addrs(), WithNodeTimeout(time.Second))
-			for _, nd := range w.d.nodes { // the command connections, open before the fault
+			for _, nd := range driverOf(w).nodes { // the command connections, open before the fault
 				if err := nd.client.(*goredis.Client).Ping(ctx).Err(); err != nil {
 					t.Fatal(err)
 				}
@@ -60,7 +60,7 @@ func TestAcquireSilentSubscription(t *testing.T) {
 // assertAcquireBounded checks that Acquire of a busy key with a ctx of d
 // returns within d plus a slack for a loaded machine, with ErrNotAcquired
 // wrapping the ctx error (not ErrUnavailable: the nodes answered "busy").
-func assertAcquireBounded(t *testing.T, l distlock.Locker, key string, d time.Duration) {
+func assertAcquireBounded(t *testing.T, l *distlock.Locker, key string, d time.Duration) {
 	t.Helper()
 	const slack = 300 * time.Millisecond
 	actx, cancel := context.WithTimeout(t.Context(), d)
@@ -114,13 +114,13 @@ func TestNoQuorumPossible(t *testing.T) {
 		// root package's noAnswer.)
 		// Both grow with DISTLOCK_TEST_SLACK, together.
 		w := newTestLocker(t, c.addrs(), WithNodeTimeout(slack.D(200*time.Millisecond)))
-		for _, nd := range w.d.nodes {
+		for _, nd := range driverOf(w).nodes {
 			if err := nd.client.(*goredis.Client).Ping(t.Context()).Err(); err != nil {
 				t.Fatal(err)
 			}
 		}
 		counter := &acquireCounter{}
-		w.d.nodes[4].client.(*goredis.Client).AddHook(counter) // every attempt goes to every node
+		driverOf(w).nodes[4].client.(*goredis.Client).AddHook(counter) // every attempt goes to every node
 		go func() {
 			ctx, cancel := context.WithTimeout(t.Context(), slack.D(time.Second))
 			defer cancel()
@@ -156,7 +156,7 @@ func TestCtxEndsDuringBusyAttempt(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = g.Close() })
 	w := newTestLocker(t, append(c.addrs()[:2:2], g.Addrs()...), WithNodeTimeout(5*time.Second))
-	for _, nd := range w.d.nodes {
+	for _, nd := range driverOf(w).nodes {
 		if err := nd.client.(*goredis.Client).Ping(t.Context()).Err(); err != nil {
 			t.Fatal(err)
 		}

@@ -12,10 +12,10 @@ import (
 	"github.com/distlock/distlock"
 )
 
-// inspectT is distlock.Inspect through l, failing the test on error.
-func inspectT(t *testing.T, l *Locker, key string) distlock.LockInfo {
+// inspectT is Locker.Inspect through l, failing the test on error.
+func inspectT(t *testing.T, l *distlock.Locker, key string) distlock.LockInfo {
 	t.Helper()
-	info, err := distlock.Inspect(ctxT(t, 10*time.Second), l, key)
+	info, err := l.Inspect(ctxT(t, 10*time.Second), key)
 	if err != nil {
 		t.Fatalf("Inspect(%q): %v", key, err)
 	}
@@ -26,9 +26,9 @@ func inspectT(t *testing.T, l *Locker, key string) distlock.LockInfo {
 // channel gets its lease (nil on error, which the waiter reported; read
 // it with granted). It returns once the waiter's node is in the queue
 // (its predecessor watch is set).
-func queue(t *testing.T, l *Locker, key string, opts ...distlock.Option) <-chan *distlock.Lease {
+func queue(t *testing.T, l *distlock.Locker, key string, opts ...distlock.Option) <-chan *distlock.Lease {
 	t.Helper()
-	w0 := l.d.stats.watches.Load()
+	w0 := driverOf(l).stats.watches.Load()
 	got := make(chan *distlock.Lease, 1)
 	go func() {
 		lease, err := l.Acquire(ctxT(t, time.Minute), key, opts...)
@@ -37,7 +37,7 @@ func queue(t *testing.T, l *Locker, key string, opts ...distlock.Option) <-chan 
 		}
 		got <- lease
 	}()
-	waitFor(t, 10*time.Second, "waiter queued", func() bool { return l.d.stats.watches.Load() > w0 })
+	waitFor(t, 10*time.Second, "waiter queued", func() bool { return driverOf(l).stats.watches.Load() > w0 })
 	return got
 }
 
@@ -130,7 +130,7 @@ func TestNestedHoldsWakeNoWaiter(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := queue(t, waiter, key)
-	lists, events := waiter.d.stats.children.Load(), waiter.d.stats.watchEvents.Load()
+	lists, events := driverOf(waiter).stats.children.Load(), driverOf(waiter).stats.watchEvents.Load()
 	for range 3 {
 		nested, err := holder.TryAcquire(ctxT(t, 10*time.Second), key, distlock.WithOwner("o"))
 		if err != nil {
@@ -142,9 +142,9 @@ func TestNestedHoldsWakeNoWaiter(t *testing.T) {
 	}
 	// A re-armed watch counts as a watch set (changes that land before
 	// it coalesce into one event).
-	waitFor(t, 10*time.Second, "the waiter's watch set again", func() bool { return waiter.d.stats.watches.Load() >= 2 })
+	waitFor(t, 10*time.Second, "the waiter's watch set again", func() bool { return driverOf(waiter).stats.watches.Load() >= 2 })
 	time.Sleep(200 * time.Millisecond) // let any stray wake-up show
-	if l, e := waiter.d.stats.children.Load()-lists, waiter.d.stats.watchEvents.Load()-events; l != 0 || e != 0 {
+	if l, e := driverOf(waiter).stats.children.Load()-lists, driverOf(waiter).stats.watchEvents.Load()-events; l != 0 || e != 0 {
 		t.Errorf("6 changes of the holder's hold count: the waiter listed the queue %d times and counted %d wake-ups, want 0 and 0", l, e)
 	}
 	if err := lease.Release(ctxT(t, 10*time.Second)); err != nil {
@@ -166,7 +166,7 @@ func TestForceRelease(t *testing.T) {
 	admin := adminConn(t, addrs...)
 	holder, operator, waiter := dialT(t, addrs, WithBasePath(base)), dialT(t, addrs, WithBasePath(base)), dialT(t, addrs, WithBasePath(base))
 	const key = "force"
-	if info, err := distlock.ForceRelease(ctxT(t, 10*time.Second), operator, key); err != nil || info.Held {
+	if info, err := operator.ForceRelease(ctxT(t, 10*time.Second), key); err != nil || info.Held {
 		t.Fatalf("ForceRelease of a free key = %+v, %v", info, err)
 	}
 	victim, err := holder.TryAcquire(ctxT(t, 10*time.Second), key, distlock.WithOwner("stuck"), distlock.WithMetadata("md"))
@@ -178,7 +178,7 @@ func TestForceRelease(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := queue(t, waiter, key)
-	info, err := distlock.ForceRelease(ctxT(t, 10*time.Second), operator, key)
+	info, err := operator.ForceRelease(ctxT(t, 10*time.Second), key)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -265,7 +265,7 @@ func TestForceReleaseReportsWhatItDeletes(t *testing.T) {
 		t.Fatal(err)
 	}
 	leases = append(leases, first)
-	info, err := distlock.ForceRelease(ctxT(t, 30*time.Second), operator, key)
+	info, err := operator.ForceRelease(ctxT(t, 30*time.Second), key)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,18 +2,19 @@ package zookeeper
 
 import (
 	"context"
-	"github.com/distlock/distlock"
-	"github.com/distlock/distlock/internal/testkit/benchkit"
 	"testing"
 	"time"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/testkit/benchkit"
 )
 
 // go test -run '^$' -bench . -benchtime 2000x ./zookeeper/
 
-func benchLockers(b *testing.B, n int) []*Locker {
+func benchLockers(b *testing.B, n int) []*distlock.Locker {
 	c := ensemble(b)
 	base := uniqueBase(b)
-	ls := make([]*Locker, n)
+	ls := make([]*distlock.Locker, n)
 	for i := range ls {
 		ls[i] = dialT(b, c.Addrs(), WithBasePath(base))
 		warm(b, ls[i])
@@ -65,14 +66,14 @@ func BenchmarkHotKeyHandoff(b *testing.B) {
 	ls := benchLockers(b, 4)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	lockers := make([]distlock.Locker, len(ls))
+	lockers := make([]*distlock.Locker, len(ls))
 	for i, l := range ls {
 		lockers[i] = l
 	}
 	benchkit.Handoff(b, ctx, lockers, "bench/hot", goroutines)
 }
 
-// BenchmarkInspect: distlock.Inspect of a held key with one waiter, from
+// BenchmarkInspect: Locker.Inspect of a held key with one waiter, from
 // another session (Sync, getChildren, get).
 func BenchmarkInspect(b *testing.B) {
 	ls := benchLockers(b, 2)
@@ -85,7 +86,7 @@ func BenchmarkInspect(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if info, err := distlock.Inspect(ctx, ls[1], "bench/inspect"); err != nil || !info.Held {
+		if info, err := ls[1].Inspect(ctx, "bench/inspect"); err != nil || !info.Held {
 			b.Fatal(info, err)
 		}
 	}

@@ -69,11 +69,11 @@ func conformanceHarness(t *testing.T, c *testserver.Cluster, session time.Durati
 	admin := adminConn(t, addrs...)
 	var (
 		mu      sync.Mutex
-		victims = map[distlock.Locker]*faults{}
+		victims = map[*distlock.Locker]*faults{}
 	)
 	h = conformance.Harness{
 		Name: "zookeeper",
-		NewLocker: func(ctx context.Context) (distlock.Locker, error) {
+		NewLocker: func(ctx context.Context) (*distlock.Locker, error) {
 			f := &faults{}
 			l, err := Dial(addrs, WithSessionTimeout(session), WithDialer(f.dial),
 				WithLogger(DiscardLogger), WithBasePath(base))
@@ -122,7 +122,7 @@ func conformanceHarness(t *testing.T, c *testserver.Cluster, session time.Durati
 			},
 			// A crash as the network sees it: nothing passes any more,
 			// and the session expires on the server.
-			KillClient: func(l distlock.Locker) error {
+			KillClient: func(l *distlock.Locker) error {
 				mu.Lock()
 				f := victims[l]
 				mu.Unlock()
@@ -132,7 +132,7 @@ func conformanceHarness(t *testing.T, c *testserver.Cluster, session time.Durati
 				f.setBlackhole(true)
 				return nil
 			},
-			NewLinkedLocker: func(ctx context.Context) (distlock.Locker, conformance.Link, error) {
+			NewLinkedLocker: func(ctx context.Context) (*distlock.Locker, conformance.Link, error) {
 				link, err := netfault.ListenGroup(addrs...)
 				if err != nil {
 					return nil, nil, err

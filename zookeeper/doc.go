@@ -117,7 +117,7 @@
 //
 // # Inspection and forced release
 //
-// distlock.Inspect, from any client, reads the key's queue (after a Sync,
+// Locker.Inspect, from any client, reads the key's queue (after a Sync,
 // so that it is as recent as the leader) and its first lock node, the
 // holder: Owner, Metadata (the first acquisition's) and Holds from the
 // node's data, Token its czxid, SessionBound true with TTL 0, and Waiters
@@ -131,7 +131,7 @@
 // expired shows as the holder), and nodes written by other lock recipes
 // (foreign children are ignored).
 //
-// distlock.ForceRelease deletes the holder's node at the data version it
+// Locker.ForceRelease deletes the holder's node at the data version it
 // read: if the node changed in between (a nested hold came or went) or was
 // deleted (a release, and maybe a new holder), the delete fails and the
 // queue is read again (at most 10 rounds), so the reported holder, its
@@ -174,4 +174,6 @@
 //     of a holder's owner, do not keep FIFO order.
 //   - The URL form cannot carry credentials: authenticate a *zk.Conn and
 //     use New (with WithACL for the nodes' ACL).
+//
+// (*distlock.Locker).As answers *Session: the current session's ID and negotiated Timeout.
 package zookeeper

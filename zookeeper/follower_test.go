@@ -21,7 +21,7 @@ const followerPause = 1200 * time.Millisecond
 
 // followerLockers returns Lockers pinned to the leader, to one follower
 // (the one the test pauses, returned too) and to the other follower.
-func followerLockers(t *testing.T, c *testserver.Cluster, base string) (lead, lag, other *Locker, lagging *testserver.Server) {
+func followerLockers(t *testing.T, c *testserver.Cluster, base string) (lead, lag, other *distlock.Locker, lagging *testserver.Server) {
 	t.Helper()
 	var followers []*testserver.Server
 	var leader *testserver.Server
@@ -38,7 +38,7 @@ func followerLockers(t *testing.T, c *testserver.Cluster, base string) (lead, la
 	if leader == nil || len(followers) != 2 {
 		t.Fatalf("ensemble roles: leader %v, followers %v", leader, followers)
 	}
-	dial := func(s *testserver.Server) *Locker {
+	dial := func(s *testserver.Server) *distlock.Locker {
 		l := dialT(t, []string{s.Addr()}, WithSessionTimeout(6*time.Second), WithBasePath(base))
 		warm(t, l)
 		return l
@@ -76,7 +76,7 @@ func TestLaggingFollowerStaleReads(t *testing.T) {
 	if !errors.Is(err, distlock.ErrNotAcquired) {
 		t.Fatalf("TryAcquire through the lagging follower while the leader's client holds = %v, %v; want ErrNotAcquired", got, err)
 	}
-	info, err := distlock.Inspect(ctxT(t, slack.D(20*time.Second)), lag, key)
+	info, err := lag.Inspect(ctxT(t, slack.D(20*time.Second)), key)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +111,7 @@ func TestLaggingFollowerExclusion(t *testing.T) {
 	var wg sync.WaitGroup
 	grants := map[string]int{}
 	var mu sync.Mutex
-	for name, l := range map[string]*Locker{"leader": lead, "lagging": lag, "follower": other} {
+	for name, l := range map[string]*distlock.Locker{"leader": lead, "lagging": lag, "follower": other} {
 		wg.Go(func() {
 			for seq := 0; ctx.Err() == nil && seq < 10_000; seq++ {
 				rec.Add(history.Event{Process: name, Seq: seq, Op: history.AcquireCall, Key: key})

@@ -15,6 +15,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
+	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/conformance"
 	"github.com/distlock/distlock/internal/testkit/testserver"
 )
@@ -393,7 +394,7 @@ func (f *faults) cutNow(refuse time.Duration) {
 }
 
 // dialT opens a Locker on addrs that is closed when the test ends.
-func dialT(t testing.TB, addrs []string, opts ...Option) *Locker {
+func dialT(t testing.TB, addrs []string, opts ...Option) *distlock.Locker {
 	t.Helper()
 	l, err := Dial(addrs, append([]Option{WithLogger(DiscardLogger)}, opts...)...)
 	if err != nil {
@@ -410,7 +411,7 @@ func ctxT(t testing.TB, d time.Duration) context.Context {
 }
 
 // warm makes l establish its session.
-func warm(t testing.TB, l *Locker) {
+func warm(t testing.TB, l *distlock.Locker) {
 	t.Helper()
 	lease, err := l.TryAcquire(ctxT(t, 30*time.Second), "warm-up/"+t.Name())
 	if err != nil {
@@ -423,13 +424,13 @@ func warm(t testing.TB, l *Locker) {
 
 // contactSince reports whether l's current session has been in touch with
 // the ensemble since t, on a live connection.
-func contactSince(l *Locker, t time.Time) bool {
-	s := l.d.current()
+func contactSince(l *distlock.Locker, t time.Time) bool {
+	s := driverOf(l).current()
 	if s == nil || s.conn.State() != zk.StateHasSession {
 		return false
 	}
-	l.d.mu.Lock()
-	defer l.d.mu.Unlock()
+	driverOf(l).mu.Lock()
+	defer driverOf(l).mu.Unlock()
 	return s.lastContactLocked().After(t)
 }
 

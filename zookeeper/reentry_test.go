@@ -32,7 +32,7 @@ func TestNestAfterForceRelease(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := distlock.ForceRelease(ctxT(t, 10*time.Second), second, key); err != nil {
+			if _, err := second.ForceRelease(ctxT(t, 10*time.Second), key); err != nil {
 				t.Fatal(err)
 			}
 			taken, err := second.TryAcquire(ctxT(t, 10*time.Second), key, distlock.WithOwner(tc.takeover))

@@ -12,7 +12,7 @@ import (
 	"github.com/distlock/distlock/backend"
 )
 
-// Semaphores (distlock.NewSemaphore) follow Curator's
+// Semaphores (Locker.Semaphore) follow Curator's
 // InterProcessSemaphoreV2: under a semaphore's key there are two container
 // nodes, an admission lock (this driver's own lock recipe) and the leases
 // (one ephemeral-sequential node per permit, created in protected mode). An

@@ -19,7 +19,7 @@ func TestSemaphoreAdmissionReleasedBeforeReturn(t *testing.T) {
 	b := dialT(t, []string{srv.Addr()}, WithBasePath(base))
 	c := dialT(t, []string{srv.Addr()}, WithBasePath(base)) // another session: no ordering with b's requests
 	ctx := ctxT(t, time.Minute)
-	held, err := distlock.NewSemaphore(a, "adm", 3)
+	held, err := a.Semaphore("adm", 3)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,8 +28,8 @@ func TestSemaphoreAdmissionReleasedBeforeReturn(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer first.Release(ctx)
-	wrong, _ := distlock.NewSemaphore(c, "adm", 2)
-	right, _ := distlock.NewSemaphore(b, "adm", 3)
+	wrong, _ := c.Semaphore("adm", 2)
+	right, _ := b.Semaphore("adm", 3)
 	for i := range 10 {
 		if _, err := wrong.TryAcquire(ctx); !errors.Is(err, distlock.ErrInvalidOption) {
 			t.Fatalf("round %d: another count: %v, want ErrInvalidOption", i, err)

@@ -30,7 +30,7 @@ func TestWaiterKeepsPlaceAcrossCut(t *testing.T) {
 	b := dialT(t, addrs, WithSessionTimeout(session), WithDialer(fb.dial), WithBasePath(base), withHooks(&testHooks{sessionLost: func(id int64, cause string) { t.Logf("LOST 0x%x %s", id, cause) }}))
 	c := dialT(t, addrs, WithSessionTimeout(session), WithBasePath(base))
 	warm(t, b)
-	sidB, createsB := b.SessionID(), b.d.stats.creates.Load()
+	sidB, createsB := sessionOf(b).ID(), driverOf(b).stats.creates.Load()
 	const key = "waiter-cut"
 	held, err := a.Acquire(ctxT(t, 10*time.Second), key)
 	if err != nil {
@@ -41,7 +41,7 @@ func TestWaiterKeepsPlaceAcrossCut(t *testing.T) {
 		lease *distlock.Lease
 		err   error
 	}
-	acquire := func(l *Locker) <-chan res {
+	acquire := func(l *distlock.Locker) <-chan res {
 		got := make(chan res, 1)
 		go func() {
 			lease, err := l.Acquire(ctxT(t, slack.D(60*time.Second)), key, distlock.WithRetryUnavailable(true))
@@ -52,14 +52,14 @@ func TestWaiterKeepsPlaceAcrossCut(t *testing.T) {
 	fb.armCutRead(outage)
 	gotB := acquire(b)
 	waitFor(t, slack.D(20*time.Second), "B's read of its node cut", func() bool { return fb.cutCount() == 1 })
-	waitFor(t, slack.D(20*time.Second), "B watching its predecessor", func() bool { return b.d.stats.watches.Load() >= 1 })
+	waitFor(t, slack.D(20*time.Second), "B watching its predecessor", func() bool { return driverOf(b).stats.watches.Load() >= 1 })
 	nodes := lockNodes(t, admin, base, key)
 	if len(nodes) != 2 {
 		t.Fatalf("queue after the cut: %v, want A's node and B's", nodes)
 	}
 	nodeB := nodes[1]
 	gotC := acquire(c)
-	waitFor(t, slack.D(20*time.Second), "C queued", func() bool { return c.d.stats.watches.Load() >= 1 })
+	waitFor(t, slack.D(20*time.Second), "C queued", func() bool { return driverOf(c).stats.watches.Load() >= 1 })
 
 	if err := held.Release(ctxT(t, 10*time.Second)); err != nil {
 		t.Fatal(err)
@@ -73,13 +73,13 @@ func TestWaiterKeepsPlaceAcrossCut(t *testing.T) {
 	if rb.err != nil {
 		t.Fatalf("B after a %v cut within its %v session: %v", outage, session, rb.err)
 	}
-	if b.SessionID() != sidB {
-		t.Fatalf("B's session changed (0x%x to 0x%x): the cut was not shorter than the session", sidB, b.SessionID())
+	if sessionOf(b).ID() != sidB {
+		t.Fatalf("B's session changed (0x%x to 0x%x): the cut was not shorter than the session", sidB, sessionOf(b).ID())
 	}
 	if got := lockNodes(t, admin, base, key); len(got) == 0 || got[0] != nodeB {
 		t.Errorf("B holds through %v, want its node from before the cut %s", got, nodeB)
 	}
-	if n := b.d.stats.creates.Load() - createsB; n != 1 {
+	if n := driverOf(b).stats.creates.Load() - createsB; n != 1 {
 		t.Errorf("B created %d nodes, want 1: it rejoined the queue", n)
 	}
 	if err := rb.lease.Release(ctxT(t, 10*time.Second)); err != nil {
@@ -109,7 +109,7 @@ func TestHoldWatchSurvivesCut(t *testing.T) {
 	a := dialT(t, addrs, WithSessionTimeout(session), WithDialer(fa.dial), WithBasePath(base))
 	op := dialT(t, addrs, WithSessionTimeout(session), WithBasePath(base))
 	warm(t, a)
-	sid := a.SessionID()
+	sid := sessionOf(a).ID()
 	const key = "hold-watch-cut"
 	// A TTL far beyond the test: no refresh comes to notice the loss.
 	opts := []distlock.Option{distlock.WithOwner("o"), distlock.WithTTL(10 * time.Minute)}
@@ -123,11 +123,11 @@ func TestHoldWatchSurvivesCut(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, slack.D(20*time.Second), "the watch's read cut", func() bool { return fa.cutCount() == 1 })
-	waitFor(t, slack.D(20*time.Second), "A reconnected", func() bool { return a.d.connState() == fmt.Sprintf("%v session 0x%x", zk.StateHasSession, sid) })
-	if a.SessionID() != sid {
+	waitFor(t, slack.D(20*time.Second), "A reconnected", func() bool { return driverOf(a).connState() == fmt.Sprintf("%v session 0x%x", zk.StateHasSession, sid) })
+	if sessionOf(a).ID() != sid {
 		t.Fatalf("A's session changed: the cut was not shorter than the session")
 	}
-	if _, err := distlock.ForceRelease(ctxT(t, 10*time.Second), op, key); err != nil {
+	if _, err := op.ForceRelease(ctxT(t, 10*time.Second), key); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -158,7 +158,7 @@ func TestIdleSessionSyncSurvivesCut(t *testing.T) {
 	const session, outage = 4 * time.Second, 100 * time.Millisecond
 	a := dialT(t, addrs, WithSessionTimeout(session), WithDialer(fa.dial), WithBasePath(base))
 	warm(t, a)
-	sid := a.SessionID()
+	sid := sessionOf(a).ID()
 	// Idle for two heartbeat periods (timeout/10 each): the next use
 	// renews contact with a Sync first.
 	time.Sleep(2*session/10 + 50*time.Millisecond)
@@ -170,7 +170,7 @@ func TestIdleSessionSyncSurvivesCut(t *testing.T) {
 	if fa.cutCount() != 1 {
 		t.Fatalf("%d cuts, want the Sync cut", fa.cutCount())
 	}
-	if a.SessionID() != sid {
+	if sessionOf(a).ID() != sid {
 		t.Errorf("session changed: the cut was not shorter than the session")
 	}
 	if err := lease.Release(ctxT(t, 10*time.Second)); err != nil {

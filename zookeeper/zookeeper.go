@@ -33,14 +33,6 @@ const (
 	DefaultPort = "2181"
 )
 
-// Locker is a distlock.Locker on ZooKeeper, with ZooKeeper-specific
-// methods (SessionID, SessionTimeout). Its methods are safe for concurrent
-// use.
-type Locker struct {
-	distlock.Locker
-	d *driver
-}
-
 // New returns a Locker over an existing connection, which stays the
 // caller's: Close does not close it. If the session is lost, its leases end
 // and go-zookeeper's own reconnect establishes a new session that later
@@ -54,7 +46,7 @@ type Locker struct {
 // New checks every option value, and that conn is not nil and its session
 // timeout is known: otherwise it returns an error wrapping
 // distlock.ErrInvalidOption. It does not wait for the connection.
-func New(conn *zk.Conn, opts ...Option) (*Locker, error) {
+func New(conn *zk.Conn, opts ...Option) (*distlock.Locker, error) {
 	if conn == nil {
 		return nil, fmt.Errorf("%w: zookeeper: New: nil *zk.Conn", backend.ErrInvalidOption)
 	}
@@ -67,7 +59,7 @@ func New(conn *zk.Conn, opts ...Option) (*Locker, error) {
 // and Close closes it. Dial does not wait for the connection; acquisitions
 // do (bounded by WithConnectTimeout). Like New, it checks every option
 // value (ErrInvalidOption).
-func Dial(servers []string, opts ...Option) (*Locker, error) {
+func Dial(servers []string, opts ...Option) (*distlock.Locker, error) {
 	if len(servers) == 0 {
 		return nil, fmt.Errorf("%w: no ZooKeeper server given", backend.ErrInvalidOption)
 	}
@@ -76,7 +68,7 @@ func Dial(servers []string, opts ...Option) (*Locker, error) {
 
 // newLocker is New and Dial: the driver over conn, or over its own
 // connection to servers when conn is nil.
-func newLocker(conn *zk.Conn, servers []string, opts []Option) (*Locker, error) {
+func newLocker(conn *zk.Conn, servers []string, opts []Option) (*distlock.Locker, error) {
 	cfg, err := newConfig(opts)
 	if err != nil {
 		return nil, err
@@ -85,7 +77,7 @@ func newLocker(conn *zk.Conn, servers []string, opts []Option) (*Locker, error) 
 	if err != nil {
 		return nil, err
 	}
-	return &Locker{Locker: distlock.New(d, "zookeeper", cfg.defaults...), d: d}, nil
+	return distlock.New(d, "zookeeper", cfg.defaults...), nil
 }
 
 // Connect is zk.Connect with a dialer that reads the negotiated session
@@ -124,24 +116,6 @@ func connect(servers []string, cfg *config) (*zk.Conn, <-chan zk.Event, *connInf
 		return nil, nil, nil, fmt.Errorf("%w: %w", backend.ErrUnavailable, err)
 	}
 	return conn, events, info, nil
-}
-
-// SessionTimeout returns the negotiated timeout of the current session, 0
-// before a session is established.
-func (l *Locker) SessionTimeout() time.Duration {
-	if s := l.d.current(); s != nil {
-		return s.timeout
-	}
-	return 0
-}
-
-// SessionID returns the id of the current session, 0 before a session is
-// established.
-func (l *Locker) SessionID() int64 {
-	if s := l.d.current(); s != nil {
-		return s.id
-	}
-	return 0
 }
 
 // open is the URL opener:
@@ -224,7 +198,3 @@ func urlOptions(u *url.URL) ([]Option, error) {
 	}
 	return opts, nil
 }
-
-// Unwrap returns the distlock.Locker inside l, through which
-// distlock.Inspect and distlock.ForceRelease reach the backend.
-func (l *Locker) Unwrap() distlock.Locker { return l.Locker }

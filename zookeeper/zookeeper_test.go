@@ -41,7 +41,7 @@ const (
 
 // cutLockers dials, on a base path of its own, A with fault injection (its
 // session established) and others more Lockers.
-func cutLockers(t *testing.T, addrs []string, others int) (base string, fa *faults, a *Locker, rest []*Locker) {
+func cutLockers(t *testing.T, addrs []string, others int) (base string, fa *faults, a *distlock.Locker, rest []*distlock.Locker) {
 	base, fa = uniqueBase(t), &faults{}
 	a = dialT(t, addrs, WithSessionTimeout(cutSession), WithDialer(fa.dial), WithBasePath(base))
 	for range others {
@@ -114,7 +114,7 @@ func cutAdopts(t *testing.T, addrs []string, admin *zk.Conn) {
 	const outage = cutOutage
 	base, fa, a, others := cutLockers(t, addrs, 1)
 	b := others[0]
-	sidA := a.SessionID()
+	sidA := sessionOf(a).ID()
 	const key = "cut/adopt"
 	held, err := b.TryAcquire(ctxT(t, 10*time.Second), key)
 	if err != nil {
@@ -131,15 +131,15 @@ func cutAdopts(t *testing.T, addrs []string, admin *zk.Conn) {
 		got <- res{lease, err}
 	}()
 	waitFor(t, 30*time.Second, "A to wait behind B after the cut", func() bool {
-		return fa.cutCount() == 1 && a.d.stats.watches.Load() >= 1
+		return fa.cutCount() == 1 && driverOf(a).stats.watches.Load() >= 1
 	})
 	nodes := lockNodes(t, admin, base, key)
 	if len(nodes) != 2 {
 		t.Fatalf("nodes after the cut: %v, want B's and A's (adopted) only", nodes)
 	}
 	_, st, err := admin.Get(base + "/" + encodeKey(key) + "/" + nodes[1])
-	if err != nil || st.EphemeralOwner != sidA || a.SessionID() != sidA {
-		t.Fatalf("A's node: owner 0x%x (%v), A's session 0x%x then 0x%x", st.EphemeralOwner, err, sidA, a.SessionID())
+	if err != nil || st.EphemeralOwner != sidA || sessionOf(a).ID() != sidA {
+		t.Fatalf("A's node: owner 0x%x (%v), A's session 0x%x then 0x%x", st.EphemeralOwner, err, sidA, sessionOf(a).ID())
 	}
 	if err := held.Release(ctxT(t, 10*time.Second)); err != nil {
 		t.Fatal(err)
@@ -163,7 +163,7 @@ func cutGivesUp(t *testing.T, addrs []string, admin *zk.Conn) {
 	const session, outage = cutSession, cutOutage
 	base, fa, a, others := cutLockers(t, addrs, 2)
 	b, c := others[0], others[1]
-	sidA := a.SessionID()
+	sidA := sessionOf(a).ID()
 	const key = "cut/give-up"
 	held, err := b.TryAcquire(ctxT(t, 10*time.Second), key)
 	if err != nil {
@@ -182,8 +182,8 @@ func cutGivesUp(t *testing.T, addrs []string, admin *zk.Conn) {
 	// A's session survives the outage, and its orphan is deleted by
 	// A's background cleanup, not by a session expiry.
 	waitFor(t, 3*session, "A's orphan deleted", func() bool { return len(lockNodes(t, admin, base, key)) == 1 })
-	if a.SessionID() != sidA || a.d.stats.sessions.Load() != 0 {
-		t.Fatalf("A's session changed (0x%x → 0x%x): the test wants the cleanup, not the expiry", sidA, a.SessionID())
+	if sessionOf(a).ID() != sidA || driverOf(a).stats.sessions.Load() != 0 {
+		t.Fatalf("A's session changed (0x%x → 0x%x): the test wants the cleanup, not the expiry", sidA, sessionOf(a).ID())
 	}
 	if err := held.Release(ctxT(t, 10*time.Second)); err != nil {
 		t.Fatal(err)
@@ -253,8 +253,8 @@ func TestPartitionExpiry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sid := a.SessionID()
-	if got := a.SessionTimeout(); got != session {
+	sid := sessionOf(a).ID()
+	if got := sessionOf(a).Timeout(); got != session {
 		t.Fatalf("negotiated timeout %v, want %v", got, session)
 	}
 	type res struct {
@@ -267,14 +267,14 @@ func TestPartitionExpiry(t *testing.T) {
 		l, err := b.Acquire(ctxT(t, 60*time.Second), key)
 		got <- res{l, err, time.Now()}
 	}()
-	waitFor(t, 10*time.Second, "B waiting", func() bool { return b.d.stats.watches.Load() >= 1 })
+	waitFor(t, 10*time.Second, "B waiting", func() bool { return driverOf(b).stats.watches.Load() >= 1 })
 
-	sess := a.d.current()
+	sess := driverOf(a).current()
 	partition := time.Now()
 	fa.setBlackhole(true)
-	a.d.mu.Lock()
+	driverOf(a).mu.Lock()
 	lastContact := sess.lastContactLocked()
-	a.d.mu.Unlock()
+	driverOf(a).mu.Unlock()
 	var doneAt time.Time
 	select {
 	case <-lease.Done():
@@ -282,9 +282,9 @@ func TestPartitionExpiry(t *testing.T) {
 	case <-time.After(3 * session):
 		t.Fatalf("lease still held %v into the partition", 3*session)
 	}
-	a.d.mu.Lock()
+	driverOf(a).mu.Lock()
 	deadline := sess.deadlineLocked() // last contact may have moved just before the partition
-	a.d.mu.Unlock()
+	driverOf(a).mu.Unlock()
 	r := <-got
 	if r.err != nil {
 		t.Fatalf("B: %v", r.err)
@@ -314,8 +314,8 @@ func TestPartitionExpiry(t *testing.T) {
 	if err != nil {
 		t.Fatalf("A after the partition: %v", err)
 	}
-	if a.SessionID() == sid || a.SessionID() == 0 {
-		t.Errorf("A's session 0x%x after the partition, want a new one (was 0x%x)", a.SessionID(), sid)
+	if sessionOf(a).ID() == sid || sessionOf(a).ID() == 0 {
+		t.Errorf("A's session 0x%x after the partition, want a new one (was 0x%x)", sessionOf(a).ID(), sid)
 	}
 	if err := again.Release(ctxT(t, 10*time.Second)); err != nil {
 		t.Fatal(err)
@@ -343,7 +343,7 @@ func TestShortOutageKeepsLease(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			sid := a.SessionID()
+			sid := sessionOf(a).ID()
 			start := time.Now()
 			fa.cutNow(500 * time.Millisecond)
 			if policy == LoseOnDisconnect {
@@ -358,7 +358,7 @@ func TestShortOutageKeepsLease(t *testing.T) {
 				// not wait for the session to expire.
 				other, err := b.Acquire(ctxT(t, session-time.Second), key)
 				if err != nil {
-					t.Fatalf("B: %v (after %v; A's state %v, session 0x%x; nodes %v)", err, time.Since(start), a.d.connState(), sid, lockNodes(t, adminConn(t, addrs...), base, key))
+					t.Fatalf("B: %v (after %v; A's state %v, session 0x%x; nodes %v)", err, time.Since(start), driverOf(a).connState(), sid, lockNodes(t, adminConn(t, addrs...), base, key))
 				}
 				t.Logf("B acquired %v after the cut (session timeout %v)", time.Since(start).Round(time.Millisecond), session)
 				_ = other.Release(ctxT(t, 10*time.Second))
@@ -366,7 +366,7 @@ func TestShortOutageKeepsLease(t *testing.T) {
 				if err != nil {
 					t.Fatalf("A after the cut: %v", err)
 				}
-				if a.SessionID() == sid {
+				if sessionOf(a).ID() == sid {
 					t.Errorf("same session after LoseOnDisconnect")
 				}
 				_ = again.Release(ctxT(t, 10*time.Second))
@@ -377,7 +377,7 @@ func TestShortOutageKeepsLease(t *testing.T) {
 			if err := lease.Err(); err != nil {
 				t.Fatalf("lease lost across a short outage: %v", err)
 			}
-			if a.SessionID() != sid {
+			if sessionOf(a).ID() != sid {
 				t.Fatalf("session changed")
 			}
 			if _, err := b.TryAcquire(ctxT(t, 10*time.Second), key); !errors.Is(err, distlock.ErrNotAcquired) {
@@ -436,14 +436,14 @@ func TestServerPause(t *testing.T) {
 	})
 }
 
-func pauseHolder(t *testing.T, a, b *Locker, pause time.Duration, stop func() (resume func(), err error)) {
+func pauseHolder(t *testing.T, a, b *distlock.Locker, pause time.Duration, stop func() (resume func(), err error)) {
 	t.Helper()
 	const key = "pause"
 	lease, err := a.TryAcquire(ctxT(t, 10*time.Second), key)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sid := a.SessionID()
+	sid := sessionOf(a).ID()
 	resume, err := stop()
 	if err != nil {
 		t.Fatal(err)
@@ -452,11 +452,11 @@ func pauseHolder(t *testing.T, a, b *Locker, pause time.Duration, stop func() (r
 	resume()
 	resumed := time.Now()
 	// Let the clients reconnect and the heartbeat run.
-	waitFor(t, a.SessionTimeout(), "A back in touch with the ensemble", func() bool { return lease.Err() != nil || contactSince(a, resumed) })
+	waitFor(t, sessionOf(a).Timeout(), "A back in touch with the ensemble", func() bool { return lease.Err() != nil || contactSince(a, resumed) })
 	if err := lease.Err(); err != nil {
-		t.Fatalf("lease lost across a %v pause (session timeout %v): %v", pause, a.SessionTimeout(), err)
+		t.Fatalf("lease lost across a %v pause (session timeout %v): %v", pause, sessionOf(a).Timeout(), err)
 	}
-	if a.SessionID() != sid {
+	if sessionOf(a).ID() != sid {
 		t.Fatalf("session changed")
 	}
 	var busy error
@@ -493,7 +493,7 @@ func TestHerd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waiters := make([]*Locker, n)
+	waiters := make([]*distlock.Locker, n)
 	got := make([]chan *distlock.Lease, n)
 	for i := range waiters {
 		waiters[i] = dialT(t, addrs, WithBasePath(base))
@@ -507,12 +507,12 @@ func TestHerd(t *testing.T) {
 			}
 			got[i] <- lease
 		}()
-		waitFor(t, 10*time.Second, "waiter queued", func() bool { return waiters[i].d.stats.watches.Load() == 1 })
+		waitFor(t, 10*time.Second, "waiter queued", func() bool { return driverOf(waiters[i]).stats.watches.Load() == 1 })
 	}
 	total := func() (events, lists int64) {
 		for _, w := range waiters {
-			events += w.d.stats.watchEvents.Load()
-			lists += w.d.stats.children.Load()
+			events += driverOf(w).stats.watchEvents.Load()
+			lists += driverOf(w).stats.children.Load()
 		}
 		return
 	}
@@ -584,7 +584,7 @@ func TestFairEight(t *testing.T) {
 			time.Sleep(10 * time.Millisecond)
 			_ = l.Release(context.Background())
 		}()
-		waitFor(t, 10*time.Second, "waiter queued", func() bool { return w.d.stats.watches.Load() >= 1 })
+		waitFor(t, 10*time.Second, "waiter queued", func() bool { return driverOf(w).stats.watches.Load() >= 1 })
 	}
 	if err := lease.Release(ctxT(t, 10*time.Second)); err != nil {
 		t.Fatal(err)
@@ -699,7 +699,7 @@ func TestForeignChildren(t *testing.T) {
 		}
 		got <- err
 	}()
-	waitFor(t, 10*time.Second, "B waiting", func() bool { return b.d.stats.watches.Load() >= 1 })
+	waitFor(t, 10*time.Second, "B waiting", func() bool { return driverOf(b).stats.watches.Load() >= 1 })
 	if err := la.Release(ctxT(t, 10*time.Second)); err != nil {
 		t.Fatal(err)
 	}
@@ -793,7 +793,7 @@ func TestNegotiatedTimeout(t *testing.T) {
 	} {
 		l := dialT(t, []string{s.Addr()}, WithSessionTimeout(c.ask), WithBasePath(uniqueBase(t)))
 		warm(t, l)
-		if got := l.SessionTimeout(); !external() && got != c.want {
+		if got := sessionOf(l).Timeout(); !external() && got != c.want {
 			t.Errorf("asked %v: negotiated %v, want %v", c.ask, got, c.want)
 		}
 		_ = l.Close()
@@ -829,8 +829,8 @@ func TestNewOverConn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l.SessionTimeout() != session {
-		t.Errorf("SessionTimeout %v, want %v", l.SessionTimeout(), session)
+	if sessionOf(l).Timeout() != session {
+		t.Errorf("SessionTimeout %v, want %v", sessionOf(l).Timeout(), session)
 	}
 	sid := conn.SessionID()
 	fa.cutNow(500 * time.Millisecond)
@@ -924,9 +924,9 @@ func TestReentrancyScope(t *testing.T) {
 	}
 	r1, r2 := make(chan res, 1), make(chan res, 1)
 	go func() { l, err := a.Acquire(ctxT(t, 30*time.Second), key, owner); r1 <- res{l, err} }()
-	waitFor(t, 10*time.Second, "first queued", func() bool { return a.d.stats.watches.Load() == 1 })
+	waitFor(t, 10*time.Second, "first queued", func() bool { return driverOf(a).stats.watches.Load() == 1 })
 	go func() { l, err := a.Acquire(ctxT(t, 30*time.Second), key, owner); r2 <- res{l, err} }()
-	waitFor(t, 10*time.Second, "second queued", func() bool { return a.d.stats.watches.Load() == 2 })
+	waitFor(t, 10*time.Second, "second queued", func() bool { return driverOf(a).stats.watches.Load() == 2 })
 	if err := held.Release(ctxT(t, 10*time.Second)); err != nil {
 		t.Fatal(err)
 	}
@@ -962,7 +962,7 @@ func TestNoLeak(t *testing.T) {
 	base := uniqueBase(t)
 	time.Sleep(100 * time.Millisecond)
 	before := runtime.NumGoroutine()
-	var ls []*Locker
+	var ls []*distlock.Locker
 	for i := 0; i < 3; i++ {
 		l, err := Dial(addrs, WithBasePath(base), WithLogger(DiscardLogger))
 		if err != nil {
@@ -1000,9 +1000,9 @@ func TestNoLeak(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("abandoned Acquire: %v", err)
 	}
-	watches := ls[2].d.stats.watches.Load()
+	watches := driverOf(ls[2]).stats.watches.Load()
 	go func() { _, _ = ls[2].Acquire(ctx, "held") }() // interrupted by Close
-	waitFor(t, 10*time.Second, "the Acquire to wait", func() bool { return ls[2].d.stats.watches.Load() > watches })
+	waitFor(t, 10*time.Second, "the Acquire to wait", func() bool { return driverOf(ls[2]).stats.watches.Load() > watches })
 	for _, l := range ls {
 		if err := l.Close(); err != nil {
 			t.Errorf("Close: %v", err)

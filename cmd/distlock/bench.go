@@ -69,7 +69,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 
-	ls := make([]distlock.Locker, *lockers)
+	ls := make([]*distlock.Locker, *lockers)
 	for i := range ls {
 		l, err := distlock.Open(ctx, url)
 		if err != nil {
@@ -111,7 +111,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 	return ExitOK
 }
 
-func benchUncontended(ctx context.Context, l distlock.Locker, prefix string, d time.Duration, rep *BenchReport) error {
+func benchUncontended(ctx context.Context, l *distlock.Locker, prefix string, d time.Duration, rep *BenchReport) error {
 	key := prefix + "uncontended"
 	var acq, cyc []time.Duration
 	start := time.Now()
@@ -136,7 +136,7 @@ func benchUncontended(ctx context.Context, l distlock.Locker, prefix string, d t
 	return nil
 }
 
-func benchContended(ctx context.Context, ls []distlock.Locker, prefix string, clients, keys int, d time.Duration, rep *BenchReport) {
+func benchContended(ctx context.Context, ls []*distlock.Locker, prefix string, clients, keys int, d time.Duration, rep *BenchReport) {
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	base := time.Now()

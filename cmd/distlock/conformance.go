@@ -157,7 +157,7 @@ func cliHarness(ctx context.Context, url string, ttl, sessionTimeout time.Durati
 	_, _ = rand.Read(b[:])
 	return conformance.Harness{
 		Name:           redactURL(url),
-		NewLocker:      func(ctx context.Context) (distlock.Locker, error) { return distlock.Open(ctx, url) },
+		NewLocker:      func(ctx context.Context) (*distlock.Locker, error) { return distlock.Open(ctx, url) },
 		KeyPrefix:      "distlock-conformance/" + hex.EncodeToString(b[:]) + "/",
 		URL:            workerURL(url),
 		TTL:            ttl,

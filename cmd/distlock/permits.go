@@ -15,7 +15,7 @@ type taker func(ctx context.Context, try bool) (*distlock.Lease, error)
 
 // runTaker returns the taker of the lock key, or with permits > 0 of one
 // permit of the semaphore key (--permits).
-func runTaker(l distlock.Locker, key string, permits int, opts []distlock.Option) (taker, error) {
+func runTaker(l *distlock.Locker, key string, permits int, opts []distlock.Option) (taker, error) {
 	if permits == 0 {
 		return func(ctx context.Context, try bool) (*distlock.Lease, error) {
 			if try {
@@ -24,7 +24,7 @@ func runTaker(l distlock.Locker, key string, permits int, opts []distlock.Option
 			return l.Acquire(ctx, key, opts...)
 		}, nil
 	}
-	sem, err := distlock.NewSemaphore(l, key, permits)
+	sem, err := l.Semaphore(key, permits)
 	if err != nil {
 		return nil, err
 	}

@@ -84,7 +84,7 @@ func cmdStatus(args []string, stdout, stderr io.Writer) int {
 	status := ExitOK
 	entries := make([]StatusEntry, 0, len(keys))
 	for _, key := range keys {
-		info, err := distlock.Inspect(ctx, locker, key)
+		info, err := locker.Inspect(ctx, key)
 		if err != nil {
 			err = noAnswer(ctx, err, *timeout)
 			fmt.Fprintf(stderr, "distlock status: %s\n", errLine(err))

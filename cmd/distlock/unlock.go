@@ -78,10 +78,16 @@ func cmdUnlock(args []string, stdout, stderr io.Writer) int {
 
 // unlocker is one unlock --force.
 type unlocker struct {
-	locker         distlock.Locker
+	locker         admin
 	key            string
 	timeout        time.Duration
 	stdout, stderr io.Writer
+}
+
+// admin is what unlock needs of a Locker.
+type admin interface {
+	Inspect(ctx context.Context, key string) (distlock.LockInfo, error)
+	ForceRelease(ctx context.Context, key string, opts ...distlock.ForceOption) (distlock.LockInfo, error)
 }
 
 func (u *unlocker) run(yes bool) int {
@@ -111,7 +117,7 @@ func (u *unlocker) run(yes bool) int {
 	ctx, cancel := context.WithTimeout(context.Background(), u.timeout)
 	defer cancel()
 	// Only the holder shown: compared with the eviction, in the backend.
-	evicted, err := distlock.ForceRelease(ctx, u.locker, u.key, distlock.IfHeldBy(shown.Owner, shown.Token))
+	evicted, err := u.locker.ForceRelease(ctx, u.key, distlock.IfHeldBy(shown.Owner, shown.Token))
 	err = noAnswer(ctx, err, u.timeout)
 	if errors.Is(err, distlock.ErrNotHeld) {
 		now, ierr := u.inspect()
@@ -132,7 +138,7 @@ func (u *unlocker) run(yes bool) int {
 func (u *unlocker) inspect() (distlock.LockInfo, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), u.timeout)
 	defer cancel()
-	info, err := distlock.Inspect(ctx, u.locker, u.key)
+	info, err := u.locker.Inspect(ctx, u.key)
 	return info, noAnswer(ctx, err, u.timeout)
 }
 

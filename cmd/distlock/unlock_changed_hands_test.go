@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -10,20 +11,26 @@ import (
 	"github.com/distlock/distlock/memory"
 )
 
-// handOverLocker is a Locker whose Unwrap (which distlock.Inspect and
-// distlock.ForceRelease follow on every call) runs before(n) on its n-th
-// call: a way to change the lock's holder, on the real in-process backend,
-// exactly between unlock's last Inspect and its ForceRelease.
+// handOverLocker is a Locker that runs before(n) ahead of its n-th call of
+// Inspect or ForceRelease: a way to change the lock's holder, on the real
+// in-process backend, exactly between unlock's last Inspect and its
+// ForceRelease.
 type handOverLocker struct {
-	distlock.Locker
+	*distlock.Locker
 	calls  int
 	before func(n int)
 }
 
-func (h *handOverLocker) Unwrap() distlock.Locker {
+func (h *handOverLocker) Inspect(ctx context.Context, key string) (distlock.LockInfo, error) {
 	h.calls++
 	h.before(h.calls)
-	return h.Locker
+	return h.Locker.Inspect(ctx, key)
+}
+
+func (h *handOverLocker) ForceRelease(ctx context.Context, key string, opts ...distlock.ForceOption) (distlock.LockInfo, error) {
+	h.calls++
+	h.before(h.calls)
+	return h.Locker.ForceRelease(ctx, key, opts...)
 }
 
 // TestUnlockEvictsAHolderItNeverShowed: `unlock --force` says "The lock is
@@ -70,7 +77,7 @@ func TestUnlockEvictsAHolderItNeverShowed(t *testing.T) {
 			u := unlocker{locker: h, key: "k", timeout: 10 * time.Second, stdout: &stdout, stderr: &stderr}
 			st := u.run(yes)
 			if next == nil {
-				t.Fatalf("the hand-over did not happen (%d Unwrap calls): %s %s", h.calls, stdout.String(), stderr.String())
+				t.Fatalf("the hand-over did not happen (%d calls): %s %s", h.calls, stdout.String(), stderr.String())
 			}
 			if next.Err() != nil || st == ExitOK {
 				t.Errorf("unlock evicted a holder it never showed: exit %d, new holder's lease %v;\nstdout %q\nstderr %q\nwant exit %d and the new holder intact", st, next.Err(), stdout.String(), stderr.String(), ExitFailed)

@@ -32,7 +32,7 @@ func main() {
 		go func() {
 			defer wg.Done()
 			for i := 0; i < 3; i++ {
-				err := distlock.Do(ctx, locker, "report:daily", func(ctx context.Context) error {
+				err := locker.Do(ctx, "report:daily", func(ctx context.Context) error {
 					fmt.Printf("worker %d holds the lock\n", w)
 					time.Sleep(10 * time.Millisecond) // the protected work; ctx ends if the lock is lost
 					return ctx.Err()

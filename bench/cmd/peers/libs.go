@@ -89,7 +89,7 @@ var rawLib = lib{name: "raw go-redis floor", make: func(a []string) inst { retur
 // ---- distlock (redis or redlock backend).
 
 type dlInst struct {
-	l       distlock.Locker
+	l       *distlock.Locker
 	clients []*goredis.Client
 }
 

@@ -71,7 +71,7 @@ type scaleTarget struct {
 	addrs []string
 	// open returns a Locker over fresh clients whose keys start with
 	// prefix, and a probe for its traffic (nil: no server).
-	open func(prefix string) (distlock.Locker, func() (traffic, error), error)
+	open func(prefix string) (scaleLocker, func() (traffic, error), error)
 	// requests and refresh say what the traffic probe counts.
 	requests, refresh string
 	// sizes are the lease counts to measure (a flag's value).
@@ -294,7 +294,7 @@ func redisTarget(addr string, ttl time.Duration) scaleTarget {
 	return scaleTarget{
 		name: "redis", ttl: ttl, addrs: []string{addr},
 		requests: "pipelines + single commands sent", refresh: "EVALSHA run by the server",
-		open: func(prefix string) (distlock.Locker, func() (traffic, error), error) {
+		open: func(prefix string) (scaleLocker, func() (traffic, error), error) {
 			client := goredis.NewClient(&goredis.Options{Addr: addr})
 			hook := &pipeHook{}
 			client.AddHook(hook)
@@ -314,7 +314,7 @@ func redlockTarget(addrs []string, ttl time.Duration) scaleTarget {
 	return scaleTarget{
 		name: fmt.Sprintf("redlock (%d nodes)", len(addrs)), ttl: ttl, addrs: addrs,
 		requests: "pipelines + single commands sent, per node", refresh: "EVALSHA run, per node",
-		open: func(prefix string) (distlock.Locker, func() (traffic, error), error) {
+		open: func(prefix string) (scaleLocker, func() (traffic, error), error) {
 			clients := make([]goredis.UniversalClient, len(addrs))
 			hook := &pipeHook{}
 			for i, a := range addrs {
@@ -345,7 +345,7 @@ func redlockTarget(addrs []string, ttl time.Duration) scaleTarget {
 func memoryTarget(ttl time.Duration) scaleTarget {
 	return scaleTarget{
 		name: "memory", ttl: ttl,
-		open: func(prefix string) (distlock.Locker, func() (traffic, error), error) {
+		open: func(prefix string) (scaleLocker, func() (traffic, error), error) {
 			return memory.MustNew(memory.NewNamespace()), nil, nil
 		},
 	}
@@ -355,7 +355,7 @@ func memcachedTarget(addr string, ttl time.Duration) scaleTarget {
 	return scaleTarget{
 		name: "memcached", ttl: ttl, addrs: []string{addr},
 		requests: "writes on the client's connections (each a request: a pipelined batch of cas is one)", refresh: "cas_hits (stats)",
-		open: func(prefix string) (distlock.Locker, func() (traffic, error), error) {
+		open: func(prefix string) (scaleLocker, func() (traffic, error), error) {
 			ss := new(memcache.ServerList)
 			if err := ss.SetServers(addr); err != nil {
 				return nil, nil, err
@@ -397,7 +397,7 @@ func zookeeperTarget(addr string, ttl time.Duration) scaleTarget {
 	return scaleTarget{
 		name: "zookeeper", ttl: ttl, addrs: []string{addr},
 		requests: "zk_packets_received (mntr)", refresh: "none: ephemeral nodes live as long as the session",
-		open: func(prefix string) (distlock.Locker, func() (traffic, error), error) {
+		open: func(prefix string) (scaleLocker, func() (traffic, error), error) {
 			l, err := distlock.Open(context.Background(), "zookeeper://"+addr+"/"+strings.Trim(prefix, "/"))
 			return l, func() (traffic, error) {
 				st, err := textStats(addr, "mntr", "")
@@ -413,7 +413,7 @@ func mysqlTarget(db *testserver.MariaDB, ttl time.Duration, sizes string) scaleT
 		name: "mysql (row)", ttl: ttl, addrs: []string{db.Addr()},
 		requests: "Com_update (statements)", refresh: "Handler_update (rows)",
 		sizes: sizes, serverPID: db.PID,
-		open: func(prefix string) (distlock.Locker, func() (traffic, error), error) {
+		open: func(prefix string) (scaleLocker, func() (traffic, error), error) {
 			cfg, err := gosql.ParseDSN(dsn)
 			if err != nil {
 				return nil, nil, err
@@ -479,7 +479,7 @@ func postgresTarget(s *testserver.Postgres, ttl time.Duration, mode postgres.Mod
 		name: fmt.Sprintf("postgres (%s)", mode), ttl: ttl, addrs: []string{s.Addr()},
 		requests: "statements sent (pgx tracer)", refresh: "rows in the UPDATE command tags the server returned",
 		sizes: sizes, serverPID: s.PID, note: note,
-		open: func(prefix string) (distlock.Locker, func() (traffic, error), error) {
+		open: func(prefix string) (scaleLocker, func() (traffic, error), error) {
 			cfg, err := pgxpool.ParseConfig(s.DSN())
 			if err != nil {
 				return nil, nil, err
@@ -541,9 +541,16 @@ func processPSS(pid int) (bytes int64, ok bool) {
 	return total, true
 }
 
+// scaleLocker is what the held-lease scale measurement uses of a Locker.
+type scaleLocker interface {
+	Acquire(ctx context.Context, key string, opts ...distlock.Option) (*distlock.Lease, error)
+	TryAcquire(ctx context.Context, key string, opts ...distlock.Option) (*distlock.Lease, error)
+	Close() error
+}
+
 // closeAlso is a Locker that also closes a stats connection.
 type closeAlso struct {
-	distlock.Locker
+	*distlock.Locker
 	also func() error
 }
 

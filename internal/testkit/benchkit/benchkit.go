@@ -16,7 +16,7 @@ import (
 
 // Open opens url with opts for a benchmark; the Locker is closed when b
 // ends.
-func Open(b *testing.B, url string, opts ...distlock.Option) distlock.Locker {
+func Open(b *testing.B, url string, opts ...distlock.Option) *distlock.Locker {
 	b.Helper()
 	l, err := distlock.Open(context.Background(), url, opts...)
 	if err != nil {
@@ -28,7 +28,7 @@ func Open(b *testing.B, url string, opts ...distlock.Option) distlock.Locker {
 
 // Cycle measures acquire + release of one free key: Acquire, or TryAcquire
 // when try, then Release, once per b.Loop iteration, with allocations.
-func Cycle(b *testing.B, l distlock.Locker, key string, try bool, opts ...distlock.Option) {
+func Cycle(b *testing.B, l *distlock.Locker, key string, try bool, opts ...distlock.Option) {
 	b.Helper()
 	ctx := context.Background()
 	acquire := l.Acquire
@@ -50,7 +50,7 @@ func Cycle(b *testing.B, l distlock.Locker, key string, try bool, opts ...distlo
 // DistinctKeys has 500×GOMAXPROCS goroutines each cycle TryAcquire +
 // Release of its own key on l (no contention): the throughput of many
 // independent locks through one Locker.
-func DistinctKeys(b *testing.B, l distlock.Locker) {
+func DistinctKeys(b *testing.B, l *distlock.Locker) {
 	ctx := context.Background()
 	var next atomic.Int64
 	b.SetParallelism(500) // 1,000 goroutines on 2 CPUs
@@ -81,7 +81,7 @@ func DistinctKeys(b *testing.B, l distlock.Locker) {
 // release (a waiter that was woken, not one that happened to arrive after
 // it), and waited/op, the share of acquisitions that did wait. Callers warm
 // the lockers up first and may read their own counters around the call.
-func Handoff(b *testing.B, ctx context.Context, lockers []distlock.Locker, key string, goroutines int) Result {
+func Handoff(b *testing.B, ctx context.Context, lockers []*distlock.Locker, key string, goroutines int) Result {
 	b.Helper()
 	var (
 		base        = time.Now()

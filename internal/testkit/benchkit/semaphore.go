@@ -27,11 +27,11 @@ import (
 //     AcquireAll call alone timed (not the release), reporting the median
 //     of each (µs) and their ratio: the comparison that survives a noisy
 //     machine.
-func Semaphores(b *testing.B, l distlock.Locker) {
+func Semaphores(b *testing.B, l *distlock.Locker) {
 	ctx := context.Background()
 	b.Run("lock", func(b *testing.B) { Cycle(b, l, "bench/sem-lock", true) })
 	permit := func(b *testing.B, key string, held int) {
-		s, err := distlock.NewSemaphore(l, key, 4)
+		s, err := l.Semaphore(key, 4)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -57,7 +57,7 @@ func Semaphores(b *testing.B, l distlock.Locker) {
 	b.Run("permit", func(b *testing.B) { permit(b, "bench/sem", 0) })
 	b.Run("permit-held3", func(b *testing.B) { permit(b, "bench/sem-held", 3) })
 	b.Run("permit-paired", func(b *testing.B) {
-		s, err := distlock.NewSemaphore(l, "bench/sem-paired", 4)
+		s, err := l.Semaphore("bench/sem-paired", 4)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -75,12 +75,24 @@ func Semaphores(b *testing.B, l distlock.Locker) {
 			}
 		})
 	})
+	all := func(keys []string) (func(), error) {
+		m, err := l.AcquireAll(ctx, keys)
+		if err != nil {
+			return nil, err
+		}
+		return func() {
+			if err := m.Release(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}, nil
+	}
+	oneByOne := func(keys []string) (func(), error) { return acquireOneByOne(ctx, l, keys) }
 	for _, c := range []struct {
 		name string
 		k    int
-		l    distlock.Locker
-	}{{"acquire-all/1", 1, l}, {"acquire-all/4", 4, l}, {"acquire-all/4-one-by-one", 4, opaque{l}}} {
-		k, l := c.k, c.l
+		take func([]string) (func(), error)
+	}{{"acquire-all/1", 1, all}, {"acquire-all/4", 4, all}, {"acquire-all/4-one-by-one", 4, oneByOne}} {
+		k, take := c.k, c.take
 		b.Run(c.name, func(b *testing.B) {
 			keys := make([]string, k)
 			for i := range keys {
@@ -89,31 +101,46 @@ func Semaphores(b *testing.B, l distlock.Locker) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			for b.Loop() {
-				m, err := distlock.AcquireAll(ctx, l, keys)
+				release, err := take(keys)
 				if err != nil {
 					b.Fatal(err)
 				}
-				if err := m.Release(ctx); err != nil {
-					b.Fatal(err)
-				}
+				release()
 			}
 		})
 	}
 	b.Run("acquire-all/4-paired", func(b *testing.B) {
 		keys := []string{"bench/pair/0", "bench/pair/1", "bench/pair/2", "bench/pair/3"}
-		ways := []distlock.Locker{l, opaque{l}}
-		var m *distlock.MultiLease
+		ways := []func([]string) (func(), error){all, oneByOne}
+		var release func()
 		paired(b, "one-request-µs", "one-by-one-µs", func(w int) {
 			var err error
-			if m, err = distlock.AcquireAll(ctx, ways[w], keys); err != nil {
+			if release, err = ways[w](keys); err != nil {
 				b.Fatal(err)
 			}
-		}, func() {
-			if err := m.Release(ctx); err != nil {
-				b.Fatal(err)
-			}
-		})
+		}, func() { release() })
 	})
+}
+
+// acquireOneByOne takes keys (sorted) one Acquire each, as AcquireAll does
+// on a backend that cannot take several keys in one request, and returns
+// what releases them.
+func acquireOneByOne(ctx context.Context, l *distlock.Locker, keys []string) (func(), error) {
+	leases := make([]*distlock.Lease, 0, len(keys))
+	release := func() {
+		for _, ls := range leases {
+			_ = ls.Release(ctx)
+		}
+	}
+	for _, k := range slices.Sorted(slices.Values(keys)) {
+		ls, err := l.Acquire(ctx, k)
+		if err != nil {
+			release()
+			return nil, err
+		}
+		leases = append(leases, ls)
+	}
+	return release, nil
 }
 
 // paired runs two ways of doing one thing, alternating in blocks of 50
@@ -144,7 +171,3 @@ func median(d []time.Duration) time.Duration {
 	slices.Sort(d)
 	return d[len(d)/2]
 }
-
-// opaque hides a Locker's driver (it has no Unwrap): AcquireAll takes its
-// keys one by one.
-type opaque struct{ distlock.Locker }

@@ -12,7 +12,7 @@ import (
 // Uncontended is TryAcquire+Release of a free lock on l; the metric unit
 // counts, per cycle, what count reports (reset clears it after the warm-up
 // cycle that creates the table, the row and the connections).
-func Uncontended(b *testing.B, l distlock.Locker, unit string, reset func(), count func() int) {
+func Uncontended(b *testing.B, l *distlock.Locker, unit string, reset func(), count func() int) {
 	ctx := context.Background()
 	cycle := func() {
 		lease, err := l.TryAcquire(ctx, "bench/uncontended")
@@ -36,7 +36,7 @@ func Uncontended(b *testing.B, l distlock.Locker, unit string, reset func(), cou
 
 // Handoff passes one hot key among the Lockers, 2 goroutines each, with
 // Acquire (benchkit.Handoff), after one warm-up acquisition.
-func Handoff(b *testing.B, ls []distlock.Locker) {
+func Handoff(b *testing.B, ls []*distlock.Locker) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	lease, err := ls[0].TryAcquire(ctx, "bench/hot")

@@ -27,7 +27,7 @@ func KeysInBucket(prefix string, bucket, n int) []string {
 
 // AcquireRelease takes key with TryAcquire, releases it and returns its
 // token; an error fails t.
-func AcquireRelease(t testing.TB, ctx context.Context, l distlock.Locker, key string) uint64 {
+func AcquireRelease(t testing.TB, ctx context.Context, l *distlock.Locker, key string) uint64 {
 	t.Helper()
 	lease, err := l.TryAcquire(ctx, key)
 	if err != nil {
@@ -43,7 +43,7 @@ func AcquireRelease(t testing.TB, ctx context.Context, l distlock.Locker, key st
 // buckets (60 times each) on lockers while one goroutine per locker runs
 // cleanup(ctx, i) in a loop (at most 2000 times), and checks that every
 // key's tokens, in the order the holders got them, strictly increase.
-func CleanupRace(t *testing.T, ctx context.Context, lockers []distlock.Locker, cleanup func(ctx context.Context, i int) error) {
+func CleanupRace(t *testing.T, ctx context.Context, lockers []*distlock.Locker, cleanup func(ctx context.Context, i int) error) {
 	keys := append(KeysInBucket("race", 11, 3), KeysInBucket("race", 12, 3)...)
 	var mu sync.Mutex
 	tokens := map[string][]uint64{}
@@ -104,7 +104,7 @@ func CleanupRace(t *testing.T, ctx context.Context, lockers []distlock.Locker, c
 // row, rows (the lease rows left) is then 1, the held lock still
 // refreshes, and both the first key locked again and the never-locked
 // third key get tokens above the first's last.
-func CleanupKeepsTokens(t *testing.T, ctx context.Context, l distlock.Locker, cleanup func() (int, error), rows func() int) {
+func CleanupKeepsTokens(t *testing.T, ctx context.Context, l *distlock.Locker, cleanup func() (int, error), rows func() int) {
 	t.Helper()
 	keys := KeysInBucket("cleanup", 7, 3)
 	var last uint64
@@ -137,7 +137,7 @@ func CleanupKeepsTokens(t *testing.T, ctx context.Context, l distlock.Locker, cl
 // (TryAcquire+Release, 16 workers, at most 15 minutes), and logs the
 // lease rows left (rows), then again after cleanup (which reports the rows
 // it deleted).
-func MeasureRowsLeft(t *testing.T, ctx context.Context, l distlock.Locker, n int, rows func() int, cleanup func() int) {
+func MeasureRowsLeft(t *testing.T, ctx context.Context, l *distlock.Locker, n int, rows func() int, cleanup func() int) {
 	var next, fails atomic.Int64
 	start := time.Now()
 	var wg sync.WaitGroup
@@ -165,7 +165,7 @@ func MeasureRowsLeft(t *testing.T, ctx context.Context, l distlock.Locker, n int
 // waiting reports it queued behind the caller's open transaction (polled
 // every poll, at most 10s; an error if never), runs commit, and returns
 // the token the acquisition then got.
-func TokenAfterCommit(t *testing.T, ctx context.Context, l distlock.Locker, key string, poll time.Duration, waiting func() bool, commit func() error) uint64 {
+func TokenAfterCommit(t *testing.T, ctx context.Context, l *distlock.Locker, key string, poll time.Duration, waiting func() bool, commit func() error) uint64 {
 	t.Helper()
 	got := make(chan uint64, 1)
 	go func() {

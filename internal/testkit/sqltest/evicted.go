@@ -18,7 +18,7 @@ import (
 // b holds the lock (two live holders). With sessionBound, a's first lease
 // must end with ErrLockLost at the latest once a's nested attempt has asked
 // the server; else (a lease row) at its next Refresh, which must fail.
-func EvictedNest(t *testing.T, a, b distlock.Locker, key string, sessionBound bool, evict func(ctx context.Context) error) {
+func EvictedNest(t *testing.T, a, b *distlock.Locker, key string, sessionBound bool, evict func(ctx context.Context) error) {
 	t.Helper()
 	ctx := Ctx(t, slack.D(time.Minute))
 	first, err := a.TryAcquire(ctx, key, distlock.WithOwner("host-1"))

@@ -45,7 +45,7 @@ type Harness struct {
 	SessionTimeout time.Duration
 	// PinnedIDs lists the session ids of l's held locks of key (every
 	// held lock when key is ""); KillSessions ends those sessions.
-	PinnedIDs    func(l distlock.Locker, key string) []int64
+	PinnedIDs    func(l *distlock.Locker, key string) []int64
 	KillSessions func(ctx context.Context, ids []int64) error
 	// Lockers are the Lockers NewLocker made, for Expire.
 	Lockers *Lockers
@@ -54,10 +54,10 @@ type Harness struct {
 // Client is a test's client of the backend in one mode.
 type Client interface {
 	// NewLocker returns a new, independent Locker.
-	NewLocker(ctx context.Context) (distlock.Locker, error)
+	NewLocker(ctx context.Context) (*distlock.Locker, error)
 	// NewLinkedLocker returns a Locker whose connections pass through a
 	// fault proxy.
-	NewLinkedLocker(ctx context.Context) (distlock.Locker, conformance.Link, error)
+	NewLinkedLocker(ctx context.Context) (*distlock.Locker, conformance.Link, error)
 	// Held lists the locks held now, read from the server.
 	Held(ctx context.Context) ([]string, error)
 	// KillAll ends every client session.
@@ -67,18 +67,18 @@ type Client interface {
 // Lockers records the Lockers a harness made.
 type Lockers struct {
 	mu sync.Mutex
-	ls []distlock.Locker
+	ls []*distlock.Locker
 }
 
 // Add records l and returns it.
-func (r *Lockers) Add(l distlock.Locker) distlock.Locker {
+func (r *Lockers) Add(l *distlock.Locker) *distlock.Locker {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.ls = append(r.ls, l)
 	return l
 }
 
-func (r *Lockers) all() []distlock.Locker {
+func (r *Lockers) all() []*distlock.Locker {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return slices.Clone(r.ls)
@@ -132,7 +132,7 @@ func (h Harness) Conformance() conformance.Harness {
 		return ch
 	}
 	ch.SessionTimeout = h.SessionTimeout
-	killPinned := func(ctx context.Context, l distlock.Locker, key string) error {
+	killPinned := func(ctx context.Context, l *distlock.Locker, key string) error {
 		ids := h.PinnedIDs(l, key)
 		if len(ids) == 0 {
 			if key != "" {
@@ -147,7 +147,7 @@ func (h Harness) Conformance() conformance.Harness {
 	}
 	// KillClient: end the victim's pinned sessions from an admin
 	// connection.
-	ch.Faults.KillClient = func(l distlock.Locker) error {
+	ch.Faults.KillClient = func(l *distlock.Locker) error {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
 		return killPinned(ctx, l, "")

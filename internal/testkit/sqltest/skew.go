@@ -26,13 +26,13 @@ import (
 // the expired holder's Refresh fails. A driver that computed an expiry or
 // a takeover from its client's clock would let the lock be stolen at once
 // or hold it for the skew.
-func ClockSkew(t *testing.T, ahead, behind distlock.Locker) {
+func ClockSkew(t *testing.T, ahead, behind *distlock.Locker) {
 	t.Helper()
 	ctx := Ctx(t, slack.D(time.Minute))
 	const ttl = 2 * time.Second
 	for _, pair := range []struct {
 		name          string
-		holder, thief distlock.Locker
+		holder, thief *distlock.Locker
 	}{{"ahead holds", ahead, behind}, {"behind holds", behind, ahead}} {
 		key := "skew/" + pair.name
 		start := time.Now()
@@ -51,7 +51,7 @@ func ClockSkew(t *testing.T, ahead, behind distlock.Locker) {
 		if left := ttl - time.Since(start) - 50*time.Millisecond; busy.RetryAfter < left || busy.RetryAfter > ttl {
 			t.Errorf("%s: the other client sees %v left of a %v lease, want within [%v, %v]", pair.name, busy.RetryAfter, ttl, left, ttl)
 		}
-		info, err := distlock.Inspect(ctx, pair.thief, key)
+		info, err := pair.thief.Inspect(ctx, key)
 		if err != nil || !info.Held || info.TTL <= 0 || info.TTL > ttl {
 			t.Errorf("%s: Inspect = %+v, %v", pair.name, info, err)
 		}

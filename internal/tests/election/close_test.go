@@ -24,7 +24,7 @@ func TestCloseEndsEveryCandidateAndObserver(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 			defer cancel()
 			var (
-				ls   []distlock.Locker
+				ls   []*distlock.Locker
 				wg   sync.WaitGroup
 				mu   sync.Mutex
 				errs []error

@@ -26,7 +26,7 @@ func TestElectionCrowd(t *testing.T) {
 			}
 			base := runtime.NumGoroutine()
 			const candidates, lockers = 1000, 4
-			ls := make([]distlock.Locker, lockers)
+			ls := make([]*distlock.Locker, lockers)
 			for i := range ls {
 				l, err := distlock.Open(t.Context(), url)
 				if err != nil {

@@ -54,7 +54,7 @@ func postgresURL(t *testing.T) string {
 }
 
 // open opens a Locker on url, closed when the test ends.
-func open(t *testing.T, url string, opts ...distlock.Option) distlock.Locker {
+func open(t *testing.T, url string, opts ...distlock.Option) *distlock.Locker {
 	t.Helper()
 	l, err := distlock.Open(t.Context(), url, opts...)
 	if err != nil {
@@ -64,7 +64,7 @@ func open(t *testing.T, url string, opts ...distlock.Option) distlock.Locker {
 	return l
 }
 
-func election(t *testing.T, l distlock.Locker, key, id string, opts ...distlock.ElectionOption) *distlock.Election {
+func election(t *testing.T, l *distlock.Locker, key, id string, opts ...distlock.ElectionOption) *distlock.Election {
 	t.Helper()
 	e, err := distlock.NewElection(l, key, id, opts...)
 	if err != nil {

@@ -16,7 +16,7 @@ import (
 func TestMinHoldSessionBoundCloseLeavesNothing(t *testing.T) {
 	url := zkURL(t)
 	other := open(t, url)
-	if _, err := distlock.Inspect(t.Context(), other, "job"); err != nil {
+	if _, err := other.Inspect(t.Context(), "job"); err != nil {
 		t.Fatal(err)
 	}
 	base := runtime.NumGoroutine()

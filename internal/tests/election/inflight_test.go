@@ -91,7 +91,7 @@ func TestLeadCancelledDuringResign(t *testing.T) {
 		t.Errorf("Lead: %v, want nil or context.Canceled", err)
 	}
 	p.DelayRequests(0)
-	if info, err := distlock.Inspect(t.Context(), open(t, "redis://"+srv.Addr()+"/0"), e.Key()); err != nil || info.Held {
+	if info, err := open(t, "redis://"+srv.Addr()+"/0").Inspect(t.Context(), e.Key()); err != nil || info.Held {
 		t.Errorf("after Lead returned: %+v, %v; want the term resigned", info, err)
 	}
 }

@@ -25,9 +25,9 @@ func TestNilFnIsAnError(t *testing.T) {
 		}
 	}
 	call("Lead", func() error { return e.Lead(t.Context(), nil) })
-	call("Do", func() error { return distlock.Do(t.Context(), l, "job", nil) })
+	call("Do", func() error { return l.Do(t.Context(), "job", nil) })
 	call("TryDo", func() error {
-		ran, err := distlock.TryDo(t.Context(), l, "job", nil)
+		ran, err := l.TryDo(t.Context(), "job", nil)
 		if ran {
 			t.Error("TryDo with a nil function reports it ran")
 		}

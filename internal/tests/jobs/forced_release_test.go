@@ -46,8 +46,8 @@ func TestDoReportsForcedReleaseDuringFn(t *testing.T) {
 			url := c.url(t)
 			ctx := t.Context()
 			holder, op := openTwo(t, url)
-			err := distlock.Do(ctx, holder, "job", func(context.Context) error {
-				info, err := distlock.ForceRelease(ctx, op, "job")
+			err := holder.Do(ctx, "job", func(context.Context) error {
+				info, err := op.ForceRelease(ctx, "job")
 				if err != nil || !info.Held {
 					t.Fatalf("ForceRelease = %+v, %v", info, err)
 				}
@@ -56,8 +56,8 @@ func TestDoReportsForcedReleaseDuringFn(t *testing.T) {
 			if !errors.Is(err, distlock.ErrLockLost) {
 				t.Errorf("Do whose lock was forced free while fn ran: %v; want an error wrapping ErrLockLost", err)
 			}
-			ran, err := distlock.TryDo(ctx, holder, "job2", func(context.Context) error {
-				_, err := distlock.ForceRelease(ctx, op, "job2")
+			ran, err := holder.TryDo(ctx, "job2", func(context.Context) error {
+				_, err := op.ForceRelease(ctx, "job2")
 				return err
 			}, distlock.WithTTL(time.Minute))
 			if !ran || !errors.Is(err, distlock.ErrLockLost) {

@@ -7,9 +7,9 @@ import (
 )
 
 // openTwo opens two Lockers (two clients) on url, closed when the test ends.
-func openTwo(t *testing.T, url string) (a, b distlock.Locker) {
+func openTwo(t *testing.T, url string) (a, b *distlock.Locker) {
 	t.Helper()
-	var ls [2]distlock.Locker
+	var ls [2]*distlock.Locker
 	for i := range ls {
 		l, err := distlock.Open(t.Context(), url)
 		if err != nil {

@@ -22,13 +22,13 @@ func TestTryDoMinHoldEveryBackend(t *testing.T) {
 			ctx := t.Context()
 			const ttl, hold = 2 * time.Second, 4 * time.Second // whole seconds: memcached
 			start := time.Now()
-			ran, err := distlock.TryDo(ctx, a, "nightly", func(context.Context) error { return nil },
+			ran, err := a.TryDo(ctx, "nightly", func(context.Context) error { return nil },
 				distlock.WithTTL(ttl), distlock.WithMinHold(hold))
 			if !ran || err != nil {
 				t.Fatalf("TryDo on a free lock: ran %v, %v", ran, err)
 			}
 			time.Sleep(100 * time.Millisecond)
-			ran, err = distlock.TryDo(ctx, other, "nightly", func(context.Context) error { return errors.New("ran twice") }, distlock.WithTTL(ttl))
+			ran, err = other.TryDo(ctx, "nightly", func(context.Context) error { return errors.New("ran twice") }, distlock.WithTTL(ttl))
 			if ran || err != nil {
 				t.Errorf("late timer %v after the job: ran %v, %v; want skipped", time.Since(start), ran, err)
 			}
@@ -63,7 +63,7 @@ func TestMinHoldJobOutlivesTTL(t *testing.T) {
 			ctx := t.Context()
 			const ttl, job, hold = 2 * time.Second, 3 * time.Second, 5 * time.Second
 			start := time.Now()
-			ran, err := distlock.TryDo(ctx, a, "nightly", func(ctx context.Context) error {
+			ran, err := a.TryDo(ctx, "nightly", func(ctx context.Context) error {
 				time.Sleep(job)
 				return ctx.Err()
 			}, distlock.WithTTL(ttl), distlock.WithMinHold(hold))

@@ -23,21 +23,21 @@ func TestMinHoldReleaseAfterLossLeavesNewOwner(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := distlock.ForceRelease(ctx, other, "nightly"); err != nil {
+			if _, err := other.ForceRelease(ctx, "nightly"); err != nil {
 				t.Fatal(err)
 			}
 			second, err := other.TryAcquire(ctx, "nightly", distlock.WithTTL(3*time.Second), distlock.WithAutoRefresh(false))
 			if err != nil {
 				t.Fatal(err)
 			}
-			before, err := distlock.Inspect(ctx, other, "nightly")
+			before, err := other.Inspect(ctx, "nightly")
 			if err != nil {
 				t.Fatal(err)
 			}
 			if err := first.Release(ctx); !errors.Is(err, distlock.ErrLockLost) {
 				t.Errorf("Release of the evicted lease: %v, want ErrLockLost", err)
 			}
-			after, err := distlock.Inspect(ctx, other, "nightly")
+			after, err := other.Inspect(ctx, "nightly")
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -69,7 +69,7 @@ func minHoldLeftover(t *testing.T, url string) {
 	if err := second.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if info, err := distlock.Inspect(ctx, b, "job"); err != nil || info.Held {
+	if info, err := b.Inspect(ctx, "job"); err != nil || info.Held {
 		t.Errorf("after every lease was released and the minimum hold passed: %+v, %v; want free (the lock is left until the released lease's 1m TTL)", info, err)
 	}
 	if l, err := b.TryAcquire(ctx, "job"); err != nil {

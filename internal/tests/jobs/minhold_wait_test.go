@@ -30,13 +30,13 @@ func TestMinHoldCountsFromGrantAfterWait(t *testing.T) {
 				time.Sleep(busy) // longer than the minimum hold
 				_ = first.Release(context.Background())
 			}()
-			err = distlock.Do(ctx, a, "nightly", func(context.Context) error { return nil },
+			err = a.Do(ctx, "nightly", func(context.Context) error { return nil },
 				distlock.WithTTL(ttl), distlock.WithMinHold(hold))
 			if err != nil {
 				t.Fatal(err)
 			}
 			granted := time.Now() // the grant came before Do returned
-			ran, err := distlock.TryDo(ctx, other, "nightly", func(context.Context) error { return nil }, distlock.WithTTL(ttl))
+			ran, err := other.TryDo(ctx, "nightly", func(context.Context) error { return nil }, distlock.WithTTL(ttl))
 			if elapsed := time.Since(granted); elapsed < hold && (ran || err != nil) {
 				t.Errorf("a late host %v after a job that waited %v: ran %v, %v; want skipped within the %v minimum hold", elapsed, busy, ran, err, hold)
 			}

@@ -19,10 +19,10 @@ func TestDoFnPanicReleases(t *testing.T) {
 		run  func(key string)
 	}{
 		{"Do", func(key string) {
-			_ = distlock.Do(t.Context(), a, key, func(context.Context) error { panic("job bug") }, distlock.WithTTL(3*time.Second))
+			_ = a.Do(t.Context(), key, func(context.Context) error { panic("job bug") }, distlock.WithTTL(3*time.Second))
 		}},
 		{"TryDo", func(key string) {
-			_, _ = distlock.TryDo(t.Context(), a, key, func(context.Context) error { panic("job bug") }, distlock.WithTTL(3*time.Second))
+			_, _ = a.TryDo(t.Context(), key, func(context.Context) error { panic("job bug") }, distlock.WithTTL(3*time.Second))
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {

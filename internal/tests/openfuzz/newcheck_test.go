@@ -48,17 +48,19 @@ func TestNewChecksDefaults(t *testing.T) {
 		{distlock.WithOwner(""), distlock.ErrInvalidOption},
 		{distlock.WithRetry(nil), distlock.ErrInvalidOption},
 	} {
-		news := map[string]func() (distlock.Locker, error){
-			"redis": func() (distlock.Locker, error) { return redis.New(rc, redis.WithDefaults(tc.bad)) },
-			"redlock": func() (distlock.Locker, error) {
+		news := map[string]func() (*distlock.Locker, error){
+			"redis": func() (*distlock.Locker, error) { return redis.New(rc, redis.WithDefaults(tc.bad)) },
+			"redlock": func() (*distlock.Locker, error) {
 				return redlock.New([]goredis.UniversalClient{rc}, redlock.WithDefaults(tc.bad))
 			},
-			"memcached": func() (distlock.Locker, error) {
+			"memcached": func() (*distlock.Locker, error) {
 				return memcached.New(memcache.New("127.0.0.1:1"), memcached.WithDefaults(tc.bad))
 			},
-			"memory":   func() (distlock.Locker, error) { return memory.New(memory.NewNamespace(), memory.WithDefaults(tc.bad)) },
-			"mysql":    func() (distlock.Locker, error) { return mysql.New(db, mysql.WithDefaults(tc.bad)) },
-			"postgres": func() (distlock.Locker, error) { return postgres.New(pool, postgres.WithDefaults(tc.bad)) },
+			"memory": func() (*distlock.Locker, error) {
+				return memory.New(memory.NewNamespace(), memory.WithDefaults(tc.bad))
+			},
+			"mysql":    func() (*distlock.Locker, error) { return mysql.New(db, mysql.WithDefaults(tc.bad)) },
+			"postgres": func() (*distlock.Locker, error) { return postgres.New(pool, postgres.WithDefaults(tc.bad)) },
 		}
 		for name, newLocker := range news {
 			l, err := newLocker()

@@ -89,7 +89,7 @@ func TestRefusedCredentialsAreErrAuth(t *testing.T) {
 			continue
 		}
 		_, aerr := l.Acquire(ctx, "k", distlock.WithRetryUnavailable(true))
-		_, ierr := distlock.Inspect(ctx, l, "k")
+		_, ierr := l.Inspect(ctx, "k")
 		for op, err := range map[string]error{"Acquire": aerr, "Inspect": ierr} {
 			if errors.Is(err, errors.ErrUnsupported) {
 				continue

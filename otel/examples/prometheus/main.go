@@ -78,7 +78,7 @@ func main() {
 
 // work takes one of three locks in turn, waiting at most 200ms for it, and
 // holds it for up to 100ms.
-func work(ctx context.Context, locker distlock.Locker, w int) {
+func work(ctx context.Context, locker *distlock.Locker, w int) {
 	for i := 0; ctx.Err() == nil; i++ {
 		actx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 		lease, err := locker.Acquire(actx, fmt.Sprintf("job-%d", (w+i)%3), distlock.WithOwner(fmt.Sprintf("worker-%d", w)))

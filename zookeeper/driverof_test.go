@@ -1,0 +1,19 @@
+package zookeeper
+
+import "github.com/distlock/distlock"
+
+// driverOf is l's driver; l must be a Locker of this backend.
+func driverOf(l *distlock.Locker) *driver {
+	var d *driver
+	if !l.As(&d) {
+		panic("not a zookeeper Locker")
+	}
+	return d
+}
+
+// sessionOf is l's ZooKeeper session.
+func sessionOf(l *distlock.Locker) Session {
+	var s Session
+	l.As(&s)
+	return s
+}
