@@ -443,3 +443,11 @@ func TestRefreshCoalesced(t *testing.T) {
 	}
 	t.Logf("first refreshes of %d leases in %d calls", n, firstCalls)
 }
+
+func (*stuckDriver) Inspect(context.Context, string) (backend.LockInfo, error) {
+	return backend.LockInfo{}, errors.ErrUnsupported
+}
+
+func (*stuckDriver) ForceRelease(context.Context, string, backend.Holder) (backend.LockInfo, error) {
+	return backend.LockInfo{}, errors.ErrUnsupported
+}

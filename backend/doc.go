@@ -13,11 +13,18 @@
 //
 // # Required
 //
-//   - Driver (TryAcquire, Capabilities, Close) and the Lock it grants (Token,
+//   - Driver (TryAcquire, Capabilities, Close, Inspect, ForceRelease) and
+//     the Lock it grants (Token,
 //     Refresh, Release). Every method that can wait takes the caller's ctx
 //     and returns when it ends; work that must outlive the call (an undo, an
 //     unsubscription) goes on in the background, bounded by the driver, and
 //     Close waits for it within its own bound.
+//   - The operator calls, part of Driver: Inspector reads a lock without
+//     taking it (holder, metadata — so the driver stores Request.Metadata
+//     with every lock —, token, server-side TTL, waiters); ForceReleaser
+//     frees a lock whatever its owner, keeping fencing tokens increasing.
+//     ctx: both return when ctx ends. A backend that truly cannot do one
+//     returns an error wrapping errors.ErrUnsupported.
 //   - A constructor of one shape, New(client, ...Option)
 //     (*distlock.Locker, error),
 //     that checks every option value (ErrInvalidOption) and a URL opener
@@ -50,13 +57,6 @@
 //     longer. ctx: as Release. Without it: a refresh that never shortens,
 //     so a minimum hold may last up to one TTL longer, and WithMinHold is
 //     refused together with WithOwner.
-//   - Inspector: the backend reads a lock without taking it (holder,
-//     metadata, token, server-side TTL, waiters). ctx: Inspect returns when
-//     ctx ends. Without it: Locker.Inspect returns errors.ErrUnsupported.
-//     A driver with Inspector stores Request.Metadata with every lock.
-//   - ForceReleaser: the backend frees a lock whatever its owner, keeping
-//     fencing tokens increasing. ctx: ForceRelease returns when ctx ends.
-//     Without it: Locker.ForceRelease returns errors.ErrUnsupported.
 //   - Semaphorer (with PermitBlocker, PermitNotifier): permits of counting
 //     semaphores, each a Lock of its own; the count is the semaphore's
 //     identity while held (PermitsError). ctx: as TryAcquire (and Acquire,
