@@ -34,7 +34,7 @@ import (
 //
 // Its fields are guarded by driver.mu.
 type holdWatch struct {
-	held    map[waiterID]*hold // the live holds, by attempt id
+	held    holdSet            // the live holds
 	running bool               // a goroutine serves the watch (runHoldWatch)
 	from    int64              // the current stream's start revision; noStream while it is being set up
 	pending []*hold            // holds granted with a key older than from − 1, not yet read
@@ -56,7 +56,6 @@ const holdWatchLinger = 5 * time.Second
 const holdReadBatch = 100
 
 func (w *holdWatch) init() {
-	w.held = map[waiterID]*hold{}
 	w.wake = make(chan struct{}, 1)
 }
 
@@ -72,7 +71,7 @@ func (w *holdWatch) signal() {
 // (startHoldWatch) once the mutex is released.
 func (d *driver) watchLocked(h *hold) (start bool) {
 	w := &d.hw
-	w.held[h.id] = h
+	w.held.add(h)
 	switch {
 	case d.cfg.noHoldWatch:
 	case !w.running:
@@ -88,11 +87,10 @@ func (d *driver) watchLocked(h *hold) (start bool) {
 // unwatchLocked removes h from the live holds.
 func (d *driver) unwatchLocked(h *hold) {
 	w := &d.hw
-	if w.held[h.id] != h {
+	if !w.held.remove(h) {
 		return
 	}
-	delete(w.held, h.id)
-	if len(w.held) == 0 && w.running {
+	if w.held.len() == 0 && w.running {
 		w.signal()
 	}
 }
@@ -128,12 +126,12 @@ func (d *driver) firstFrom() (int64, bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	w := &d.hw
-	if len(w.held) == 0 || d.ctx.Err() != nil {
+	if w.held.len() == 0 || d.ctx.Err() != nil {
 		w.exitLocked()
 		return 0, false
 	}
 	oldest := int64(math.MaxInt64)
-	for _, h := range w.held {
+	for h := range w.held.all() {
 		oldest = min(oldest, h.token)
 	}
 	w.from, w.pending = oldest+1, nil
@@ -188,7 +186,7 @@ func (d *driver) streamHolds(from int64) bool {
 				backoff = min(2*backoff, time.Second)
 			}
 			d.mu.Lock()
-			empty := len(d.hw.held) == 0
+			empty := d.hw.held.len() == 0
 			d.mu.Unlock()
 			if empty {
 				idle.Reset(holdWatchLinger)
@@ -197,7 +195,7 @@ func (d *driver) streamHolds(from int64) bool {
 			d.hw.signal()
 		case <-idle.C:
 			d.mu.Lock()
-			if len(d.hw.held) == 0 {
+			if d.hw.held.len() == 0 {
 				d.hw.exitLocked()
 				d.mu.Unlock()
 				return false
@@ -225,7 +223,7 @@ func (d *driver) keyDeleted(key []byte, rev int64) {
 		return
 	}
 	d.mu.Lock()
-	h := d.hw.held[id]
+	h := d.hw.held.get(id)
 	d.mu.Unlock()
 	if h == nil || rev <= h.token || string(key) != d.keyOf(h) {
 		return
@@ -238,7 +236,7 @@ func (d *driver) keyDeleted(key []byte, rev int64) {
 // slow one does not hold up the watch.
 func (d *driver) keyGone(h *hold) {
 	d.mu.Lock()
-	live := d.hw.held[h.id] == h
+	live := d.hw.held.has(h)
 	d.mu.Unlock()
 	if live {
 		d.spawn(func() { d.table.Gone(h, errKeyGone, nil) })
@@ -274,14 +272,14 @@ func (d *driver) rereadHolds() (int64, bool) {
 	backoff := 50 * time.Millisecond
 	for {
 		d.mu.Lock()
-		if len(w.held) == 0 || d.ctx.Err() != nil {
+		if w.held.len() == 0 || d.ctx.Err() != nil {
 			w.exitLocked()
 			d.mu.Unlock()
 			return 0, false
 		}
 		w.from, w.pending = noStream, nil
-		hs := make([]*hold, 0, len(w.held))
-		for _, h := range w.held {
+		hs := make([]*hold, 0, w.held.len())
+		for h := range w.held.all() {
 			hs = append(hs, h)
 		}
 		d.mu.Unlock()
@@ -296,7 +294,7 @@ func (d *driver) rereadHolds() (int64, bool) {
 			// key is at least as recent as the read are covered.
 			keep := w.pending[:0]
 			for _, h := range w.pending {
-				if h.token < rev && w.held[h.id] == h {
+				if h.token < rev && w.held.has(h) {
 					keep = append(keep, h)
 				}
 			}

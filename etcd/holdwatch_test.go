@@ -398,7 +398,7 @@ func TestCloseWhileHoldEventsInFlight(t *testing.T) {
 		}
 	}
 	a.d.mu.Lock()
-	running, held := a.d.hw.running, len(a.d.hw.held)
+	running, held := a.d.hw.running, a.d.hw.held.len()
 	a.d.mu.Unlock()
 	if running || held != 0 {
 		t.Errorf("after Close: hold watch running %v with %d holds", running, held)

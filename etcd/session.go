@@ -283,7 +283,7 @@ func (d *driver) endSession(s *session, cause error) bool {
 	s.cause = cause
 	close(s.deadCh)
 	var lost []func(error)
-	for _, h := range d.hw.held {
+	for h := range d.hw.held.all() {
 		if h.sess == s {
 			lost = d.table.EndLocked(h, lost)
 		}
