@@ -16,8 +16,8 @@ import (
 // prefix, demultiplexed to the holds by the attempt id in the key's name
 // and the deletion's revision (after the hold's create revision: a
 // deletion of an earlier key of the same name is not the hold's). One
-// goroutine serves it while the driver has holds, and holdWatchLinger
-// after the last one ends; a held lock costs an entry in held, no
+// goroutine serves it while the driver has holds, and one to two
+// holdWatchLinger after the last one ends; a held lock costs an entry in held, no
 // goroutine and no watch of its own.
 //
 // Coverage. A hold is covered when the stream is sure to deliver every
@@ -38,7 +38,8 @@ type holdWatch struct {
 	running bool               // a goroutine serves the watch (runHoldWatch)
 	from    int64              // the current stream's start revision; noStream while it is being set up
 	pending []*hold            // holds granted with a key older than from − 1, not yet read
-	wake    chan struct{}      // (1) pending holds to read, or held became empty
+	wake    chan struct{}      // (1) pending holds to read
+	emptied time.Time          // when held last became empty
 	stop    context.CancelFunc // ends the current stream
 }
 
@@ -87,11 +88,8 @@ func (d *driver) watchLocked(h *hold) (start bool) {
 // unwatchLocked removes h from the live holds.
 func (d *driver) unwatchLocked(h *hold) {
 	w := &d.hw
-	if !w.held.remove(h) {
-		return
-	}
-	if w.held.len() == 0 && w.running {
-		w.signal()
+	if w.held.remove(h) && w.held.len() == 0 {
+		w.emptied = time.Now()
 	}
 }
 
@@ -106,7 +104,7 @@ func (d *driver) startHoldWatch() {
 }
 
 // runHoldWatch serves the hold watch until the driver closes or has had no
-// hold for holdWatchLinger. Each of its exits clears running in the same
+// hold for a while (streamHolds). Each of its exits clears running in the same
 // critical section in which it decides to exit.
 func (d *driver) runHoldWatch() {
 	from, ok := d.firstFrom()
@@ -141,8 +139,9 @@ func (d *driver) firstFrom() (int64, bool) {
 // streamHolds watches the deletions under the prefix from revision from
 // and ends the holds whose keys they delete, reads pending holds, and
 // reports whether the stream ended and must be set up again (true) or the
-// watch is over (false: the driver closed, or it had no hold for
-// holdWatchLinger).
+// watch is over (false: the driver closed, or it has had no hold for
+// holdWatchLinger, checked every holdWatchLinger: a release does not wake
+// the goroutine).
 func (d *driver) streamHolds(from int64) bool {
 	ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(d.ctx))
 	defer cancel()
@@ -154,8 +153,7 @@ func (d *driver) streamHolds(from int64) bool {
 	}
 	d.stats.holdWatch.Add(1)
 	wch := d.client.Watch(ctx, d.cfg.prefix+"/", clientv3.WithPrefix(), clientv3.WithRev(from), clientv3.WithFilterPut())
-	idle := time.NewTimer(holdWatchLinger)
-	idle.Stop()
+	idle := time.NewTicker(holdWatchLinger)
 	retry := time.NewTimer(time.Hour)
 	retry.Stop()
 	defer idle.Stop()
@@ -185,17 +183,11 @@ func (d *driver) streamHolds(from int64) bool {
 				retry.Reset(backoff)
 				backoff = min(2*backoff, time.Second)
 			}
-			d.mu.Lock()
-			empty := d.hw.held.len() == 0
-			d.mu.Unlock()
-			if empty {
-				idle.Reset(holdWatchLinger)
-			}
 		case <-retry.C:
 			d.hw.signal()
 		case <-idle.C:
 			d.mu.Lock()
-			if d.hw.held.len() == 0 {
+			if d.hw.held.len() == 0 && time.Since(d.hw.emptied) >= holdWatchLinger {
 				d.hw.exitLocked()
 				d.mu.Unlock()
 				return false
