@@ -113,6 +113,7 @@ type testHooks struct {
 	beforeWatch func(pred string, rev int64) // a waiter read its predecessor at rev and is about to watch it
 	holdRestart func()                       // the hold watch's stream ended; it is about to read the held keys it listed
 	holdOpen    func(from int64)             // the hold watch is about to open a stream from revision from
+	holdEnded   func()                       // the hold watch's stream ended (before it decides to leave or set up again)
 }
 
 func withHooks(h *testHooks) Option { return func(c *config) { c.hooks = h } }

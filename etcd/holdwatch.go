@@ -16,9 +16,10 @@ import (
 // prefix, demultiplexed to the holds by the attempt id in the key's name
 // and the deletion's revision (after the hold's create revision: a
 // deletion of an earlier key of the same name is not the hold's). One
-// goroutine serves it while the driver has holds, and one to two
-// holdWatchLinger after the last one ends; a held lock costs an entry in held, no
-// goroutine and no watch of its own.
+// goroutine serves it while the driver has holds: the release of the last
+// one ends the stream (before its key's deletion, which the stream need
+// not deliver), and the next grant opens one. A held lock costs an entry
+// in held, no goroutine and no watch of its own.
 //
 // Coverage. A hold is covered when the stream is sure to deliver every
 // deletion of its key: the stream's start revision from is at most its
@@ -39,18 +40,12 @@ type holdWatch struct {
 	from    int64              // the current stream's start revision; noStream while it is being set up
 	pending []*hold            // holds granted with a key older than from − 1, not yet read
 	wake    chan struct{}      // (1) pending holds to read
-	emptied time.Time          // when held last became empty
 	stop    context.CancelFunc // ends the current stream
 }
 
 // noStream is holdWatch.from while no stream is set up: every hold granted
 // meanwhile is pending.
 const noStream = math.MaxInt64
-
-// holdWatchLinger is how long the watch outlives the driver's last hold
-// (a Locker that takes and releases locks one after the other keeps one
-// stream).
-const holdWatchLinger = 5 * time.Second
 
 // holdReadBatch is the number of held keys read in one transaction (etcd's
 // default --max-txn-ops is 128).
@@ -88,8 +83,9 @@ func (d *driver) watchLocked(h *hold) (start bool) {
 // unwatchLocked removes h from the live holds.
 func (d *driver) unwatchLocked(h *hold) {
 	w := &d.hw
-	if w.held.remove(h) && w.held.len() == 0 {
-		w.emptied = time.Now()
+	if w.held.remove(h) && w.held.len() == 0 && w.stop != nil {
+		w.stop() // nothing to watch: the goroutine leaves
+		w.stop = nil
 	}
 }
 
@@ -139,13 +135,17 @@ func (d *driver) firstFrom() (int64, bool) {
 // streamHolds watches the deletions under the prefix from revision from
 // and ends the holds whose keys they delete, reads pending holds, and
 // reports whether the stream ended and must be set up again (true) or the
-// watch is over (false: the driver closed, or it has had no hold for
-// holdWatchLinger, checked every holdWatchLinger: a release does not wake
-// the goroutine).
+// watch is over (false: the driver closed, or it has no hold left: the
+// release of the last one ended the stream).
 func (d *driver) streamHolds(from int64) bool {
 	ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(d.ctx))
 	defer cancel()
 	d.mu.Lock()
+	if d.hw.held.len() == 0 {
+		d.hw.exitLocked()
+		d.mu.Unlock()
+		return false
+	}
 	d.hw.stop = cancel
 	d.mu.Unlock()
 	if hk := d.cfg.hooks; hk != nil && hk.holdOpen != nil {
@@ -153,10 +153,8 @@ func (d *driver) streamHolds(from int64) bool {
 	}
 	d.stats.holdWatch.Add(1)
 	wch := d.client.Watch(ctx, d.cfg.prefix+"/", clientv3.WithPrefix(), clientv3.WithRev(from), clientv3.WithFilterPut())
-	idle := time.NewTicker(holdWatchLinger)
 	retry := time.NewTimer(time.Hour)
 	retry.Stop()
-	defer idle.Stop()
 	defer retry.Stop()
 	backoff := 50 * time.Millisecond
 	for {
@@ -168,6 +166,15 @@ func (d *driver) streamHolds(from int64) bool {
 			if !ok || wr.Canceled || wr.Err() != nil {
 				if wr.CompactRevision != 0 {
 					d.stats.holdCompacted.Add(1)
+				}
+				if hk := d.cfg.hooks; hk != nil && hk.holdEnded != nil {
+					hk.holdEnded()
+				}
+				d.mu.Lock()
+				defer d.mu.Unlock()
+				if d.hw.held.len() == 0 {
+					d.hw.exitLocked()
+					return false
 				}
 				return true
 			}
@@ -185,14 +192,6 @@ func (d *driver) streamHolds(from int64) bool {
 			}
 		case <-retry.C:
 			d.hw.signal()
-		case <-idle.C:
-			d.mu.Lock()
-			if d.hw.held.len() == 0 && time.Since(d.hw.emptied) >= holdWatchLinger {
-				d.hw.exitLocked()
-				d.mu.Unlock()
-				return false
-			}
-			d.mu.Unlock()
 		case <-d.ctx.Done():
 			return d.holdWatchClosed()
 		}

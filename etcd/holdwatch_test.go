@@ -404,3 +404,63 @@ func TestCloseWhileHoldEventsInFlight(t *testing.T) {
 		t.Errorf("after Close: hold watch running %v with %d holds", running, held)
 	}
 }
+
+// TestHoldGrantedWhileWatchStops: the release of a Locker's last held lock
+// ends the hold watch's stream; a lock granted before the watch's
+// goroutine has seen that end is watched all the same (the goroutine sets
+// the watch up again instead of leaving): its key's deletion by another
+// client ends its lease.
+func TestHoldGrantedWhileWatchStops(t *testing.T) {
+	t.Parallel()
+	c := cluster(t)
+	admin := adminClient(t, c.Addrs()...)
+	prefix := uniquePrefix(t)
+	var (
+		a     *Locker
+		y     *distlock.Lease
+		once  sync.Once
+		armed atomic.Bool
+	)
+	granted, opened := make(chan struct{}), make(chan struct{}, 1)
+	hooks := &testHooks{holdOpen: func(int64) {
+		select {
+		case opened <- struct{}{}:
+		default:
+		}
+	}, holdEnded: func() {
+		if !armed.Load() {
+			return
+		}
+		once.Do(func() {
+			defer close(granted)
+			var err error
+			if y, err = a.Acquire(context.Background(), "y"); err != nil {
+				t.Error(err)
+			}
+		})
+	}}
+	a = dialT(t, c.Addrs(), WithSessionTTL(testTTL), WithPrefix(prefix), withHooks(hooks))
+	x := acquireT(t, a, "x")
+	select {
+	case <-opened:
+	case <-time.After(slack.D(20 * time.Second)):
+		t.Fatal("the hold watch did not open a stream")
+	}
+	armed.Store(true)
+	releaseT(t, x) // the last hold: the stream ends, and y is granted
+	select {
+	case <-granted:
+	case <-time.After(slack.D(20 * time.Second)):
+		t.Fatal("the hold watch's stream did not end")
+	}
+	if y == nil {
+		t.FailNow()
+	}
+	if _, err := admin.Delete(context.Background(), heldKey(t, admin, prefix, "y")); err != nil {
+		t.Fatal(err)
+	}
+	expectLost(t, y, 10*time.Second, "y, granted while the watch stopped")
+	if n := a.d.stats.holdWatch.Load(); n != 2 {
+		t.Errorf("%d hold watch streams, want 2", n)
+	}
+}

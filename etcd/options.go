@@ -101,9 +101,9 @@ func positive(name string, d time.Duration, set func(*config)) Option {
 // holds (default true), so that a deletion by another client (an
 // operator's ForceRelease, etcdctl del) ends the lease at once with
 // ErrLockLost. The Locker keeps one watch for this, over the deletions
-// under its prefix, while it holds locks (and a few seconds after): no
-// goroutine or watch per held lock, but every deletion under the prefix,
-// by any client, is delivered to it. Without it the holder learns of such
+// under its prefix, while it holds locks: no goroutine or watch per held
+// lock, but while it holds any, every deletion under the prefix, by any
+// client, is delivered to it. Without it the holder learns of such
 // a deletion at its next Refresh, Release or nested acquisition
 // (ErrNotHeld); the loss of the session lease is reported on Done either
 // way.
