@@ -99,9 +99,9 @@ func (d *driver) startHoldWatch() {
 	}
 }
 
-// runHoldWatch serves the hold watch until the driver closes or has had no
-// hold for a while (streamHolds). Each of its exits clears running in the same
-// critical section in which it decides to exit.
+// runHoldWatch serves the hold watch until the driver closes or has no
+// hold left. Each of its exits clears running in the same critical section
+// in which it decides to exit, so a grant after it starts another.
 func (d *driver) runHoldWatch() {
 	from, ok := d.firstFrom()
 	for ok && d.streamHolds(from) {
