@@ -54,7 +54,7 @@ func expectLost(t *testing.T, lease *distlock.Lease, d time.Duration, what strin
 }
 
 // acquireT acquires name on l or fails t.
-func acquireT(t *testing.T, l *Locker, name string) *distlock.Lease {
+func acquireT(t *testing.T, l *distlock.Locker, name string) *distlock.Lease {
 	t.Helper()
 	lease, err := l.Acquire(ctxT(t, 20*time.Second), name)
 	if err != nil {
@@ -94,7 +94,7 @@ func TestHeldLocksShareOneWatch(t *testing.T) {
 	if added := runtime.NumGoroutine() - g0; added > 20 {
 		t.Errorf("holding %d locks added %d goroutines, want O(1)", n, added)
 	}
-	if _, err := distlock.ForceRelease(ctx, b, "k7"); err != nil {
+	if _, err := b.ForceRelease(ctx, "k7"); err != nil {
 		t.Fatal(err)
 	}
 	expectLost(t, leases[7], 10*time.Second, "k7, force-released")
@@ -103,7 +103,7 @@ func TestHeldLocksShareOneWatch(t *testing.T) {
 			releaseT(t, l)
 		}
 	}
-	if n := a.d.stats.holdWatch.Load(); n != 1 {
+	if n := driverOf(a).stats.holdWatch.Load(); n != 1 {
 		t.Errorf("%d hold watch streams, want 1", n)
 	}
 }
@@ -124,7 +124,7 @@ func TestHoldKeyDeletedDuringWatchRestart(t *testing.T) {
 	prefix := uniquePrefix(t)
 	var (
 		restarting atomic.Bool
-		a          *Locker
+		a          *distlock.Locker
 		n          *distlock.Lease
 		openOnce   sync.Once
 	)
@@ -169,7 +169,7 @@ func TestHoldKeyDeletedDuringWatchRestart(t *testing.T) {
 	}
 	a = dialT(t, c.Addrs(), WithSessionTTL(testTTL), WithPrefix(prefix), withHooks(hooks))
 	x, y, z, w := acquireT(t, a, "x"), acquireT(t, a, "y"), acquireT(t, a, "z"), acquireT(t, a, "w")
-	a.d.restartHoldWatch()
+	driverOf(a).restartHoldWatch()
 	select {
 	case <-opened:
 	case <-time.After(slack.D(20 * time.Second)):
@@ -183,10 +183,10 @@ func TestHoldKeyDeletedDuringWatchRestart(t *testing.T) {
 	}
 	expectLost(t, n, 10*time.Second, "n, granted during the restart")
 	releaseT(t, w)
-	if n := a.d.stats.holdWatch.Load(); n != 2 {
+	if n := driverOf(a).stats.holdWatch.Load(); n != 2 {
 		t.Errorf("%d hold watch streams, want 2", n)
 	}
-	if n := a.d.stats.holdReads.Load(); n != 2 {
+	if n := driverOf(a).stats.holdReads.Load(); n != 2 {
 		t.Errorf("%d reads of held keys, want 2 (the restart's, and the lock granted during it)", n)
 	}
 	if _, err := admin.Delete(context.Background(), heldKey(t, admin, prefix, "z")); err != nil {
@@ -231,19 +231,19 @@ func TestHoldWatchCompactedBetweenEvents(t *testing.T) {
 	b := dialT(t, c.Addrs(), WithSessionTTL(testTTL), WithPrefix(prefix))
 	x, y := acquireT(t, a, "x"), acquireT(t, a, "y")
 	restarting.Store(true)
-	a.d.restartHoldWatch()
+	driverOf(a).restartHoldWatch()
 	select {
 	case <-compacted:
 	case <-time.After(slack.D(20 * time.Second)):
 		t.Fatal("the hold watch did not open a new stream")
 	}
 	expectLost(t, y, 10*time.Second, "y, deleted at a compacted revision")
-	if n := a.d.stats.holdCompacted.Load(); n != 1 {
+	if n := driverOf(a).stats.holdCompacted.Load(); n != 1 {
 		t.Errorf("%d hold watch streams found their revision compacted, want 1", n)
 	}
-	mustAcquireRelease(t, b.Locker, "other") // an event on the running stream
+	mustAcquireRelease(t, b, "other") // an event on the running stream
 	compact()
-	if _, err := distlock.ForceRelease(ctxT(t, 10*time.Second), b, "x"); err != nil {
+	if _, err := b.ForceRelease(ctxT(t, 10*time.Second), "x"); err != nil {
 		t.Fatal(err)
 	}
 	expectLost(t, x, 10*time.Second, "x, force-released after a compaction")
@@ -293,7 +293,7 @@ func TestTenThousandHeldOneForced(t *testing.T) {
 		t.Errorf("holding %d locks added %d goroutines, want O(1)", n, added)
 	}
 	victim := rand.IntN(n)
-	if _, err := distlock.ForceRelease(ctx, b, fmt.Sprintf("k%d", victim)); err != nil {
+	if _, err := b.ForceRelease(ctx, fmt.Sprintf("k%d", victim)); err != nil {
 		t.Fatal(err)
 	}
 	expectLost(t, leases[victim], 20*time.Second, "the force-released lease")
@@ -320,7 +320,7 @@ func TestManyLockersOneProcess(t *testing.T) {
 	c := cluster(t)
 	client := adminClient(t, c.Addrs()...)
 	prefix, other := uniquePrefix(t), uniquePrefix(t)
-	var ls []*Locker
+	var ls []*distlock.Locker
 	for i := range 4 {
 		p := prefix
 		if i == 3 {
@@ -340,7 +340,7 @@ func TestManyLockersOneProcess(t *testing.T) {
 		}
 	}
 	same := acquireT(t, ls[3], "k15") // the name of one of ls[1]'s locks, on the other prefix
-	if _, err := distlock.ForceRelease(ctxT(t, 10*time.Second), ls[0], "k15"); err != nil {
+	if _, err := ls[0].ForceRelease(ctxT(t, 10*time.Second), "k15"); err != nil {
 		t.Fatal(err)
 	}
 	expectLost(t, leases[1][5], 10*time.Second, "k15, force-released")
@@ -397,9 +397,9 @@ func TestCloseWhileHoldEventsInFlight(t *testing.T) {
 			t.Fatalf("lease %s did not end", lease.Key())
 		}
 	}
-	a.d.mu.Lock()
-	running, held := a.d.hw.running, a.d.hw.held.len()
-	a.d.mu.Unlock()
+	driverOf(a).mu.Lock()
+	running, held := driverOf(a).hw.running, driverOf(a).hw.held.len()
+	driverOf(a).mu.Unlock()
 	if running || held != 0 {
 		t.Errorf("after Close: hold watch running %v with %d holds", running, held)
 	}
@@ -416,7 +416,7 @@ func TestHoldGrantedWhileWatchStops(t *testing.T) {
 	admin := adminClient(t, c.Addrs()...)
 	prefix := uniquePrefix(t)
 	var (
-		a     *Locker
+		a     *distlock.Locker
 		y     *distlock.Lease
 		once  sync.Once
 		armed atomic.Bool
@@ -460,7 +460,7 @@ func TestHoldGrantedWhileWatchStops(t *testing.T) {
 		t.Fatal(err)
 	}
 	expectLost(t, y, 10*time.Second, "y, granted while the watch stopped")
-	if n := a.d.stats.holdWatch.Load(); n != 2 {
+	if n := driverOf(a).stats.holdWatch.Load(); n != 2 {
 		t.Errorf("%d hold watch streams, want 2", n)
 	}
 }
