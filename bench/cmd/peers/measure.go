@@ -413,6 +413,7 @@ type distinct struct {
 	p50, p99             float64 // µs per acquire+release cycle
 	serverPct, clientPct float64 // CPU utilisation, % of one core
 	serverUS, clientUS   float64 // CPU µs per cycle
+	timeouts             float64 // attempts that failed without an error of ours: the library's own timeout (errTimedOut), or a key still held by such an attempt
 }
 
 func measureDistinct(l lib, addrs []string, prefix string, nInst, goroutines, nKeys int, dur time.Duration) (distinct, error) {
@@ -443,7 +444,8 @@ func measureDistinct(l lib, addrs []string, prefix string, nInst, goroutines, nK
 	cpu0 := processCPU()
 	ctx, cancel := context.WithTimeout(context.Background(), dur)
 	defer cancel()
-	var count atomic.Int64
+	end, _ := ctx.Deadline()
+	var count, timeouts atomic.Int64
 	var firstErr atomic.Pointer[error]
 	var wg sync.WaitGroup
 	lat := make([][]time.Duration, goroutines) // per goroutine: each cycle's acquire+release time
@@ -451,14 +453,28 @@ func measureDistinct(l lib, addrs []string, prefix string, nInst, goroutines, nK
 	for g := range goroutines {
 		in := ins[g%nInst]
 		wg.Go(func() {
+			// The cycles carry pprof labels (-cpuprofile; the libraries'
+			// own background goroutines do not).
+			pprof.SetGoroutineLabels(pprof.WithLabels(ctx, pprof.Labels("lib", l.name, "keys", fmt.Sprintf("%dx%d", goroutines, nInst))))
 			for i := g; ctx.Err() == nil; i += goroutines {
 				t0 := time.Now()
 				if i >= nKeys {
 					i = g
 				}
 				h, err := in.bind(keys[i], false)(ctx)
+				if errors.Is(err, errTimedOut) || errors.Is(err, errGaveUp) {
+					// The library timed the attempt out itself, or the
+					// key is still held by such an attempt that landed
+					// (its background delete has not run yet).
+					timeouts.Add(1)
+					continue
+				}
 				if err != nil {
-					if ctx.Err() == nil {
+					// A library whose lock ctx ends at the caller's
+					// deadline by a timer of its own (rueidislock) can
+					// fail just before ctx's own timer fires: the run's
+					// end, not an error.
+					if ctx.Err() == nil && time.Now().Before(end) {
 						firstErr.CompareAndSwap(nil, &err)
 					}
 					continue
@@ -492,5 +508,6 @@ func measureDistinct(l lib, addrs []string, prefix string, nInst, goroutines, nK
 		clientPct: cpu.Seconds() / el.Seconds() * 100,
 		serverUS:  (load1.cpu - load0.cpu) * 1e6 / n,
 		clientUS:  us(cpu) / n,
+		timeouts:  float64(timeouts.Load()),
 	}, nil
 }

@@ -35,6 +35,7 @@ type report struct {
 	unc, rlU     []namedU
 	hot, rlH     []namedH
 	keys         []keysTable
+	lockpath     []keysTable
 	scale        []scaleResult
 	scaleTargets []scaleTarget
 	scaleErr     []string
@@ -89,15 +90,18 @@ func (r *report) markdown() []byte {
 	p("![handoff p50](handoff.svg)\n\n")
 
 	for i, t := range r.keys {
-		p("## 3%s. 1,000 distinct keys, %d goroutines over %d client%s (%s per run)\n\n| library | cycles/s | vs floor | cycle p50 µs | cycle p99 µs | client CPU %% of a core | client CPU µs/cycle | redis-server CPU %% | redis-server CPU µs/cycle |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n",
-			string(rune('a'+i)), t.run.goroutines, t.run.clients, plural(t.run.clients), *keysDur)
-		floor := t.rows[0].d.perSec
-		for _, k := range t.rows {
-			p("| %s | %.0f | %.2f× | %.1f | %.1f | %.0f | %.1f | %.0f | %.1f |\n", k.name, k.d.perSec, k.d.perSec/floor, k.d.p50, k.d.p99, k.d.clientPct, k.d.clientUS, k.d.serverPct, k.d.serverUS)
-		}
-		p("\n")
+		p("## 3%s. 1,000 distinct keys, %d goroutines over %d client%s (%s per run)\n\n", string(rune('a'+i)), t.run.goroutines, t.run.clients, plural(t.run.clients), *keysDur)
+		keysRows(p, t)
 	}
-	p("Every goroutine cycles through its own keys with a ctx that has a deadline (the run's end); a cycle is one acquisition and its release, and its p50/p99 are over every cycle of the run (median of rounds). \"vs floor\" is the row's cycles/s over the raw go-redis floor's. Throughput on 2 cores is bounded by CPU: the redis-server is single-threaded, so when it nears 100%% of a core its µs per cycle sets the rate. distlock sends the requests that one Locker makes to one server while another is in flight as one pipeline (natural batching: no timer, a lone request goes out at once), which is what the 64-goroutine, 1-Locker table exercises.\n\n")
+	p("Every goroutine cycles through its own keys with a ctx that has a deadline (the run's end); a cycle is one acquisition and its release, and its p50/p99 are over every cycle of the run (median of rounds). \"vs floor\" is the row's cycles/s over the raw go-redis floor's. Throughput on 2 cores is bounded by CPU: the redis-server is single-threaded, so when it nears 100%% of a core its µs per cycle sets the rate. distlock sends the requests that one Locker makes to one server while another is in flight as one pipeline (natural batching: no timer, a lone request goes out at once), which is what the 64-goroutine, 1-Locker table exercises. rueidislock writes every request of a Locker to one connection while others are in flight (auto-pipelining: a writer and a reader goroutine per connection); \"failed attempts\" counts the attempts a library ended itself at a timeout of its own while the run's ctx was live (rueidislock's per-key TryNextAfter, 20ms by default), and the attempts that then found their key still held by such an attempt whose SET had landed (rueidislock deletes it in the background): they are not cycles, and the goroutine goes on with its next key.\n\n")
+
+	for i, t := range r.lockpath {
+		p("## 3%s. Lock-path prototypes: 1,000 distinct keys, %d goroutines over %d client%s (%s per run)\n\n", string(rune('a'+len(r.keys)+i)), t.run.goroutines, t.run.clients, plural(t.run.clients), *keysDur)
+		keysRows(p, t)
+	}
+	if len(r.lockpath) > 0 {
+		p("The lock-path rows send what one distlock cycle sends (an EVALSHA of the acquire script — fence.lua + acquire.lua — and one of the release script — hold.lua + release.lua — with distlock's keys and arguments) without a distlock Locker: through go-redis directly (a pooled connection per request in flight), through go-redis with distlock's natural batching (redislua.Batch, the redis package's transport), and through rueidis (auto-pipelining; 4 connections, its default, or 1, as rueidislock has). The \"floor cycle, rueidis\" rows send the floor's cycle (SET NX PX, then a compare-and-delete script) through rueidis. Same harness as 3a/3b (\"vs floor\": over the raw go-redis floor).\n\n")
+	}
 
 	if len(r.rlU) > 0 {
 		p("## 4. Redlock, 5 nodes: distlock redlock vs redsync (5 pools)\n\n| library | p50 µs | p99 µs | allocs/cycle | client CPU µs/cycle | redis-server CPU µs/cycle (5 nodes) |\n|---|---:|---:|---:|---:|---:|\n")
@@ -166,6 +170,17 @@ func (r *report) markdown() []byte {
 		p("\n")
 	}
 	return []byte(b.String())
+}
+
+// keysRows writes the table of one 1,000-key configuration; "vs floor" is
+// over its first row.
+func keysRows(p func(string, ...any), t keysTable) {
+	p("| library | cycles/s | vs floor | cycle p50 µs | cycle p99 µs | client CPU %% of a core | client CPU µs/cycle | redis-server CPU %% | redis-server CPU µs/cycle | failed attempts (per run) |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	floor := t.rows[0].d.perSec
+	for _, k := range t.rows {
+		p("| %s | %.0f | %.2f× | %.1f | %.1f | %.0f | %.1f | %.0f | %.1f | %.0f |\n", k.name, k.d.perSec, k.d.perSec/floor, k.d.p50, k.d.p99, k.d.clientPct, k.d.clientUS, k.d.serverPct, k.d.serverUS, k.d.timeouts)
+	}
+	p("\n")
 }
 
 // svg plots hot-key p50 (log y) against waiters (log x).
