@@ -44,9 +44,9 @@ var (
 	outMD           = flag.String("out", "RESULTS.md", "Markdown results file")
 	outSVG          = flag.String("svg", "handoff.svg", "SVG plot of hot-key handoff p50")
 	seed            = flag.Uint64("seed", 0, "shuffle seed (0: random)")
-	sectionsF       = flag.String("sections", "uncontended,hotkey,keys,redlock", "comma-separated sections to run besides scale: uncontended, hotkey, keys, redlock, and lockpath (not by default: the lock path's scripts through go-redis and rueidis, lockpath.go) (a subset is for quick side-by-side checks; its report has only those tables)")
+	sectionsF       = flag.String("sections", "uncontended,hotkey,keys,redlock", "comma-separated sections to run besides scale: uncontended, hotkey, keys, redlock, and not by default lockpath (the lock path's scripts through go-redis and rueidis, lockpath.go) and wake (client-side-caching vs pub/sub wake-ups, wake.go) (a subset is for quick side-by-side checks; its report has only those tables)")
 	cpuProfile      = flag.String("cpuprofile", "", "write this process's CPU profile to the file; the uncontended cycles carry the pprof label lib=<library> (go tool pprof -tagfocus 'lib=distlock redis$' -top peers FILE)")
-	libsF           = flag.String("libs", "", "section lockpath: only the rows whose names contain one of these comma-separated strings (one per process for a CPU profile of one library)")
+	libsF           = flag.String("libs", "", "sections lockpath and wake: only the rows whose names contain one of these comma-separated strings (one per process for a CPU profile of one library)")
 	clients         = flag.Int("clients", 4, "clients (connection pools, Lockers) the hot-key and 1,000-key goroutines are spread over")
 	nKeys           = 1000
 )
@@ -189,41 +189,12 @@ func main() {
 
 		// 2. hot key
 		hLibs := []lib{distlockLib, distlockFair, distlockOneClient, rawPubSubLib, redislockDefault, redsyncDefault, redislockBest, redsyncBest, rueidisLockLib}
-		hRes := map[string][]handoff{}
-		for r := range *rounds {
-			if !wantSection("hotkey") {
-				break
-			}
-			type job struct {
-				l lib
-				w int
-			}
-			var jobs []job
-			for _, l := range hLibs {
-				for _, w := range waiters {
-					jobs = append(jobs, job{l, w})
-				}
-			}
-			rng.Shuffle(len(jobs), func(i, j int) { jobs[i], jobs[j] = jobs[j], jobs[i] })
-			for i, j := range jobs {
-				res, err := measureHandoff(j.l, one, fmt.Sprintf("hot/%d/%d", r, i), *clients, j.w, *hold, *dur)
-				if err != nil {
-					fail(err)
-				}
-				log.Printf("hot-key r%d w=%-3d %-55s %8.0f handoffs/s p50 %9.1fµs p99 %9.1fµs wait p99 %9.1fµs cmds %.1f cpu %.0fµs gave-up %.0f errs %.0f", r, j.w, j.l.name, res.perSec, res.p50, res.p99, res.waitP99, res.cmds, res.cpu, res.failures, res.errs)
-				k := hkey(j.l.name, j.w)
-				hRes[k] = append(hRes[k], res)
-			}
+		if wantSection("hotkey") {
+			rep.hot = runHot(hLibs, "hot", waiters, rng, one, fail)
 		}
-		for _, l := range hLibs {
-			if !wantSection("hotkey") {
-				break
-			}
-			row := namedH{name: l.name}
-			for _, w := range waiters {
-				row.byW = append(row.byW, medH(hRes[hkey(l.name, w)]))
-			}
-			rep.hot = append(rep.hot, row)
+		// 2'. wake-ups: client-side-caching invalidation vs pub/sub (wake.go)
+		if wantSection("wake") {
+			rep.wake = runHot(filterLibs(wakeLibs()), "wake", waiters, rng, one, fail)
 		}
 
 		// 3. 1,000 distinct keys
@@ -313,6 +284,43 @@ func main() {
 		fail(err)
 	}
 	log.Printf("wrote %s and %s in %s", *outMD, *outSVG, rep.elapsed.Round(time.Second))
+}
+
+// runHot measures libs at every waiter count, each round in a fresh
+// random order of (library, waiters) jobs, and returns the medians.
+func runHot(libs []lib, tag string, waiters []int, rng *rand.Rand, one []string, fail func(error)) []namedH {
+	hRes := map[string][]handoff{}
+	for r := range *rounds {
+		type job struct {
+			l lib
+			w int
+		}
+		var jobs []job
+		for _, l := range libs {
+			for _, w := range waiters {
+				jobs = append(jobs, job{l, w})
+			}
+		}
+		rng.Shuffle(len(jobs), func(i, j int) { jobs[i], jobs[j] = jobs[j], jobs[i] })
+		for i, j := range jobs {
+			res, err := measureHandoff(j.l, one, fmt.Sprintf("%s/%d/%d", tag, r, i), *clients, j.w, *hold, *dur)
+			if err != nil {
+				fail(err)
+			}
+			log.Printf("%s r%d w=%-3d %-55s %8.0f handoffs/s p50 %9.1fµs p99 %9.1fµs wait p99 %9.1fµs cmds %.1f cpu %.0fµs gave-up %.0f errs %.0f", tag, r, j.w, j.l.name, res.perSec, res.p50, res.p99, res.waitP99, res.cmds, res.cpu, res.failures, res.errs)
+			k := hkey(j.l.name, j.w)
+			hRes[k] = append(hRes[k], res)
+		}
+	}
+	var out []namedH
+	for _, l := range libs {
+		row := namedH{name: l.name}
+		for _, w := range waiters {
+			row.byW = append(row.byW, medH(hRes[hkey(l.name, w)]))
+		}
+		out = append(out, row)
+	}
+	return out
 }
 
 // runKeys measures libs on every keyRun, each round in a fresh random

@@ -34,6 +34,7 @@ type report struct {
 	waiters      []int
 	unc, rlU     []namedU
 	hot, rlH     []namedH
+	wake         []namedH
 	keys         []keysTable
 	lockpath     []keysTable
 	scale        []scaleResult
@@ -88,6 +89,18 @@ func (r *report) markdown() []byte {
 	}
 	p("\ndistlock uses its default (pub/sub wake-up, no attempt limit). redislock's default is no retry; \"default\" is the README/example retry `LimitRetry(LinearBackoff(100ms), 3)`. redsync's default is 32 tries with 50–250ms random delay (gives up after ~4.6s of contention). Every goroutine loops acquire → hold → release → wait until another goroutine has acquired → acquire again, so every acquisition is a handoff to a goroutine that wanted the lock, and the hold gives the others time to start waiting; without the wait-for-another rule a polling releaser re-grabs the free key at once and its waiters starve, which flatters pollers' throughput and latency. release→next acquire runs from just before the holder's Release call to the return of the next holder's Acquire, counted when that Acquire had started before the release (a real waiter). \"p50 vs distlock\" is the peer's p50 over distlock's at the same waiter count. \"wait p99\" is the 99th percentile of the whole Acquire call (queueing behind other waiters included). \"server cmds/handoff\" and \"server CPU µs/handoff\" are the redis-server's total_commands_processed and used_cpu_user+sys (INFO) over the run / handoffs: the price of short polling intervals. \"gave up\" counts acquisitions that returned ErrNotObtained / ErrFailed / ErrTaken; the waiter then tries again. \"distlock redis, 1 client\" puts every waiter in one Locker, whose waiters queue first-come first-served; in every other row the waiters are spread over %d clients, and distlock's waiters in different Lockers race for each release, in the order Redis delivers the release message to the subscribed connections (the cause of the higher wait p99). \"distlock redis, fair queue\" is redis.WithFair: the waiters queue in Redis in arrival order across clients, and the release grants the lock to the first waiter and publishes the grant, so the handoff needs no acquire round trip (the row's commands include the queue's inner script calls).\n\n", *clients)
 	p("![handoff p50](handoff.svg)\n\n")
+
+	if len(r.wake) > 0 {
+		p("## 2b. Wake-ups: client-side-caching invalidation vs pub/sub (hold time %s, waiters over %d clients, %s per run)\n\n", *hold, *clients, *dur)
+		p("| library / config | waiters | handoffs/s | release→next acquire p50 µs | p99 µs | p50 vs pub/sub floor | wait p99 ms | server cmds/handoff | server CPU µs/handoff |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+		for _, h := range r.wake {
+			for i, w := range r.waiters {
+				x := h.byW[i]
+				p("| %s | %d | %.0f | %.1f | %.1f | %s | %.1f | %.1f | %.0f |\n", h.name, w, x.perSec, x.p50, x.p99, ratio(x.p50, r.wake[0].byW[i].p50), x.waitP99/1000, x.cmds, x.cpu)
+			}
+		}
+		p("\nThe two floors differ only in what carries the wake-up: \"raw go-redis pub/sub floor\" as in section 2 (SET NX PX; a waiter registers in its client's FIFO, tries once more, and sleeps until its client's subscriber connection receives the PUBLISH of the compare-and-delete release), \"raw rueidis client-side-caching floor\" the same FIFO woken by the invalidation of the key that the release's DEL sends to every client that read it (CLIENT TRACKING ON OPTOUT, one connection per client; an attempt is one script, SET NX PX + GET, so a failed attempt is tracked atomically with its failure). Same harness as section 2; \"p50 vs pub/sub floor\" is over the first row's p50 at the same waiter count.\n\n")
+	}
 
 	for i, t := range r.keys {
 		p("## 3%s. 1,000 distinct keys, %d goroutines over %d client%s (%s per run)\n\n", string(rune('a'+i)), t.run.goroutines, t.run.clients, plural(t.run.clients), *keysDur)
