@@ -44,9 +44,9 @@ var (
 	outMD           = flag.String("out", "RESULTS.md", "Markdown results file")
 	outSVG          = flag.String("svg", "handoff.svg", "SVG plot of hot-key handoff p50")
 	seed            = flag.Uint64("seed", 0, "shuffle seed (0: random)")
-	sectionsF       = flag.String("sections", "uncontended,hotkey,keys,redlock", "comma-separated sections to run besides scale: uncontended, hotkey, keys, redlock, and not by default lockpath (the lock path's scripts through go-redis and rueidis, lockpath.go) and wake (client-side-caching vs pub/sub wake-ups, wake.go) (a subset is for quick side-by-side checks; its report has only those tables)")
+	sectionsF       = flag.String("sections", "uncontended,hotkey,keys,redlock", "comma-separated sections to run besides scale: uncontended, hotkey, keys, redlock, and not by default lockpath (the lock path's scripts through go-redis and rueidis, lockpath.go) wake (client-side-caching vs pub/sub wake-ups, wake.go) and scripts (the server's cost of each script of a cycle, scriptcost.go) (a subset is for quick side-by-side checks; its report has only those tables)")
 	cpuProfile      = flag.String("cpuprofile", "", "write this process's CPU profile to the file; the uncontended cycles carry the pprof label lib=<library> (go tool pprof -tagfocus 'lib=distlock redis$' -top peers FILE)")
-	libsF           = flag.String("libs", "", "sections lockpath and wake: only the rows whose names contain one of these comma-separated strings (one per process for a CPU profile of one library)")
+	libsF           = flag.String("libs", "", "sections lockpath and wake: only the rows whose names contain one of these |-separated strings (one per process for a CPU profile of one library)")
 	clients         = flag.Int("clients", 4, "clients (connection pools, Lockers) the hot-key and 1,000-key goroutines are spread over")
 	nKeys           = 1000
 )
@@ -187,6 +187,11 @@ func main() {
 			}
 		}
 
+		// 1b. the server's cost of each script (scriptcost.go)
+		if wantSection("scripts") {
+			rep.scripts = runScripts(one[0], fail)
+		}
+
 		// 2. hot key
 		hLibs := []lib{distlockLib, distlockFair, distlockOneClient, rawPubSubLib, redislockDefault, redsyncDefault, redislockBest, redsyncBest, rueidisLockLib}
 		if wantSection("hotkey") {
@@ -286,6 +291,31 @@ func main() {
 	log.Printf("wrote %s and %s in %s", *outMD, *outSVG, rep.elapsed.Round(time.Second))
 }
 
+// runScripts measures the scripts' server cost -rounds times, 4×-cycles
+// calls each, and returns the medians.
+func runScripts(addr string, fail func(error)) []scriptCost {
+	var all [][]scriptCost
+	for r := range *rounds {
+		res, err := measureScripts(addr, 4**cycles)
+		if err != nil {
+			fail(err)
+		}
+		for _, sc := range res {
+			log.Printf("scripts r%d %-60s %.2fµs (inner %.1f commands %.2fµs) server cpu %.2fµs", r, sc.name, sc.cmdUS, sc.innerCalls, sc.innerUS, sc.cpuUS)
+		}
+		all = append(all, res)
+	}
+	out := make([]scriptCost, len(all[0]))
+	for i := range out {
+		var a, b, c, d []float64
+		for _, res := range all {
+			a, b, c, d = append(a, res[i].cmdUS), append(b, res[i].innerUS), append(c, res[i].innerCalls), append(d, res[i].cpuUS)
+		}
+		out[i] = scriptCost{name: all[0][i].name, cmdUS: median(a), innerUS: median(b), innerCalls: median(c), cpuUS: median(d)}
+	}
+	return out
+}
+
 // runHot measures libs at every waiter count, each round in a fresh
 // random order of (library, waiters) jobs, and returns the medians.
 func runHot(libs []lib, tag string, waiters []int, rng *rand.Rand, one []string, fail func(error)) []namedH {
@@ -355,14 +385,14 @@ func runKeys(libs []lib, tag string, rng *rand.Rand, one []string, fail func(err
 }
 
 // filterLibs keeps the libs whose names contain one of -libs's
-// comma-separated parts (empty: all).
+// |-separated parts (empty: all; names contain commas).
 func filterLibs(libs []lib) []lib {
 	if *libsF == "" {
 		return libs
 	}
 	var out []lib
 	for _, l := range libs {
-		for _, f := range strings.Split(*libsF, ",") {
+		for _, f := range strings.Split(*libsF, "|") {
 			if f = strings.TrimSpace(f); f != "" && strings.Contains(l.name, f) {
 				out = append(out, l)
 				break

@@ -35,6 +35,7 @@ type report struct {
 	unc, rlU     []namedU
 	hot, rlH     []namedH
 	wake         []namedH
+	scripts      []scriptCost
 	keys         []keysTable
 	lockpath     []keysTable
 	scale        []scaleResult
@@ -73,6 +74,15 @@ func (r *report) markdown() []byte {
 			p("%s\n", cmdStatRow(u.name))
 		}
 		p("\nINFO commandstats deltas around each block of the table above, divided by the cycles and averaged over rounds. The commands a script runs (redis.call) are counted as well as the EVALSHA that ran it, whose µs include theirs; \"script µs\" is the EVALSHA and EVAL time per cycle. What the redis-server CPU column counts beyond the commands is the event loop and socket I/O.\n\n")
+	}
+
+	if len(r.scripts) > 0 {
+		p("### Server cost per script call (%d calls each, in pipelines of %d, on distinct free keys)\n\n", 4**cycles, scriptPipe)
+		p("| call | µs in the command (commandstats) | of which the commands it ran | commands it ran | Lua and call overhead µs | redis-server CPU µs per call |\n|---|---:|---:|---:|---:|---:|\n")
+		for _, sc := range r.scripts {
+			p("| %s | %.2f | %.2f | %.1f | %.2f | %.2f |\n", sc.name, sc.cmdUS, sc.innerUS, sc.innerCalls, sc.cmdUS-sc.innerUS, sc.cpuUS)
+		}
+		p("\nThe redis-server's own figures: INFO commandstats µs of the EVALSHA (or SET) sent, which include the commands the script ran (listed apart), and used_cpu_user+sys over the calls, which adds request parsing and socket I/O (spread over pipelines of %d, so less per call than in the cycles above). \"Lua and call overhead\" is the command's µs less its inner commands': the interpreter running the script body and EVALSHA's fixed cost. The keys are distlock's (KeysFor: the lock hash, the slot's fencing counter, the legacy counter) or plain strings for the peers; each acquire finds its key free and each release its own hold.\n\n", scriptPipe)
 	}
 
 	p("## 2. Hot key: handoffs (hold time %s, waiters over %d clients, %s per run)\n\n", *hold, *clients, *dur)

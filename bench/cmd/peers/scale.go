@@ -149,12 +149,14 @@ func measureScale(t scaleTarget, n int, window time.Duration) (r scaleResult, er
 	for w := range workers {
 		wg.Go(func() {
 			for i := range 60 {
-				ls, err := l.tryAcquire(ctx, fmt.Sprintf("warm/%d/%d", w, i), t.ttl)
-				if err == nil {
-					err = ls.release(ctx)
-				}
+				err := warm(t.name, func() error {
+					ls, err := l.tryAcquire(ctx, fmt.Sprintf("warm/%d/%d", w, i), t.ttl)
+					if err == nil {
+						err = ls.release(ctx)
+					}
+					return err
+				})
 				if err != nil {
-					err = fmt.Errorf("warm-up: %w", err)
 					firstErr.CompareAndSwap(nil, &err)
 					return
 				}
