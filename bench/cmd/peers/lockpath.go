@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log"
 	"strconv"
@@ -29,8 +30,9 @@ import (
 //     one connection (PipelineMultiplex -1, as rueidislock configures it).
 //
 // Beside them, rueidis issuing the floor's cycle (SET NX PX and a
-// compare-and-delete script), so that the client's share of a gap and the
-// scripts' share can be told apart.
+// compare-and-delete script), and the floor's cycle as two scripts through
+// both natural batching and rueidis, so that the client's share of a gap
+// and the scripts' share can be told apart.
 
 // lockpathOwner is the owner id of every prototype cycle (one per process:
 // the keys are distinct, so owners never meet).
@@ -52,7 +54,20 @@ type lpGoredis struct {
 	g     *async.Group
 	b     *redislua.Batch // nil: direct
 	holds *redislua.HoldSource
+	floor bool // the floor's cycle as two scripts (lpFloorSet, lpFloorDelG) instead of distlock's
 }
+
+// The floor's cycle as two scripts, so that go-redis's natural batching
+// (which sends scripts) and rueidis run the same cheap cycle.
+const (
+	lpFloorSetSrc = `return redis.call("SET",KEYS[1],ARGV[1],"NX","PX",ARGV[2])`
+	lpFloorDelSrc = `if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("del",KEYS[1]) else return 0 end`
+)
+
+var (
+	lpFloorSetG = goredis.NewScript(lpFloorSetSrc)
+	lpFloorDelG = goredis.NewScript(lpFloorDelSrc)
+)
 
 type lpGoredisHeld struct {
 	in    *lpGoredis
@@ -62,6 +77,13 @@ type lpGoredisHeld struct {
 }
 
 func (h *lpGoredisHeld) release(ctx context.Context) error {
+	if h.in.floor {
+		cmd, _, err := h.in.b.Do(ctx, lpFloorDelG, []string{h.k.Name}, []any{h.hold}, nil)
+		if err == nil {
+			err = cmd.Err()
+		}
+		return err
+	}
 	var r redislua.ReleaseResult
 	var err error
 	if h.in.b != nil {
@@ -77,8 +99,24 @@ func (h *lpGoredisHeld) release(ctx context.Context) error {
 
 func (l *lpGoredis) bind(key string, wait bool) lockFn {
 	k := lockpathKeys(key)
+	if l.floor {
+		k.Name = lockpathPrefix + key
+	}
 	return func(ctx context.Context) (releaser, error) {
 		hold := l.holds.Next()
+		if l.floor {
+			cmd, _, err := l.b.Do(ctx, lpFloorSetG, []string{k.Name}, []any{hold, lpTTL}, nil)
+			if err == nil {
+				err = cmd.Err()
+			}
+			if errors.Is(err, goredis.Nil) {
+				return nil, errGaveUp
+			}
+			if err != nil {
+				return nil, err
+			}
+			return &lpGoredisHeld{l, k, hold, 0}, nil
+		}
 		var r redislua.AcquireResult
 		var err error
 		if l.b != nil {
@@ -101,11 +139,11 @@ func (l *lpGoredis) close() {
 	_ = l.c.Close()
 }
 
-func lpGoredisLib(name string, batched bool) lib {
+func lpGoredisLib(name string, batched, floor bool) lib {
 	return lib{name: name, make: func(a []string) inst {
 		c := newClient(a[0])
-		l := &lpGoredis{c: c, g: async.NewGroup(), holds: redislua.NewHoldSource()}
-		if batched {
+		l := &lpGoredis{c: c, g: async.NewGroup(), holds: redislua.NewHoldSource(), floor: floor}
+		if batched || floor {
 			l.b = redislua.NewBatch(c, l.g)
 		}
 		return l
@@ -117,7 +155,8 @@ func lpGoredisLib(name string, batched bool) lib {
 var (
 	lpAcquire  = rueidis.NewLuaScript(redislua.Compose("fence.lua", "acquire.lua"))
 	lpRelease  = rueidis.NewLuaScript(redislua.Compose("hold.lua", "release.lua"))
-	lpFloorDel = rueidis.NewLuaScript(`if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("del",KEYS[1]) else return 0 end`)
+	lpFloorDel = rueidis.NewLuaScript(lpFloorDelSrc)
+	lpFloorSet = rueidis.NewLuaScript(lpFloorSetSrc)
 )
 
 var lpTTL = strconv.FormatInt(benchTTL.Milliseconds(), 10)
@@ -126,6 +165,8 @@ type lpRueidis struct {
 	c     rueidis.Client
 	holds *redislua.HoldSource
 	floor bool // SET NX PX + compare-and-delete instead of distlock's scripts
+	// floorScript sends the floor's SET NX PX as a script (lpFloorSet)
+	floorScript bool
 }
 
 type lpRueidisHeld struct {
@@ -153,7 +194,12 @@ func (l *lpRueidis) bind(key string, wait bool) lockFn {
 	return func(ctx context.Context) (releaser, error) {
 		hold := l.holds.Next()
 		if l.floor {
-			err := l.c.Do(ctx, l.c.B().Set().Key(k.Name).Value(hold).Nx().Px(benchTTL).Build()).Error()
+			var err error
+			if l.floorScript {
+				err = lpFloorSet.Exec(ctx, l.c, []string{k.Name}, []string{hold, lpTTL}).Error()
+			} else {
+				err = l.c.Do(ctx, l.c.B().Set().Key(k.Name).Value(hold).Nx().Px(benchTTL).Build()).Error()
+			}
 			if rueidis.IsRedisNil(err) {
 				return nil, errGaveUp
 			}
@@ -186,7 +232,7 @@ func (l *lpRueidis) bind(key string, wait bool) lockFn {
 
 func (l *lpRueidis) close() { l.c.Close() }
 
-func lpRueidisLib(name string, multiplex int, floor bool) lib {
+func lpRueidisLib(name string, multiplex int, floor, floorScript bool) lib {
 	return lib{name: name, make: func(a []string) inst {
 		c, err := rueidis.NewClient(rueidis.ClientOption{
 			InitAddress:       []string{a[0]},
@@ -196,7 +242,7 @@ func lpRueidisLib(name string, multiplex int, floor bool) lib {
 		if err != nil {
 			log.Fatal(err)
 		}
-		return &lpRueidis{c: c, holds: redislua.NewHoldSource(), floor: floor}
+		return &lpRueidis{c: c, holds: redislua.NewHoldSource(), floor: floor || floorScript, floorScript: floorScript}
 	}}
 }
 
@@ -207,11 +253,13 @@ func lockpathLibs() []lib {
 		rawLib,
 		distlockLib,
 		rueidisLockLib,
-		lpGoredisLib("lock path scripts, go-redis direct", false),
-		lpGoredisLib("lock path scripts, go-redis natural batching", true),
-		lpRueidisLib("lock path scripts, rueidis (4 conns)", 0, false),
-		lpRueidisLib("lock path scripts, rueidis (1 conn)", -1, false),
-		lpRueidisLib("floor cycle, rueidis (4 conns)", 0, true),
-		lpRueidisLib("floor cycle, rueidis (1 conn)", -1, true),
+		lpGoredisLib("lock path scripts, go-redis direct", false, false),
+		lpGoredisLib("lock path scripts, go-redis natural batching", true, false),
+		lpRueidisLib("lock path scripts, rueidis (4 conns)", 0, false, false),
+		lpRueidisLib("lock path scripts, rueidis (1 conn)", -1, false, false),
+		lpRueidisLib("floor cycle, rueidis (4 conns)", 0, true, false),
+		lpRueidisLib("floor cycle, rueidis (1 conn)", -1, true, false),
+		lpGoredisLib("floor cycle as 2 scripts, go-redis natural batching", true, true),
+		lpRueidisLib("floor cycle as 2 scripts, rueidis (1 conn)", -1, false, true),
 	}
 }
