@@ -1,6 +1,7 @@
 // Command peers benchmarks distlock against its peers (bsm/redislock,
-// go-redsync/redsync, redis/rueidis's rueidislock and a raw go-redis floor) on private redis-servers it
-// starts itself, and writes RESULTS.md and handoff.svg. See ../../README.md.
+// go-redsync/redsync, redis/rueidis's rueidislock and a raw go-redis
+// floor) on private redis-servers it starts itself, and writes RESULTS.md
+// and handoff.svg. See ../../README.md.
 package main
 
 import (
@@ -44,8 +45,8 @@ var (
 	outMD           = flag.String("out", "RESULTS.md", "Markdown results file")
 	outSVG          = flag.String("svg", "handoff.svg", "SVG plot of hot-key handoff p50")
 	seed            = flag.Uint64("seed", 0, "shuffle seed (0: random)")
-	sectionsF       = flag.String("sections", "uncontended,hotkey,keys,redlock", "comma-separated sections to run besides scale: uncontended, hotkey, keys, redlock, and not by default lockpath (the lock path's scripts through go-redis and rueidis, lockpath.go) wake (client-side-caching vs pub/sub wake-ups, wake.go) and scripts (the server's cost of each script of a cycle, scriptcost.go) (a subset is for quick side-by-side checks; its report has only those tables)")
-	cpuProfile      = flag.String("cpuprofile", "", "write this process's CPU profile to the file; the uncontended cycles carry the pprof label lib=<library> (go tool pprof -tagfocus 'lib=distlock redis$' -top peers FILE)")
+	sectionsF       = flag.String("sections", "uncontended,hotkey,keys,redlock", "comma-separated sections to run besides scale: uncontended, hotkey, keys, redlock; only when named: lockpath (the lock path's scripts through go-redis and rueidis, lockpath.go), wake (client-side-caching vs pub/sub wake-ups, wake.go), scripts (the server's cost of each script of a cycle, scriptcost.go). A subset is for quick side-by-side checks; its report has only those tables")
+	cpuProfile      = flag.String("cpuprofile", "", "write this process's CPU profile to the file; the uncontended and 1,000-key cycles carry the pprof label lib=<library> (go tool pprof -tagfocus 'lib=distlock redis$' -top peers FILE); libraries' background goroutines carry none: use -libs for one library per process")
 	libsF           = flag.String("libs", "", "sections lockpath and wake: only the rows whose names contain one of these |-separated strings (one per process for a CPU profile of one library)")
 	clients         = flag.Int("clients", 4, "clients (connection pools, Lockers) the hot-key and 1,000-key goroutines are spread over")
 	nKeys           = 1000
