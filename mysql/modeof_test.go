@@ -1,8 +1,8 @@
 package mysql_test
 
 import (
-	"github.com/distlock/distlock/mysql"
 	"github.com/distlock/distlock/internal/testkit/target"
+	"github.com/distlock/distlock/mysql"
 )
 
 // modeOf is a mysql Locker's mode.
