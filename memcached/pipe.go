@@ -14,18 +14,10 @@ import (
 // replies stays far within the client's I/O timeout.
 const maxPipeBatch = 512
 
-// pipe is natural batching of the Locker's requests to one server: while
-// an exchange is in flight on the Locker's connection to that server, the
-// next requests queue, and the moment it is answered every queued request
-// goes out together, in one write on one connection, their replies read in
-// order. A lone request is never delayed: no timer, no linger; it is sent
-// on the caller's goroutine. A request whose ctx ends while it is queued is
-// never sent (its error is ctx's, and the caller knows nothing reached the
-// server); one already sent is always read to its end (the caller waits
-// for it: the driver's operations run through call, whose caller has
-// returned at ctx's end already and whose late handler undoes a grant).
-// The I/O of an exchange is bounded by the client's timeout, never by one
-// caller's ctx, which must not cut the requests of the others.
+// pipe is natural batching of the Locker's requests to one server: requests
+// queued while an exchange is in flight go out together in one write, their
+// replies read in order. A lone request is never delayed; a queued request
+// whose ctx ended is never sent; a sent one is always read to its end.
 type pipe struct {
 	pool *rawPool
 	addr net.Addr

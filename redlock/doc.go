@@ -11,9 +11,9 @@
 // # Guarantees
 //
 // An acquisition sends the same owner-checked script to every master in
-// parallel, each bounded by a per-node timeout (WithNodeTimeout, default
-// 50ms). It succeeds when a quorum of N/2+1 masters granted it and
-// validity is left: ttl − elapsed − drift, with drift = ttl·0.01 + 2ms
+// parallel, each bounded by a per-node timeout (WithNodeTimeout; 50ms for
+// New, DefaultURLNodeTimeout by URL). It succeeds when a quorum of N/2+1
+// masters granted it and validity is left: ttl − elapsed − drift, with drift = ttl·0.01 + 2ms
 // (WithDrift). The lease's local deadline is that validity, counted from
 // the moment the request was sent. A failed attempt gives its hold back on
 // every master that granted it or may have.
