@@ -60,6 +60,8 @@
 // trips per server. Without a selector, gomemcache opens a connection per
 // concurrent request.
 //
+// URL parameters: prefix, timeout, max_idle, release and pin.
+//
 // (*distlock.Locker).As answers **memcache.Client and *Items, which names
 // the memcached item of each lock key.
 //
