@@ -109,14 +109,10 @@ func (p *pipe) exchange(reqs []*pipeReq) {
 	}
 }
 
-// unreadError is the error of a request of an exchange whose reply was
-// never read: the dial, the write or the reading of an earlier reply
-// failed. Once written it may have been applied, so its outcome is unknown
-// (ioError), whatever the cause: its text leaves the cause's out (a reply
-// that could not be placed quotes the server, and would read as this
-// request's own answer, SERVER_ERROR or CLIENT_ERROR: a refusal, not to be
-// undone). Unwrap gives the cause: a failed dial stays a failed dial, an
-// I/O error stays one.
+// unreadError is the error of a request whose reply was never read: its
+// outcome is unknown (ioError). Its text leaves the cause's out, so that it
+// never reads as the server's answer to this request; Unwrap gives the
+// cause.
 type unreadError struct{ cause error }
 
 func (e *unreadError) Error() string {

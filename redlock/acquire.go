@@ -30,14 +30,8 @@ func (d *driver) TryAcquire(ctx context.Context, req backend.Request) (backend.L
 		return nil, err
 	}
 	a := &attempt{d: d, h: holdRef{keys: d.keys(req.Key), owner: req.Owner, hold: d.holds.Next()}, metadata: req.Metadata, ttl: req.TTL, validity: validity}
-	// undo: how a failed attempt gives back its holds — silently. A
-	// give-back that announced itself would wake the waiters of every
-	// Locker, this one's first, after the very minority they just failed
-	// to complete: while other owners' minorities stay (contenders that
-	// died mid-attempt, until their TTL) they would retry in a loop. The
-	// contenders of a live split vote need no message either: each sees
-	// the others' holds young and retries after a short random delay
-	// (retryAfter).
+	// undo: a failed attempt gives back its holds silently, so that waiters
+	// are not woken to retry the same minorities in a loop.
 	a.undoH = a.h
 	a.undoH.keys.Channel = ""
 	// unsure[i]: node i's answer was lost (the hold may be there, or may
