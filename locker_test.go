@@ -492,3 +492,11 @@ func TestCloseBounded(t *testing.T) {
 		closeWithin(t, l)
 	})
 }
+
+func (*stuckDriver) Inspect(context.Context, string) (backend.LockInfo, error) {
+	return backend.LockInfo{}, errors.ErrUnsupported
+}
+
+func (*stuckDriver) ForceRelease(context.Context, string, backend.Holder) (backend.LockInfo, error) {
+	return backend.LockInfo{}, errors.ErrUnsupported
+}

@@ -11,10 +11,15 @@
 //
 // # Required
 //
-//   - Driver (TryAcquire, Capabilities, Close) and the Lock it grants (Token,
-//     Refresh, Release). Every method that can wait returns when its ctx
-//     ends; work that must outlive the call runs in the background, bounded
-//     by the driver, and Close waits for it within its own bound.
+//   - Driver (TryAcquire, Capabilities, Close, Inspect, ForceRelease) and
+//     the Lock it grants (Token, Refresh, Release). Every method that can
+//     wait returns when its ctx ends; work that must outlive the call runs
+//     in the background, bounded by the driver, and Close waits for it
+//     within its own bound.
+//   - Inspect reads a lock without taking it, so the driver stores
+//     Request.Metadata with every lock; ForceRelease frees a lock whatever
+//     its owner, keeping tokens increasing. A backend that cannot do one
+//     returns an error wrapping errors.ErrUnsupported.
 //   - A constructor New(client, ...Option) (*distlock.Locker, error) that
 //     checks every option (ErrInvalidOption), and a URL opener registered
 //     with Register that goes through the same checks.
@@ -38,11 +43,6 @@
 //   - DelayedReleaser: release a hold and keep the lock a given time
 //     longer. Else a never-shortening refresh, and WithMinHold is refused
 //     with WithOwner.
-//   - Inspector: read a lock without taking it. Else Locker.Inspect
-//     returns errors.ErrUnsupported. A driver with it stores
-//     Request.Metadata with every lock.
-//   - ForceReleaser: free a lock whatever its owner, keeping tokens
-//     increasing. Else Locker.ForceRelease returns errors.ErrUnsupported.
 //   - Semaphorer (with PermitBlocker, PermitNotifier): permits of counting
 //     semaphores. Else Locker.Semaphore refuses the backend with
 //     ErrInvalidOption and SemaphoreRefuser's reason.

@@ -137,7 +137,13 @@
 // token, the create revision of a later key, is higher. The evicted
 // Locker watches its own held keys: the deletion ends their leases at once
 // with ErrLockLost (Request.Lost), and their Refresh and Release get
-// ErrNotHeld.
+// ErrNotHeld. It does so with one watch per Locker, over the deletions
+// under its prefix, matched to its held locks by the waiter key's name and
+// a revision after the key's create revision; when that watch's stream
+// ends (compaction of its start revision, a member that cancels it or
+// loses its leader), the Locker reads every held key again (a key missing,
+// or created again by someone else, ends its lease) and watches from the
+// revision after that read, so no deletion is missed.
 //
 // # Compared with concurrency.Mutex
 //
@@ -156,13 +162,14 @@
 // Expiring: locks do not expire on a TTL (see above). Also:
 //
 //   - A held key deleted by a third party (ForceRelease, by hand) is
-//     reported on Done through the holder's watch on it, as soon as the
-//     watch delivers the deletion (a member cut off from its leader delays
-//     it; the watch is then set again through another member). Each held
-//     lock costs one watch (about 4 KiB and two goroutines in this
-//     process) for this; WithHoldWatch(false) saves it, and the holder then
-//     learns of the deletion at its next Refresh, Release or nested
-//     acquisition. Waiters proceed at once.
+//     reported on Done through the holder's watch, as soon as the watch
+//     delivers the deletion (a member cut off from its leader delays it;
+//     the watch is then set again through another member). The watch is
+//     one per Locker while it holds locks, not one per held lock, but it
+//     receives every deletion under the prefix, from every client;
+//     WithHoldWatch(false) saves it, and the holder then learns of the
+//     deletion at its next Refresh, Release or nested acquisition.
+//     Waiters proceed at once.
 //   - A paused holder process keeps its connection; its lease expires
 //     after the TTL and another client takes the lock. The local deadline
 //     reports the loss as soon as the process runs again, but a check of
