@@ -51,8 +51,9 @@ var ownParams = []string{paramPrefix, paramSubscribeTimeout, paramLinger, paramF
 // quick retries.
 // The Locker owns the client it creates and closes it in Close.
 //
-// One URL names one server. For Redis Cluster or Sentinel, build the
-// go-redis client and call New.
+// One URL names one server. A Redis Cluster has its own URL
+// (redis+cluster://, see openCluster), and so has a Sentinel-managed
+// master (redis+sentinel://, see openSentinel).
 func open(_ context.Context, u *url.URL) (backend.Driver, error) {
 	opt, opts, err := parseURL(u)
 	if err != nil {
@@ -62,7 +63,19 @@ func open(_ context.Context, u *url.URL) (backend.Driver, error) {
 	if err != nil {
 		return nil, err
 	}
-	opt.ContextTimeoutEnabled = true // ctx deadlines bound socket I/O
+	configureDial(opt)
+	d, err := newDriver(goredis.NewClient(opt), c)
+	if err != nil {
+		return nil, err
+	}
+	return d.backend(), nil
+}
+
+// configureDial applies the URL openers' connection settings to opt:
+// ctx deadlines bound socket I/O, one dial per command attempt, and TLS
+// handshakes bounded by the dial timeout.
+func configureDial(opt *goredis.Options) {
+	opt.ContextTimeoutEnabled = true
 	// One dial per command attempt (max_retries, 3 by default, still
 	// applies): go-redis's default of 5 dials, 100ms apart, within each
 	// attempt would report a server that refuses connections only after
@@ -72,11 +85,6 @@ func open(_ context.Context, u *url.URL) (backend.Driver, error) {
 	if opt.TLSConfig != nil {
 		opt.Dialer = tlsDialer(opt.TLSConfig, opt.DialTimeout)
 	}
-	d, err := newDriver(goredis.NewClient(opt), c)
-	if err != nil {
-		return nil, err
-	}
-	return d.backend(), nil
 }
 
 // tlsDialer dials and completes the TLS handshake within timeout (the
@@ -96,7 +104,17 @@ func tlsDialer(cfg *tls.Config, timeout time.Duration) func(ctx context.Context,
 		if err != nil {
 			return nil, err
 		}
-		tc := tls.Client(conn, cfg)
+		c := cfg
+		if c.ServerName == "" {
+			// Verify the certificate against the host dialled.
+			host, _, err := net.SplitHostPort(addr)
+			if err != nil {
+				host = addr
+			}
+			c = cfg.Clone()
+			c.ServerName = host
+		}
+		tc := tls.Client(conn, c)
 		if err := tc.HandshakeContext(ctx); err != nil {
 			_ = conn.Close()
 			return nil, &tlsError{addr: addr, err: err}
@@ -113,7 +131,7 @@ func parseURL(u *url.URL) (*goredis.Options, []Option, error) {
 		return nil, nil, err
 	}
 	if strings.Contains(u.Host, ",") {
-		return nil, nil, fmt.Errorf("%w: %s URL names several hosts (%s): it connects to one Redis; for Redis Cluster or Sentinel build a go-redis client and call redis.New, for independent masters use redlock://", backend.ErrInvalidOption, u.Scheme, u.Host)
+		return nil, nil, fmt.Errorf("%w: %s URL names several hosts (%s): it connects to one Redis; for Redis Cluster use redis+cluster://, for Sentinel redis+sentinel://, for independent masters redlock://", backend.ErrInvalidOption, u.Scheme, u.Host)
 	}
 	if _, err := backend.Hosts(u, "6379"); err != nil {
 		return nil, nil, err
