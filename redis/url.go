@@ -28,9 +28,11 @@ const (
 	paramSubscribeTimeout = "subscribe_timeout"   // Go duration (WithSubscribeTimeout)
 	paramLinger           = "subscription_linger" // Go duration (WithSubscriptionLinger)
 	paramFair             = "fair"                // true or false (WithFair)
+	paramWaitReplicas     = "wait_replicas"       // integer (WithWaitReplicas)
+	paramWaitTimeout      = "wait_timeout"        // Go duration (WithWaitReplicas)
 )
 
-var ownParams = []string{paramPrefix, paramSubscribeTimeout, paramLinger, paramFair}
+var ownParams = []string{paramPrefix, paramSubscribeTimeout, paramLinger, paramFair, paramWaitReplicas, paramWaitTimeout}
 
 // open is the OpenFunc of "redis://" and "rediss://" URLs:
 //
@@ -40,8 +42,9 @@ var ownParams = []string{paramPrefix, paramSubscribeTimeout, paramLinger, paramF
 // The standard parts and go-redis's own query parameters (dial_timeout,
 // read_timeout, pool_size, max_retries, client_name, protocol, ...) are
 // parsed by go-redis's ParseURL. distlock adds prefix=, subscribe_timeout=,
-// subscription_linger= and fair=. Any other parameter is an
-// ErrInvalidOption.
+// subscription_linger=, fair=, and wait_replicas= with wait_timeout=
+// (WithWaitReplicas; wait_timeout defaults to 500ms and must be below
+// read_timeout). Any other parameter is an ErrInvalidOption.
 //
 // Open does not connect: like database/sql.Open it only validates the URL,
 // and the first operation dials. An unreachable server therefore shows up
@@ -61,6 +64,9 @@ func open(_ context.Context, u *url.URL) (backend.Driver, error) {
 	}
 	c, err := newConfig(append(opts, WithCloseClient()))
 	if err != nil {
+		return nil, err
+	}
+	if err := checkWaitTimeout(c.wait, opt.ReadTimeout); err != nil {
 		return nil, err
 	}
 	configureDial(opt)
@@ -163,6 +169,12 @@ func ownOptions(p *backend.Params) ([]Option, error) {
 	}
 	if backend.Parse(p, paramFair, false, strconv.ParseBool) {
 		opts = append(opts, WithFair())
+	}
+	if o, err := waitOption(p); err != nil || o != nil {
+		opts = append(opts, o)
+		if err != nil {
+			return nil, err
+		}
 	}
 	return opts, p.Done()
 }

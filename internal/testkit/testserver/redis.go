@@ -196,6 +196,9 @@ func StartRedisClusterConfig(ctx context.Context, dir string, cfg ClusterConfig)
 	if err := c.WaitReady(ctx); err != nil {
 		return fail(fmt.Errorf("%w\nredis-cli output:\n%s", err, out))
 	}
+	if err := waitClusterReplicas(ctx, c, cfg.Replicas); err != nil {
+		return fail(fmt.Errorf("%w\nredis-cli output:\n%s", err, out))
+	}
 	return c, nil
 }
 
