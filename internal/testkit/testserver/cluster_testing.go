@@ -22,9 +22,10 @@ func RedisClusterWith(t testing.TB, cfg ClusterConfig) *Cluster {
 	return c
 }
 
-// waitClusterReplicas waits until every master of c has n replicas online
-// and in sync, and every node's CLUSTER SLOTS lists them.
-func waitClusterReplicas(ctx context.Context, c *Cluster, n int) error {
+// WaitClusterReplicas waits until every master of c has n replicas online
+// and in sync, and every node's CLUSTER SLOTS, a replica's too, lists them:
+// after a failover and the old master's return, for example.
+func WaitClusterReplicas(ctx context.Context, c *Cluster, n int) error {
 	if n == 0 {
 		return nil
 	}
@@ -44,12 +45,11 @@ func waitClusterReplicas(ctx context.Context, c *Cluster, n int) error {
 func clusterReplicasReady(ctx context.Context, c *Cluster, n int) error {
 	masters := 0
 	for _, s := range c.Servers {
-		if isRole(ctx, s.Addr(), "master") != nil {
-			continue
-		}
-		masters++
-		if err := replicasOnline(ctx, s.Addr(), n, true); err != nil {
-			return err
+		if isRole(ctx, s.Addr(), "master") == nil {
+			masters++
+			if err := replicasOnline(ctx, s.Addr(), n, true); err != nil {
+				return err
+			}
 		}
 		v, err := redisDo(ctx, s.Addr(), "CLUSTER", "SLOTS")
 		if err != nil {
@@ -68,4 +68,3 @@ func clusterReplicasReady(ctx context.Context, c *Cluster, n int) error {
 	}
 	return nil
 }
-

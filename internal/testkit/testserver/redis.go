@@ -196,7 +196,7 @@ func StartRedisClusterConfig(ctx context.Context, dir string, cfg ClusterConfig)
 	if err := c.WaitReady(ctx); err != nil {
 		return fail(fmt.Errorf("%w\nredis-cli output:\n%s", err, out))
 	}
-	if err := waitClusterReplicas(ctx, c, cfg.Replicas); err != nil {
+	if err := WaitClusterReplicas(ctx, c, cfg.Replicas); err != nil {
 		return fail(fmt.Errorf("%w\nredis-cli output:\n%s", err, out))
 	}
 	return c, nil
