@@ -60,10 +60,8 @@ func newDriver(client goredis.UniversalClient, c config) (*driver, error) {
 	if len(c.errs) > 0 {
 		return nil, c.errs[0]
 	}
-	if c.wait.n > 0 {
-		if err := checkWaitClient(client); err != nil {
-			return nil, err
-		}
+	if err := checkWait(client, c.wait); err != nil {
+		return nil, err
 	}
 	bg := redislua.NewUndoer(0)
 	return &driver{

@@ -66,9 +66,6 @@ func open(_ context.Context, u *url.URL) (backend.Driver, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := checkWaitTimeout(c.wait, opt.ReadTimeout); err != nil {
-		return nil, err
-	}
 	configureDial(opt)
 	d, err := newDriver(goredis.NewClient(opt), c)
 	if err != nil {
@@ -170,11 +167,12 @@ func ownOptions(p *backend.Params) ([]Option, error) {
 	if backend.Parse(p, paramFair, false, strconv.ParseBool) {
 		opts = append(opts, WithFair())
 	}
-	if o, err := waitOption(p); err != nil || o != nil {
-		opts = append(opts, o)
-		if err != nil {
-			return nil, err
-		}
+	wait, err := waitOption(p)
+	if err != nil {
+		return nil, err
+	}
+	if wait != nil {
+		opts = append(opts, wait)
 	}
 	return opts, p.Done()
 }

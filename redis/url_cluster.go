@@ -46,9 +46,6 @@ func openCluster(_ context.Context, u *url.URL) (backend.Driver, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := checkWaitOptions(opts, opt.ReadTimeout); err != nil {
-		return nil, err
-	}
 	return openDriver(goredis.NewClusterClient(opt), opts)
 }
 
@@ -66,9 +63,6 @@ func openCluster(_ context.Context, u *url.URL) (backend.Driver, error) {
 func openSentinel(_ context.Context, u *url.URL) (backend.Driver, error) {
 	opt, opts, err := parseSentinelURL(u)
 	if err != nil {
-		return nil, err
-	}
-	if err := checkWaitOptions(opts, opt.ReadTimeout); err != nil {
 		return nil, err
 	}
 	return openDriver(goredis.NewFailoverClient(opt), opts)

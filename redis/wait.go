@@ -57,7 +57,9 @@ type waitPolicy struct {
 // may still have reached a replica (it is released, owner-checked, on the
 // primary). Each acquisition and refresh costs one more round trip, plus
 // the replicas' acknowledgement delay. The timeout must be shorter than
-// the client's ReadTimeout (3s by default). Semaphore permits are not
+// the client's ReadTimeout (5s by default), and the client a
+// *goredis.Client (a Sentinel failover client is one) or a
+// *goredis.ClusterClient: New refuses others. Semaphore permits are not
 // confirmed. n 0 turns it off; n must be at most 100 and timeout in
 // [1ms, 1m].
 func WithWaitReplicas(n int, timeout time.Duration) Option {
@@ -86,15 +88,27 @@ redis.call('HSET', KEYS[1], ARGV[3], v[3])
 return 1
 `
 
-// checkWaitClient refuses a client WithWaitReplicas cannot confirm on:
-// the write and the WAIT must go to the node that holds the lock, on one
-// connection.
-func checkWaitClient(client goredis.UniversalClient) error {
-	switch client.(type) {
-	case *goredis.Client, *goredis.ClusterClient:
+// checkWait refuses a client WithWaitReplicas cannot confirm on (the
+// write and the WAIT must go to the node that holds the lock, on one
+// connection) and a wait timeout the client's read timeout would cut
+// short.
+func checkWait(client goredis.UniversalClient, w waitPolicy) error {
+	if w.n == 0 {
 		return nil
 	}
-	return fmt.Errorf("%w: redis: WithWaitReplicas needs a *goredis.Client (a Sentinel failover client is one) or a *goredis.ClusterClient, got %T", backend.ErrInvalidOption, client)
+	var readTimeout time.Duration // as go-redis normalized it: 0 or less, none
+	switch c := client.(type) {
+	case *goredis.Client:
+		readTimeout = c.Options().ReadTimeout
+	case *goredis.ClusterClient:
+		readTimeout = c.Options().ReadTimeout
+	default:
+		return fmt.Errorf("%w: redis: WithWaitReplicas needs a *goredis.Client (a Sentinel failover client is one) or a *goredis.ClusterClient, got %T", backend.ErrInvalidOption, client)
+	}
+	if readTimeout > 0 && w.timeout >= readTimeout {
+		return fmt.Errorf("%w: redis: WithWaitReplicas timeout %v (%s) must be below the client's read timeout (%v, read_timeout): the reply to WAIT comes after it", backend.ErrInvalidOption, w.timeout, paramWaitTimeout, readTimeout)
+	}
+	return nil
 }
 
 // nodeFor returns the client of the node that serves key: the client
@@ -107,7 +121,7 @@ func nodeFor(ctx context.Context, client goredis.UniversalClient, key string) (*
 	case *goredis.Client:
 		return c, nil
 	}
-	return nil, checkWaitClient(client)
+	return nil, fmt.Errorf("%w: redis: WithWaitReplicas: %T", errors.ErrUnsupported, client)
 }
 
 // confirm waits, as WithWaitReplicas says, until the hold of l is on
@@ -199,25 +213,4 @@ func waitOption(p *backend.Params) (Option, error) {
 	n := backend.Parse(p, paramWaitReplicas, 0, strconv.Atoi)
 	timeout := backend.Parse(p, paramWaitTimeout, defaultWaitTimeout, time.ParseDuration)
 	return WithWaitReplicas(n, timeout), nil
-}
-
-// checkWaitTimeout refuses a wait timeout the client's read timeout would
-// cut short (readTimeout 0: go-redis's default of 3s; negative: none).
-func checkWaitTimeout(w waitPolicy, readTimeout time.Duration) error {
-	if readTimeout == 0 {
-		readTimeout = 3 * time.Second
-	}
-	if w.n > 0 && readTimeout > 0 && w.timeout >= readTimeout {
-		return fmt.Errorf("%w: %s=%v must be below read_timeout (%v): the reply to WAIT comes after it", backend.ErrInvalidOption, paramWaitTimeout, w.timeout, readTimeout)
-	}
-	return nil
-}
-
-// checkWaitOptions is checkWaitTimeout for the Options a URL gave.
-func checkWaitOptions(opts []Option, readTimeout time.Duration) error {
-	c, err := newConfig(opts)
-	if err != nil {
-		return err
-	}
-	return checkWaitTimeout(c.wait, readTimeout)
 }

@@ -26,9 +26,10 @@ func TestWaitReplicasOptions(t *testing.T) {
 		"redis://127.0.0.1:1/0?wait_replicas=1&wait_timeout=0s",
 		"redis://127.0.0.1:1/0?wait_replicas=1&wait_timeout=2m",
 		"redis://127.0.0.1:1/0?wait_timeout=1s",
-		"redis://127.0.0.1:1/0?wait_replicas=1&wait_timeout=3s",
+		"redis://127.0.0.1:1/0?wait_replicas=1&wait_timeout=5s",
 		"redis://127.0.0.1:1/0?wait_replicas=1&wait_timeout=1s&read_timeout=500ms",
-		"redis+cluster://127.0.0.1:1?wait_replicas=1&wait_timeout=4s",
+		"redis+cluster://127.0.0.1:1?wait_replicas=1&wait_timeout=6s",
+		"redis+sentinel://127.0.0.1:1/0?master=m&wait_replicas=1&wait_timeout=2s&read_timeout=2s",
 		"redis+sentinel://127.0.0.1:1/0?master=m&wait_replicas=1&wait_replicas=2",
 	)
 	for _, raw := range []string{
@@ -36,6 +37,7 @@ func TestWaitReplicasOptions(t *testing.T) {
 		"redis://127.0.0.1:1/0?wait_replicas=0&wait_timeout=1s",
 		"redis://127.0.0.1:1/0?wait_replicas=2&wait_timeout=5s&read_timeout=10s",
 		"redis://127.0.0.1:1/0?wait_replicas=1&read_timeout=-1",
+		"redis://127.0.0.1:1/0?wait_replicas=1&wait_timeout=4s",
 		"redis+cluster://127.0.0.1:1?wait_replicas=1&wait_timeout=100ms",
 		"redis+sentinel://127.0.0.1:1/0?master=m&wait_replicas=1",
 	} {
