@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -22,6 +23,11 @@ func init() {
 // paramMaster names the Sentinel-monitored master of a redis+sentinel URL.
 const paramMaster = "master"
 
+// clusterStateReload is how old the slot map of a Cluster URL's client
+// may grow before a command makes it reload the map (one CLUSTER SLOTS in
+// the background): about the time a Cluster takes to fail a master over.
+const clusterStateReload = time.Second
+
 // Default ports of a host given without one.
 const (
 	clusterPort  = "6379"
@@ -34,7 +40,10 @@ const (
 //	rediss+cluster://...  (TLS to every node)
 //
 // The hosts are seed nodes: the client learns the slot map from any of
-// them and follows MOVED and ASK redirections. The credentials apply to
+// them, follows MOVED and ASK redirections, and reloads the map in the
+// background when it is more than a second old, so that the slots of a
+// master that died are served by the replica that took over within about
+// a second of the promotion. The credentials apply to
 // every node. A Cluster has only database 0, so the URL has no db. The
 // parameters are those of redis:// URLs (go-redis's connection parameters
 // apply per node, pool_size included; distlock's own: prefix,
@@ -95,34 +104,39 @@ func parseClusterURL(u *url.URL) (*goredis.ClusterOptions, []Option, error) {
 		return nil, nil, fmt.Errorf("%w: %s URL names database %d: a Redis Cluster has only database 0", backend.ErrInvalidOption, u.Scheme, node.DB)
 	}
 	return &goredis.ClusterOptions{
-		Addrs:                   hosts,
-		ClientName:              node.ClientName,
-		Dialer:                  node.Dialer,
-		Protocol:                node.Protocol,
-		Username:                node.Username,
-		Password:                node.Password,
-		MaxRetries:              node.MaxRetries,
-		MinRetryBackoff:         node.MinRetryBackoff,
-		MaxRetryBackoff:         node.MaxRetryBackoff,
-		DialTimeout:             node.DialTimeout,
-		DialerRetries:           node.DialerRetries,
-		ReadTimeout:             node.ReadTimeout,
-		WriteTimeout:            node.WriteTimeout,
-		ContextTimeoutEnabled:   node.ContextTimeoutEnabled,
-		MaxConcurrentDials:      node.MaxConcurrentDials,
-		PoolFIFO:                node.PoolFIFO,
-		PoolSize:                node.PoolSize,
-		PoolTimeout:             node.PoolTimeout,
-		MinIdleConns:            node.MinIdleConns,
-		MaxIdleConns:            node.MaxIdleConns,
-		MaxActiveConns:          node.MaxActiveConns,
-		ConnMaxIdleTime:         node.ConnMaxIdleTime,
-		ConnMaxLifetime:         node.ConnMaxLifetime,
-		ConnMaxLifetimeJitter:   node.ConnMaxLifetimeJitter,
-		PipelineReadBufferSize:  node.PipelineReadBufferSize,
-		PipelineWriteBufferSize: node.PipelineWriteBufferSize,
-		PipelinePoolSize:        node.PipelinePoolSize,
-		TLSConfig:               node.TLSConfig,
+		Addrs: hosts,
+		// go-redis reloads the slot map on MOVED, READONLY, or when it
+		// is older than this (60s by default): a dead master only
+		// refuses connections, so its slots' clients would keep dialling
+		// it for up to a minute after a replica took over.
+		ClusterStateReloadInterval: clusterStateReload,
+		ClientName:                 node.ClientName,
+		Dialer:                     node.Dialer,
+		Protocol:                   node.Protocol,
+		Username:                   node.Username,
+		Password:                   node.Password,
+		MaxRetries:                 node.MaxRetries,
+		MinRetryBackoff:            node.MinRetryBackoff,
+		MaxRetryBackoff:            node.MaxRetryBackoff,
+		DialTimeout:                node.DialTimeout,
+		DialerRetries:              node.DialerRetries,
+		ReadTimeout:                node.ReadTimeout,
+		WriteTimeout:               node.WriteTimeout,
+		ContextTimeoutEnabled:      node.ContextTimeoutEnabled,
+		MaxConcurrentDials:         node.MaxConcurrentDials,
+		PoolFIFO:                   node.PoolFIFO,
+		PoolSize:                   node.PoolSize,
+		PoolTimeout:                node.PoolTimeout,
+		MinIdleConns:               node.MinIdleConns,
+		MaxIdleConns:               node.MaxIdleConns,
+		MaxActiveConns:             node.MaxActiveConns,
+		ConnMaxIdleTime:            node.ConnMaxIdleTime,
+		ConnMaxLifetime:            node.ConnMaxLifetime,
+		ConnMaxLifetimeJitter:      node.ConnMaxLifetimeJitter,
+		PipelineReadBufferSize:     node.PipelineReadBufferSize,
+		PipelineWriteBufferSize:    node.PipelineWriteBufferSize,
+		PipelinePoolSize:           node.PipelinePoolSize,
+		TLSConfig:                  node.TLSConfig,
 	}, opts, nil
 }
 

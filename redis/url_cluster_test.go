@@ -102,7 +102,8 @@ func TestClusterSentinelURLsParse(t *testing.T) {
 	}
 	if strings.Join(co.Addrs, ",") != "h1:7000,h2:6379" || co.Username != "user" || co.Password != "p@ss" ||
 		co.DialTimeout != 2*time.Second || co.PoolSize != 7 || co.TLSConfig == nil || co.TLSConfig.ServerName != "" ||
-		co.Dialer == nil || !co.ContextTimeoutEnabled || co.DialerRetries != 1 || c.prefix != "x:" {
+		co.Dialer == nil || !co.ContextTimeoutEnabled || co.DialerRetries != 1 || c.prefix != "x:" ||
+		co.ClusterStateReloadInterval != time.Second {
 		t.Errorf("cluster options %+v, prefix %q", co, c.prefix)
 	}
 
