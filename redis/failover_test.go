@@ -39,7 +39,7 @@ type failoverRound struct {
 	survived  bool          // a's grant was on the promoted replica: b found it held
 	promoted  time.Duration // primary killed → a replica promoted
 	failover  time.Duration // primary killed → b granted
-	overlap   time.Duration // b granted → a's lease reported lost
+	overlap   time.Duration // b granted → a's lease reported lost (or its TTL ended)
 	tokA      uint64        // a's token (0: a was not granted)
 	tokB      uint64        // b's token
 	tokBefore uint64        // the last token granted before the round
@@ -54,9 +54,9 @@ func (r failoverRound) String() string {
 // runFailover runs one round on key: a takes and releases the lock (a
 // replicated token), then takes it again with the primary's replica links
 // cut first when unreplicated (the replicas paused, their connections
-// killed on the primary: the grant reaches no replica), or right before
-// the kill otherwise; the primary is killed, a replica promoted, and b
-// acquires.
+// killed on the primary: the grant reaches no replica; no automatic
+// refresh), or right before the kill otherwise (auto-refreshed); the
+// primary is killed, a replica promoted, and b acquires.
 func runFailover(t *testing.T, topo failoverTopo, query, key string, unreplicated bool) failoverRound {
 	t.Helper()
 	ctx := tctx(t, 3*time.Minute)
@@ -111,7 +111,11 @@ func runFailover(t *testing.T, topo failoverTopo, query, key string, unreplicate
 		if err != nil {
 			t.Fatal(err)
 		}
-		la, err := a.TryAcquire(ctx, key, distlock.WithTTL(ttl))
+		// No automatic refresh: the lease stays valid in its holder's
+		// eyes until its TTL, as between two refreshes, so that a
+		// second grant within the TTL is a double grant whatever the
+		// refresh schedule.
+		la, err := a.TryAcquire(ctx, key, distlock.WithTTL(ttl), distlock.WithAutoRefresh(false))
 		r.errA = err
 		if err == nil {
 			r.tokA = la.Token()
