@@ -174,11 +174,12 @@ func (d *driver) confirm(ctx context.Context, l *lock) error {
 // had it).
 var errConfirmNotHeld = fmt.Errorf("%w: the hold is not on the node that answered (expired, or failed over before it was replicated)", ErrNotReplicated)
 
-// confirmRefresh confirms a refresh of l: ErrNotHeld if the hold is gone.
+// confirmRefresh confirms a refresh of l: ErrNotHeld (and not
+// ErrUnavailable, which a refresher would wait out) if the hold is gone.
 func (d *driver) confirmRefresh(ctx context.Context, l *lock) error {
 	err := d.confirm(ctx, l)
 	if errors.Is(err, errConfirmNotHeld) {
-		return fmt.Errorf("%w (%w)", errNotHeld, err)
+		return fmt.Errorf("%w: the hold is not on the node that confirmed the refresh (failed over before it was replicated?)", errNotHeld)
 	}
 	return err
 }

@@ -121,3 +121,22 @@ func TestWaitReplicasConfirms(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestWaitRefreshNotHeld: a refresh whose confirmation finds the hold gone
+// (a failover to a replica that never had it, or an expiry in between)
+// is ErrNotHeld, which ends the lease at once, and not ErrUnavailable,
+// which a refresher waits out.
+func TestWaitRefreshNotHeld(t *testing.T) {
+	srv := testserver.Redis(t, testserver.RedisConfig{})
+	ctx := tctx(t, 30*time.Second)
+	l, err := New(goredis.NewClient(&goredis.Options{Addr: srv.Addr()}), WithCloseClient(), WithWaitReplicas(1, slack.D(50*time.Millisecond)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	gone := &lock{d: l.d, keys: redislua.KeysFor(l.d.prefix, "gone"), owner: "o", hold: "hgone", token: 7}
+	err = l.d.confirmRefresh(ctx, gone)
+	if !errors.Is(err, distlock.ErrNotHeld) || errors.Is(err, distlock.ErrUnavailable) {
+		t.Errorf("confirmRefresh of a hold that is gone: %v, want ErrNotHeld and not ErrUnavailable", err)
+	}
+}
