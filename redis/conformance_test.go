@@ -238,22 +238,11 @@ func clusterLinkedLocker(raw string) func(ctx context.Context) (distlock.Locker,
 		if err != nil {
 			return nil, nil, err
 		}
-		g, err := netfault.ListenGroup(opt.Addrs...)
+		g, dial, err := proxiedDialer(opt.Addrs)
 		if err != nil {
 			return nil, nil, err
 		}
-		via := map[string]string{}
-		for i, a := range opt.Addrs {
-			via[a] = g.Addrs()[i]
-		}
-		opt.Dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {
-			p, ok := via[addr]
-			if !ok {
-				return nil, fmt.Errorf("no fault link to %s", addr)
-			}
-			var d net.Dialer
-			return d.DialContext(ctx, network, p)
-		}
+		opt.Dialer = dial
 		drv, err := openDriver(goredis.NewClusterClient(opt), opts)
 		if err != nil {
 			_ = g.Close()
@@ -261,6 +250,29 @@ func clusterLinkedLocker(raw string) func(ctx context.Context) (distlock.Locker,
 		}
 		return distlock.New(drv, "redis+cluster"), g, nil
 	}
+}
+
+// proxiedDialer starts one fault proxy per target and returns them as one
+// Link, with a dialer that reaches each target through its proxy and
+// refuses any other address (a connection that bypassed the Link would
+// escape its faults).
+func proxiedDialer(targets []string) (*netfault.Group, func(ctx context.Context, network, addr string) (net.Conn, error), error) {
+	g, err := netfault.ListenGroup(targets...)
+	if err != nil {
+		return nil, nil, err
+	}
+	via := map[string]string{}
+	for i, a := range targets {
+		via[a] = g.Addrs()[i]
+	}
+	return g, func(ctx context.Context, network, addr string) (net.Conn, error) {
+		p, ok := via[addr]
+		if !ok {
+			return nil, fmt.Errorf("no fault link to %s", addr)
+		}
+		var d net.Dialer
+		return d.DialContext(ctx, network, p)
+	}, nil
 }
 
 // clusterHeld lists the lock hashes under prefix on every master.

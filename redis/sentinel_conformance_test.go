@@ -3,8 +3,6 @@ package redis
 import (
 	"context"
 	"errors"
-	"fmt"
-	"net"
 	"testing"
 	"time"
 
@@ -13,7 +11,6 @@ import (
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/backend"
 	"github.com/distlock/distlock/conformance"
-	"github.com/distlock/distlock/internal/testkit/netfault"
 	"github.com/distlock/distlock/internal/testkit/slack"
 	"github.com/distlock/distlock/internal/testkit/testserver"
 )
@@ -120,22 +117,11 @@ func sentinelLinkedLocker(raw string, set *testserver.SentinelSet) func(ctx cont
 		for _, s := range append(append([]*testserver.Server(nil), set.Sentinels...), set.Nodes...) {
 			targets = append(targets, s.Addr())
 		}
-		g, err := netfault.ListenGroup(targets...)
+		g, dial, err := proxiedDialer(targets)
 		if err != nil {
 			return nil, nil, err
 		}
-		via := map[string]string{}
-		for i, a := range targets {
-			via[a] = g.Addrs()[i]
-		}
-		opt.Dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {
-			p, ok := via[addr]
-			if !ok {
-				return nil, fmt.Errorf("no fault link to %s", addr)
-			}
-			var d net.Dialer
-			return d.DialContext(ctx, network, p)
-		}
+		opt.Dialer = dial
 		drv, err := openDriver(goredis.NewFailoverClient(opt), opts)
 		if err != nil {
 			_ = g.Close()
