@@ -209,12 +209,21 @@ func pgRunner(ctx context.Context, home string, setAttr func(*syscall.SysProcAtt
 }
 
 // pgInitialise creates the cluster in dataDir with initdb, and the test
-// database, unless dataDir holds one already (Restart, a reused dir). run
-// runs a program as the server's user.
+// database (or copies the template of such a cluster, see
+// initFromTemplate), unless dataDir holds one already (Restart, a reused
+// dir). run runs a program as the server's user.
 func pgInitialise(run func(stdin, name string, args ...string) error, initdb, postgres, home, dataDir string, cred *syscall.Credential, p *Postgres) error {
 	if _, err := os.Stat(filepath.Join(dataDir, "PG_VERSION")); err == nil {
 		return nil
 	}
+	fingerprint := []string{binaryStamp(initdb), binaryStamp(postgres), p.User, p.Password, p.DB, "scram-sha-256 UTF8 C"}
+	return initFromTemplate("postgres", dataDir, cred, fingerprint, func() error {
+		return pgInitdb(run, initdb, postgres, home, dataDir, cred, p)
+	})
+}
+
+// pgInitdb runs initdb and creates the test database.
+func pgInitdb(run func(stdin, name string, args ...string) error, initdb, postgres, home, dataDir string, cred *syscall.Credential, p *Postgres) error {
 	pwFile := filepath.Join(home, "pwfile")
 	if err := os.WriteFile(pwFile, []byte(p.Password+"\n"), 0o600); err != nil {
 		return err
