@@ -63,6 +63,9 @@ type workerConfig struct {
 	Keys     []string      `json:"keys"`      // loop: AcquireAll of 3 of these, not the lock of Key
 	WaitGo   bool          `json:"wait_go"`   // loop: start on a "go" line on stdin, so that workers contend
 	HoldFor  time.Duration `json:"hold_for"`  // loop: sleep this long in each critical section
+	// Progress (loop): print a "cs" line after each critical section, and
+	// end the loop, as at Duration, on a "stop" line on stdin (or its end).
+	Progress bool `json:"progress"`
 }
 
 // workerMsg is one line a worker prints on stdout.
@@ -115,23 +118,32 @@ func workerLoop(ctx context.Context, l distlock.Locker, cfg workerConfig, say fu
 	w := bufio.NewWriter(f)
 	rec := history.NewRecorder(w)
 	stop := time.Now().Add(cfg.Duration)
+	// run ends at stop, or on "stop" (Progress).
+	run, endRun := context.WithDeadline(ctx, stop)
+	defer endRun()
 	done := 0
 	take, err := taker(l, cfg)
 	if err != nil {
 		say(workerMsg{Ev: "error", Err: err.Error()})
 		return 1
 	}
+	in := bufio.NewScanner(os.Stdin)
 	if cfg.WaitGo {
-		bufio.NewScanner(os.Stdin).Scan()
+		in.Scan()
 	}
-	for seq := 0; done < cfg.Count && time.Now().Before(stop); seq++ {
+	if cfg.Progress {
+		go func() {
+			defer endRun()
+			for in.Scan() && in.Text() != "stop" {
+			}
+		}()
+	}
+	for seq := 0; done < cfg.Count && run.Err() == nil; seq++ {
 		keys := take.keys(seq)
 		for i, key := range keys {
 			rec.Add(history.Event{Process: cfg.ID, Seq: memberSeq(seq, i, len(keys)), Op: history.AcquireCall, Key: key})
 		}
-		actx, cancel := context.WithDeadline(ctx, stop)
-		leases, release, err := take.acquire(actx, keys)
-		cancel()
+		leases, release, err := take.acquire(run, keys)
 		if err != nil {
 			for i, key := range keys {
 				rec.Add(history.Event{Process: cfg.ID, Seq: memberSeq(seq, i, len(keys)), Op: history.AcquireFail, Key: key, Err: err.Error()})
@@ -165,6 +177,9 @@ func workerLoop(ctx context.Context, l distlock.Locker, cfg workerConfig, say fu
 			rec.Add(history.Event{Process: cfg.ID, Seq: memberSeq(seq, i, len(keys)), Op: op, Key: lease.Key()})
 		}
 		done++
+		if cfg.Progress {
+			say(workerMsg{Ev: "cs"})
+		}
 	}
 	if err := w.Flush(); err != nil {
 		say(workerMsg{Ev: "error", Err: err.Error()})
