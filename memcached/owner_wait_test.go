@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/conformance"
 	"github.com/distlock/distlock/internal/testkit/testserver"
 )
 
@@ -15,7 +16,7 @@ import (
 // — nests at once instead of at its next poll, as a new acquisition by O
 // would at that moment. Before the fix the second one waited for its poll.
 func TestQueuedSameOwnerNestsAtOnce(t *testing.T) {
-	t.Parallel()
+	conformance.Parallel(t)
 	srv := testserver.Memcached(t, testserver.MemcachedConfig{})
 	cd := &countingDriver{driver: openDriver(t, "memcached://"+srv.Addr())}
 	l := distlock.New(cd, "memcached")

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/conformance"
 	"github.com/distlock/distlock/internal/testkit/testserver"
 )
 
@@ -18,7 +19,7 @@ import (
 // owner id), it joins the server's tenure, which is that owner's hold, and
 // the lost lease still cannot release the new tenure.
 func TestNestAfterForceRelease(t *testing.T) {
-	t.Parallel()
+	conformance.Parallel(t)
 	srv := testserver.Memcached(t, testserver.MemcachedConfig{NoEvict: true})
 	for _, tc := range []struct{ name, takeover string }{
 		{"another owner takes it", "other"},

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/conformance"
 	"github.com/distlock/distlock/internal/testkit/netfault"
 	"github.com/distlock/distlock/internal/testkit/slack"
 	"github.com/distlock/distlock/internal/testkit/sqltest"
@@ -164,7 +165,7 @@ func TestForUpdateKillHolder(t *testing.T) {
 // the silent session after wait_timeout — the lock is free in seconds, not
 // hours — and the holder has declared the lock lost just before.
 func TestForUpdateWaitTimeout(t *testing.T) {
-	t.Parallel()
+	conformance.Parallel(t)
 	srv := server(t)
 	table := uniqueTable("fuwait")
 	ctx := ctxT(t, time.Minute)
@@ -443,7 +444,7 @@ func TestForUpdateCreateRace(t *testing.T) {
 // holder's Done closes, another client acquires after the restart, and the
 // committed fence keeps increasing.
 func TestForUpdateRestart(t *testing.T) {
-	t.Parallel()
+	conformance.Parallel(t)
 	srv := ownServer(t)
 	table := uniqueTable("furestart")
 	ctx := ctxT(t, 2*time.Minute)
