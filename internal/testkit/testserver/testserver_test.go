@@ -800,3 +800,21 @@ func pgQueryRow(ctx context.Context, dsn, q string, dst any) error {
 	defer c.Close(ctx)
 	return c.QueryRow(ctx, q).Scan(dst)
 }
+
+// The test server checks the password (MD5): a wrong one is refused.
+func TestPostgresChecksPassword(t *testing.T) {
+	t.Parallel()
+	p := PostgresServer(t)
+	if !p.Controllable() {
+		t.Skip("external server")
+	}
+	var db string
+	if err := pgQueryRow(ctxTimeout(t, 30*time.Second), p.DSN(), "SELECT current_database()", &db); err != nil {
+		t.Fatalf("the right password: %v", err)
+	}
+	wrong := strings.Replace(p.DSN(), ":"+p.Password+"@", ":wrong@", 1)
+	err := pgQueryRow(ctxTimeout(t, 30*time.Second), wrong, "SELECT 1", &db)
+	if err == nil || !strings.Contains(err.Error(), "28P01") {
+		t.Fatalf("a wrong password: %v, want SQLSTATE 28P01", err)
+	}
+}
