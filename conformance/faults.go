@@ -430,13 +430,14 @@ func checkServerFaults(t T, h *Harness) {
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
 	const workers = 4
-	ws := make([]*worker, workers)
-	for i := range ws {
-		ws[i] = startWorker(t, workerConfig{
+	cfgs := make([]workerConfig, workers)
+	for i := range cfgs {
+		cfgs[i] = workerConfig{
 			ID: fmt.Sprintf("w%d", i), URL: h.URL, Key: key, Mode: "loop", TTL: serverFaultTTL,
 			Count: 1 << 30, Duration: 10 * time.Minute, History: filepath.Join(dir, fmt.Sprintf("w%d.jsonl", i)), Progress: true,
-		})
+		}
 	}
+	ws := startWorkers(t, cfgs)
 	p := watchProgress(ws)
 	ctx := t.Context()
 	// A recovery may wait for a dead holder's lease or session to end.

@@ -268,6 +268,28 @@ type worker struct {
 // It skips the check if the binary does not serve workers.
 func startWorker(t T, cfg workerConfig) *worker {
 	t.Helper()
+	w := launchWorker(t, cfg)
+	w.waitReady(t, cfg)
+	return w
+}
+
+// startWorkers starts a worker for each of cfgs at once, and waits for
+// every one to be ready.
+func startWorkers(t T, cfgs []workerConfig) []*worker {
+	t.Helper()
+	ws := make([]*worker, len(cfgs))
+	for i, cfg := range cfgs {
+		ws[i] = launchWorker(t, cfg)
+	}
+	for i, cfg := range cfgs {
+		ws[i].waitReady(t, cfg)
+	}
+	return ws
+}
+
+// launchWorker starts this binary as a worker.
+func launchWorker(t T, cfg workerConfig) *worker {
+	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Skipf("cannot find the running binary to start worker processes: %v", err)
@@ -307,6 +329,13 @@ func startWorker(t T, cfg workerConfig) *worker {
 		_ = cmd.Process.Kill()
 		_ = stdin.Close()
 	})
+	return w
+}
+
+// waitReady waits for the worker's "ready". It skips the check if the
+// binary does not serve workers.
+func (w *worker) waitReady(t T, cfg workerConfig) {
+	t.Helper()
 	m, ok := w.recv(60 * time.Second)
 	if !ok {
 		t.Skipf("the binary does not serve conformance workers: call conformance.ServeWorker() first in TestMain")
@@ -314,7 +343,6 @@ func startWorker(t T, cfg workerConfig) *worker {
 	if m.Ev != "ready" {
 		t.Fatalf("worker %s: %+v", cfg.ID, m)
 	}
-	return w
 }
 
 // recv waits for the next message; false if the worker ended or timed out.
