@@ -71,9 +71,11 @@ func runTests(t *testing.T, h *Harness, checks []Check, onHang func(msg string))
 	var shared []Check
 	for _, c := range checks {
 		if c.Alone() {
-			process.Lock()
-			run(c)
-			process.Unlock()
+			func() {
+				process.Lock()
+				defer process.Unlock()
+				run(c)
+			}()
 		} else {
 			shared = append(shared, c)
 		}
@@ -181,10 +183,10 @@ type Options struct {
 }
 
 // RunChecks runs the checks without package testing, one after another,
-// and returns their results. Its Alone checks, too, run with no other check
-// of the process running (see Run). ctx bounds the whole run: when it ends, the
-// running check sees its context cancelled and is reported Interrupted
-// (unless it skipped), and the checks after it NotRun.
+// and returns their results. Its Alone checks, too, run with no other
+// check of the process running (see Run). ctx bounds the whole run: when
+// it ends, the running check sees its context cancelled and is reported
+// Interrupted (unless it skipped), and the checks after it NotRun.
 func RunChecks(ctx context.Context, h Harness, opts Options) []Result {
 	var results []Result
 	for _, c := range Checks() {
