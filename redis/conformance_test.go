@@ -47,6 +47,7 @@ func expireFault(admin goredis.UniversalClient, prefix string) func(ctx context.
 // and the fencing counter, which the server-faults check relies on),
 // opening every Locker by URL (each with its own client and connections).
 func TestConformance(t *testing.T) {
+	t.Parallel()
 	conformance.Run(t, singleServerHarness(t, "redis", "prefix=conf:", "conf:",
 		"redis://127.0.0.1:6379/notadb", "redis://a:1,b:2/0", "redis://127.0.0.1:6379/0?prefix=x&prefix=y", "redis://127.0.0.1:6379/0?subscribe_timeout=soon"))
 }
@@ -55,6 +56,7 @@ func TestConformance(t *testing.T) {
 // the queue in Redis must keep every promise of the plain mode and add
 // arrival order across Lockers (the suite's Fair check).
 func TestConformanceFair(t *testing.T) {
+	t.Parallel()
 	conformance.Run(t, singleServerHarness(t, "redis-fair", "fair=true&prefix=fair:", "fair:", "redis://127.0.0.1:6379/0?fair=maybe"))
 }
 
@@ -151,6 +153,7 @@ func heldLocks(admin goredis.UniversalClient, prefix string) func(ctx context.Co
 // pass every node connection of one client through its own proxy.
 func TestConformanceCluster(t *testing.T) {
 	testserver.SkipShort(t, "redis cluster")
+	t.Parallel()
 	cluster := testserver.RedisClusterWith(t, testserver.ClusterConfig{Masters: 3, Persistence: true})
 	addrs := cluster.Addrs()
 	admin := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: addrs})

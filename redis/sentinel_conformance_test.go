@@ -24,6 +24,7 @@ import (
 // server fault (the primary killed and restarted) is not a failover: a
 // failover can lose grants (TestFailoverDoubleGrant).
 func TestConformanceSentinel(t *testing.T) {
+	t.Parallel()
 	set := testserver.RedisSentinel(t, testserver.SentinelConfig{Replicas: 2, Sentinels: 3, Persistence: true, DownAfter: 30 * time.Second})
 	const prefix = "scf:"
 	url := set.URL("prefix=" + prefix)
