@@ -97,7 +97,14 @@ func scheduleLimit() int {
 
 func TestModel(t *testing.T) {
 	defer distlock.SetReleaseTimeout(modelRelease)()
-	runSchedules(t, modelBudget(*modelTime), runSchedule)
+	runSchedules(t, modelShare(3), runSchedule)
+}
+
+// modelShare is parts fifths of the model checkers' budget: -modeltime is
+// shared by TestModel (three fifths), TestSessionModel and TestNotifyModel
+// (a fifth each), so that together they run within it.
+func modelShare(parts int) time.Duration {
+	return modelBudget(*modelTime) * time.Duration(parts) / 5
 }
 
 // runSchedules runs run's schedules until -schedules of them ran or budget
