@@ -57,7 +57,7 @@ import (
 var (
 	modelSeed      = flag.Uint64("seed", 0, "TestModel: run only the schedule with this seed")
 	modelSchedules = flag.Int("schedules", 400, "TestModel: the most schedules to run")
-	modelTime      = flag.Duration("modeltime", 15*time.Second, "TestModel: how long to run schedules (a quarter with -short; 10m under make soak)")
+	modelTime      = flag.Duration("modeltime", 15*time.Second, "TestModel, TestSessionModel, TestNotifyModel: how long to run schedules, shared among them (a quarter with -short; 10m under make soak)")
 )
 
 const (
@@ -97,14 +97,15 @@ func scheduleLimit() int {
 
 func TestModel(t *testing.T) {
 	defer distlock.SetReleaseTimeout(modelRelease)()
-	runSchedules(t, modelShare(3), runSchedule)
+	runSchedules(t, modelShare(5), runSchedule)
 }
 
-// modelShare is parts fifths of the model checkers' budget: -modeltime is
-// shared by TestModel (three fifths), TestSessionModel and TestNotifyModel
-// (a fifth each), so that together they run within it.
+// modelShare is parts tenths of the model checkers' budget: -modeltime is
+// shared by TestModel (half), TestSessionModel (a fifth), TestNotifyModel
+// (a tenth: its batch of schedules outlasts it, each runs for seconds) and
+// TestSessionModelFindsOldJoin, so that together they run within it.
 func modelShare(parts int) time.Duration {
-	return modelBudget(*modelTime) * time.Duration(parts) / 5
+	return modelBudget(*modelTime) * time.Duration(parts) / 10
 }
 
 // runSchedules runs run's schedules until -schedules of them ran or budget
