@@ -169,6 +169,13 @@ func runSessSchedule(seed uint64, old bool) string {
 	if left > 0 {
 		r.violate("%d sessions left on the server after every Locker closed", left)
 	}
+	time.Sleep(2 * sessKeepalive) // a keepalive or an undo still on its way would arrive now
+	r.srv.mu.Lock()
+	late := r.srv.lateReqs
+	r.srv.mu.Unlock()
+	if len(late) > 0 {
+		r.violate("requests reached the server after every Locker closed: %s", strings.Join(late, "; "))
+	}
 	r.mu.Lock()
 	all := append([]*distlock.Lease(nil), r.all...)
 	r.mu.Unlock()
@@ -386,8 +393,7 @@ func (r *sessRun) probe(stop <-chan struct{}) {
 		}
 		r.mu.Lock()
 		leases := make([]*distlock.Lease, 0, len(r.live))
-		for ls, at := range r.live {
-			_ = at
+		for ls := range r.live {
 			leases = append(leases, ls)
 		}
 		r.mu.Unlock()

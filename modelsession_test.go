@@ -156,7 +156,8 @@ func (s *sessServer) kill(pick func(n int) int, why string) uint64 {
 	for id := range s.alive {
 		ids = append(ids, id)
 	}
-	// Map order is random; sort-free but deterministic enough for a pick.
+	// The ids come in map order: a replay of a seed may end another
+	// session than the first run did (the interleaving varies anyway).
 	id := ids[pick(len(ids))]
 	s.endLocked(id, time.Now(), why)
 	return id
