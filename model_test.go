@@ -51,9 +51,11 @@ import (
 // A failure prints the seed and the schedule's log; -seed N replays that
 // schedule (the same programs and networks; the interleaving is the
 // runtime's) again and again until it fails or the budget ends.
-// -schedules and -modeltime bound a run (make ci: by default 15 s or 400
-// schedules, whichever comes first; make soak, DISTLOCK_SOAK=1: 10 minutes
-// and no schedule limit unless the flags say otherwise).
+// -schedules and -modeltime bound a run (make ci: by default half of
+// 15 s, which TestModel shares with TestSessionModel and TestNotifyModel
+// (modelShare), or 400 schedules, whichever comes first; make soak,
+// DISTLOCK_SOAK=1: half of 10 minutes and no schedule limit unless the
+// flags say otherwise).
 var (
 	modelSeed      = flag.Uint64("seed", 0, "TestModel: run only the schedule with this seed")
 	modelSchedules = flag.Int("schedules", 400, "TestModel: the most schedules to run")
