@@ -51,11 +51,11 @@ import (
 // A failure prints the seed and the schedule's log; -seed N replays that
 // schedule (the same programs and networks; the interleaving is the
 // runtime's) again and again until it fails or the budget ends.
-// -schedules and -modeltime bound a run (make ci: by default half of
-// 15 s, which TestModel shares with TestSessionModel and TestNotifyModel
+// -schedules and -modeltime bound a run (make ci: by default three tenths
+// of 15 s, which TestModel shares with TestSessionModel and TestNotifyModel
 // (modelShare), or 400 schedules, whichever comes first; make soak,
-// DISTLOCK_SOAK=1: half of 10 minutes and no schedule limit unless the
-// flags say otherwise).
+// DISTLOCK_SOAK=1: 10 minutes and no schedule limit unless the flags say
+// otherwise).
 var (
 	modelSeed      = flag.Uint64("seed", 0, "TestModel: run only the schedule with this seed")
 	modelSchedules = flag.Int("schedules", 400, "TestModel: the most schedules to run")
@@ -99,14 +99,19 @@ func scheduleLimit() int {
 
 func TestModel(t *testing.T) {
 	defer distlock.SetReleaseTimeout(modelRelease)()
-	runSchedules(t, modelShare(5), runSchedule)
+	runSchedules(t, modelShare(3), runSchedule)
 }
 
 // modelShare is parts tenths of the model checkers' budget: -modeltime is
-// shared by TestModel (half), TestSessionModel (a fifth), TestNotifyModel
-// (a tenth: its batch of schedules outlasts it, each runs for seconds) and
-// TestSessionModelFindsOldJoin, so that together they run within it.
+// shared by TestModel (three tenths), TestSessionModel (a tenth),
+// TestNotifyModel (a tenth: its one batch of schedules, seconds each,
+// outlasts it), TestSessionModelFindsOldJoin and
+// TestWaitRewatchesAfterChannelHeal, so that together they run within it.
+// Under make soak each runs the whole budget.
 func modelShare(parts int) time.Duration {
+	if soak.Enabled() {
+		return modelBudget(*modelTime)
+	}
 	return modelBudget(*modelTime) * time.Duration(parts) / 10
 }
 

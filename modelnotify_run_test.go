@@ -74,7 +74,7 @@ func TestNotifyModelFindsDroppedHealWake(t *testing.T) {
 }
 
 // notifyDropSeed is a seed whose schedule finds the dropped heal wake-up.
-const notifyDropSeed = 1795874749823282561
+const notifyDropSeed = 1795875461537081920
 
 type notifyRun struct {
 	seed    uint64
@@ -187,7 +187,7 @@ func (r *notifyRun) network(d *notifyDriver, rng *rand.Rand, stop <-chan struct{
 // program takes a key again and again, holds it a moment and releases it.
 func (r *notifyRun) program(l *distlock.Locker, c, th int, rng *rand.Rand) {
 	name := fmt.Sprintf("c%d.%d", c, th)
-	for range 2 + rng.IntN(3) {
+	for range 1 + rng.IntN(3) {
 		time.Sleep(time.Duration(rng.Int64N(int64(100 * time.Millisecond))))
 		key := modelKeys[rng.IntN(2)]
 		w := &notifyWaiter{key: key, c: c, start: time.Now()}
@@ -208,7 +208,7 @@ func (r *notifyRun) program(l *distlock.Locker, c, th int, rng *rand.Rand) {
 		r.logf("%s Acquire %s -> token %d after %v", name, key, ls.Token(), time.Since(w.start).Round(time.Millisecond))
 		hold := time.Duration(rng.Int64N(int64(40 * time.Millisecond)))
 		if rng.IntN(3) == 0 {
-			hold = 1100*time.Millisecond + time.Duration(rng.Int64N(int64(500*time.Millisecond)))
+			hold = 1050*time.Millisecond + time.Duration(rng.Int64N(int64(300*time.Millisecond)))
 		}
 		time.Sleep(hold)
 		if err := ls.Release(context.Background()); err != nil {

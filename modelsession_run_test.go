@@ -46,7 +46,7 @@ var sessDetect = sessTimeout + slack.D(100*time.Millisecond)
 
 func TestSessionModel(t *testing.T) {
 	defer distlock.SetReleaseTimeout(modelRelease)()
-	runSchedules(t, modelShare(2), func(seed uint64) string { return runSessSchedule(seed, *sessOld) })
+	runSchedules(t, modelShare(1), func(seed uint64) string { return runSessSchedule(seed, *sessOld) })
 }
 
 // TestSessionModelFindsOldJoin checks that the model finds the old join of
