@@ -15,19 +15,27 @@ import (
 // returns the attempts made in all. Each run after the first gets a fresh
 // owner id unless the caller chose one: an earlier run's request may still
 // land, and must stay a stranger to this one (it is undone by its driver).
+// When ctx ends during the outage (in a pause, or cutting an attempt
+// short before the backend answered), the error is outageEnded's: it
+// carries the latest backend error as well as the ctx's end.
 func (l *locker) rideOutOutages(ctx context.Context, op string, r *request, wait bool) (*Lease, int, error) {
 	total := 0
+	var cause error // the latest transient failure
 	for n := 1; ; n++ {
 		lease, attempts, err := l.attempt(ctx, op, r, wait)
 		total += attempts
+		if err != nil && cause != nil && ctx.Err() != nil && errors.Is(err, ErrUnavailable) {
+			return nil, total, l.outageEnded(ctx, op, r.key, cause)
+		}
 		if err == nil || !wait || !r.retryUnavailable || ctx.Err() != nil || !transient(err) {
 			return lease, total, err
 		}
+		cause = err
 		t := time.NewTimer(r.retry.Delay(n))
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return nil, total, err
+			return nil, total, l.outageEnded(ctx, op, r.key, cause)
 		case <-l.closeCtx.Done():
 			t.Stop()
 			return nil, total, err
@@ -37,6 +45,18 @@ func (l *locker) rideOutOutages(ctx context.Context, op string, r *request, wait
 			r.owner = newOwnerID()
 		}
 	}
+}
+
+// outageEnded is the error of an acquisition whose ctx ended while the
+// backend was unavailable: ErrNotAcquired and the ctx error (as for any
+// acquisition that ctx ended), with the latest attempt's backend error,
+// which wraps ErrUnavailable, as its cause.
+func (l *locker) outageEnded(ctx context.Context, op, key string, cause error) error {
+	var e *Error
+	if errors.As(cause, &e) {
+		cause = e.Err
+	}
+	return l.err(op, key, l.ctxError(ctx, cause))
 }
 
 // transient reports whether err is an unavailability that may pass by
