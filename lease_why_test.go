@@ -104,6 +104,7 @@ func TestLostLeaseSaysWhy(t *testing.T) {
 	refused := fmt.Errorf("%w: dial tcp 127.0.0.1:1: connect: connection refused", backend.ErrUnavailable)
 	fd := &failingDriver{ctlDriver: newCtlDriver()}
 	err, _ := lostAfterRefreshFailure(t, fd, ttl, func() { fd.fail.Store(&refused) })
+	t.Logf("refused: %v", err)
 	if !errors.Is(err, distlock.ErrLockLost) || distlock.Cause(err) != "expired" || !strings.Contains(err.Error(), "connection refused") {
 		t.Errorf("refreshes refused: lease error %q (cause %s); want ErrLockLost, expired, and why: connection refused", err, distlock.Cause(err))
 	}
@@ -111,6 +112,7 @@ func TestLostLeaseSaysWhy(t *testing.T) {
 	cd := newCtlDriver()
 	defer cd.free()
 	err, _ = lostAfterRefreshFailure(t, cd, ttl, func() { cd.hang.Store(true) })
+	t.Logf("unanswered: %v", err)
 	if !errors.Is(err, distlock.ErrLockLost) || distlock.Cause(err) != "expired" || !strings.Contains(err.Error(), "no answer") {
 		t.Errorf("refresh unanswered: lease error %q (cause %s); want ErrLockLost, expired, and why: no answer", err, distlock.Cause(err))
 	}
