@@ -3,6 +3,7 @@ package distlock_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net"
 	"strings"
 	"sync/atomic"
@@ -21,6 +22,7 @@ type outageDriver struct {
 	*ctlDriver
 	refused error
 	hang    bool
+	upAfter int32 // > 0: the attempts after this many are served
 	calls   atomic.Int32
 }
 
@@ -40,7 +42,11 @@ func newOutageDriver(t *testing.T, hang bool) *outageDriver {
 }
 
 func (d *outageDriver) TryAcquire(ctx context.Context, req backend.Request) (backend.Lock, error) {
-	if d.calls.Add(1) > 1 && d.hang {
+	n := d.calls.Add(1)
+	if d.upAfter > 0 && n > d.upAfter {
+		return d.ctlDriver.TryAcquire(ctx, req)
+	}
+	if n > 1 && d.hang {
 		<-ctx.Done()
 		return nil, ctx.Err()
 	}
@@ -72,5 +78,47 @@ func TestRetryUnavailableKeepsCause(t *testing.T) {
 		if !strings.Contains(err.Error(), "connection refused") {
 			t.Errorf("attempt cut short %v: %q: the last attempt's cause (connection refused) is lost", hang, err)
 		}
+	}
+}
+
+// TestOutageLogged: an Acquire waiting out an outage with
+// WithRetryUnavailable tells the Locker's logger when it starts (Warn,
+// with the backend's error) and when the backend answers again (Info), so
+// that a CLI's -v can show progress.
+func TestOutageLogged(t *testing.T) {
+	d := newOutageDriver(t, false)
+	d.upAfter = 3
+	logs := &logRecords{}
+	l := distlock.New(d, "ctl", distlock.WithLogger(slog.New(logs)))
+	defer l.Close()
+	lease, err := l.Acquire(context.Background(), "k", distlock.WithRetryUnavailable(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = lease.Release(context.Background())
+	logs.mu.Lock()
+	defer logs.mu.Unlock()
+	var warned, recovered bool
+	for _, r := range logs.recs {
+		var errText string
+		r.Attrs(func(a slog.Attr) bool {
+			if a.Key == "err" {
+				errText = a.Value.String()
+			}
+			return true
+		})
+		switch {
+		case r.Level == slog.LevelWarn && strings.Contains(r.Message, "unavailable") && strings.Contains(errText, "connection refused"):
+			warned = true
+		case r.Level == slog.LevelInfo && strings.Contains(r.Message, "again") && warned:
+			recovered = true
+		}
+	}
+	if !warned || !recovered {
+		var msgs []string
+		for _, r := range logs.recs {
+			msgs = append(msgs, r.Level.String()+" "+r.Message)
+		}
+		t.Errorf("logged %q; want a Warn with the refused dial when the outage began, then an Info when it ended", msgs)
 	}
 }
