@@ -70,7 +70,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	metadata := fs.String("metadata", "", "description stored with the lock for distlock status (default: host=HOST pid=PID cmd=NAME; the command's arguments are left out: they may hold passwords)")
 	permits := fs.Int("permits", 0, "take one of N permits of the semaphore KEY instead of the lock: at most N commands run at once")
 	grace := fs.Duration("grace", 10*time.Second, "after the lock is lost: time between SIGTERM and SIGKILL to the command's process group")
-	verbose := fs.Bool("v", false, "report acquisition and release on stderr")
+	verbose := fs.Bool("v", false, "report acquisition and release on stderr, and as they happen: a backend outage being waited out, failing refreshes, a lost lease")
 	if st := parseFlags(fs, args, stderr); st >= 0 {
 		return st
 	}
@@ -109,6 +109,9 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	opts := []distlock.Option{distlock.WithTTL(*ttl), distlock.WithMetadata(md), distlock.WithMinHold(*minHold)}
 	if !*noWait {
 		opts = append(opts, distlock.WithRetryUnavailable(true))
+	}
+	if *verbose {
+		opts = append(opts, distlock.WithLogger(verboseLogger(stderr, "run")))
 	}
 	if *owner != "" {
 		opts = append(opts, distlock.WithOwner(*owner))
