@@ -11,7 +11,8 @@
 // Parameters: session_timeout (asked of the server, default 10s),
 // session_margin (default a tenth of the negotiated timeout), loss_policy
 // (session_timeout or disconnect), connect_timeout (how long an
-// acquisition waits for a session, default the session timeout) and log
+// acquisition waits for a session, default the session timeout; about a
+// second when every server address refuses connections) and log
 // (true: go-zookeeper's error log to the standard logger). Unknown
 // parameters, credentials in the URL and paths the server would reject are
 // ErrInvalidOption. Dial is the typed equivalent; New wraps a *zk.Conn of
