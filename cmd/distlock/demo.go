@@ -21,9 +21,10 @@ import (
 )
 
 func cmdDemo(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("demo", "demo [--local] [--run REGEXP]", "Shows contention and fencing on the in-process backend, then runs the conformance suite on it; with --local, against throwaway local servers of every backend.", stdout)
+	fs := newFlags("demo", "demo [--local [--run REGEXP] [--parallel N]]", "Shows contention and fencing on the in-process backend, then runs the conformance suite on it; with --local, against throwaway local servers of every backend.", stdout)
 	local := fs.Bool("local", false, "start throwaway local servers (redis-server, memcached, ZooKeeper, MariaDB, PostgreSQL, etcd — whichever are installed) and run the conformance suite against every backend")
 	run := fs.String("run", "", "with --local: run only the checks matching this regular expression")
+	parallel := fs.Int("parallel", len(localBackends), "with --local: how many backends run at once (each with servers of its own)")
 	if st := parseFlags(fs, args, stderr); st >= 0 {
 		return st
 	}
@@ -33,7 +34,7 @@ func cmdDemo(args []string, stdout, stderr io.Writer) int {
 		if dir, ok := demoTmpfs(); ok {
 			defer os.RemoveAll(dir)
 		}
-		return demoLocal(ctx, *run, stdout, stderr)
+		return demoLocal(ctx, *run, *parallel, stdout, stderr)
 	}
 	return demoMemory(ctx, stdout, stderr)
 }
@@ -115,8 +116,15 @@ type localBackend struct {
 // demoSession is the session timeout (ZooKeeper) and session lease TTL
 // (etcd) of demo --local: a killed or paused holder's lock is freed this
 // long after, so the checks that wait for it take about this long (the
-// backends' default is 10 s; etcd's shortest is 2 s).
-const demoSession = 2 * time.Second
+// backends' default is 10 s; 2 s and 4 s lost etcd sessions of live
+// holders, and so failed checks, on a 2-core machine with a load of 40–70).
+const demoSession = 5 * time.Second
+
+// demoSQLSession is the session timeout of the SQL session modes (mysql
+// forupdate, postgres advisory) in demo --local: the server ends a frozen
+// holder's session, freeing its lock, after this long without a word
+// (their default is 30 s; the holders' keepalive runs every second).
+const demoSQLSession = 5 * time.Second
 
 var localBackends = []localBackend{
 	{"redis", "redis", func(ctx context.Context) (string, func(), error) {
@@ -178,7 +186,7 @@ var localBackends = []localBackend{
 		if err != nil {
 			return "", nil, err
 		}
-		return fmt.Sprintf("mysql://%s:%s@%s/%s?mode=forupdate", m.User, m.Password, m.Addr(), m.DB), func() { _ = m.Stop() }, nil
+		return fmt.Sprintf("mysql://%s:%s@%s/%s?mode=forupdate&session_timeout=%v", m.User, m.Password, m.Addr(), m.DB, demoSQLSession), func() { _ = m.Stop() }, nil
 	}},
 	{"postgres (advisory)", "postgres", func(ctx context.Context) (string, func(), error) {
 		return startPostgres(ctx, "advisory")
@@ -196,24 +204,32 @@ func startPostgres(ctx context.Context, mode string) (string, func(), error) {
 	if err != nil {
 		return "", nil, err
 	}
-	u := url.URL{Scheme: "postgres", User: url.UserPassword(p.User, p.Password), Host: p.Addr(), Path: "/" + p.DB,
-		RawQuery: url.Values{"mode": {mode}, "create_table": {"true"}, "sslmode": {"disable"}}.Encode()}
+	q := url.Values{"mode": {mode}, "create_table": {"true"}, "sslmode": {"disable"}}
+	if mode == "advisory" {
+		q.Set("session_timeout", demoSQLSession.String())
+	}
+	u := url.URL{Scheme: "postgres", User: url.UserPassword(p.User, p.Password), Host: p.Addr(), Path: "/" + p.DB, RawQuery: q.Encode()}
 	return u.String(), func() { _ = p.Stop() }, nil
 }
 
 // demoLocal runs the suite against every backend whose servers can be
-// started here, all backends at once: each has servers of its own, so
-// their checks do not interfere, and the run takes about as long as the
-// slowest backend. The session-bound backends get short session timeouts
+// started here, parallel backends at once (all by default): each has
+// servers of its own, so their checks do not interfere, and the run takes
+// about as long as the slowest backend. The session-bound backends get short session timeouts
 // (the checks that kill or pause a holder wait one out). Progress
 // goes to stderr, a line per backend as it starts and ends; each backend's
 // results go to stdout in one piece when it ends.
-func demoLocal(ctx context.Context, run string, stdout, stderr io.Writer) int {
+func demoLocal(ctx context.Context, run string, parallel int, stdout, stderr io.Writer) int {
 	re, err := matchChecks(run)
 	if err != nil {
 		fmt.Fprintf(stderr, "distlock demo: --run: %s\n", errLine(err))
 		return ExitUsage
 	}
+	if parallel < 1 {
+		fmt.Fprintln(stderr, "distlock demo: --parallel must be at least 1")
+		return ExitUsage
+	}
+	slots := make(chan struct{}, parallel)
 	registered := backend.Schemes()
 	rows := make([]demoRow, len(localBackends))
 	var (
@@ -222,6 +238,8 @@ func demoLocal(ctx context.Context, run string, stdout, stderr io.Writer) int {
 	)
 	for i, lb := range localBackends {
 		wg.Go(func() {
+			slots <- struct{}{}
+			defer func() { <-slots }()
 			rows[i] = demoBackend(ctx, lb, re, slices.Contains(registered, lb.scheme), func(w func(stdout, stderr io.Writer)) {
 				out.Lock()
 				defer out.Unlock()

@@ -126,7 +126,7 @@ func TestDemoLocalConcurrent(t *testing.T) {
 		}})
 	}
 	var stdout, stderr strings.Builder
-	st := demoLocal(t.Context(), "^keys$", &stdout, &stderr)
+	st := demoLocal(t.Context(), "^keys$", n, &stdout, &stderr)
 	if st != ExitOK || strings.Count(stdout.String(), "PASS keys") != n {
 		t.Errorf("status %d; want %d and the keys check passed on each of %d backends:\n%s\n%s", st, ExitOK, n, stdout.String(), stderr.String())
 	}
