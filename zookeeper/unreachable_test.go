@@ -3,26 +3,14 @@ package zookeeper
 import (
 	"context"
 	"errors"
-	"net"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/internal/testkit/slack"
+	"github.com/distlock/distlock/internal/testkit/sqltest"
 )
-
-// closedPort is a loopback address on which nothing listens.
-func closedPort(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	_ = ln.Close()
-	return addr
-}
 
 // TestUnreachableServer: with nothing listening on the server's port,
 // TryAcquire, Acquire, Inspect and ForceRelease fail within about the
@@ -31,7 +19,7 @@ func closedPort(t *testing.T) string {
 // error.
 func TestUnreachableServer(t *testing.T) {
 	t.Parallel()
-	addr := closedPort(t)
+	addr := sqltest.ClosedPort(t)
 	l, err := distlock.Open(ctxT(t, 10*time.Second), "zookeeper://"+addr+"/x?session_timeout=10s")
 	if err != nil {
 		t.Fatal(err)

@@ -1,25 +1,13 @@
 package main
 
 import (
-	"net"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/distlock/distlock/internal/testkit/slack"
+	"github.com/distlock/distlock/internal/testkit/sqltest"
 )
-
-// closedAddr is a loopback address on which nothing listens.
-func closedAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	_ = ln.Close()
-	return addr
-}
 
 // TestUnreachableZooKeeper: against a ZooKeeper port where nothing listens,
 // run --no-wait, status and unlock --force fail within about the client's
@@ -27,7 +15,7 @@ func closedAddr(t *testing.T) string {
 // status and one line naming the address and the dial error.
 func TestUnreachableZooKeeper(t *testing.T) {
 	t.Parallel()
-	addr := closedAddr(t)
+	addr := sqltest.ClosedPort(t)
 	url := "zookeeper://" + addr + "/"
 	for _, args := range [][]string{
 		{"run", "--backend", url, "--key", "k", "--no-wait", "--", "true"},
@@ -52,7 +40,7 @@ func TestUnreachableZooKeeper(t *testing.T) {
 // dial error) before it gives up, and the give-up line keeps the cause.
 func TestRunVerboseOutage(t *testing.T) {
 	t.Parallel()
-	addr := closedAddr(t)
+	addr := sqltest.ClosedPort(t)
 	r := runBin(t, time.Minute, nil, "run", "-v", "--backend", "redis://"+addr+"/0", "--key", "k", "--wait", "1500ms", "--", "true")
 	lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
 	last := lines[len(lines)-1]
@@ -73,7 +61,7 @@ func TestRunVerboseOutage(t *testing.T) {
 // (go-redis's "failed to dial" on stderr, bypassing the Locker's logger).
 func TestRunOutageQuiet(t *testing.T) {
 	t.Parallel()
-	addr := closedAddr(t)
+	addr := sqltest.ClosedPort(t)
 	r := runBin(t, time.Minute, nil, "run", "--backend", "redis://"+addr+"/0", "--key", "k", "--wait", "1500ms", "--", "true")
 	if r.status != ExitUnavailable || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 || !strings.HasPrefix(r.stderr, "distlock run: gave up") {
 		t.Errorf("status %d, stderr %q; want %d and the one give-up line", r.status, r.stderr, ExitUnavailable)

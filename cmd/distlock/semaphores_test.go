@@ -16,6 +16,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/internal/testkit/sqltest"
 	"github.com/distlock/distlock/internal/testkit/testserver"
 )
 
@@ -28,7 +29,7 @@ var semaphoreModes = map[string][]string{"mysql": {"row", "forupdate"}, "postgre
 // probeURL is a URL that opens scheme's backend (of package pkg) in mode,
 // "" if the test does not know how.
 func probeURL(t *testing.T, pkg, scheme, mode string) string {
-	closed := closedAddr(t)
+	closed := sqltest.ClosedPort(t)
 	q := url.Values{}
 	if mode != "" {
 		q.Set("mode", mode)
@@ -41,7 +42,7 @@ func probeURL(t *testing.T, pkg, scheme, mode string) string {
 	case "redis":
 		return scheme + "://" + closed + "/0"
 	case "redlock":
-		return scheme + "://" + closed + "," + closedAddr(t) + "," + closedAddr(t)
+		return scheme + "://" + closed + "," + sqltest.ClosedPort(t) + "," + sqltest.ClosedPort(t)
 	case "zookeeper", "etcd":
 		return scheme + "://" + closed + "/probe"
 	case "memcached":
