@@ -55,14 +55,23 @@ func sqlxHarness(t *testing.T, mode mysql.Mode) conformance.Harness {
 	)
 	h := conformance.Harness{
 		Name: "mysql-sqlx-" + string(mode),
-		NewLocker: func(context.Context) (*distlock.Locker, error) {
+		NewLocker: func(ctx context.Context) (*distlock.Locker, error) {
 			l, err := mysql.NewSqlx(userSqlx(openDB(t, config(t, srv))), opts...)
-			if err == nil {
-				mu.Lock()
-				lockers = append(lockers, l)
-				mu.Unlock()
+			if err != nil {
+				return nil, err
 			}
-			return l, err
+			// Connected and set up (table, floors) before the checks time
+			// anything, as a URL-opened Locker is connected by Open: a
+			// fresh Locker's first acquisition counts that setup in its
+			// validity, and a short TTL can run out in it on a busy host.
+			if _, err := l.Inspect(ctx, "sqlx-harness/ready"); err != nil {
+				_ = l.Close()
+				return nil, err
+			}
+			mu.Lock()
+			lockers = append(lockers, l)
+			mu.Unlock()
+			return l, nil
 		},
 		UnreachableURL: closedPortURL(t),
 		BadURLs:        badURLs,
