@@ -2,6 +2,7 @@ package distlock_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -143,4 +144,12 @@ type policyDriver struct {
 
 func (d policyDriver) Validity(ttl time.Duration) (time.Duration, error) {
 	return d.validity(ttl), nil
+}
+
+func (*ctlDriver) Inspect(context.Context, string) (backend.LockInfo, error) {
+	return backend.LockInfo{}, errors.ErrUnsupported
+}
+
+func (*ctlDriver) ForceRelease(context.Context, string, backend.Holder) (backend.LockInfo, error) {
+	return backend.LockInfo{}, errors.ErrUnsupported
 }

@@ -28,6 +28,13 @@
 // every backend; a backend's extras (its client, a session, a mode) are
 // reached with Locker.As.
 //
+// A Lease cannot stop a write its holder already issued before a pause
+// past its validity: a fencing token, checked by the resource (package
+// fence), makes such a write harmless. Locker.Capabilities says which
+// guarantees a backend gives (fencing, reentrancy, notification, fairness,
+// session binding, expiry, durability); each backend's package doc says
+// what it does not guarantee, and docs/backends has the detail.
+//
 // Beyond single locks, a Locker gives multi-key locks taken in one order
 // (AcquireAll), counting semaphores (Semaphore), leader election
 // (NewElection) and operator calls (Inspect, ForceRelease). Package

@@ -25,13 +25,7 @@ type LockInfo = backend.LockInfo
 // The answer is a snapshot: the lock may change hands as soon as it is
 // read.
 func (l *Locker) Inspect(ctx context.Context, key string) (LockInfo, error) {
-	return l.admin(ctx, "inspect", key, func(b *Locker) (func(context.Context, string) (LockInfo, error), bool) {
-		in, ok := b.drv.(backend.Inspector)
-		if !ok {
-			return nil, false
-		}
-		return in.Inspect, true
-	})
+	return l.admin(ctx, "inspect", key, l.drv.Inspect)
 }
 
 // ForceOption configures ForceRelease.
@@ -71,15 +65,11 @@ func (l *Locker) ForceRelease(ctx context.Context, key string, opts ...ForceOpti
 	if want.Owner == "" && want.Token != 0 {
 		return LockInfo{}, &Error{Op: "force-release", Key: key, Backend: "distlock", Err: fmt.Errorf("%w: IfHeldBy with a token needs the owner", ErrInvalidOption)}
 	}
-	info, err := l.admin(ctx, "force-release", key, func(b *Locker) (func(context.Context, string) (LockInfo, error), bool) {
-		f, ok := b.drv.(backend.ForceReleaser)
-		if !ok {
-			return nil, false
-		}
-		if !b.caps.Fencing {
-			want.Token = 0
-		}
-		return func(ctx context.Context, key string) (LockInfo, error) { return f.ForceRelease(ctx, key, want) }, true
+	if !l.caps.Fencing {
+		want.Token = 0
+	}
+	info, err := l.admin(ctx, "force-release", key, func(ctx context.Context, key string) (LockInfo, error) {
+		return l.drv.ForceRelease(ctx, key, want)
 	})
 	if err == nil {
 		l.logForced(info)
@@ -89,13 +79,9 @@ func (l *Locker) ForceRelease(ctx context.Context, key string, opts ...ForceOpti
 
 // admin runs one operator call on l's driver, found by pick: key checked,
 // the Locker open, the driver's error classified and wrapped once.
-func (b *Locker) admin(ctx context.Context, op, key string, pick func(*Locker) (func(context.Context, string) (LockInfo, error), bool)) (LockInfo, error) {
+func (b *Locker) admin(ctx context.Context, op, key string, call func(context.Context, string) (LockInfo, error)) (LockInfo, error) {
 	if err := ValidateKey(key); err != nil {
 		return LockInfo{}, b.err(op, key, err)
-	}
-	call, ok := pick(b)
-	if !ok {
-		return LockInfo{}, b.err(op, key, fmt.Errorf("%w: the %s backend cannot %s locks", errors.ErrUnsupported, b.name, op))
 	}
 	if err := b.begin(); err != nil {
 		return LockInfo{}, b.err(op, key, err)

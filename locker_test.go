@@ -443,3 +443,60 @@ func TestRefreshCoalesced(t *testing.T) {
 	}
 	t.Logf("first refreshes of %d leases in %d calls", n, firstCalls)
 }
+
+// TestCloseBounded (issue 14, defect 4): Close returns within its bound
+// (the release bound, here shortened) while the backend stops answering,
+// with an automatic refresh in flight or an acquisition under way.
+func TestCloseBounded(t *testing.T) {
+	const bound = 300 * time.Millisecond
+	const slack = 1200 * time.Millisecond
+	defer distlock.SetReleaseTimeout(bound)()
+	closeWithin := func(t *testing.T, l *distlock.Locker) {
+		t.Helper()
+		start := time.Now()
+		done := make(chan struct{})
+		go func() { _ = l.Close(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatal("Close blocked for 10s")
+		}
+		if took := time.Since(start); took > bound+slack {
+			t.Fatalf("Close took %v, want at most %v + %v slack", took, bound, slack)
+		}
+	}
+	t.Run("refresh-in-flight", func(t *testing.T) {
+		d := newCtlDriver()
+		defer d.free()
+		l := distlock.New(d, "ctl")
+		lease, err := l.TryAcquire(context.Background(), "k", distlock.WithTTL(6*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.hang.Store(true)
+		waitFor(t, 5*time.Second, "automatic refresh sent", func() bool { return d.stalls.Load() > 0 })
+		closeWithin(t, l)
+		if !errors.Is(lease.Err(), distlock.ErrClosed) {
+			t.Errorf("lease after Close: %v, want ErrClosed", lease.Err())
+		}
+	})
+	t.Run("acquire-in-flight", func(t *testing.T) {
+		d := newCtlDriver()
+		defer d.free()
+		l := distlock.New(d, "ctl")
+		d.hang.Store(true)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		go func() { _, _ = l.TryAcquire(ctx, "k") }()
+		waitFor(t, 5*time.Second, "acquisition sent", func() bool { return d.stalls.Load() > 0 })
+		closeWithin(t, l)
+	})
+}
+
+func (*stuckDriver) Inspect(context.Context, string) (backend.LockInfo, error) {
+	return backend.LockInfo{}, errors.ErrUnsupported
+}
+
+func (*stuckDriver) ForceRelease(context.Context, string, backend.Holder) (backend.LockInfo, error) {
+	return backend.LockInfo{}, errors.ErrUnsupported
+}

@@ -2,6 +2,7 @@ package distlock_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -269,4 +270,12 @@ func (l *modelLock) Release(ctx context.Context) error {
 		return fmt.Errorf("%w: release refused", backend.ErrNotHeld)
 	}
 	return nil
+}
+
+func (d *modelDriver) Inspect(context.Context, string) (backend.LockInfo, error) {
+	return backend.LockInfo{}, errors.ErrUnsupported
+}
+
+func (d *modelDriver) ForceRelease(context.Context, string, backend.Holder) (backend.LockInfo, error) {
+	return backend.LockInfo{}, errors.ErrUnsupported
 }

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/backend"
 	"github.com/distlock/distlock/memory"
 )
 
@@ -136,5 +138,139 @@ func TestAcquireAllBadKeys(t *testing.T) {
 		if _, err := l.AcquireAll(context.Background(), keys); !errors.Is(err, distlock.ErrInvalidKey) {
 			t.Errorf("AcquireAll(%q): %v, want ErrInvalidKey", keys, err)
 		}
+	}
+}
+
+// A failed AcquireAll or TryAcquireAll holds nothing, also with
+// WithMinHold: its rollback gave the members it had taken back through
+// Lease.Release, which within a minimum hold keeps the lock, so "all or
+// nothing" left a partial hold for the whole minimum hold.
+
+func TestTryAcquireAllFailedKeepsNoMinHold(t *testing.T) {
+	ns := memory.NewNamespace()
+	a, b := memLocker(t, ns), memLocker(t, ns)
+	ctx := t.Context()
+	held, err := b.TryAcquire(ctx, "mh-b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Release(ctx)
+	if _, err := a.TryAcquireAll(ctx, []string{"mh-a", "mh-b"}, distlock.WithMinHold(time.Minute)); !errors.Is(err, distlock.ErrNotAcquired) {
+		t.Fatalf("TryAcquireAll with mh-b held: %v, want ErrNotAcquired", err)
+	}
+	if info, err := b.Inspect(ctx, "mh-a"); err != nil || info.Held {
+		t.Fatalf("mh-a after the failed TryAcquireAll: %+v, %v; want free (all or nothing, no minimum hold)", info, err)
+	}
+}
+
+func TestAcquireAllCtxEndKeepsNoMinHold(t *testing.T) {
+	ns := memory.NewNamespace()
+	a, b := memLocker(t, ns), memLocker(t, ns)
+	ctx := t.Context()
+	held, err := b.TryAcquire(ctx, "mh-b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Release(ctx)
+	cctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+	defer cancel()
+	if _, err := a.AcquireAll(cctx, []string{"mh-a", "mh-b"}, distlock.WithMinHold(time.Minute)); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("AcquireAll past its ctx: %v, want DeadlineExceeded", err)
+	}
+	if info, err := b.Inspect(ctx, "mh-a"); err != nil || info.Held {
+		t.Fatalf("mh-a after the failed AcquireAll: %+v, %v; want free (all or nothing, no minimum hold)", info, err)
+	}
+}
+
+// TestAcquireAllOneShotRollbackKeepsNoMinHold: the one-request path
+// (backend.MultiAcquirer) undoes an answer it cannot use through the same
+// rollback: a driver that answers with fewer locks than asked for left the
+// first key held for the minimum hold, so the one-by-one path that follows
+// found it taken and TryAcquireAll failed against its own leftover.
+func TestAcquireAllOneShotRollbackKeepsNoMinHold(t *testing.T) {
+	open, err := backend.Lookup("mem")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, _ := url.Parse("mem://oneshot-rollback")
+	drv, err := open(t.Context(), u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := distlock.New(shortMulti{drv}, "mem")
+	t.Cleanup(func() { _ = l.Close() })
+	m, err := l.TryAcquireAll(t.Context(), []string{"os-a", "os-b"}, distlock.WithMinHold(time.Minute))
+	if err != nil {
+		t.Fatalf("TryAcquireAll after the one-shot attempt was undone: %v; want both held (nothing left over)", err)
+	}
+	_ = m.Release(t.Context())
+}
+
+// shortMulti is a driver whose one-request acquisition answers with the
+// first lock only.
+type shortMulti struct{ backend.Driver }
+
+func (d shortMulti) TryAcquireAll(ctx context.Context, reqs []backend.Request) ([]backend.Lock, error) {
+	lock, err := d.TryAcquire(ctx, reqs[0])
+	if err != nil {
+		return nil, err
+	}
+	return []backend.Lock{lock}, nil
+}
+
+// lostWhileWaiting is an Observer that reports the grant of one key.
+type lostWhileWaiting struct {
+	distlock.NopObserver
+	key     string
+	granted chan struct{}
+}
+
+func (o *lostWhileWaiting) AcquireEnd(_ context.Context, r distlock.AcquireResult) {
+	if r.Key == o.key && r.Err == nil {
+		close(o.granted)
+	}
+}
+
+// TestAcquireAllMemberLostWhileWaitingHoldsNothing: the first key is lost
+// (released by force) while AcquireAll waits for the second. It returned a
+// MultiLease already ended, whose other member was then given back through
+// Lease.Release and so kept for the whole minimum hold: a set never held
+// whole left a key taken. Now AcquireAll fails with the loss and holds
+// nothing.
+func TestAcquireAllMemberLostWhileWaitingHoldsNothing(t *testing.T) {
+	ns := memory.NewNamespace()
+	a, b := memLocker(t, ns), memLocker(t, ns)
+	ctx := t.Context()
+	blocker, err := b.TryAcquire(ctx, "lw-b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	obs := &lostWhileWaiting{key: "lw-a", granted: make(chan struct{})}
+	type result struct {
+		m   *distlock.MultiLease
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		m, err := a.AcquireAll(ctx, []string{"lw-a", "lw-b"}, distlock.WithMinHold(time.Minute), distlock.WithObserver(obs))
+		done <- result{m, err}
+	}()
+	<-obs.granted // lw-a taken; AcquireAll now waits for lw-b
+	if _, err := b.ForceRelease(ctx, "lw-a"); err != nil {
+		t.Fatal(err)
+	}
+	if err := blocker.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	if r.err == nil {
+		_ = r.m.Release(ctx)
+		t.Fatalf("AcquireAll returned a set whose first member was lost while it waited (Err %v)", r.m.Err())
+	}
+	if !errors.Is(r.err, distlock.ErrLockLost) {
+		t.Errorf("AcquireAll: %v, want ErrLockLost", r.err)
+	}
+	if info, err := b.Inspect(ctx, "lw-b"); err != nil || info.Held {
+		t.Fatalf("lw-b after AcquireAll failed: %+v, %v; want free (all or nothing, no minimum hold)", info, err)
 	}
 }

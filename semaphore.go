@@ -2,6 +2,7 @@ package distlock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/distlock/distlock/backend"
@@ -162,6 +163,16 @@ func (d *permitDriver) Capabilities() backend.Capabilities {
 
 // Close does nothing: the connections are the Locker's.
 func (d *permitDriver) Close() error { return nil }
+
+// Inspect is not offered for permits: a Semaphore has no Inspect.
+func (d *permitDriver) Inspect(context.Context, string) (backend.LockInfo, error) {
+	return backend.LockInfo{}, errors.ErrUnsupported
+}
+
+// ForceRelease is not offered for permits: a Semaphore has no ForceRelease.
+func (d *permitDriver) ForceRelease(context.Context, string, backend.Holder) (backend.LockInfo, error) {
+	return backend.LockInfo{}, errors.ErrUnsupported
+}
 
 type permitBlocker struct {
 	b       backend.PermitBlocker

@@ -112,6 +112,11 @@ type Driver interface {
 	// Close releases the driver's resources. Locks still held are left to
 	// expire or to the end of the session.
 	Close() error
+	// Inspector and ForceReleaser are every backend's operator calls; a
+	// driver that truly cannot do one returns an error wrapping
+	// errors.ErrUnsupported.
+	Inspector
+	ForceReleaser
 }
 
 // Lock is one held lock as granted by a driver.

@@ -6,100 +6,71 @@
 // interfaces its server makes possible. Everything shared — key and TTL
 // validation, owner identities, waiting and backoff, auto-refresh, local
 // validity deadlines, the lease state machine and error wrapping — lives once
-// in package distlock, which wraps a Driver into a *distlock.Locker.
-//
-// The split follows database/sql and database/sql/driver: users program
-// against distlock; backend authors program against this package.
+// in package distlock, which wraps a Driver into a *distlock.Locker. The
+// split follows database/sql and database/sql/driver.
 //
 // # Required
 //
-//   - Driver (TryAcquire, Capabilities, Close) and the Lock it grants (Token,
-//     Refresh, Release). Every method that can wait takes the caller's ctx
-//     and returns when it ends; work that must outlive the call (an undo, an
-//     unsubscription) goes on in the background, bounded by the driver, and
-//     Close waits for it within its own bound.
-//   - A constructor of one shape, New(client, ...Option)
-//     (*distlock.Locker, error),
-//     that checks every option value (ErrInvalidOption) and a URL opener
-//     registered with Register that goes through the same checks.
+//   - Driver (TryAcquire, Capabilities, Close, Inspect, ForceRelease) and
+//     the Lock it grants (Token, Refresh, Release). Every method that can
+//     wait returns when its ctx ends; work that must outlive the call runs
+//     in the background, bounded by the driver, and Close waits for it
+//     within its own bound.
+//   - Inspect reads a lock without taking it, so the driver stores
+//     Request.Metadata with every lock; ForceRelease frees a lock whatever
+//     its owner, keeping tokens increasing. A backend that cannot do one
+//     returns an error wrapping errors.ErrUnsupported.
+//   - A constructor New(client, ...Option) (*distlock.Locker, error) that
+//     checks every option (ErrInvalidOption), and a URL opener registered
+//     with Register that goes through the same checks.
 //
 // # Optional interfaces, each with its fallback
 //
-//   - Blocker: the backend waits natively (a server-side wait, a watch).
-//     ctx: Acquire returns when ctx ends and leaves nothing behind.
-//     Without it: distlock polls TryAcquire with the caller's retry policy.
-//   - Notifier: the backend announces releases. ctx: Watch returns when ctx
-//     ends, whatever the notification channel does. Without it: polling
-//     only, at the retry policy's delays.
-//   - HeldNotifier (with Notifier): a Notifier that wakes one watcher at a
-//     time learns whether a leaving watcher holds the lock, and hands no
-//     wake-up on for one that does. ctx: as Watch. Without it: every woken
-//     watcher that leaves hands its wake-up on, costing the next one an
-//     attempt when the leaver acquired.
-//   - TTLPolicy: validity differs from ttl less 1% + 2 ms (coarse server
-//     clocks, minimum TTLs). Without it: DefaultValidity.
-//   - Issued: a lock granted after a wait inside the driver knows when the
-//     server started its TTL. Without it: validity counts from the moment
-//     the request was sent.
-//   - Deadliner: a session-bound lock keeps a local session deadline.
-//     Without it: only the lease's own validity deadline and the driver's
-//     Request.Lost report loss.
-//   - BatchRefresher: many locks refreshed in one round trip. ctx: one ctx
-//     for the batch. Without it: one Refresh per lock, in parallel.
-//   - DelayedReleaser: give up a hold and keep the lock taken a given time
-//     longer. ctx: as Release. Without it: a refresh that never shortens,
-//     so a minimum hold may last up to one TTL longer, and WithMinHold is
-//     refused together with WithOwner.
-//   - Inspector: the backend reads a lock without taking it (holder,
-//     metadata, token, server-side TTL, waiters). ctx: Inspect returns when
-//     ctx ends. Without it: Locker.Inspect returns errors.ErrUnsupported.
-//     A driver with Inspector stores Request.Metadata with every lock.
-//   - ForceReleaser: the backend frees a lock whatever its owner, keeping
-//     fencing tokens increasing. ctx: ForceRelease returns when ctx ends.
-//     Without it: Locker.ForceRelease returns errors.ErrUnsupported.
+// Each method returns when its ctx ends, as the required ones do.
+//
+//   - Blocker: a native wait. Else distlock polls TryAcquire.
+//   - Notifier: release announcements. Else polling only.
+//   - HeldNotifier (with Notifier): no wake-up handed on by a watcher that
+//     acquired. Else every leaving watcher hands its wake-up on.
+//   - TTLPolicy: a validity other than ttl less 1% + 2ms. Else
+//     DefaultValidity.
+//   - Issued: when the server started the TTL of a lock granted after a
+//     wait. Else validity counts from the moment the request was sent.
+//   - Deadliner: a local session deadline. Else only the lease's validity
+//     and Request.Lost report loss.
+//   - BatchRefresher: many refreshes in one round trip. Else one Refresh
+//     per lock, in parallel.
+//   - DelayedReleaser: release a hold and keep the lock a given time
+//     longer. Else a never-shortening refresh, and WithMinHold is refused
+//     with WithOwner.
 //   - Semaphorer (with PermitBlocker, PermitNotifier): permits of counting
-//     semaphores, each a Lock of its own; the count is the semaphore's
-//     identity while held (PermitsError). ctx: as TryAcquire (and Acquire,
-//     Watch). Without it: Locker.Semaphore refuses the backend with
-//     ErrInvalidOption, and SemaphoreRefuser's reason where the driver
-//     has one.
-//   - MultiAcquirer: several free locks taken in one atomic request. ctx:
-//     as TryAcquire. Without it: Locker.AcquireAll takes the keys one by
-//     one in sorted order.
-//   - Aser: the driver answers Locker.As with its client and the handles
-//     its package exports for the backend's extras. Without it: As
-//     reports false for every target.
-//   - ErrorClassifier: the driver gives its client's errors their portable
-//     meaning (Code) once; distlock wraps each error once in the sentinel of
-//     its code. Without it: network errors are transient, others returned
-//     as they are.
+//     semaphores. Else Locker.Semaphore refuses the backend with
+//     ErrInvalidOption and SemaphoreRefuser's reason.
+//   - MultiAcquirer: several free locks in one atomic request. Else
+//     Locker.AcquireAll takes the keys one by one in sorted order.
+//   - Aser: answers Locker.As with the backend's client and extras. Else
+//     As reports false.
+//   - ErrorClassifier: gives the client's errors their Code. Else network
+//     errors are transient and others are returned as they are.
 //
 // # Error classes
 //
 // Each Code says what the caller can do about an error:
 //
-//   - CodeTransient (ErrUnavailable, a *TransientError): wait and retry — a
-//     refused, reset or timed-out connection, a server loading or failing
-//     over, a lost quorum of such answers. WithRetryUnavailable waits these
-//     out.
+//   - CodeTransient (ErrUnavailable, a *TransientError): wait and retry.
+//     WithRetryUnavailable waits these out.
 //   - CodeUnavailable (ErrUnavailable): the backend cannot serve and
-//     waiting will not cure it — a TLS failure, a host name that does not
-//     resolve, an unexpected reply.
-//   - CodeAuth (ErrAuth, never ErrUnavailable): the server refused the
-//     credentials or a permission — a wrong or missing password, an
-//     unknown user, an ACL or grant that forbids the command. Fix the
-//     URL's user and password or the server's ACL.
-//   - CodeMisconfigured (ErrMisconfigured, never ErrUnavailable): the
-//     server accepted us but is not set up for the Locker — a missing
-//     database, schema or lock table. Fix the URL or create what is
-//     missing.
-//
-// The distlock CLI exits 69, 77 and 78 for these (EX_UNAVAILABLE,
-// EX_NOPERM, EX_CONFIG).
+//     waiting will not cure it.
+//   - CodeAuth (ErrAuth): the server refused the credentials or a
+//     permission.
+//   - CodeMisconfigured (ErrMisconfigured): the server is not set up for
+//     the Locker (a missing database, schema or table).
 //
 // Errors a driver decides itself carry their sentinel (Busy for a held
-// lock, ErrNotHeld, ErrLockLost, ErrInvalidTTL); errors of its client are
-// returned raw, or wrapped with context by %w, and classified by ErrorCode.
-// An error caused by the end of a ctx has one shape, ctx.Err() with its
-// cause.
+// lock, ErrNotHeld, ErrLockLost, ErrInvalidTTL). Errors of its client are
+// returned raw, or wrapped with %w, and classified once by ErrorCode. An
+// error caused by the end of a ctx is ctx.Err() with its cause.
+//
+// Each interface's fallback and ctx rule in full, and examples of each
+// error class, are in docs/backends/README.md.
 package backend

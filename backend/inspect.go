@@ -41,11 +41,9 @@ type LockInfo struct {
 	Waiters int
 }
 
-// Inspector is implemented by drivers that can read a lock without taking
-// it. Inspect returns the lock's state; a key that is not locked gives
-// Held false and no error. It honours ctx and changes nothing in the
-// backend. Without it: Locker.Inspect returns an error wrapping
-// errors.ErrUnsupported.
+// Inspector is the part of Driver that reads a lock without taking it.
+// Inspect returns the lock's state; a key that is not locked gives Held
+// false and no error. It honours ctx and changes nothing in the backend.
 type Inspector interface {
 	Inspect(ctx context.Context, key string) (LockInfo, error)
 }
@@ -58,7 +56,7 @@ type Holder struct {
 	Token uint64
 }
 
-// ForceReleaser is implemented by drivers that can free a lock whatever its
+// ForceReleaser is the part of Driver that frees a lock whatever its
 // owner, for operators. ForceRelease frees every hold of the lock and
 // returns what it evicted (Held false when the lock was free: nothing
 // changed then). With a non-zero want it frees the lock only if want holds
@@ -73,8 +71,7 @@ type Holder struct {
 //     it at once through Request.Lost).
 //
 // It honours ctx; an error leaves the lock either intact or freed, never
-// with a token that could repeat. Without it: Locker.ForceRelease returns
-// an error wrapping errors.ErrUnsupported.
+// with a token that could repeat.
 type ForceReleaser interface {
 	ForceRelease(ctx context.Context, key string, want Holder) (LockInfo, error)
 }

@@ -35,6 +35,14 @@ func (b *broken) Capabilities() backend.Capabilities {
 	return c
 }
 
+// Inspect is the wrapped driver's, with the waiters unknown: the root wait
+// loop polls TryAcquire, so nobody queues where the driver counts waiters.
+func (b *broken) Inspect(ctx context.Context, key string) (backend.LockInfo, error) {
+	info, err := b.Driver.Inspect(ctx, key)
+	info.Waiters = -1
+	return info, err
+}
+
 func (b *broken) TryAcquire(ctx context.Context, req backend.Request) (backend.Lock, error) {
 	var (
 		l   backend.Lock

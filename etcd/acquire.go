@@ -3,7 +3,6 @@ package etcd
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/distlock/distlock/backend"
@@ -62,6 +61,7 @@ type entry struct {
 	ks     *keyState
 	req    backend.Request
 	prefix string
+	id     waiterID
 	key    string // the waiter key
 	rev    int64  // its create revision
 }
@@ -69,7 +69,8 @@ type entry struct {
 // attempt is one acquisition on session s: create the waiter key, hold if
 // it is the first, else (wait) watch the predecessor until it is.
 func (d *driver) attempt(ctx context.Context, s *session, ks *keyState, prefix string, req backend.Request, wait bool) (backend.Lock, error) {
-	e := &entry{ctx: ctx, d: d, s: s, ks: ks, req: req, prefix: prefix, key: waiterKey(prefix, int64(s.id), newID())}
+	id := newID()
+	e := &entry{ctx: ctx, d: d, s: s, ks: ks, req: req, prefix: prefix, id: id, key: waiterKey(prefix, int64(s.id), id)}
 	first, err := e.create(ctx)
 	if err != nil {
 		return nil, err
@@ -111,14 +112,13 @@ func (d *driver) grant(e *entry) (backend.Lock, error) {
 		d.sessionLost(s, "no keepalive answered before the grant")
 		return nil, e.fail(errRestart)
 	}
-	wctx, unwatch := context.WithCancel(d.ctx)
-	h := &hold{Hold: holdtab.NewHold(req.Key, req.Owner, req.Metadata), etcdKey: e.key, token: e.rev, sess: s, unwatch: unwatch}
+	h := &hold{Hold: holdtab.NewHold(req.Key, req.Owner, req.Metadata), id: e.id, token: e.rev, sess: s}
 	l := &lock{d: d, h: h}
 	stale := d.table.GrantLocked(ks, h, &l.Handle, req.Lost)
-	s.holds[h] = struct{}{}
+	start := d.watchLocked(h)
 	d.mu.Unlock()
-	if d.cfg.noHoldWatch || !d.spawn(func() { d.watchHold(wctx, h, e.rev) }) {
-		unwatch()
+	if start {
+		d.startHoldWatch()
 	}
 	if stale != nil {
 		// Our key is first, so the key of an earlier hold of ours is
@@ -149,11 +149,4 @@ func (d *driver) nest(ctx context.Context, ks *keyState, req backend.Request) (b
 		return nil, false, nil
 	}
 	return l, true, nil
-}
-
-// newID is a random attempt id (128 bits, hex).
-func newID() string {
-	var b [16]byte
-	randRead(b[:])
-	return fmt.Sprintf("%x", b)
 }

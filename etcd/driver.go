@@ -18,6 +18,7 @@ import (
 // their own files: session.go (the session lease, keepalive and loss),
 // acquire.go (the lock recipe), create.go (the waiter key's create and its
 // undo), wait.go (watching the predecessor), lock.go (a held lock),
+// holdwatch.go (the one watch that tells held locks of their key's deletion),
 // holds.go (publishing the nested hold count), keys.go (the hold record
 // and key names), admin.go (Inspect, ForceRelease) and errors.go (what
 // errors mean). The table of local holds, their nesting and loss fan-out,
@@ -37,23 +38,28 @@ type driver struct {
 	granting chan struct{}         // closed when the grant under way ends; nil if none
 	table    *holdtab.Table[*hold] // the holds of this driver, by key (keys.go)
 	orphans  map[string]struct{}   // waiter keys whose create is being undone (undoCreate)
+	hw       holdWatch             // the live holds and their watch (holdwatch.go)
 
 	stats stats
 }
 
 // stats count server calls, for tests of the herd effect and traffic.
 type stats struct {
-	creates    atomic.Int64 // waiter keys created
-	watches    atomic.Int64 // predecessor watches opened
-	reads      atomic.Int64 // predecessor look-ups
-	wakeups    atomic.Int64 // waiters woken by their predecessor's deletion
-	compacted  atomic.Int64 // watches that found their start revision compacted
-	keepalives atomic.Int64 // keepalive requests sent
-	sessions   atomic.Int64 // sessions lost
+	creates       atomic.Int64 // waiter keys created
+	watches       atomic.Int64 // predecessor watches opened
+	reads         atomic.Int64 // predecessor look-ups
+	wakeups       atomic.Int64 // waiters woken by their predecessor's deletion
+	compacted     atomic.Int64 // watches that found their start revision compacted
+	keepalives    atomic.Int64 // keepalive requests sent
+	sessions      atomic.Int64 // sessions lost
+	holdWatch     atomic.Int64 // hold watch streams opened
+	holdCompacted atomic.Int64 // hold watch streams that found their start revision compacted
+	holdReads     atomic.Int64 // hold watch reads of held keys (after a restart, or of holds it did not cover)
 }
 
 func newDriver(cfg *config, client *clientv3.Client, owned bool) *driver {
 	d := &driver{cfg: cfg, client: client, owned: owned, bg: async.NewGroup(), orphans: map[string]struct{}{}}
+	d.hw.init()
 	d.table = holdtab.New(&d.mu, d.detachLocked)
 	d.ctx, d.cancel = context.WithCancel(context.Background())
 	return d
@@ -105,6 +111,9 @@ type testHooks struct {
 	afterCreate func(key string)             // the waiter key's create was answered
 	keepalive   func() error                 // replaces a keepalive's outcome when it returns non-nil
 	beforeWatch func(pred string, rev int64) // a waiter read its predecessor at rev and is about to watch it
+	holdRestart func()                       // the hold watch's stream ended; it is about to read the held keys it listed
+	holdOpen    func(from int64)             // the hold watch is about to open a stream from revision from
+	holdEnded   func()                       // the hold watch's stream ended (before it decides to leave or set up again)
 }
 
 func withHooks(h *testHooks) Option { return func(c *config) { c.hooks = h } }

@@ -1,19 +1,9 @@
 package etcd
 
-import "github.com/distlock/distlock"
+import "github.com/distlock/distlock/internal/testkit/target"
 
-// driverOf is l's driver; l must be a Locker of this backend.
-func driverOf(l *distlock.Locker) *driver {
-	var d *driver
-	if !l.As(&d) {
-		panic("not a etcd Locker")
-	}
-	return d
-}
+// driverOf is a Locker's driver; the Locker must be of this backend.
+var driverOf = target.Of[*driver]
 
-// sessionOf is l's etcd session.
-func sessionOf(l *distlock.Locker) Session {
-	var s Session
-	l.As(&s)
-	return s
-}
+// sessionOf is a Locker's session.
+var sessionOf = target.Of[Session]

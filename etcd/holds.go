@@ -16,6 +16,6 @@ import (
 // deletes the key).
 func (d *driver) publishHolds(ctx context.Context, h *hold) (bool, error) {
 	return d.table.Publish(ctx, h, func() error { return ctxErr(ctx) }, func(ctx context.Context, n int) (bool, error) {
-		return d.ifHeld(ctx, h, clientv3.OpPut(h.etcdKey, encodeValue(h.Owner, h.Metadata, n), clientv3.WithLease(h.sess.id)))
+		return d.ifHeld(ctx, h, clientv3.OpPut(d.keyOf(h), encodeValue(h.Owner, h.Metadata, n), clientv3.WithLease(h.sess.id)))
 	})
 }

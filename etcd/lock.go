@@ -76,12 +76,13 @@ func (l *lock) Release(ctx context.Context) error {
 		}
 		return nil
 	}
-	held, err := d.ifHeld(ctx, h, clientv3.OpDelete(h.etcdKey))
+	key := d.keyOf(h)
+	held, err := d.ifHeld(ctx, h, clientv3.OpDelete(key))
 	switch {
 	case err != nil:
 		// Unknown: delete it in the background (compared on its
 		// create revision) until that succeeds or the session ends.
-		d.deleteKey(ctx, h.sess, h.etcdKey, h.token)
+		d.deleteKey(ctx, h.sess, key, h.token)
 		return err
 	case !held:
 		return l.errNotHeld()
@@ -120,8 +121,9 @@ func (l *lock) Refresh(ctx context.Context, _ time.Duration) error {
 // asking the leader: a follower that has not applied a deletion yet, or a
 // member cut off from the majority, would confirm a lock that is gone.
 func (d *driver) ifHeld(ctx context.Context, h *hold, ops ...clientv3.Op) (bool, error) {
+	key := d.keyOf(h)
 	if len(ops) == 0 {
-		ops = []clientv3.Op{clientv3.OpGet(h.etcdKey, clientv3.WithCountOnly())}
+		ops = []clientv3.Op{clientv3.OpGet(key, clientv3.WithCountOnly())}
 	}
 	var (
 		resp *clientv3.TxnResponse
@@ -133,7 +135,7 @@ func (d *driver) ifHeld(ctx context.Context, h *hold, ops ...clientv3.Op) (bool,
 		sent = true
 		var err error
 		resp, err = d.client.Txn(ctx).
-			If(clientv3.Compare(clientv3.CreateRevision(h.etcdKey), "=", h.token)).
+			If(clientv3.Compare(clientv3.CreateRevision(key), "=", h.token)).
 			Then(ops...).Commit()
 		return err
 	})

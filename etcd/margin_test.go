@@ -71,7 +71,7 @@ func TestLossMargin(t *testing.T) {
 func TestSlowKeepaliveKeepsSession(t *testing.T) {
 	t.Parallel()
 	c := cluster(t)
-	const ttl = 4 * time.Second // keepalive period 1.33 s
+	ttl := slack.D(4 * time.Second).Round(time.Second) // keepalive period ttl/3
 	link, err := netfault.ListenGroup(c.Addrs()...)
 	if err != nil {
 		t.Fatal(err)

@@ -97,14 +97,16 @@ func positive(name string, d time.Duration, set func(*config)) Option {
 	}
 }
 
-// WithHoldWatch sets whether the Locker watches the key of each lock it
+// WithHoldWatch sets whether the Locker watches the keys of the locks it
 // holds (default true), so that a deletion by another client (an
 // operator's ForceRelease, etcdctl del) ends the lease at once with
-// ErrLockLost. Each watch costs about 4 KiB and two goroutines per held
-// lock in this process (one of them the etcd client's). Without it the
-// holder learns of such a deletion at its next Refresh, Release or nested
-// acquisition (ErrNotHeld); the loss of the session lease is reported on
-// Done either way.
+// ErrLockLost. The Locker keeps one watch for this, over the deletions
+// under its prefix, while it holds locks: no goroutine or watch per held
+// lock, but while it holds any, every deletion under the prefix, by any
+// client, is delivered to it. Without it the holder learns of such
+// a deletion at its next Refresh, Release or nested acquisition
+// (ErrNotHeld); the loss of the session lease is reported on Done either
+// way.
 func WithHoldWatch(on bool) Option {
 	return func(c *config) { c.noHoldWatch = !on }
 }

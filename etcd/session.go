@@ -25,7 +25,6 @@ type session struct {
 	dead    bool
 	deadCh  chan struct{}
 	cause   error
-	holds   map[*hold]struct{}
 }
 
 // deadlineLocked is when the session's leases are declared lost unless a
@@ -138,7 +137,7 @@ func (d *driver) grantLease(ctx context.Context) (*session, error) {
 	}
 	ttl := time.Duration(resp.TTL) * time.Second
 	return &session{id: resp.ID, ttl: ttl, margin: d.cfg.marginFor(ttl), contact: sent,
-		deadCh: make(chan struct{}), holds: map[*hold]struct{}{}}, nil
+		deadCh: make(chan struct{})}, nil
 }
 
 // unreachable is the error of a request to the cluster that ctx cut short
@@ -284,10 +283,11 @@ func (d *driver) endSession(s *session, cause error) bool {
 	s.cause = cause
 	close(s.deadCh)
 	var lost []func(error)
-	for h := range s.holds {
-		lost = d.table.EndLocked(h, lost)
+	for h := range d.hw.held.all() {
+		if h.sess == s {
+			lost = d.table.EndLocked(h, lost)
+		}
 	}
-	s.holds = nil
 	if d.cur == s {
 		d.cur = nil
 	}

@@ -1,19 +1,9 @@
 package file
 
-import "github.com/distlock/distlock"
+import "github.com/distlock/distlock/internal/testkit/target"
 
-// driverOf is l's driver; l must be a Locker of this backend.
-func driverOf(l *distlock.Locker) *driver {
-	var d *driver
-	if !l.As(&d) {
-		panic("not a file Locker")
-	}
-	return d
-}
+// driverOf is a Locker's driver; the Locker must be of this backend.
+var driverOf = target.Of[*driver]
 
-// dirOf is l's lock directory.
-func dirOf(l *distlock.Locker) Dir {
-	var d Dir
-	l.As(&d)
-	return d
-}
+// dirOf is a Locker's lock directory.
+var dirOf = target.Of[Dir]

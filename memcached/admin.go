@@ -36,14 +36,10 @@ func (s itemState) info() backend.LockInfo {
 		TTL: s.ttl, Waiters: -1}
 }
 
-// Inspect implements backend.Inspector: the holder's owner, metadata and
-// nested holds from the lock record, and the time left before the item
-// expires. With the server of the key known (the URL opener, WithSelector)
-// and speaking the meta protocol, that time is the server's own count, read
-// with the value in one "mg <key> t v c" (whole seconds); otherwise it is
-// the expiry its last writer recorded, by that writer's clock, less this
-// client's clock. Token is 0 (no fencing) and Waiters -1 (waiters poll,
-// the server knows nothing of them).
+// Inspect implements backend.Inspector: owner, metadata and holds from the
+// lock record, and the time left before the item expires — the server's
+// own count where it speaks the meta protocol, else the expiry its last
+// writer recorded. Token is 0 and Waiters -1.
 func (d *driver) Inspect(ctx context.Context, key string) (backend.LockInfo, error) {
 	mk := ItemKey(d.prefix, key)
 	return call(d, ctx, func(ctx context.Context) (backend.LockInfo, error) {
@@ -58,17 +54,10 @@ func (d *driver) Inspect(ctx context.Context, key string) (backend.LockInfo, err
 	}, nil)
 }
 
-// ForceRelease implements backend.ForceReleaser: it reads the item with
-// its CAS value and deletes it only if that CAS value is still current (the
-// meta compare-and-delete, or a compare-and-swap to a tombstone that
-// expires at once, as the last Release does), so the holder reported is
-// the one removed; an item changed in between is read again, at most
-// casRetries times. Every hold goes with the item: the evicted holder's
-// Refresh and Release find the item gone or another owner's, ErrNotHeld.
-//
-// With want's owner named, the item is deleted only if want holds it (the
-// CAS value makes the comparison and the deletion one step); held by
-// another owner or free, the error wraps ErrNotHeld.
+// ForceRelease implements backend.ForceReleaser: it deletes the item only
+// if its CAS value is unchanged since it was read, so the holder reported
+// is the one removed. With want's owner named, the item is deleted only if
+// want holds it; otherwise the error wraps ErrNotHeld.
 func (d *driver) ForceRelease(ctx context.Context, key string, want backend.Holder) (backend.LockInfo, error) {
 	mk := ItemKey(d.prefix, key)
 	return call(d, ctx, func(ctx context.Context) (backend.LockInfo, error) {

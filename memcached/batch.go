@@ -21,34 +21,10 @@ var _ backend.BatchRefresher = (*driver)(nil)
 // own path) because the batch could not settle them, for tests.
 var statBatchFallbacks atomic.Int64
 
-// RefreshBatch implements backend.BatchRefresher. Where the Locker knows
-// the server of each key (the URL opener, or WithSelector), a batch costs
-// two round trips per server, on one connection and whatever the number of
-// locks: one "gets k1 k2 …" naming the batch's keys on that server, then,
-// in one write, a "cas" for every key whose item still records the lock's
-// owner, tenure and hold, extending it to max(recorded expiry, now + TTL)
-// exactly as Refresh does (never shorter); the servers are served in
-// parallel. Without a selector the gets is gomemcache's GetMulti (one
-// request per server) and each cas is a request of its own.
-//
-// Each item gets the outcome its Lock.Refresh(ctx, item.TTL) would have:
-// nil once the cas is STORED (and the lock's TTL, which bounds the
-// background undo of its release, grows as with Refresh); ErrNotHeld when
-// the item is gone or records another owner, tenure or hold set, without
-// writing anything; ErrInvalidTTL for a TTL Refresh refuses; ErrClosed after
-// Close; ctx's error as soon as ctx ends; the client's or the server's
-// error (ErrUnavailable once distlock classifies it, see ErrorCode) when
-// the server cannot be reached or answers an error. Nested holds of one
-// owner on the same key are extended together by one cas, so they do not
-// conflict with each other. Where the batch cannot settle an item itself —
-// its cas found the item changed since the gets (a concurrent nested
-// acquire or release), or a reply the pipeline cannot place — that item is
-// refreshed with Refresh's own read-modify-write, while ctx lasts. After an
-// I/O error on a server's connection (a pooled connection to a restarted
-// server) the idle connections are dropped and that server's unsettled
-// items are tried once more in one exchange, as Refresh retries once on a
-// fresh connection. An item whose Lock is not a lock of this Locker is
-// refreshed with its own Refresh.
+// RefreshBatch implements backend.BatchRefresher. Each item gets the outcome
+// its Lock.Refresh(ctx, item.TTL) would have. With a selector a batch costs
+// two round trips per server (one gets, then every cas in one write); an
+// item the batch cannot settle is refreshed with Refresh itself.
 func (d *driver) RefreshBatch(ctx context.Context, items []backend.RefreshItem) []error {
 	errs := make([]error, len(items))
 	b := refreshBatch{d: d}

@@ -1,19 +1,9 @@
 package memcached
 
-import "github.com/distlock/distlock"
+import "github.com/distlock/distlock/internal/testkit/target"
 
-// driverOf is l's driver; l must be a Locker of this backend.
-func driverOf(l *distlock.Locker) *driver {
-	var d *driver
-	if !l.As(&d) {
-		panic("not a memcached Locker")
-	}
-	return d
-}
+// driverOf is a Locker's driver; the Locker must be of this backend.
+var driverOf = target.Of[*driver]
 
-// itemNames is l's item naming.
-func itemNames(l *distlock.Locker) Items {
-	var it Items
-	l.As(&it)
-	return it
-}
+// itemNames is a Locker's item naming.
+var itemNames = target.Of[Items]

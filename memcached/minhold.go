@@ -56,14 +56,10 @@ func withLinger(holds []string, untilMs int64) []string {
 }
 
 // ReleaseAfter implements backend.DelayedReleaser: it removes the lease's
-// hold and keeps the lock taken by its owner until d from now. When no
-// other hold of the owner is left, the item's expiry becomes that moment
-// (rounded up to memcached's whole seconds, plus two ticks: one for its
-// clock's rounding, one for a jump of that clock), even if the
-// lease's TTL ran longer; while other holds remain it is never shortened,
-// and their Release keeps the lock until the mark's moment. Owner-checked
-// like Release: ErrNotHeld if the hold is gone. A reply lost in the
-// network is not undone: either outcome leaves a lock that expires.
+// hold and keeps the lock taken by its owner until dur from now, never less
+// (rounded up to memcached's seconds plus two ticks). Owner-checked like
+// Release: ErrNotHeld if the hold is gone. A lost reply is not undone:
+// either outcome leaves a lock that expires.
 func (d *driver) ReleaseAfter(ctx context.Context, bl backend.Lock, dur time.Duration) error {
 	l, ok := bl.(*lock)
 	if !ok || l.d != d {

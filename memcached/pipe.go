@@ -14,18 +14,10 @@ import (
 // replies stays far within the client's I/O timeout.
 const maxPipeBatch = 512
 
-// pipe is natural batching of the Locker's requests to one server: while
-// an exchange is in flight on the Locker's connection to that server, the
-// next requests queue, and the moment it is answered every queued request
-// goes out together, in one write on one connection, their replies read in
-// order. A lone request is never delayed: no timer, no linger; it is sent
-// on the caller's goroutine. A request whose ctx ends while it is queued is
-// never sent (its error is ctx's, and the caller knows nothing reached the
-// server); one already sent is always read to its end (the caller waits
-// for it: the driver's operations run through call, whose caller has
-// returned at ctx's end already and whose late handler undoes a grant).
-// The I/O of an exchange is bounded by the client's timeout, never by one
-// caller's ctx, which must not cut the requests of the others.
+// pipe is natural batching of the Locker's requests to one server: requests
+// queued while an exchange is in flight go out together in one write, their
+// replies read in order. A lone request is never delayed; a queued request
+// whose ctx ended is never sent; a sent one is always read to its end.
 type pipe struct {
 	pool *rawPool
 	addr net.Addr
@@ -117,14 +109,10 @@ func (p *pipe) exchange(reqs []*pipeReq) {
 	}
 }
 
-// unreadError is the error of a request of an exchange whose reply was
-// never read: the dial, the write or the reading of an earlier reply
-// failed. Once written it may have been applied, so its outcome is unknown
-// (ioError), whatever the cause: its text leaves the cause's out (a reply
-// that could not be placed quotes the server, and would read as this
-// request's own answer, SERVER_ERROR or CLIENT_ERROR: a refusal, not to be
-// undone). Unwrap gives the cause: a failed dial stays a failed dial, an
-// I/O error stays one.
+// unreadError is the error of a request whose reply was never read: its
+// outcome is unknown (ioError). Its text leaves the cause's out, so that it
+// never reads as the server's answer to this request; Unwrap gives the
+// cause.
 type unreadError struct{ cause error }
 
 func (e *unreadError) Error() string {

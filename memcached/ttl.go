@@ -23,20 +23,12 @@ const MaxTTL = 30 * 24 * time.Hour
 const maxRelative = int64(MaxTTL / time.Second)
 
 // ExpiryGranularity is memcached's expiry resolution, one tick of its
-// clock. A lease's local validity is its TTL less this much.
-//
-// memcached stores an item with expiry n at its clock's current second c
-// and drops it at the first tick that reads c+n or more. The clock reads the
-// whole monotonic seconds at each tick, and each tick re-arms the next one
-// second after itself, so the ticks drift later (measured on a busy
-// machine: 1.5 to 2.6 ms per tick, a crossing every 6 to 11 minutes) and
-// when their phase crosses a whole second the clock jumps by two. An item
-// stored with expiry n therefore lives between n−1 and n seconds, but
-// between n−2 and n−1 seconds if such a jump falls in its lifetime (an item
-// with expiry 2 stored just before a jump lived 11 ms). To keep the validity of ttl − 1 s true in either case,
-// every expiry sent to memcached is the TTL plus this one tick: a lock
-// lives between ttl − 1 s (at a jump) and ttl + 1 s, and normally more
-// than ttl.
+// clock. Its clock ticks once a second and can jump by two, so an item
+// stored with expiry n lives between n−2 and n seconds. Every expiry sent
+// to memcached is the TTL plus this one tick, and a lease's local validity
+// is its TTL less this much: a lock lives between ttl − 1s (at a jump) and
+// ttl + 1s, and normally more than ttl. docs/backends/memcached.md has the
+// measurements.
 const ExpiryGranularity = time.Second
 
 // Validity implements backend.TTLPolicy: TTLs are whole seconds from MinTTL

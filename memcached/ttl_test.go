@@ -6,8 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bradfitz/gomemcache/memcache"
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/internal/testkit/history"
 	"github.com/distlock/distlock/internal/testkit/testserver"
 )
 
@@ -156,5 +158,157 @@ func TestTTLEdges(t *testing.T) {
 	}
 	if err := lease.Release(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// mono is CLOCK_MONOTONIC in seconds, the clock memcached ticks on.
+func mono() float64 { return float64(history.Now()) / 1e9 }
+
+// sleepUntil sleeps until CLOCK_MONOTONIC reads at.
+func sleepUntil(at float64) {
+	if d := at - mono(); d > 0 {
+		time.Sleep(time.Duration(d * float64(time.Second)))
+	}
+}
+
+// tickPhase finds when memcached's clock ticks, as the fraction of a
+// CLOCK_MONOTONIC second: an item stored with expiry 1 vanishes at the next
+// tick.
+func tickPhase(t *testing.T, admin *memcache.Client, addr string) float64 {
+	t.Helper()
+	if err := admin.Set(&memcache.Item{Key: "phase-probe", Value: []byte("x"), Expiration: 1}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := mono() + 3
+	for mono() < deadline {
+		if _, ok := remainingTTL(t, addr, "phase-probe"); !ok {
+			_, frac := math.Modf(mono())
+			return frac
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	t.Fatalf("probe with expiry 1 still present after 3s")
+	return 0
+}
+
+// memcached's clock jumps by two seconds when its tick phase crosses a
+// whole second (ticks drift later, ~1.5 ms each on a busy machine; a stall
+// of the server does it at once). An item stored with expiry n just before
+// such a jump lives less than n−1 seconds — with expiry 2 a measured 11 ms —
+// so a lease counting ttl − 1s over an expiry of ttl would outlive its lock.
+// The backend sends ttl + 1s: the lock outlives the validity even across
+// the jump. Here the jump is made on purpose, by stopping memcached across
+// its tick and the following whole second.
+func TestClockJump(t *testing.T) {
+	srv := testserver.Memcached(t, testserver.MemcachedConfig{})
+	admin := adminClient(t, srv.Addr())
+	d := openDriver(t, mcURL(srv, ""))
+	ctx := ctxT(t, time.Minute)
+	// Just before a tick: store a raw item with expiry 2 and take a lock
+	// with TTL 2s (validity 1s).
+	sent := clockJump(t, srv, admin, 0.15, func() {
+		if err := admin.Set(&memcache.Item{Key: "unpadded", Value: []byte("x"), Expiration: 2}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := d.TryAcquire(ctx, req("jump", "holder", 2*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+	})
+	// The overdue tick runs once memcached is scheduled again: the item
+	// with expiry 2 is gone before it is 0.98s old (without the jump it
+	// would live at least 1s).
+	rawAlive := true
+	for rawAlive && mono() < sent+0.98 {
+		if _, rawAlive = remainingTTL(t, srv.Addr(), "unpadded"); rawAlive {
+			time.Sleep(2 * time.Millisecond)
+		}
+	}
+	rawLife := mono() - sent
+	if rawAlive {
+		t.Errorf("the item with expiry 2 survived the clock jump (%.3fs after it was stored)", rawLife)
+	} else {
+		t.Logf("item with expiry 2 gone %.3fs after it was stored (less than n−1 = 1s)", rawLife)
+	}
+	// The lock (expiry 3) is still there at the end of its validity.
+	sleepUntil(sent + 0.98)
+	if _, ok := remainingTTL(t, srv.Addr(), ItemKey(DefaultPrefix, "jump")); !ok {
+		t.Errorf("lock with TTL 2s gone %.3fs after it was taken, within its 1s validity", mono()-sent)
+	}
+}
+
+// clockJump makes memcached's clock jump by two seconds right after store
+// ran, lead seconds before memcached's tick, and returns when store
+// started (CLOCK_MONOTONIC seconds). It sets the tick phase near 0.6s
+// (after a stop longer than a second the overdue tick runs at the moment
+// of the resume), runs store just before the tick due at M+phase, then
+// stops memcached across that tick and the next whole second: the tick
+// then runs at M+1.02, and the clock jumps from M−1 to M+1.
+func clockJump(t *testing.T, srv *testserver.Server, admin *memcache.Client, lead float64, store func()) (sent float64) {
+	t.Helper()
+	phase := tickPhase(t, admin, srv.Addr())
+	if phase < 0.4 || phase > 0.8 {
+		pause(t, srv)
+		start := mono()
+		next := math.Floor(start) + 1.6
+		if next-start < 1.1 {
+			next++
+		}
+		sleepUntil(next)
+		if err := srv.Resume(); err != nil {
+			t.Fatal(err)
+		}
+		phase = tickPhase(t, admin, srv.Addr())
+	}
+	t.Logf("memcached ticks at phase %.3f", phase)
+	if phase < 0.3 || phase > 0.9 {
+		t.Skipf("could not set memcached's tick phase (got %.3f)", phase)
+	}
+	m := math.Floor(mono()) + 1
+	sleepUntil(m + phase - lead)
+	sent = mono()
+	store()
+	pause(t, srv)
+	if now := mono(); now > m+phase {
+		t.Skipf("stopped memcached only at %.3f, after its tick at %.3f: machine too slow", now, m+phase)
+	}
+	sleepUntil(m + 1.02)
+	if err := srv.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	return sent
+}
+
+// TestMinHoldClockJump: a lock released within its minimum hold stays
+// taken until the minimum hold ends even if memcached's clock jumps
+// meanwhile. A minimum hold has no validity margin to absorb the jump, as
+// a lease has: its expiry needs the second tick. With one tick (expiry 3
+// for a 2s hold) the item was gone 1.7s after the release.
+func TestMinHoldClockJump(t *testing.T) {
+	srv := testserver.Memcached(t, testserver.MemcachedConfig{})
+	admin := adminClient(t, srv.Addr())
+	d := openDriver(t, mcURL(srv, ""))
+	ctx := ctxT(t, time.Minute)
+	const hold = 2 * time.Second
+	var released float64
+	clockJump(t, srv, admin, 0.3, func() {
+		l, err := d.TryAcquire(ctx, req("minhold-jump", "holder", 2*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		released = mono()
+		if err := d.ReleaseAfter(ctx, l, hold); err != nil {
+			t.Fatal(err)
+		}
+	})
+	// The minimum hold runs until at least released + hold. An answer
+	// that the item is gone, received before then, was given before then.
+	ik := ItemKey(DefaultPrefix, "minhold-jump")
+	end := released + hold.Seconds()
+	for mono() < end {
+		_, ok := remainingTTL(t, srv.Addr(), ik)
+		if answered := mono(); !ok && answered < end {
+			t.Fatalf("lock gone %.3fs after its release, within its %v minimum hold, across a jump of memcached's clock", answered-released, hold)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }

@@ -21,16 +21,10 @@ const (
 	undoMaxPause   = time.Second
 )
 
-// undo removes one hold in the background, for an acquisition whose
-// outcome is unknown (or that was granted after its caller gave up) and for
-// a release that could not reach the server. It retries until the hold is
-// gone, until the server has said for undoSettle that it is not there (a
-// request still queued on an old connection may land late), until no server
-// listens any more (a queued request died with its process), until the TTL
-// has run out anyway, or until Close. Close cuts the wait between tries
-// short and leaves one last try (bounded by TryTimeout): a grant that
-// landed while Close waited for it — the late result of an acquisition
-// whose caller gave up — is given back, not left for its TTL.
+// undo removes one hold in the background, for an acquisition of unknown
+// outcome and for a release that could not reach the server. It retries
+// until the hold is gone or proven absent, the TTL has run out, or Close,
+// which leaves one last try.
 func (d *driver) undo(key string, h holdRef, ttl time.Duration) {
 	d.g.GoChild(func() {
 		var answered time.Time // the first "not there"

@@ -23,24 +23,10 @@ const (
 	defaultURLMaxIdle = 16
 )
 
-// open is the OpenFunc of "memcached://" URLs:
-//
-//	memcached://host[:port][,host[:port]...][/][?param=value&...]
-//
-// The port defaults to 11211. Several hosts are spread over with
-// gomemcache's ServerList (CRC-32 of the item key modulo the number of
-// servers, in the order given). Parameters:
-//
-//	prefix=    key prefix (default "distlock:"), see WithPrefix
-//	timeout=   the client's I/O timeout per request, 1ms to 1h (default 1s)
-//	max_idle=  idle connections kept per server, 1 to 10000 (default 16)
-//	release=   auto (meta md where supported, the default) or cas, see WithRelease
-//	pin=       check (default), reset or off, see WithPin
-//
-// Anything else is an ErrInvalidOption. Host names are resolved once, at
-// Open, within ctx. Open does not connect: an unreachable server shows up
-// as ErrUnavailable from Acquire and TryAcquire, within their context. The
-// Locker owns the client it creates and closes it in Close.
+// open is the OpenFunc of "memcached://" URLs; the parameters are listed in
+// docs/backends/memcached.md, and any other is ErrInvalidOption. Host names
+// are resolved once, within ctx; open does not connect. The Locker closes
+// the client it creates.
 func open(ctx context.Context, u *url.URL) (backend.Driver, error) {
 	bad := func(format string, args ...any) (backend.Driver, error) {
 		return nil, fmt.Errorf("%w: %s", backend.ErrInvalidOption, fmt.Sprintf(format, args...))

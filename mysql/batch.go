@@ -58,23 +58,11 @@ func sameTenure(a, b *rowLock) bool {
 	return a.hash == b.hash && a.token == b.token && bytes.Equal(a.owner, b.owner)
 }
 
-// RefreshBatch implements backend.BatchRefresher: the row-mode locks of
-// items are refreshed with one UPDATE per distinct TTL (and per 512 locks),
-// so a batch of distlock's scheduler — whose locks share a TTL — costs one
-// round trip (with interpolateParams; two, prepare and execute, without).
-//
-// Each item gets the error its Lock.Refresh(ctx, item.TTL) would return.
-// When the statement changed one row per distinct lock named, every lock
-// was still held in its tenure and now expires at least its TTL from now by
-// the database clock: nil for each. Otherwise — a lock no longer held, an
-// expiry already later than now+TTL (an unchanged row is not counted
-// unless the DSN sets clientFoundRows), the same row named under two
-// tenures, or a statement that failed while ctx was still live — that
-// statement's locks are refreshed one by one with Refresh, so each gets
-// its own exact outcome (ErrNotHeld when it is gone). When ctx has ended,
-// the items not yet answered get ctx's error wrapped as Refresh wraps it
-// (ErrUnavailable). An item whose Lock is not a lock of this driver, or nil,
-// gets an error and is left alone.
+// RefreshBatch implements backend.BatchRefresher with one UPDATE per
+// distinct TTL (and per 512 locks). Each item gets the error its
+// Lock.Refresh(ctx, item.TTL) would return: when the statement's count of
+// changed rows does not prove every lock extended, its locks are refreshed
+// one by one.
 func (d *rowDriver) RefreshBatch(ctx context.Context, items []backend.RefreshItem) []error {
 	errs := make([]error, len(items))
 	entries := make([]batchEntry, 0, len(items))

@@ -13,22 +13,9 @@ import (
 )
 
 // Row mode's fencing-record bound (sqllock.Cleanup): a pass deletes lease
-// rows free for longer than the grace period, raising their buckets' floor
-// rows first, in one transaction. A floor row lives in the lease table
-// itself: key_hash is 30 zero bytes and the bucket number (two bytes,
-// big-endian), lock_key is empty (a lock key never is), holds 0, and fence
-// the floor. The SHA-256 of a key is never such a hash (that would be a
-// preimage), so a lock never names a floor row.
-//
-// Why a racing acquisition cannot reuse a token: the acquire statement
-// reads its bucket's floor, and InnoDB reads the rows of a statement that
-// is not a plain SELECT with shared locks (under REPEATABLE READ, the
-// default; the pass checks the isolation level and refuses to run under a
-// weaker one). A pass takes its floors' exclusive locks first, so an
-// acquisition of one of its buckets either read the floor before (and the
-// pass, which then waits for it, finds the row held or fresh and keeps it)
-// or reads the raised floor after the pass committed. Both take the floor's
-// lock before any lease row's, so they cannot deadlock.
+// rows free for longer than the grace period and raises their buckets'
+// floor rows, in one transaction, under REPEATABLE READ. A floor row's
+// key_hash is never a key's SHA-256, so a lock never names one.
 
 // floorHash is the key_hash of the floor row of the bucket of h.
 func floorHash(h [32]byte) [32]byte {

@@ -137,21 +137,9 @@ func (d *fuDriver) Inspect(ctx context.Context, key string) (backend.LockInfo, e
 }
 
 // ForceRelease implements backend.ForceReleaser: it ends the holder's
-// connection with KILL CONNECTION, which rolls back its transaction and so
-// frees the row lock, and returns once that connection is gone, with the
-// lock free (a queued waiter may take it at once); the next grant's token
-// is above the evicted one (the fence row keeps it).
-//
-// The connection killed is proven to hold the lock first: a connection of
-// the driver queues for the row lock, and InnoDB's lock waits must show
-// the recorded connection's running transaction blocking it (a connection
-// that merely holds the recorded id's pooled session for another lock
-// blocks nothing here). The check and the KILL are two statements: a
-// holder that commits in that instant and whose pooled connection takes
-// another lock before the KILL arrives would lose that one instead
-// (MariaDB has no conditional KILL; the window is one round trip). Needs
-// the privilege to kill the holders' connections (the same user, or
-// CONNECTION ADMIN).
+// connection with KILL CONNECTION, once InnoDB's lock waits show that
+// connection's transaction holding the row, and returns once it is gone
+// and the lock free. It needs the same user or CONNECTION ADMIN.
 func (d *fuDriver) ForceRelease(ctx context.Context, key string, want backend.Holder) (backend.LockInfo, error) {
 	if err := d.ready(ctx); err != nil {
 		return backend.LockInfo{}, err

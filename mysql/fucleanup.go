@@ -12,31 +12,10 @@ import (
 	"github.com/jmoiron/sqlx"
 )
 
-// Forupdate mode's fencing-record bound (sqllock.Cleanup). A key has two
-// rows: kind 0, locked FOR UPDATE by the holder, and kind 1, its fence and
-// holder record, whose granted_at the grant statement sets (no extra round
-// trip). The floors are 1,024 rows of kind 2 in the same table (key_hash:
-// floorHash, lock_key empty, fence the floor). A pass, in one REPEATABLE
-// READ transaction:
-//
-//  1. locks the floor rows of its candidates' buckets FOR UPDATE, in key
-//     order (the grant statement reads its floor with a shared lock, so a
-//     grant in flight finishes first and later ones wait);
-//  2. locks at most a batch of the candidates' kind-0 rows FOR UPDATE SKIP
-//     LOCKED (it takes twice a batch of candidates): a held lock's row is
-//     locked by its holder and skipped, and no one can take the ones it
-//     got until it commits;
-//  3. re-reads their kind-1 rows FOR UPDATE, keeping those last granted
-//     longer than the grace ago;
-//  4. deletes both rows of those keys and raises each floor to at least
-//     their fences; commits.
-//
-// Why a racing acquisition cannot reuse a token: an acquisition issues its
-// token only while it holds the kind-0 row lock. If it held it before the
-// pass, the pass skipped the key. Otherwise it waits for the pass's lock
-// (or, TryAcquire, reports the lock busy), then finds the row gone and
-// recreates it; its grant statement then reads the floor the pass raised
-// and committed, and a new kind-1 row starts at floor + 1.
+// Forupdate mode's fencing-record bound (sqllock.Cleanup). A pass deletes
+// the two rows of keys granted longer than the grace ago and not held, and
+// raises their buckets' floor rows to at least their fences, in one
+// transaction: a key's tokens stay strictly increasing across deletions.
 
 // fuFloorKind is the kind of a floor row.
 const fuFloorKind = 2

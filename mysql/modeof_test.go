@@ -1,13 +1,9 @@
 package mysql_test
 
 import (
-	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/testkit/target"
 	"github.com/distlock/distlock/mysql"
 )
 
-// modeOf is l's mode, "" when l is not a mysql Locker.
-func modeOf(l *distlock.Locker) mysql.Mode {
-	var m mysql.Mode
-	l.As(&m)
-	return m
-}
+// modeOf is a mysql Locker's mode.
+var modeOf = target.Of[mysql.Mode]

@@ -30,35 +30,10 @@ const DefaultSessionTimeout = 30 * time.Second
 // for at once to DefaultMaxConns-1.
 const DefaultMaxConns = 32
 
-// URL form:
-//
-//	mysql://user:password@host:3306/database?mode=row&table=distlock_leases
-//
-// Parameters, all optional:
-//
-//	mode             row (default) or forupdate
-//	table            lock table name (default distlock_leases / distlock_rowlocks)
-//	create_table     true (default): CREATE TABLE IF NOT EXISTS on first use
-//	cleanup_interval how often free rows are deleted, a Go duration up
-//	                 to 24h; 0 disables (default 1m)
-//	cleanup_grace    how long a lock stays free (forupdate: not granted)
-//	                 before its rows may go, up to 720h (default 10m)
-//	cleanup_batch    the most keys one cleanup transaction deletes,
-//	                 1-100000 (default 500)
-//	keepalive        forupdate ping interval, a Go duration in [1ms, 1h] (default 1s)
-//	session_timeout  forupdate: the connections' wait_timeout, whole seconds
-//	                 in [1s, 24h] (default 30s): a holder cut off for that
-//	                 long loses its lock
-//	max_conns        connection pool size, 1 to 10000 (default 32)
-//	timeout          dial timeout, a Go duration in [1ms, 1h] (default 5s)
-//	tls              true, false, skip-verify or preferred (go-sql-driver's tls)
-//
-// The camelCase spellings createTable, sessionTimeout and maxConns of
-// earlier versions are still accepted (deprecated).
-//
-// The opener owns the pool it creates (interpolateParams=true, so each
-// statement is one round trip) and verifies, within ctx, that the server
-// accepts the login.
+// open is the URL opener of "mysql"; the parameters are listed in
+// docs/backends/mysql.md. It owns the pool it creates (interpolateParams,
+// so each statement is one round trip) and checks within ctx that the
+// server accepts the login.
 func open(ctx context.Context, u *url.URL) (backend.Driver, error) {
 	cfg, c, err := parseURL(u)
 	if err != nil {

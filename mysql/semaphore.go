@@ -11,34 +11,11 @@ import (
 	"github.com/distlock/distlock/internal/sqllock"
 )
 
-// Semaphores (Locker.Semaphore), row mode only: a permit table named
-// after the lock table with the suffix "_permits" (created with the lock
-// table under WithCreateTable; DDL below). A semaphore is one row with an
-// empty id (its permit count and its fence counter) and one row per permit
-// (a random 16-byte id, its expiry by the database clock, its token):
-//
-//	CREATE TABLE IF NOT EXISTS distlock_leases_permits (
-//	  key_hash   BINARY(32)      NOT NULL,  -- SHA-256 of the key
-//	  id         VARBINARY(16)   NOT NULL,  -- '' for the semaphore's own row
-//	  expires_at DATETIME(6)     NOT NULL,  -- UTC, database clock
-//	  fence      BIGINT UNSIGNED NOT NULL,  -- own row: last token issued
-//	  permits    INT             NOT NULL,
-//	  PRIMARY KEY (key_hash, id)
-//	) ENGINE=InnoDB
-//
-// An acquisition is one transaction. It makes sure the semaphore's own row
-// exists and locks it (INSERT … ON DUPLICATE KEY UPDATE: no gap lock on a
-// missing row), so acquisitions of one key run one at a time; deletes the
-// key's expired permits and counts the live ones with a locking read (the
-// latest committed rows, whatever REPEATABLE READ's snapshot); and, with a
-// permit free and the count matching, advances the fence
-// (LAST_INSERT_ID(fence + 1)) and inserts the permit. Refresh and Release
-// are one statement each, matched by key and permit id, and only while the
-// permit is unexpired. An acquisition whose reply was lost is undone in the
-// background by its id (sqllock.Base.Undo). Capabilities: Fencing (the own
-// row is never deleted: one row per distinct semaphore key), Expiring,
-// Durable. Not Notify: waiters poll, never sleeping past the earliest
-// holder's expiry. Forupdate mode refuses semaphores.
+// Semaphores (Locker.Semaphore), row mode only, in a permit table named
+// after the lock table with the suffix "_permits". An acquisition is one
+// transaction that runs one at a time per key; a permit's token is its
+// semaphore's fence + 1. Capabilities: Fencing, Expiring, Durable.
+// Forupdate mode refuses semaphores.
 const (
 	permitTableDDL = `CREATE TABLE IF NOT EXISTS %s (
   key_hash   BINARY(32)      NOT NULL COMMENT 'SHA-256 of the semaphore key',

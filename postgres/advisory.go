@@ -276,15 +276,9 @@ func (d *advDriver) forgetID(key string) {
 	d.idMu.Unlock()
 }
 
-// cancellable runs a statement that may wait for a lock on conn
-// (sqllock.Stoppable): when ctx ends, a cancel request stops it in the
-// server — pgx would break the connection, and the server would leave the
-// orphaned statement queued for the lock. The cancel request goes on a
-// connection of its own, in the background (bounded by cancelTimeout): the
-// caller's ctx has ended, so it waits at most cancelGrace more for the
-// statement to end — a request that never reached the server (a silent
-// connection) cannot be cancelled there, and then the connection is broken
-// instead. The caller must then discard the connection.
+// cancellable runs a statement that may wait for a lock on conn. When ctx
+// ends, a cancel request stops it in the server, within cancelGrace, or the
+// connection is broken. The caller must then discard the connection.
 func (d *advDriver) cancellable(ctx context.Context, conn *pgxpool.Conn, run func(ctx context.Context) error) error {
 	_, err := sqllock.Stoppable(ctx, 0, cancelGrace, func(abort func()) {
 		pg := conn.Conn().PgConn()

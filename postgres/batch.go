@@ -21,18 +21,10 @@ RETURNING v.i`
 
 var _ backend.BatchRefresher = (*rowDriver)(nil)
 
-// RefreshBatch implements backend.BatchRefresher: the row-mode holds of
-// items are refreshed with one UPDATE … FROM unnest(…) statement (one round
-// trip whatever their number and TTLs), which reports the holds it
-// extended: nil for each of them. A row named by several items (nested
-// holds of one owner) is updated once by such a statement, so only the
-// first item of each key goes into it; the others, and every item the
-// statement did not report (no longer held, or a failure while ctx is
-// live), are refreshed one by one with Refresh for their exact outcome
-// (ErrNotHeld when gone). When ctx has ended, items not yet answered get
-// ctx's error wrapped as Refresh wraps it. An item whose Lock is not a lock
-// of this driver, or whose TTL is not positive, gets an error and is left
-// alone.
+// RefreshBatch implements backend.BatchRefresher with one UPDATE … FROM
+// unnest(…) statement. Each item gets the error its Lock.Refresh(ctx,
+// item.TTL) would return: items the statement did not report extended are
+// refreshed one by one.
 func (d *rowDriver) RefreshBatch(ctx context.Context, items []backend.RefreshItem) []error {
 	errs := make([]error, len(items))
 	var (

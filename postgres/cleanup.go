@@ -12,21 +12,8 @@ import (
 
 // Row mode's fencing-record bound (sqllock.Cleanup): a pass deletes lease
 // rows free for longer than the grace period and raises their buckets'
-// floor rows, in one transaction. A floor row lives in the lease table
-// itself under the key 0xFF 0xFE and the bucket number (two bytes,
-// big-endian): never valid UTF-8, so never a lock's key. Its fence is the
-// floor; its expiry is the epoch, so it is never held.
-//
-// Why a racing acquisition cannot reuse a token: the pass takes the table
-// in SHARE ROW EXCLUSIVE mode before it deletes, which waits for every
-// statement that writes the table (ROW EXCLUSIVE, held to its commit) and
-// holds back new ones until the pass commits. PostgreSQL takes a
-// statement's table locks before its snapshot, so an acquire statement
-// either finished before the pass looked (and the pass sees its row as
-// held or fresh, and keeps it) or takes its snapshot after the pass
-// committed, and reads the raised floor. The lock is held only for the
-// delete and the floor update of one batch (the candidates are found
-// before, without it); lock_timeout bounds the wait for it.
+// floor rows, in one transaction holding the table in SHARE ROW EXCLUSIVE
+// mode. A floor row's key is never valid UTF-8, so never a lock's key.
 
 // floorPrefix starts the key of a floor row.
 const floorPrefix = "\xff\xfe"

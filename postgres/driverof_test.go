@@ -1,12 +1,6 @@
 package postgres
 
-import "github.com/distlock/distlock"
+import "github.com/distlock/distlock/internal/testkit/target"
 
-// driverOf is l's driver; l must be a Locker of this backend.
-func driverOf(l *distlock.Locker) modeDriver {
-	var d modeDriver
-	if !l.As(&d) {
-		panic("not a postgres Locker")
-	}
-	return d
-}
+// driverOf is a Locker's driver; the Locker must be of this backend.
+var driverOf = target.Of[modeDriver]

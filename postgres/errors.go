@@ -13,18 +13,11 @@ import (
 )
 
 // errorCode is the ErrorCode (backend.ErrorClassifier) of both modes, for
-// the errors of pgx. Server errors by SQLSTATE: class 08 (connection
-// exception), 53 (insufficient resources), 57 (operator intervention:
-// 57P01 admin shutdown, 57P03 cannot connect now, 57014 cancelled), 40
-// (serialization failure, deadlock), 58 (system error), 55P03 (lock not
-// available) and 25006 (read-only transaction: a standby during a
-// failover) are CodeTransient; class 28 (invalid authorization: a refused
-// password or role) is CodeUnavailable; other server errors (a missing
-// table, a syntax or privilege error on a statement) are CodeUnknown.
-// Network errors (refused, reset, timed out, closed: "connection refused",
-// "i/o timeout") are CodeTransient; any other error that is not a server's
-// answer (a closed pool, a protocol error, a TLS failure) is
-// CodeUnavailable.
+// pgx's errors. By SQLSTATE: class 28 and 42501 are CodeAuth; a missing
+// database, schema or table (3D000, 3F000, 42P01) CodeMisconfigured;
+// classes 08, 53, 57, 40, 58 and 55P03, 25006 CodeTransient; other server
+// errors CodeUnknown. Network errors are CodeTransient; any other error
+// that is not a server's answer is CodeUnavailable.
 func errorCode(err error) backend.Code {
 	if code := pgCode(err); code != "" {
 		switch {

@@ -12,18 +12,11 @@ import (
 	"github.com/distlock/distlock/backend"
 )
 
-// Row mode's optional release notifications (WithNotify, notify=true): a
-// release or give-back that frees a row also runs pg_notify(channel,
-// hex(sha256(key))) in its statement, the channel being the table name; each
-// Locker keeps one connection (taken out of the pool) LISTENing on it and
-// wakes the waiters of the key. NOTIFY is delivered at commit to sessions
-// that were listening before, so a release after Watch returned — with the
-// listener up — wakes the key's waiters. While the listener is down
-// (starting, reconnecting), Watch arms a short poll instead, and a listener
-// that fails wakes every waiter, so no release is missed for long. An expiry
-// sends nothing: waiters sleep at most until the holder's remaining time,
-// which the busy reply carries. LISTEN needs a session: with notify=true row
-// mode is no longer safe behind a transaction-pooling proxy.
+// Row mode's optional release notifications (WithNotify): a release that
+// frees a row runs pg_notify on a channel named after the table, and each
+// Locker LISTENs on one connection of its own. While the listener is down,
+// waiters poll. LISTEN needs a real session: with notify=true row mode is
+// not safe behind a transaction-pooling proxy.
 
 const (
 	// pollWhileDown is how soon a waiter retries when no listener

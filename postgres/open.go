@@ -47,33 +47,10 @@ var passThrough = []string{"sslmode", "sslrootcert", "sslcert", "sslkey", "appli
 
 var sslModes = []string{"disable", "allow", "prefer", "require", "verify-ca", "verify-full"}
 
-// URL form (libpq style; scheme postgres or postgresql):
-//
-//	postgres://user:password@host:5432/database?mode=row&table=distlock_leases
-//
-// Parameters, all optional:
-//
-//	mode             row (default) or advisory
-//	table            table name (default distlock_leases / distlock_advisory)
-//	create_table     true: CREATE TABLE IF NOT EXISTS on first use (default false)
-//	notify           row: true wakes waiters with LISTEN/NOTIFY (default false)
-//	cleanup_interval row: how often free rows are deleted, a Go duration up
-//	                 to 24h; 0 disables (default 1m)
-//	cleanup_grace    row: how long a lock stays free before its row may go,
-//	                 a Go duration up to 720h (default 10m)
-//	cleanup_batch    row: the most rows one cleanup transaction deletes,
-//	                 1-100000 (default 500)
-//	keepalive        advisory: check interval, a Go duration up to 1h (default 1s)
-//	session_timeout  advisory: the sessions' idle_session_timeout, a Go duration
-//	                 of whole milliseconds from 1s to 24h (default 30s); TCP
-//	                 keepalives are set to give up within it
-//	pool_max_conns   pool size, 1-10000 (default 32)
-//	connect_timeout  dial timeout in whole seconds, 1-3600 (default 5)
-//	sslmode, sslrootcert, sslcert, sslkey, application_name,
-//	target_session_attrs   passed to pgx as libpq defines them
-//
-// One host only. The opener owns the pool it creates and verifies, within
-// ctx, that the server accepts the login. No error repeats the password.
+// open is the URL opener of "postgres" and "postgresql"; the parameters
+// are listed in docs/backends/postgres.md. It takes one host, owns the pool
+// it creates, checks within ctx that the server accepts the login, and no
+// error repeats the password.
 func open(ctx context.Context, u *url.URL) (backend.Driver, error) {
 	cfg, c, err := parseURL(u)
 	if err != nil {

@@ -13,33 +13,11 @@ import (
 	"github.com/distlock/distlock/internal/sqllock"
 )
 
-// Semaphores (Locker.Semaphore), row mode only: a permit table named
-// after the lock table with the suffix "_permits" (created with the lock
-// table under WithCreateTable; DDL below). A semaphore is one row with an
-// empty id (its permit count and its fence counter) and one row per permit
-// (a random 16-byte id, its expiry by the database clock, its token):
-//
-//	CREATE TABLE IF NOT EXISTS distlock_leases_permits (
-//	  sem_key    bytea       NOT NULL,
-//	  id         bytea       NOT NULL,  -- '' for the semaphore's own row
-//	  expires_at timestamptz NOT NULL,
-//	  fence      bigint      NOT NULL,  -- own row: last token issued
-//	  permits    integer     NOT NULL,
-//	  PRIMARY KEY (sem_key, id)
-//	)
-//
-// An acquisition is one transaction: it upserts the semaphore's own row,
-// which locks it until commit, so acquisitions of one key run one at a
-// time (READ COMMITTED: each following statement sees every permit
-// committed before the lock was granted); deletes the key's expired
-// permits and counts the live ones; and, with a permit free and the count
-// matching, advances the fence and inserts the permit. Refresh and Release
-// are one statement each, matched by key and permit id, and only while the
-// permit is unexpired. An acquisition whose reply was lost is undone in the
-// background by its id (sqllock.Base.Undo). Capabilities: Fencing (the own
-// row is never deleted: one row per distinct semaphore key, kept for its
-// counter), Expiring, Durable. Not Notify: waiters poll, never sleeping past
-// the earliest holder's expiry. Advisory mode refuses semaphores.
+// Semaphores (Locker.Semaphore), row mode only, in a permit table named
+// after the lock table with the suffix "_permits". An acquisition is one
+// transaction that runs one at a time per key; a permit's token is its
+// semaphore's fence + 1. Capabilities: Fencing, Expiring, Durable.
+// Advisory mode refuses semaphores.
 const (
 	permitTableDDL = `CREATE TABLE IF NOT EXISTS %s (
   sem_key    bytea       NOT NULL,

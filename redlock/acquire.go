@@ -30,14 +30,8 @@ func (d *driver) TryAcquire(ctx context.Context, req backend.Request) (backend.L
 		return nil, err
 	}
 	a := &attempt{d: d, h: holdRef{keys: d.keys(req.Key), owner: req.Owner, hold: d.holds.Next()}, metadata: req.Metadata, ttl: req.TTL, validity: validity}
-	// undo: how a failed attempt gives back its holds — silently. A
-	// give-back that announced itself would wake the waiters of every
-	// Locker, this one's first, after the very minority they just failed
-	// to complete: while other owners' minorities stay (contenders that
-	// died mid-attempt, until their TTL) they would retry in a loop. The
-	// contenders of a live split vote need no message either: each sees
-	// the others' holds young and retries after a short random delay
-	// (retryAfter).
+	// undo: a failed attempt gives back its holds silently, so that waiters
+	// are not woken to retry the same minorities in a loop.
 	a.undoH = a.h
 	a.undoH.keys.Channel = ""
 	// unsure[i]: node i's answer was lost (the hold may be there, or may
@@ -214,17 +208,9 @@ func (d *driver) releaseNodes(ctx context.Context, idx []int, h holdRef, ttl tim
 	wg.Wait()
 }
 
-// retryAfter is the wait before the next attempt after a busy one: until
-// enough busy nodes can free up for a quorum, each busy node counted by
-// when it can (freeIn). Nodes held by contenders in the middle of their
-// own attempt free up at once — a split vote — and the wait is then a
-// short random delay, 1 to 3 times the attempt's duration (at least
-// 200µs), so that the contenders do not collide again (the seeds' advice);
-// so it is when the nodes that were free or ours would make a quorum on
-// their own. Otherwise it is the quorum-th time to free up: a holder that
-// crashed is taken over then, a release wakes waiters sooner, and a waiter
-// facing minorities left behind (contenders that died mid-attempt) sleeps
-// until one of them ends instead of retrying in a loop. 0: unknown.
+// retryAfter is the wait before the next attempt after a busy one: a short
+// random delay after a split vote, else the time until enough busy nodes
+// can free up for a quorum (freeIn). 0: unknown.
 func (d *driver) retryAfter(rs []nodeResult, available int, elapsed time.Duration) time.Duration {
 	base := max(elapsed, 200*time.Microsecond)
 	short := base + rand.N(2*base)
@@ -256,19 +242,10 @@ func (d *driver) retryAfter(rs []nodeResult, available int, elapsed time.Duratio
 // forever stands for an unknown time to free up.
 const forever = time.Duration(1<<63 - 1)
 
-// freeIn estimates when busy node r can be free for us. A lock held by
-// one owner on a quorum of nodes is held, however young: free when it
-// expires (or released, which wakes waiters). Otherwise a contender's
-// failed attempt holds a minority for about one attempt and gives it back
-// at once, within two per-node timeouts (its decision, then its release
-// of the nodes that granted it): a hold taken within two of our own
-// attempt's durations is a contender's in the middle of its attempt (0,
-// free at once); one taken within that bound but earlier is a slow
-// contender's that has yet to give it back, or a dead one's: looked at
-// again after as long as it has existed (so a dead contender's hold costs
-// a few attempts, spaced out geometrically), by the bound at the latest,
-// or when it expires; any other hold (or one of unknown age) is a
-// holder's, free when it expires (forever if its expiry is unknown).
+// freeIn estimates when busy node r can be free for us: 0 for a
+// contender's hold in the middle of its attempt; for a younger hold than
+// two per-node timeouts, its age (bounded by that); for a holder's, its
+// expiry; forever when unknown.
 func (d *driver) freeIn(r nodeResult, base time.Duration, quorumHeld bool) time.Duration {
 	bound := 2*d.nodeTimeout + 10*time.Millisecond
 	pttl := r.pttl

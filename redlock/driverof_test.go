@@ -1,12 +1,6 @@
 package redlock
 
-import "github.com/distlock/distlock"
+import "github.com/distlock/distlock/internal/testkit/target"
 
-// driverOf is l's driver; l must be a Locker of this backend.
-func driverOf(l *distlock.Locker) *driver {
-	var d *driver
-	if !l.As(&d) {
-		panic("not a redlock Locker")
-	}
-	return d
-}
+// driverOf is a Locker's driver; the Locker must be of this backend.
+var driverOf = target.Of[*driver]

@@ -43,8 +43,9 @@ var (
 // holds); a node that ran out of its per-node time gets ErrUnavailable
 // without the context error (the caller's ctx did not end); a WRONGTYPE
 // reply (a foreign key under the lock's name) is explained; refused
-// credentials wrap ErrAuth; every other failure wraps ErrUnavailable. The go-redis error stays reachable with
-// errors.As, but for the per-node timeout.
+// credentials wrap ErrAuth; every other failure wraps ErrUnavailable. The
+// go-redis error stays reachable with errors.As, but for the per-node
+// timeout.
 func (d *driver) nodeError(ctx, nctx context.Context, n *node, err error) error {
 	if err == nil {
 		return nil

@@ -5,17 +5,10 @@ import (
 	"sync/atomic"
 )
 
-// releasing records, per lock, the nodes still running a release of this
-// driver that was decided before every node answered (Release returns once
-// a quorum released). An acquire of the same lock by this driver — the
-// next cycle of a caller that acquires and releases in a loop, or another
-// waiter of the same Locker — waits on each of those nodes for the
-// release's answer before it sends its own request there: otherwise its
-// request could reach the node first, find the previous hold, and answer
-// busy (a lock granted on fewer nodes, and a busy reply's extra work on
-// the server). Per node, that wait costs nothing the node's connection
-// would not impose anyway: a request sent while another is in flight is
-// queued behind it.
+// releasing records, per lock, the nodes still running a release that was
+// decided before every node answered. An acquire of the same lock by this
+// driver waits there for the release's answer before it sends its own
+// request, so that it never finds its own previous hold.
 type releasing struct {
 	n  atomic.Int32 // entries in m: the lookup skips the mutex when 0
 	mu sync.Mutex

@@ -31,41 +31,18 @@ const (
 )
 
 // DefaultURLNodeTimeout is the per-node timeout of a Locker opened by URL
-// without node_timeout. DefaultNodeTimeout (50 ms, the Redlock paper's
-// "tens of milliseconds") suits dedicated servers; a URL is what the CLI
-// and configuration files use, often on small shared machines. Measured
-// with `distlock conformance --run '^mutual-exclusion$'` on 5 local
-// redis-servers on a 2-core machine at load average 2 to 14: 50 ms failed
-// 7 runs of 7 ("0 of 5 nodes succeeded": every node timed out while
-// starved of CPU), 250 ms failed 5 of 13, 1 s passed 6 of 6. A node's share
-// of the lease's validity is bounded by the timeout, so 1 s costs at most
-// 1 s of the default 15 s TTL, and only when a node is slow: a node that is
-// down refuses at once.
+// without node_timeout. It is longer than DefaultNodeTimeout because URLs
+// serve the CLI and configuration files, often on small shared machines; a
+// node's share of the validity is bounded by it.
 const DefaultURLNodeTimeout = time.Second
 
 var ownParams = []string{paramPrefix, paramNodeTimeout, paramDriftFactor, paramDriftMin, paramSubscribeTimeout, paramLinger}
 
-// open is the OpenFunc of "redlock://" URLs:
-//
-//	redlock://[user:password@]host1:port1,host2:port2,...[/db][?param=value&...]
-//
-// Each comma-separated host is one independent Redis master (port 6379 when
-// omitted); the user, password, database and go-redis parameters
-// (dial_timeout, read_timeout, write_timeout, pool_size, pool_timeout,
-// max_retries, client_name, protocol, ...) apply to every node. distlock
-// adds node_timeout (default DefaultURLNodeTimeout, 1ms to 1m), drift_factor, drift_min, prefix, subscribe_timeout and
-// subscription_linger. Any other parameter, a malformed URL, an empty or
-// repeated host or a port out of range is an ErrInvalidOption.
-//
-// Each client dials a node once per operation and retries a failed command
-// once unless max_retries says otherwise (go-redis's defaults, 5 dials and
-// 3 retries with backoff, would outlast the per-node timeout: the next
-// Redlock attempt is the retry), and bounds its socket I/O by the per-node
-// timeout (ContextTimeoutEnabled).
-//
-// Open does not connect; unreachable nodes show up as ErrUnavailable from
-// Acquire and TryAcquire within their context. The Locker owns the clients
-// it creates and closes them in Close.
+// open is the OpenFunc of "redlock://" URLs (the form is in the package
+// doc). Each client dials a node once per operation, retries a failed
+// command once unless max_retries says otherwise, and bounds its socket I/O
+// by the per-node timeout. open does not connect; the Locker closes the
+// clients it creates.
 func open(_ context.Context, u *url.URL) (backend.Driver, error) {
 	opts, c, err := parseURL(u)
 	if err != nil {

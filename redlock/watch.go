@@ -8,23 +8,11 @@ import (
 	"github.com/distlock/distlock/internal/redissub"
 )
 
-// Watch implements backend.Notifier: the waiter subscribes to the key's
-// channel on every node (one shared pub/sub connection per node and
-// Locker), with one rank on all of them, so that every node's release
-// message wakes the same waiter. It returns once N − quorum + 1 nodes have
-// confirmed — at least one of them is among any holder's quorum, whose
-// release therefore reaches the waiter — or every node has answered or
-// timed out, or ctx has ended; nodes that just failed are not waited for.
-// The per-node subscriptions run on goroutines of their own under ctx, so a
-// silent node never holds the caller past ctx. For Watch, a node counts as
-// confirmed once the watcher is also registered with the lock's holder there
-// (redislua.Watch: a node's release publishes only for a lock someone
-// waits for).
-//
-// Watch is for observers (Election.Observe): every node's release message
-// wakes it, and it never stands in the waiters' queue, where an observer
-// that is slow to read would hold the one wake-up of the waiter behind it.
-// distlock's acquire loop uses WatchHeld.
+// Watch implements backend.Notifier for observers (Election.Observe): every
+// node's release message wakes it, and it never stands in the waiters'
+// queue. It returns once N − quorum + 1 nodes confirmed their subscription,
+// every node answered or timed out, or ctx ended. The acquire loop uses
+// WatchHeld.
 func (d *driver) Watch(ctx context.Context, key string) (<-chan struct{}, func()) {
 	return d.watch(ctx, key, true)
 }

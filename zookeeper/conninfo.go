@@ -11,14 +11,9 @@ import (
 	"github.com/go-zookeeper/zk"
 )
 
-// connInfo is what the instrumented dialer learns about the sessions of one
-// *zk.Conn. go-zookeeper keeps the negotiated session timeout in an
-// unexported field and reports session expiry only through its small, lossy
-// event channel; the dialer reads both straight from the wire instead: the
-// connect request (which session the client asks to resume) and the connect
-// response (the session granted, with its negotiated timeout, or id 0 when
-// the server declares the session expired). Nothing else of the stream is
-// parsed.
+// connInfo is what the instrumented dialer reads from the wire about the
+// sessions of one *zk.Conn: the session each connect asks to resume, and
+// the one granted, with its negotiated timeout (id 0: expired).
 type connInfo struct {
 	mu       sync.Mutex
 	sessions map[int64]*sessInfo

@@ -15,15 +15,9 @@ import (
 )
 
 // driver implements backend.Driver, backend.Blocker and
-// backend.ErrorClassifier. Its mechanisms live in their own files:
-// session.go (session lifetime, loss monitor, heartbeat), call.go (requests
-// that may outlive their caller), acquire.go, create.go and wait.go (the
-// lock recipe), lock.go (a held lock), holds.go (publishing the nested
-// hold count), keys.go (the hold record and key encoding), nodes.go
-// (lock-node names and their order), cleanup.go (background deletion) and
-// errors.go (what errors mean). The table of local holds, their nesting
-// and loss fan-out, and the acquisition loop are internal/holdtab's, shared
-// with etcd.
+// backend.ErrorClassifier, one mechanism per file (session.go, call.go,
+// acquire.go, create.go, wait.go, lock.go, holds.go, keys.go, nodes.go,
+// cleanup.go, errors.go); the table of local holds is internal/holdtab's.
 type driver struct {
 	cfg     *config
 	servers []string // owned: what to dial

@@ -12,28 +12,10 @@ import (
 	"github.com/distlock/distlock/backend"
 )
 
-// Semaphores (Locker.Semaphore) follow Curator's
-// InterProcessSemaphoreV2: under a semaphore's key there are two container
-// nodes, an admission lock (this driver's own lock recipe) and the leases
-// (one ephemeral-sequential node per permit, created in protected mode). An
-// acquisition takes the admission lock, creates its lease node, and lists
-// the leases: with at most permits of them it holds a permit; otherwise it
-// deletes its node (TryAcquirePermit) or, still holding the admission
-// lock, waits for a change of the leases (AcquirePermit) — so waiters are
-// admitted one at a time, in the admission lock's arrival order. The
-// admission lock is released as soon as the acquisition ends either way.
-//
-// The permit count is the leases node's data, written by an acquisition
-// that finds no other lease (a container node is deleted by the server
-// once its last child is gone, and its count with it); one that finds
-// leases with another count deletes its node and gets *PermitsError.
-//
-// A lease node is ephemeral: the permit lasts as long as the session, as a
-// lock does (SessionBound; loss reported from the session deadline, the
-// node's deletion watched). Its token is the node's czxid (Fencing). A
-// TryAcquirePermit finds the semaphore busy, without waiting, also while
-// another client is being admitted (it holds the admission lock briefly) or
-// waits for a permit (every permit is then held).
+// Semaphores (Locker.Semaphore) follow Curator's InterProcessSemaphoreV2: an
+// admission lock admits waiters one at a time, in arrival order, and each
+// permit is an ephemeral-sequential lease node. A permit lasts as long as
+// its session (SessionBound); its token is its node's czxid (Fencing).
 
 // The internal keys of a semaphore: 0xFF never occurs in a valid UTF-8
 // key, so they never name a user's lock.

@@ -118,9 +118,8 @@ func connect(servers []string, cfg *config) (*zk.Conn, <-chan zk.Event, *connInf
 	return conn, events, info, nil
 }
 
-// open is the URL opener:
-// zookeeper://h1:2181,h2:2181/base/path?session_timeout=10s&session_margin=1s&loss_policy=session_timeout&connect_timeout=10s&log=true
-// It builds the Options of Dial from the URL and goes through the same
+// open is the URL opener of "zookeeper" and "zk" (the form is in the
+// package doc). It builds the Options of Dial from the URL and goes through the same
 // checks (newConfig, newDriver).
 func open(_ context.Context, u *url.URL) (backend.Driver, error) {
 	servers, err := urlServers(u)

@@ -45,14 +45,53 @@ type Hold struct {
 	Count                int  // holds granted and not released
 	Lost                 bool // the tenure ended (Gone, EndLocked)
 
-	handles map[*Handle]func(error) // live handles and their Lost callbacks
-	pub     chan struct{}           // one Publish at a time
+	// The live handles and their Lost callbacks: most holds have one
+	// handle (first), nested ones the others in more. Guarded as Count.
+	first     *Handle
+	firstLost func(error)
+	more      map[*Handle]func(error)
+	pub       chan struct{} // one Publish at a time; made by the first
 }
 
 // NewHold returns the hold part of a new tenure, with no handle yet
 // (GrantLocked adds the first).
 func NewHold(key, owner, metadata string) Hold {
-	return Hold{Key: key, Owner: owner, Metadata: metadata, handles: map[*Handle]func(error){}, pub: make(chan struct{}, 1)}
+	return Hold{Key: key, Owner: owner, Metadata: metadata}
+}
+
+// addHandle records hd and its Lost callback.
+func (h *Hold) addHandle(hd *Handle, lost func(error)) {
+	if h.first == nil {
+		h.first, h.firstLost = hd, lost
+		return
+	}
+	if h.more == nil {
+		h.more = map[*Handle]func(error){}
+	}
+	h.more[hd] = lost
+}
+
+// removeHandle forgets hd.
+func (h *Hold) removeHandle(hd *Handle) {
+	if h.first == hd {
+		h.first, h.firstLost = nil, nil
+		return
+	}
+	delete(h.more, hd)
+}
+
+// lostCallbacks appends the Lost callbacks of the handles other than
+// except (nil: all) to lost.
+func (h *Hold) lostCallbacks(lost []func(error), except *Handle) []func(error) {
+	if h.first != nil && h.first != except && h.firstLost != nil {
+		lost = append(lost, h.firstLost)
+	}
+	for hd, f := range h.more {
+		if hd != except && f != nil {
+			lost = append(lost, f)
+		}
+	}
+	return lost
 }
 
 // Base returns h; through embedding it makes a backend's hold a Holder.
@@ -75,7 +114,15 @@ type Handle struct {
 type Key[H Holder] struct {
 	refs    int
 	hold    H
-	changed chan struct{}
+	changed chan struct{} // made when first asked for (Changed, Joinable)
+}
+
+// changedLocked returns k's Changed channel, making it if no one asked yet.
+func (k *Key[H]) changedLocked() chan struct{} {
+	if k.changed == nil {
+		k.changed = make(chan struct{})
+	}
+	return k.changed
 }
 
 // Table is a driver's holds, keyed by lock name.
@@ -100,7 +147,7 @@ func (t *Table[H]) Ref(key string) *Key[H] {
 	defer t.mu.Unlock()
 	k := t.keys[key]
 	if k == nil {
-		k = &Key[H]{changed: make(chan struct{})}
+		k = &Key[H]{}
 		t.keys[key] = k
 	}
 	k.refs++
@@ -122,7 +169,7 @@ func (t *Table[H]) Unref(key string, k *Key[H]) {
 func (t *Table[H]) Changed(k *Key[H]) <-chan struct{} {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return k.changed
+	return k.changedLocked()
 }
 
 // Joinable reports whether k has a live hold of owner, and returns the
@@ -131,7 +178,7 @@ func (t *Table[H]) Joinable(k *Key[H], owner string) (<-chan struct{}, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	var none H
-	return k.changed, k.hold != none && !k.hold.Base().Lost && k.hold.Base().Owner == owner
+	return k.changedLocked(), k.hold != none && !k.hold.Base().Lost && k.hold.Base().Owner == owner
 }
 
 // GrantLocked makes h, with one hold for handle hd (whose Lost callback is
@@ -141,11 +188,13 @@ func (t *Table[H]) Joinable(k *Key[H], owner string) (<-chan struct{}, bool) {
 func (t *Table[H]) GrantLocked(k *Key[H], h H, hd *Handle, lost func(error)) (stale H) {
 	b := h.Base()
 	b.Count = 1
-	b.handles[hd] = lost
+	b.addHandle(hd, lost)
 	stale = k.hold
 	k.hold = h
-	close(k.changed)
-	k.changed = make(chan struct{})
+	if k.changed != nil {
+		close(k.changed)
+		k.changed = nil // the next one asked for is made then
+	}
 	return stale
 }
 
@@ -184,7 +233,7 @@ func (t *Table[H]) join(k *Key[H], owner string, hd *Handle, lost func(error)) (
 		return none, false
 	}
 	h.Base().Count++ // reserve, so a concurrent last release keeps the tenure
-	h.Base().handles[hd] = lost
+	h.Base().addHandle(hd, lost)
 	return h, true
 }
 
@@ -193,7 +242,7 @@ func (t *Table[H]) join(k *Key[H], owner string, hd *Handle, lost func(error)) (
 func (t *Table[H]) drop(h H, hd *Handle, cause error) {
 	t.mu.Lock()
 	hd.released = true
-	delete(h.Base().handles, hd)
+	h.Base().removeHandle(hd)
 	t.mu.Unlock()
 	t.Gone(h, cause, nil)
 }
@@ -219,7 +268,7 @@ func (t *Table[H]) ReleaseLocked(h H, hd *Handle) Releasing {
 	}
 	hd.released = true
 	b := h.Base()
-	delete(b.handles, hd)
+	b.removeHandle(hd)
 	if b.Lost {
 		return WasLost
 	}
@@ -259,12 +308,7 @@ func (t *Table[H]) EndLocked(h H, lost []func(error)) []func(error) {
 	b := h.Base()
 	b.Lost = true
 	t.detachLocked(h)
-	for _, f := range b.handles {
-		if f != nil {
-			lost = append(lost, f)
-		}
-	}
-	return lost
+	return b.lostCallbacks(lost, nil)
 }
 
 // Gone ends h, unless it has ended already, with cause: it marks it lost,
@@ -279,12 +323,7 @@ func (t *Table[H]) Gone(h H, cause error, except *Handle) {
 	}
 	b.Lost = true
 	t.detachLocked(h)
-	var lost []func(error)
-	for hd, f := range b.handles {
-		if hd != except && f != nil {
-			lost = append(lost, f)
-		}
-	}
+	lost := b.lostCallbacks(nil, except)
 	t.mu.Unlock()
 	for _, f := range lost {
 		f(cause)
@@ -303,12 +342,18 @@ const MaxPublishRounds = 8
 // written (the last release removes the tenure): Publish returns true.
 func (t *Table[H]) Publish(ctx context.Context, h H, ctxErr func() error, write func(ctx context.Context, n int) (bool, error)) (bool, error) {
 	b := h.Base()
+	t.mu.Lock()
+	if b.pub == nil {
+		b.pub = make(chan struct{}, 1)
+	}
+	pub := b.pub
+	t.mu.Unlock()
 	select {
-	case b.pub <- struct{}{}:
+	case pub <- struct{}{}:
 	case <-ctx.Done():
 		return false, ctxErr()
 	}
-	defer func() { <-b.pub }()
+	defer func() { <-pub }()
 	for range MaxPublishRounds {
 		t.mu.Lock()
 		n := b.Count

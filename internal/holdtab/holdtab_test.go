@@ -124,3 +124,32 @@ func TestPublishWritesLatestCount(t *testing.T) {
 		t.Fatalf("held %v err %v wrote %v", held, err, wrote)
 	}
 }
+
+// TestGoneTellsEveryHandleButTheFinder: the first handle and the nested
+// ones are kept apart (the first needs no map); a loss reaches all of them
+// but the one that found it, once each, and a released handle never.
+func TestGoneTellsEveryHandleButTheFinder(t *testing.T) {
+	tab, mu, k := newKey(t)
+	told := map[int]int{}
+	tell := func(i int) func(error) { return func(error) { told[i]++ } }
+	h, first, _ := grant(tab, mu, k, "a", tell(0))
+	hds := []*Handle{first}
+	for i := 1; i < 4; i++ {
+		hd := new(Handle)
+		if _, ok := tab.join(k, "a", hd, tell(i)); !ok {
+			t.Fatalf("join %d refused", i)
+		}
+		hds = append(hds, hd)
+	}
+	if r := release(tab, mu, h, hds[3]); r != Kept {
+		t.Fatalf("release of a nested handle: %v, want Kept", r)
+	}
+	tab.Gone(h, errors.New("gone"), hds[2])
+	tab.Gone(h, errors.New("again"), nil)
+	if want := map[int]int{0: 1, 1: 1}; len(told) != len(want) || told[0] != 1 || told[1] != 1 {
+		t.Fatalf("Lost callbacks called %v, want %v", told, want)
+	}
+	if r := release(tab, mu, h, first); r != WasLost {
+		t.Fatalf("release after the loss: %v, want WasLost", r)
+	}
+}

@@ -25,6 +25,10 @@ const benchTTL = 10 * time.Second
 
 var errGaveUp = errors.New("gave up")
 
+// errTimedOut is a library's own timeout of one attempt while the caller's
+// ctx is still live (rueidislock's 20ms TryNextAfter): counted, not fatal.
+var errTimedOut = errors.New("attempt timed out inside the library")
+
 // releaser releases one acquisition.
 type releaser interface {
 	release(ctx context.Context) error

@@ -1,6 +1,7 @@
 // Command peers benchmarks distlock against its peers (bsm/redislock,
-// go-redsync/redsync and a raw go-redis floor) on private redis-servers it
-// starts itself, and writes RESULTS.md and handoff.svg. See ../../README.md.
+// go-redsync/redsync, redis/rueidis's rueidislock and a raw go-redis
+// floor) on private redis-servers it starts itself, and writes RESULTS.md
+// and handoff.svg. See ../../README.md.
 package main
 
 import (
@@ -33,7 +34,7 @@ var (
 	scaleSmallF     = flag.String("scale-db", "10000,100000", "lease counts for ZooKeeper, MySQL and PostgreSQL row mode")
 	scaleAdvisoryF  = flag.String("scale-pg-advisory", "100,250", "lease counts for PostgreSQL advisory mode (one server connection per lease: at most -scale-pg-conns minus the 32 acquirers)")
 	scalePGConns    = flag.Int("scale-pg-conns", 290, "pool size of the PostgreSQL advisory scale Locker (the harness's server allows 300 connections)")
-	scaleTargetF    = flag.String("scale-targets", "", "comma-separated backends for the scale run (memory,redis,redlock,memcached,zookeeper,mysql,postgres; empty: all); only their servers are started")
+	scaleTargetF    = flag.String("scale-targets", "", "comma-separated backends for the scale run (memory,redis,rueidislock,redlock,memcached,zookeeper,mysql,postgres; empty: all); only their servers are started")
 	scaleOnly       = flag.Bool("scale-only", false, "run only the scale measurement")
 	scaleTTL        = flag.Duration("scale-ttl", 3*time.Second, "TTL of the scale leases (memcached: at least 3s)")
 	scaleTTLRedlock = flag.Duration("scale-ttl-redlock", 15*time.Second, "TTL of the Redlock scale leases (5 nodes: 5 refreshes per lease)")
@@ -44,8 +45,9 @@ var (
 	outMD           = flag.String("out", "RESULTS.md", "Markdown results file")
 	outSVG          = flag.String("svg", "handoff.svg", "SVG plot of hot-key handoff p50")
 	seed            = flag.Uint64("seed", 0, "shuffle seed (0: random)")
-	sectionsF       = flag.String("sections", "uncontended,hotkey,keys,redlock", "comma-separated sections to run besides scale: uncontended, hotkey, keys, redlock (a subset is for quick side-by-side checks; its report has only those tables)")
-	cpuProfile      = flag.String("cpuprofile", "", "write this process's CPU profile to the file; the uncontended cycles carry the pprof label lib=<library> (go tool pprof -tagfocus 'lib=distlock redis$' -top peers FILE)")
+	sectionsF       = flag.String("sections", "uncontended,hotkey,keys,redlock", "comma-separated sections to run besides scale: uncontended, hotkey, keys, redlock; only when named: lockpath (the lock path's scripts through go-redis and rueidis, lockpath.go), wake (client-side-caching vs pub/sub wake-ups, wake.go), scripts (the server's cost of each script of a cycle, scriptcost.go). A subset is for quick side-by-side checks; its report has only those tables")
+	cpuProfile      = flag.String("cpuprofile", "", "write this process's CPU profile to the file; the uncontended and 1,000-key cycles carry the pprof label lib=<library> (go tool pprof -tagfocus 'lib=distlock redis$' -top peers FILE); libraries' background goroutines carry none: use -libs for one library per process")
+	libsF           = flag.String("libs", "", "sections lockpath and wake: only the rows whose names contain one of these |-separated strings (one per process for a CPU profile of one library)")
 	clients         = flag.Int("clients", 4, "clients (connection pools, Lockers) the hot-key and 1,000-key goroutines are spread over")
 	nKeys           = 1000
 )
@@ -124,7 +126,7 @@ func main() {
 	if *scaleOnly {
 		// Only the scale targets that use them need redis-servers.
 		nodes = 0
-		if wantScale("redis") {
+		if wantScale("redis") || wantScale("rueidislock") {
 			nodes = 1
 		}
 		if wantScale("redlock") {
@@ -165,7 +167,7 @@ func main() {
 
 	if !*scaleOnly {
 		// 1. uncontended
-		uLibs := []lib{rawLib, distlockLib, distlockFair, redislockPlain, redsyncPlain}
+		uLibs := []lib{rawLib, distlockLib, distlockFair, redislockPlain, redsyncPlain, rueidisLockLib}
 		uRes := map[string][]uncontended{}
 		for r := range *rounds {
 			if !wantSection("uncontended") {
@@ -186,72 +188,28 @@ func main() {
 			}
 		}
 
-		// 2. hot key
-		hLibs := []lib{distlockLib, distlockFair, distlockOneClient, rawPubSubLib, redislockDefault, redsyncDefault, redislockBest, redsyncBest}
-		hRes := map[string][]handoff{}
-		for r := range *rounds {
-			if !wantSection("hotkey") {
-				break
-			}
-			type job struct {
-				l lib
-				w int
-			}
-			var jobs []job
-			for _, l := range hLibs {
-				for _, w := range waiters {
-					jobs = append(jobs, job{l, w})
-				}
-			}
-			rng.Shuffle(len(jobs), func(i, j int) { jobs[i], jobs[j] = jobs[j], jobs[i] })
-			for i, j := range jobs {
-				res, err := measureHandoff(j.l, one, fmt.Sprintf("hot/%d/%d", r, i), *clients, j.w, *hold, *dur)
-				if err != nil {
-					fail(err)
-				}
-				log.Printf("hot-key r%d w=%-3d %-55s %8.0f handoffs/s p50 %9.1fµs p99 %9.1fµs wait p99 %9.1fµs cmds %.1f cpu %.0fµs gave-up %.0f errs %.0f", r, j.w, j.l.name, res.perSec, res.p50, res.p99, res.waitP99, res.cmds, res.cpu, res.failures, res.errs)
-				k := hkey(j.l.name, j.w)
-				hRes[k] = append(hRes[k], res)
-			}
+		// 1b. the server's cost of each script (scriptcost.go)
+		if wantSection("scripts") {
+			rep.scripts = runScripts(one[0], fail)
 		}
-		for _, l := range hLibs {
-			if !wantSection("hotkey") {
-				break
-			}
-			row := namedH{name: l.name}
-			for _, w := range waiters {
-				row.byW = append(row.byW, medH(hRes[hkey(l.name, w)]))
-			}
-			rep.hot = append(rep.hot, row)
+
+		// 2. hot key
+		hLibs := []lib{distlockLib, distlockFair, distlockOneClient, rawPubSubLib, redislockDefault, redsyncDefault, redislockBest, redsyncBest, rueidisLockLib}
+		if wantSection("hotkey") {
+			rep.hot = runHot(hLibs, "hot", waiters, rng, one, fail)
+		}
+		// 2'. wake-ups: client-side-caching invalidation vs pub/sub (wake.go)
+		if wantSection("wake") {
+			rep.wake = runHot(filterLibs(wakeLibs()), "wake", waiters, rng, one, fail)
 		}
 
 		// 3. 1,000 distinct keys
-		for _, kr := range keyRuns() {
-			if !wantSection("keys") {
-				break
-			}
-			kRes := map[string][]distinct{}
-			for r := range *rounds {
-				for _, i := range rng.Perm(len(uLibs)) {
-					l := uLibs[i]
-					v, err := measureDistinct(l, one, fmt.Sprintf("k/%d/%d/%d", kr.goroutines, r, i), kr.clients, kr.goroutines, nKeys, *keysDur)
-					if err != nil {
-						fail(err)
-					}
-					log.Printf("1000 keys %dx%d r%d %-40s %8.0f cycles/s p50 %.1fµs p99 %.1fµs cpu client %.0f%% %.1fµs server %.0f%% %.1fµs", kr.goroutines, kr.clients, r, l.name, v.perSec, v.p50, v.p99, v.clientPct, v.clientUS, v.serverPct, v.serverUS)
-					kRes[l.name] = append(kRes[l.name], v)
-				}
-			}
-			t := keysTable{run: kr}
-			for _, l := range uLibs {
-				var a, b, c, d, e, f, g []float64
-				for _, v := range kRes[l.name] {
-					a, b, c, d, e = append(a, v.perSec), append(b, v.clientPct), append(c, v.clientUS), append(d, v.serverPct), append(e, v.serverUS)
-					f, g = append(f, v.p50), append(g, v.p99)
-				}
-				t.rows = append(t.rows, namedK{l.name, distinct{perSec: median(a), p50: median(f), p99: median(g), clientPct: median(b), clientUS: median(c), serverPct: median(d), serverUS: median(e)}})
-			}
-			rep.keys = append(rep.keys, t)
+		if wantSection("keys") {
+			rep.keys = runKeys(uLibs, "k", rng, one, fail)
+		}
+		// 3'. the lock-path prototypes on the same shapes (lockpath.go)
+		if wantSection("lockpath") {
+			rep.lockpath = runKeys(filterLibs(lockpathLibs()), "lp", rng, one, fail)
 		}
 
 		// 4. redlock vs redsync, 5 nodes
@@ -332,6 +290,117 @@ func main() {
 		fail(err)
 	}
 	log.Printf("wrote %s and %s in %s", *outMD, *outSVG, rep.elapsed.Round(time.Second))
+}
+
+// runScripts measures the scripts' server cost -rounds times, 4×-cycles
+// calls each, and returns the medians.
+func runScripts(addr string, fail func(error)) []scriptCost {
+	var all [][]scriptCost
+	for r := range *rounds {
+		res, err := measureScripts(addr, 4**cycles)
+		if err != nil {
+			fail(err)
+		}
+		for _, sc := range res {
+			log.Printf("scripts r%d %-60s %.2fµs (inner %.1f commands %.2fµs) server cpu %.2fµs", r, sc.name, sc.cmdUS, sc.innerCalls, sc.innerUS, sc.cpuUS)
+		}
+		all = append(all, res)
+	}
+	out := make([]scriptCost, len(all[0]))
+	for i := range out {
+		var a, b, c, d []float64
+		for _, res := range all {
+			a, b, c, d = append(a, res[i].cmdUS), append(b, res[i].innerUS), append(c, res[i].innerCalls), append(d, res[i].cpuUS)
+		}
+		out[i] = scriptCost{name: all[0][i].name, cmdUS: median(a), innerUS: median(b), innerCalls: median(c), cpuUS: median(d)}
+	}
+	return out
+}
+
+// runHot measures libs at every waiter count, each round in a fresh
+// random order of (library, waiters) jobs, and returns the medians.
+func runHot(libs []lib, tag string, waiters []int, rng *rand.Rand, one []string, fail func(error)) []namedH {
+	hRes := map[string][]handoff{}
+	for r := range *rounds {
+		type job struct {
+			l lib
+			w int
+		}
+		var jobs []job
+		for _, l := range libs {
+			for _, w := range waiters {
+				jobs = append(jobs, job{l, w})
+			}
+		}
+		rng.Shuffle(len(jobs), func(i, j int) { jobs[i], jobs[j] = jobs[j], jobs[i] })
+		for i, j := range jobs {
+			res, err := measureHandoff(j.l, one, fmt.Sprintf("%s/%d/%d", tag, r, i), *clients, j.w, *hold, *dur)
+			if err != nil {
+				fail(err)
+			}
+			log.Printf("%s r%d w=%-3d %-55s %8.0f handoffs/s p50 %9.1fµs p99 %9.1fµs wait p99 %9.1fµs cmds %.1f cpu %.0fµs gave-up %.0f errs %.0f", tag, r, j.w, j.l.name, res.perSec, res.p50, res.p99, res.waitP99, res.cmds, res.cpu, res.failures, res.errs)
+			k := hkey(j.l.name, j.w)
+			hRes[k] = append(hRes[k], res)
+		}
+	}
+	var out []namedH
+	for _, l := range libs {
+		row := namedH{name: l.name}
+		for _, w := range waiters {
+			row.byW = append(row.byW, medH(hRes[hkey(l.name, w)]))
+		}
+		out = append(out, row)
+	}
+	return out
+}
+
+// runKeys measures libs on every keyRun, each round in a fresh random
+// order, and returns the tables of medians.
+func runKeys(libs []lib, tag string, rng *rand.Rand, one []string, fail func(error)) []keysTable {
+	var out []keysTable
+	for _, kr := range keyRuns() {
+		kRes := map[string][]distinct{}
+		for r := range *rounds {
+			for _, i := range rng.Perm(len(libs)) {
+				l := libs[i]
+				v, err := measureDistinct(l, one, fmt.Sprintf("%s/%d/%d/%d", tag, kr.goroutines, r, i), kr.clients, kr.goroutines, nKeys, *keysDur)
+				if err != nil {
+					fail(err)
+				}
+				log.Printf("1000 keys %dx%d r%d %-40s %8.0f cycles/s p50 %.1fµs p99 %.1fµs cpu client %.0f%% %.1fµs server %.0f%% %.1fµs failed %.0f", kr.goroutines, kr.clients, r, l.name, v.perSec, v.p50, v.p99, v.clientPct, v.clientUS, v.serverPct, v.serverUS, v.timeouts)
+				kRes[l.name] = append(kRes[l.name], v)
+			}
+		}
+		t := keysTable{run: kr}
+		for _, l := range libs {
+			var a, b, c, d, e, f, g, h []float64
+			for _, v := range kRes[l.name] {
+				a, b, c, d, e = append(a, v.perSec), append(b, v.clientPct), append(c, v.clientUS), append(d, v.serverPct), append(e, v.serverUS)
+				f, g, h = append(f, v.p50), append(g, v.p99), append(h, v.timeouts)
+			}
+			t.rows = append(t.rows, namedK{l.name, distinct{perSec: median(a), p50: median(f), p99: median(g), clientPct: median(b), clientUS: median(c), serverPct: median(d), serverUS: median(e), timeouts: median(h)}})
+		}
+		out = append(out, t)
+	}
+	return out
+}
+
+// filterLibs keeps the libs whose names contain one of -libs's
+// |-separated parts (empty: all; names contain commas).
+func filterLibs(libs []lib) []lib {
+	if *libsF == "" {
+		return libs
+	}
+	var out []lib
+	for _, l := range libs {
+		for _, f := range strings.Split(*libsF, "|") {
+			if f = strings.TrimSpace(f); f != "" && strings.Contains(l.name, f) {
+				out = append(out, l)
+				break
+			}
+		}
+	}
+	return out
 }
 
 // wantSection reports whether -sections names section.

@@ -71,7 +71,12 @@ type scaleTarget struct {
 	addrs []string
 	// open returns a Locker over fresh clients whose keys start with
 	// prefix, and a probe for its traffic (nil: no server).
-	open func(prefix string) (scaleLocker, func() (traffic, error), error)
+	open func(prefix string) (dlLocker, func() (traffic, error), error)
+	// openPeer, if set, is used instead of open: a peer library's locker.
+	openPeer func(prefix string) (scaleLocker, func() (traffic, error), error)
+	// refreshEvery is how often one lease is refreshed (0: ttl/3, distlock's
+	// schedule).
+	refreshEvery time.Duration
 	// requests and refresh say what the traffic probe counts.
 	requests, refresh string
 	// sizes are the lease counts to measure (a flag's value).
@@ -118,7 +123,15 @@ func measureScale(t scaleTarget, n int, window time.Duration) (r scaleResult, er
 	r = scaleResult{target: t.name, n: n, ttl: t.ttl}
 	prefix := fmt.Sprintf("scale%d-%d/", n, time.Now().UnixNano())
 	connsBefore := connections(t.addrs)
-	l, probe, err := t.open(prefix)
+	var l scaleLocker
+	var probe func() (traffic, error)
+	if t.openPeer != nil {
+		l, probe, err = t.openPeer(prefix)
+	} else {
+		var dl dlLocker
+		dl, probe, err = t.open(prefix)
+		l = dlScale{dl}
+	}
 	if err != nil {
 		return r, err
 	}
@@ -136,12 +149,14 @@ func measureScale(t scaleTarget, n int, window time.Duration) (r scaleResult, er
 	for w := range workers {
 		wg.Go(func() {
 			for i := range 60 {
-				ls, err := l.TryAcquire(ctx, fmt.Sprintf("warm/%d/%d", w, i), distlock.WithTTL(t.ttl))
-				if err == nil {
-					err = ls.Release(ctx)
-				}
+				err := warm(t.name, func() error {
+					ls, err := l.tryAcquire(ctx, fmt.Sprintf("warm/%d/%d", w, i), t.ttl)
+					if err == nil {
+						err = ls.release(ctx)
+					}
+					return err
+				})
 				if err != nil {
-					err = fmt.Errorf("warm-up: %w", err)
 					firstErr.CompareAndSwap(nil, &err)
 					return
 				}
@@ -162,7 +177,7 @@ func measureScale(t scaleTarget, n int, window time.Duration) (r scaleResult, er
 	if t.serverPID != nil {
 		pss0, r.hasServerMem = processPSS(t.serverPID())
 	}
-	leases := make([]*distlock.Lease, n)
+	leases := make([]scaleLease, n)
 	var retries atomic.Int64
 	start := time.Now()
 	actx, cancel := context.WithTimeout(ctx, 10*time.Minute)
@@ -171,7 +186,7 @@ func measureScale(t scaleTarget, n int, window time.Duration) (r scaleResult, er
 		wg.Go(func() {
 			for i := w; i < n && actx.Err() == nil; i += workers {
 				key := "lease/" + strconv.Itoa(i)
-				ls, err := l.TryAcquire(actx, key, distlock.WithTTL(t.ttl))
+				ls, err := l.tryAcquire(actx, key, t.ttl)
 				// An overloaded machine may time a node out (Redlock's
 				// per-node timeout is 50ms). Retry a few times, counted,
 				// waiting for the key: the timed-out attempt's holds may
@@ -179,7 +194,7 @@ func measureScale(t scaleTarget, n int, window time.Duration) (r scaleResult, er
 				for try := 0; err != nil && !errors.Is(err, distlock.ErrInvalidKey) && try < 5 && actx.Err() == nil; try++ {
 					retries.Add(1)
 					wctx, wcancel := context.WithTimeout(actx, 10*time.Second)
-					ls, err = l.Acquire(wctx, key, distlock.WithTTL(t.ttl))
+					ls, err = l.acquire(wctx, key, t.ttl)
 					wcancel()
 				}
 				if err != nil {
@@ -218,7 +233,11 @@ func measureScale(t scaleTarget, n int, window time.Duration) (r scaleResult, er
 	}
 	r.connsAll = connections(t.addrs)
 	r.conns = r.connsAll - connsBefore
-	r.dueSec = float64(n) / (t.ttl / 3).Seconds()
+	every := t.ttl / 3
+	if t.refreshEvery > 0 {
+		every = t.refreshEvery
+	}
+	r.dueSec = float64(n) / every.Seconds()
 	if probe != nil {
 		r.hasTraffic = true
 		t0, err := probe()
@@ -239,7 +258,7 @@ func measureScale(t scaleTarget, n int, window time.Duration) (r scaleResult, er
 	}
 	why := map[string]int{}
 	for _, ls := range leases {
-		if err := ls.Err(); err != nil {
+		if err := ls.lost(); err != nil {
 			r.lost++
 			why[keyRE.ReplaceAllString(err.Error(), `"lease/…"`)]++
 		}
@@ -251,6 +270,45 @@ func measureScale(t scaleTarget, n int, window time.Duration) (r scaleResult, er
 	}
 	runtime.KeepAlive(leases)
 	return r, nil
+}
+
+// scaleLocker is what measureScale needs of a locker: distlock's (dlScale)
+// or a peer's.
+type scaleLocker interface {
+	tryAcquire(ctx context.Context, key string, ttl time.Duration) (scaleLease, error)
+	acquire(ctx context.Context, key string, ttl time.Duration) (scaleLease, error)
+	Close() error
+}
+
+// scaleLease is one held lease of a scaleLocker.
+type scaleLease interface {
+	release(ctx context.Context) error
+	// lost returns why the lease ended while held (nil: still held).
+	lost() error
+}
+
+// dlScale is a distlock Locker as a scaleLocker.
+type dlScale struct{ dlLocker }
+
+type dlScaleLease struct{ *distlock.Lease }
+
+func (l dlScaleLease) release(ctx context.Context) error { return l.Release(ctx) }
+func (l dlScaleLease) lost() error                       { return l.Err() }
+
+func (d dlScale) tryAcquire(ctx context.Context, key string, ttl time.Duration) (scaleLease, error) {
+	ls, err := d.TryAcquire(ctx, key, distlock.WithTTL(ttl))
+	if err != nil {
+		return nil, err
+	}
+	return dlScaleLease{ls}, nil
+}
+
+func (d dlScale) acquire(ctx context.Context, key string, ttl time.Duration) (scaleLease, error) {
+	ls, err := d.Acquire(ctx, key, distlock.WithTTL(ttl))
+	if err != nil {
+		return nil, err
+	}
+	return dlScaleLease{ls}, nil
 }
 
 // keyRE matches a scale lease's key in an error message.
@@ -294,7 +352,7 @@ func redisTarget(addr string, ttl time.Duration) scaleTarget {
 	return scaleTarget{
 		name: "redis", ttl: ttl, addrs: []string{addr},
 		requests: "pipelines + single commands sent", refresh: "EVALSHA run by the server",
-		open: func(prefix string) (scaleLocker, func() (traffic, error), error) {
+		open: func(prefix string) (dlLocker, func() (traffic, error), error) {
 			client := goredis.NewClient(&goredis.Options{Addr: addr})
 			hook := &pipeHook{}
 			client.AddHook(hook)
@@ -314,7 +372,7 @@ func redlockTarget(addrs []string, ttl time.Duration) scaleTarget {
 	return scaleTarget{
 		name: fmt.Sprintf("redlock (%d nodes)", len(addrs)), ttl: ttl, addrs: addrs,
 		requests: "pipelines + single commands sent, per node", refresh: "EVALSHA run, per node",
-		open: func(prefix string) (scaleLocker, func() (traffic, error), error) {
+		open: func(prefix string) (dlLocker, func() (traffic, error), error) {
 			clients := make([]goredis.UniversalClient, len(addrs))
 			hook := &pipeHook{}
 			for i, a := range addrs {
@@ -345,7 +403,7 @@ func redlockTarget(addrs []string, ttl time.Duration) scaleTarget {
 func memoryTarget(ttl time.Duration) scaleTarget {
 	return scaleTarget{
 		name: "memory", ttl: ttl,
-		open: func(prefix string) (scaleLocker, func() (traffic, error), error) {
+		open: func(prefix string) (dlLocker, func() (traffic, error), error) {
 			return memory.MustNew(memory.NewNamespace()), nil, nil
 		},
 	}
@@ -355,7 +413,7 @@ func memcachedTarget(addr string, ttl time.Duration) scaleTarget {
 	return scaleTarget{
 		name: "memcached", ttl: ttl, addrs: []string{addr},
 		requests: "writes on the client's connections (each a request: a pipelined batch of cas is one)", refresh: "cas_hits (stats)",
-		open: func(prefix string) (scaleLocker, func() (traffic, error), error) {
+		open: func(prefix string) (dlLocker, func() (traffic, error), error) {
 			ss := new(memcache.ServerList)
 			if err := ss.SetServers(addr); err != nil {
 				return nil, nil, err
@@ -397,7 +455,7 @@ func zookeeperTarget(addr string, ttl time.Duration) scaleTarget {
 	return scaleTarget{
 		name: "zookeeper", ttl: ttl, addrs: []string{addr},
 		requests: "zk_packets_received (mntr)", refresh: "none: ephemeral nodes live as long as the session",
-		open: func(prefix string) (scaleLocker, func() (traffic, error), error) {
+		open: func(prefix string) (dlLocker, func() (traffic, error), error) {
 			l, err := distlock.Open(context.Background(), "zookeeper://"+addr+"/"+strings.Trim(prefix, "/"))
 			return l, func() (traffic, error) {
 				st, err := textStats(addr, "mntr", "")
@@ -413,7 +471,7 @@ func mysqlTarget(db *testserver.MariaDB, ttl time.Duration, sizes string) scaleT
 		name: "mysql (row)", ttl: ttl, addrs: []string{db.Addr()},
 		requests: "Com_update (statements)", refresh: "Handler_update (rows)",
 		sizes: sizes, serverPID: db.PID,
-		open: func(prefix string) (scaleLocker, func() (traffic, error), error) {
+		open: func(prefix string) (dlLocker, func() (traffic, error), error) {
 			cfg, err := gosql.ParseDSN(dsn)
 			if err != nil {
 				return nil, nil, err
@@ -479,7 +537,7 @@ func postgresTarget(s *testserver.Postgres, ttl time.Duration, mode postgres.Mod
 		name: fmt.Sprintf("postgres (%s)", mode), ttl: ttl, addrs: []string{s.Addr()},
 		requests: "statements sent (pgx tracer)", refresh: "rows in the UPDATE command tags the server returned",
 		sizes: sizes, serverPID: s.PID, note: note,
-		open: func(prefix string) (scaleLocker, func() (traffic, error), error) {
+		open: func(prefix string) (dlLocker, func() (traffic, error), error) {
 			cfg, err := pgxpool.ParseConfig(s.DSN())
 			if err != nil {
 				return nil, nil, err
@@ -541,8 +599,9 @@ func processPSS(pid int) (bytes int64, ok bool) {
 	return total, true
 }
 
-// scaleLocker is what the held-lease scale measurement uses of a Locker.
-type scaleLocker interface {
+// dlLocker is what the held-lease scale measurement uses of a distlock
+// Locker: a *distlock.Locker, or one that also closes a stats connection.
+type dlLocker interface {
 	Acquire(ctx context.Context, key string, opts ...distlock.Option) (*distlock.Lease, error)
 	TryAcquire(ctx context.Context, key string, opts ...distlock.Option) (*distlock.Lease, error)
 	Close() error
@@ -630,6 +689,9 @@ func scaleTargets(want func(backend string) bool, redisAddr string, redlockAddrs
 	}
 	if want("redis") && redisAddr != "" {
 		ts = append(ts, redisTarget(redisAddr, ttl))
+	}
+	if want("rueidislock") && redisAddr != "" {
+		ts = append(ts, rueidisLockTarget(redisAddr, ttl))
 	}
 	if want("redlock") && len(redlockAddrs) > 0 {
 		ts = append(ts, redlockTarget(redlockAddrs, *scaleTTLRedlock))

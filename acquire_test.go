@@ -74,3 +74,38 @@ func TestWaitEndsDuringAttemptIsBusy(t *testing.T) {
 		t.Fatalf("Acquire = %v, want ErrNotAcquired and the ctx error, not ErrUnavailable", err)
 	}
 }
+
+// lateDriver grants after delay, and then stops answering: its releases
+// wait for their ctx.
+type lateDriver struct {
+	*ctlDriver
+	delay time.Duration
+}
+
+func (d *lateDriver) TryAcquire(ctx context.Context, req backend.Request) (backend.Lock, error) {
+	time.Sleep(d.delay)
+	l, err := d.ctlDriver.TryAcquire(ctx, req)
+	d.hang.Store(true)
+	return l, err
+}
+
+// TestLateGrantReturnsAtOnce: an acquisition whose grant arrives after its
+// validity returns at once; the lock is given back in the background
+// (bounded by the release bound), not while the caller waits, even if the
+// backend stops answering.
+func TestLateGrantReturnsAtOnce(t *testing.T) {
+	d := &lateDriver{ctlDriver: newCtlDriver(), delay: 80 * time.Millisecond}
+	l := distlock.New(d, "late")
+	start := time.Now()
+	_, err := l.TryAcquire(context.Background(), "k", distlock.WithTTL(50*time.Millisecond))
+	took := time.Since(start)
+	if !errors.Is(err, distlock.ErrUnavailable) {
+		t.Fatalf("late grant: %v, want ErrUnavailable", err)
+	}
+	if took > 2*time.Second {
+		t.Fatalf("late grant returned after %v: the caller waited for the give-back", took)
+	}
+	waitFor(t, 5*time.Second, "give-back sent", func() bool { return d.stalls.Load() > 0 })
+	d.free()
+	_ = l.Close()
+}

@@ -24,6 +24,12 @@ func (idleDriver) TryAcquire(context.Context, backend.Request) (backend.Lock, er
 func (idleDriver) Capabilities() backend.Capabilities                  { return backend.Capabilities{Expiring: true} }
 func (idleDriver) Close() error                                        { return nil }
 func (d idleDriver) Validity(ttl time.Duration) (time.Duration, error) { return d.validity(ttl) }
+func (idleDriver) Inspect(context.Context, string) (backend.LockInfo, error) {
+	return backend.LockInfo{}, backend.ErrUnavailable
+}
+func (idleDriver) ForceRelease(context.Context, string, backend.Holder) (backend.LockInfo, error) {
+	return backend.LockInfo{}, backend.ErrUnavailable
+}
 
 // scheduleTTLs returns TTLs from the smallest that validity accepts to
 // MaxTTL: a geometric sweep, every nanosecond around the points where the

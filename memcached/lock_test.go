@@ -232,3 +232,128 @@ func TestReentrantConcurrent(t *testing.T) {
 	}
 	_ = lease.Release(ctx)
 }
+
+// TestQueuedSameOwnerNestsAtOnce (issue 14 defect 9 on a polling backend):
+// two acquisitions by owner O wait behind another holder; when one of them
+// is granted the lock, the other — already waiting, asleep in its 2 s poll
+// 1 s out of step with the first's
+// — nests at once instead of at its next poll, as a new acquisition by O
+// would at that moment. Before the fix the second one waited for its poll.
+func TestQueuedSameOwnerNestsAtOnce(t *testing.T) {
+	t.Parallel()
+	srv := testserver.Memcached(t, testserver.MemcachedConfig{})
+	cd := &countingDriver{driver: openDriver(t, "memcached://"+srv.Addr())}
+	l := distlock.New(cd, "memcached")
+	t.Cleanup(func() { _ = l.Close() })
+	ctx := ctxT(t, 30*time.Second)
+	const key = "owner-wait"
+	other, err := l.TryAcquire(ctx, key, distlock.WithTTL(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	slow := distlock.WithRetry(distlock.Backoff{Min: 2 * time.Second, Max: 2 * time.Second})
+	type grant struct {
+		ls  *distlock.Lease
+		err error
+		at  time.Time
+	}
+	got := make(chan grant, 2)
+	for i := range 2 {
+		go func() {
+			// Polls 1 s apart: the first at 0, 2, 4 s, the second at 1, 3, 5 s.
+			time.Sleep(time.Duration(i) * time.Second)
+			ls, err := l.Acquire(ctx, key, distlock.WithOwner("O"), distlock.WithTTL(10*time.Second), slow)
+			got <- grant{ls, err, time.Now()}
+		}()
+	}
+	// Both have failed once and sleep in their poll (the first attempt was
+	// other's).
+	if !waitFor(5*time.Second, func() bool { return cd.attempts.Load() >= 3 }) {
+		t.Fatalf("%d attempts after 5s, want 3", cd.attempts.Load())
+	}
+	if err := other.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	first := <-got
+	if first.err != nil {
+		t.Fatal(first.err)
+	}
+	select {
+	case second := <-got:
+		if second.err != nil {
+			t.Fatal(second.err)
+		}
+		if gap := second.at.Sub(first.at); gap > 400*time.Millisecond {
+			t.Errorf("second acquisition of the holding owner came %v after the first", gap)
+		}
+		if second.ls.Token() != first.ls.Token() {
+			t.Errorf("nested hold has token %d, holder %d", second.ls.Token(), first.ls.Token())
+		}
+		_ = second.ls.Release(ctx)
+	case <-time.After(3 * time.Second):
+		t.Fatalf("second acquisition of the holding owner still waiting 3s after the first was granted")
+	}
+	_ = first.ls.Release(ctx)
+}
+
+// TestNestAfterForceRelease: a Locker holds a lock under a WithOwner id;
+// another Locker force-releases it and takes it. A nested acquisition on
+// the first Locker with the same id must not join the lost hold: a nested
+// acquisition always asks the server. Held by another owner, it is
+// refused and the new holder's item is untouched. Held under the same id
+// (WithOwner names one owner, whichever Locker it uses: reentrancy is by
+// owner id), it joins the server's tenure, which is that owner's hold, and
+// the lost lease still cannot release the new tenure.
+func TestNestAfterForceRelease(t *testing.T) {
+	t.Parallel()
+	srv := testserver.Memcached(t, testserver.MemcachedConfig{NoEvict: true})
+	for _, tc := range []struct{ name, takeover string }{
+		{"another owner takes it", "other"},
+		{"the same owner id takes it", "o"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			first, second := openURL(t, mcURL(srv, "")), openURL(t, mcURL(srv, ""))
+			key := "nest-after-force/" + tc.takeover
+			opts := []distlock.Option{distlock.WithOwner("o"), distlock.WithTTL(time.Minute), distlock.WithAutoRefresh(false)}
+			lost, err := first.TryAcquire(ctxT(t, 10*time.Second), key, opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := second.ForceRelease(ctxT(t, 10*time.Second), key); err != nil {
+				t.Fatal(err)
+			}
+			taken, err := second.TryAcquire(ctxT(t, 10*time.Second), key, distlock.WithOwner(tc.takeover), distlock.WithTTL(time.Minute), distlock.WithAutoRefresh(false))
+			if err != nil {
+				t.Fatal(err)
+			}
+			nested, err := first.TryAcquire(ctxT(t, 10*time.Second), key, opts...)
+			if tc.takeover != "o" {
+				if !errors.Is(err, distlock.ErrNotAcquired) {
+					t.Fatalf("nested acquisition while %q holds = %v, %v; want ErrNotAcquired", tc.takeover, nested, err)
+				}
+				if info := inspectT(t, second, key); info.Owner != tc.takeover || info.Holds != 1 {
+					t.Errorf("after the refused nest: %+v, want %q's single hold", info, tc.takeover)
+				}
+			} else {
+				if err != nil {
+					t.Fatalf("nested acquisition of owner %q, which holds the lock: %v", "o", err)
+				}
+				if info := inspectT(t, second, key); info.Owner != "o" || info.Holds != 2 {
+					t.Errorf("after the nest: %+v, want owner o with 2 holds (the new tenure's)", info)
+				}
+				if err := nested.Release(ctxT(t, 10*time.Second)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := lost.Release(ctxT(t, 10*time.Second)); !errors.Is(err, distlock.ErrNotHeld) {
+				t.Errorf("the force-released lease's Release = %v, want ErrNotHeld", err)
+			}
+			if info := inspectT(t, second, key); !info.Held || info.Owner != tc.takeover || info.Holds != 1 {
+				t.Errorf("the new holder's lock after the lost lease's calls: %+v", info)
+			}
+			if err := taken.Release(ctxT(t, 10*time.Second)); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
