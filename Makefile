@@ -2,9 +2,14 @@
 # the README gives as the test command for a fresh Debian/Ubuntu machine.
 GO ?= go
 
-.PHONY: ci deps check test quick soak bench bench-peers demo faults
+.PHONY: ci deps check warm test tests quick soak bench bench-peers demo faults
 
-ci: deps test
+# The install, formatting and vet, and the compilation of every test binary
+# with the race detector (warm) need no server: they run at once, then the
+# tests.
+ci:
+	@$(MAKE) --no-print-directory -j3 --output-sync=target deps check warm
+	@$(MAKE) --no-print-directory tests
 
 # Install redis-server, memcached, ZooKeeper, MariaDB, PostgreSQL and etcd
 # from Debian's packages, with sudo when not root (the tests start their
@@ -29,9 +34,25 @@ check:
 # on servers and leases, not on the CPU. Server data lives on tmpfs where
 # the machine has one (scripts/with-tmpfs.sh).
 test: check
-	scripts/with-tmpfs.sh $(GO) test -race -count=1 -p 3 -timeout 25m $$(scripts/test-packages.sh)
-	cd otel && $(GO) test -race -count=1 ./...
-	cd gocronlock && $(GO) test -race -count=1 ./...
+	@$(MAKE) --no-print-directory tests
+
+# Compiles the three modules' packages, and what their tests import, with
+# the race detector into the build cache, for the tests (linking nothing:
+# links are not cached).
+warm:
+	for m in . otel gocronlock; do \
+		(cd $$m && $(GO) build -race ./... && \
+		$(GO) build -race $$($(GO) list -f '{{join .TestImports "\n"}}{{"\n"}}{{join .XTestImports "\n"}}' ./... | sort -u | grep -v '^github.com/distlock/')) || exit 1; \
+	done
+
+# The tests alone (test without check). The OpenTelemetry and gocron
+# modules' tests, which need no server and little time, run beside the
+# library's.
+tests:
+	scripts/with-tmpfs.sh scripts/run-all.sh \
+		"$(GO) test -race -count=1 -p 3 -timeout 25m $$(scripts/test-packages.sh)" \
+		"cd otel && $(GO) test -race -count=1 ./..." \
+		"cd gocronlock && $(GO) test -race -count=1 ./..."
 
 # The contributor's inner loop: every test that needs no server, in a
 # minute or two (no race detector, no servers, no installs).

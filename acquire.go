@@ -141,13 +141,22 @@ func (l *Locker) ctxError(ctx context.Context, err error) error {
 // than a busy lock, or ctx ends. With a Notifier it subscribes after the
 // first failed attempt and before the next, so no release is missed, and
 // waits for the notification, for the holder's remaining time, or for the
-// retry policy's delay as a fallback, whichever comes first.
+// retry policy's delay as a fallback, whichever comes first. A wait that
+// the fallback ends subscribes again (and tries once more) before the next
+// wait, so a watch made while the notification channel was down is
+// replaced within one fallback once the channel is back.
 func (l *Locker) waitLoop(ctx context.Context, req backend.Request, policy RetryPolicy, sharedOwner bool) (lock backend.Lock, sent time.Time, attempts int, err error) {
 	var (
 		wake      <-chan struct{} // the backend's release notifications
 		ownerWake <-chan struct{} // req.Owner granted req.Key in this Locker
 		timer     *time.Timer
+		unwatch   func(held bool) // ends the watch behind wake
 	)
+	defer func() {
+		if unwatch != nil {
+			unwatch(err == nil)
+		}
+	}()
 	if sharedOwner {
 		// Registered before the first attempt, so that a grant to the
 		// same owner after it is not missed. (A random owner is never
@@ -191,9 +200,7 @@ func (l *Locker) waitLoop(ctx context.Context, req backend.Request, policy Retry
 			defer stop()
 		}
 		if l.notifier != nil && wake == nil {
-			ch, cancel := l.watch(ctx, req.Key)
-			defer func() { cancel(err == nil) }()
-			wake = ch
+			wake, unwatch = l.watch(ctx, req.Key)
 			if ctx.Err() == nil {
 				continue // subscribed: try once more so a release in between is not missed
 			}
@@ -221,6 +228,14 @@ func (l *Locker) waitLoop(ctx context.Context, req backend.Request, policy Retry
 			timer.Stop()
 			return nil, sent, attempt + 1, fmt.Errorf("%w: %w", err, context.Cause(ctx))
 		case <-timer.C:
+			if wake != nil {
+				// No notification within the fallback: the watch may be
+				// one made while the channel was down, which never fires.
+				// Watch again, so that once the channel is back the wait
+				// is notified again instead of polling at the fallback.
+				unwatch(false)
+				wake, unwatch = nil, nil
+			}
 		case <-wake:
 			timer.Stop()
 		case <-ownerWake:

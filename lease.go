@@ -115,10 +115,13 @@ func (ls *Lease) checkDeadline() {
 	s.mu.Lock()
 	// Whether or not the scheduler has it on its heap: a lease it has taken
 	// off to end (its deadline passed) must not look held until its turn.
-	expired := !ls.slot.deadline.IsZero() && !time.Now().Before(ls.slot.deadline)
+	var why error
+	if now := time.Now(); !ls.slot.deadline.IsZero() && !now.Before(ls.slot.deadline) {
+		why = s.expiredLocked(ls, now)
+	}
 	s.mu.Unlock()
-	if expired {
-		ls.lose(errExpired)
+	if why != nil {
+		ls.lose(why)
 	}
 }
 
@@ -381,7 +384,10 @@ func (ls *Lease) observedRelease(ctx context.Context, release func(context.Conte
 // refreshed tells the lease's Observer and logger how a refresh ended.
 func (ls *Lease) refreshed(ttl time.Duration, auto bool, err error) {
 	if ls.w != nil {
-		ls.w.refreshed(ttl, auto, err)
+		ls.mu.Lock()
+		h := ls.state == held
+		ls.mu.Unlock()
+		ls.w.refreshed(ttl, auto, err, h)
 	}
 }
 

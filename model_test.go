@@ -51,13 +51,15 @@ import (
 // A failure prints the seed and the schedule's log; -seed N replays that
 // schedule (the same programs and networks; the interleaving is the
 // runtime's) again and again until it fails or the budget ends.
-// -schedules and -modeltime bound a run (make ci: by default 15 s or 400
-// schedules, whichever comes first; make soak, DISTLOCK_SOAK=1: 10 minutes
-// and no schedule limit unless the flags say otherwise).
+// -schedules and -modeltime bound a run (make ci: by default three tenths
+// of 15 s, which TestModel shares with TestSessionModel and TestNotifyModel
+// (modelShare), or 400 schedules, whichever comes first; make soak,
+// DISTLOCK_SOAK=1: 10 minutes and no schedule limit unless the flags say
+// otherwise).
 var (
 	modelSeed      = flag.Uint64("seed", 0, "TestModel: run only the schedule with this seed")
 	modelSchedules = flag.Int("schedules", 400, "TestModel: the most schedules to run")
-	modelTime      = flag.Duration("modeltime", 15*time.Second, "TestModel: how long to run schedules (a quarter with -short; 10m under make soak)")
+	modelTime      = flag.Duration("modeltime", 15*time.Second, "TestModel, TestSessionModel, TestNotifyModel: how long to run schedules, shared among them (a quarter with -short; 10m under make soak)")
 )
 
 const (
@@ -97,7 +99,20 @@ func scheduleLimit() int {
 
 func TestModel(t *testing.T) {
 	defer distlock.SetReleaseTimeout(modelRelease)()
-	runSchedules(t, modelBudget(*modelTime), runSchedule)
+	runSchedules(t, modelShare(3), runSchedule)
+}
+
+// modelShare is parts tenths of the model checkers' budget: -modeltime is
+// shared by TestModel (three tenths), TestSessionModel (a tenth),
+// TestNotifyModel (a tenth: its one batch of schedules, seconds each,
+// outlasts it), TestSessionModelFindsOldJoin and
+// TestWaitRewatchesAfterChannelHeal, so that together they run within it.
+// Under make soak each runs the whole budget.
+func modelShare(parts int) time.Duration {
+	if soak.Enabled() {
+		return modelBudget(*modelTime)
+	}
+	return modelBudget(*modelTime) * time.Duration(parts) / 10
 }
 
 // runSchedules runs run's schedules until -schedules of them ran or budget

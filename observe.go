@@ -156,9 +156,13 @@ func WithObserver(o Observer) Option {
 }
 
 // WithLogger makes distlock log to l what an operator must hear of: a lease
-// lost (Warn, with key, owner, token and cause) and an automatic refresh
-// that failed but may still succeed before the deadline (Warn). Nothing is
-// logged on the hot path of a healthy lock. nil turns logging off.
+// lost (Warn, with key, owner, token and cause); the first automatic
+// refresh of a held lease that failed, or had no answer by halfway to the
+// deadline, while it may still succeed (Warn; later failures of the same
+// run at Debug, the next success at Info); and, with WithRetryUnavailable,
+// an Acquire waiting out an outage (Warn at its start, Info while it
+// lasts). Nothing is logged on the hot path of a healthy lock. nil turns
+// logging off.
 func WithLogger(l *slog.Logger) Option {
 	return func(s *settings) {
 		w := s.watched()
@@ -213,6 +217,7 @@ type watch struct {
 	mu      sync.Mutex
 	told    bool  // AcquireEnd was called (always true without an Observer)
 	pending error // the loss that came first
+	failing bool  // automatic refreshes fail: the first failure was logged
 }
 
 func newWatch(r *request, backendName string) *watch {
@@ -263,16 +268,52 @@ func (w *watch) ended(cause error) {
 }
 
 // refreshed reports a refresh's outcome; a failure that ends the lease is
-// reported by ended as well.
-func (w *watch) refreshed(ttl time.Duration, auto bool, err error) {
+// reported by ended as well. held: the lease was still held when the
+// refresh ended (the logger hears nothing of a refresh that ended after
+// the lease).
+func (w *watch) refreshed(ttl time.Duration, auto bool, err error, held bool) {
 	e := w.event()
 	if w.obs != nil {
 		w.obs.Refreshed(e, ttl, auto, err)
 	}
-	if w.log != nil && err != nil && auto && !errors.Is(err, ErrNotHeld) {
+	if w.log == nil || !auto || !held {
+		return
+	}
+	switch {
+	case err == nil:
+		if w.setFailing(false) {
+			w.log.Info("distlock: automatic refresh succeeded again", "backend", e.Backend,
+				"key", e.Key, "owner", e.Owner, "token", e.Token)
+		}
+	case errors.Is(err, ErrNotHeld):
+	case !w.setFailing(true):
 		w.log.Warn("distlock: automatic refresh failed, retrying before the deadline", "backend", e.Backend,
 			"key", e.Key, "owner", e.Owner, "token", e.Token, "err", err)
+	default:
+		w.log.Debug("distlock: automatic refresh failed again", "backend", e.Backend,
+			"key", e.Key, "owner", e.Owner, "token", e.Token, "err", err)
 	}
+}
+
+// unanswered warns, as for a first failed refresh, that an automatic
+// refresh of the held lease has had no answer for waited.
+func (w *watch) unanswered(waited time.Duration) {
+	if w.log == nil || w.setFailing(true) {
+		return
+	}
+	e := w.event()
+	w.log.Warn("distlock: automatic refresh has no answer yet, the lease is lost at its deadline unless it succeeds", "backend", e.Backend,
+		"key", e.Key, "owner", e.Owner, "token", e.Token, "waited", waited.Round(time.Millisecond))
+}
+
+// setFailing records whether automatic refreshes fail and returns what was
+// recorded before.
+func (w *watch) setFailing(on bool) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	was := w.failing
+	w.failing = on
+	return was
 }
 
 // refused is the loss of a lease whose refresh the backend refused.

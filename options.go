@@ -228,8 +228,9 @@ func (b Backoff) Delay(attempt int) time.Duration {
 // quorum) is retried, with the RetryPolicy's pauses, until ctx ends. Errors
 // of configuration or authentication (a wrong password, a TLS handshake
 // that fails, an invalid key or TTL) still end Acquire at once. When ctx
-// ends during an outage, Acquire returns the last attempt's error, which
-// wraps ErrUnavailable. Off by default: without it an unreachable backend
+// ends during an outage, the error wraps ErrNotAcquired and ctx's error,
+// and carries the last attempt's backend error (the refused dial, the
+// server's answer) as its cause. Off by default: without it an unreachable backend
 // fails Acquire with ErrUnavailable at once. TryAcquire is never retried.
 func WithRetryUnavailable(on bool) Option {
 	return func(s *settings) { s.retryUnavailable = on }

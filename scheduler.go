@@ -33,6 +33,10 @@ type scheduler struct {
 	workers int
 	stopped bool           // Close ran: no new worker starts
 	wg      sync.WaitGroup // workers
+	// failing holds the error of the latest automatic refresh of each
+	// scheduled lease whose refreshes fail, until one succeeds or the
+	// lease leaves the heap: healthy leases have no entry.
+	failing map[*Lease]error
 }
 
 const (
@@ -92,6 +96,9 @@ func (ls *Lease) setNext() {
 func (s *scheduler) remove(ls *Lease) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if len(s.failing) > 0 {
+		delete(s.failing, ls)
+	}
 	if ls.slot.idx >= 0 {
 		heap.Remove(&s.h, int(ls.slot.idx))
 		// A timer set for the removed lease fires early and re-arms (or,
@@ -118,6 +125,9 @@ func (s *scheduler) refreshed(ls *Lease, sent time.Time, ttl, validity time.Dura
 	if ls.slot.idx < 0 {
 		return false
 	}
+	if len(s.failing) > 0 {
+		delete(s.failing, ls)
+	}
 	if !auto {
 		ls.slot.ttl, ls.slot.validity = ttl, validity
 	}
@@ -131,15 +141,19 @@ func (s *scheduler) refreshed(ls *Lease, sent time.Time, ttl, validity time.Dura
 	return true
 }
 
-// retryLater records an automatic refresh that failed at now and may be
-// retried before the deadline.
-func (s *scheduler) retryLater(ls *Lease, now time.Time) {
+// retryLater records an automatic refresh that failed at now with err and
+// may be retried before the deadline.
+func (s *scheduler) retryLater(ls *Lease, now time.Time, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ls.slot.inflight = false
 	if ls.slot.idx < 0 {
 		return
 	}
+	if s.failing == nil {
+		s.failing = map[*Lease]error{}
+	}
+	s.failing[ls] = err
 	pause := max(min(ls.slot.validity/10, ls.slot.deadline.Sub(now)/3), 5*time.Millisecond)
 	ls.slot.refreshAt = now.Add(pause)
 	ls.setNext()
@@ -175,7 +189,13 @@ func (s *scheduler) arm() {
 func (s *scheduler) fire() {
 	s.mu.Lock()
 	s.armed = false
-	expired, due := s.collect(time.Now())
+	now := time.Now()
+	expired, due := s.collect(now)
+	why := make([]error, len(expired))
+	for i, ls := range expired {
+		why[i] = s.expiredLocked(ls, now)
+		delete(s.failing, ls)
+	}
 	for due > 0 && !s.stopped && s.workers < maxRefreshWorkers && len(s.queue) > 0 {
 		s.workers++
 		s.wg.Add(1)
@@ -184,9 +204,29 @@ func (s *scheduler) fire() {
 	}
 	s.arm()
 	s.mu.Unlock()
-	for _, ls := range expired {
-		ls.lose(errExpired)
+	for i, ls := range expired {
+		ls.lose(why[i])
 	}
+}
+
+// expiredLocked is the error of a lease whose validity deadline passed at
+// now: errExpired, saying why the refreshes did not keep it (the latest
+// automatic refresh's error, or the refresh in flight that had no answer).
+// Callers hold s.mu.
+func (s *scheduler) expiredLocked(ls *Lease, now time.Time) error {
+	if err := s.failing[ls]; err != nil {
+		if ls.slot.inflight {
+			return fmt.Errorf("%w (the refresh in flight had no answer; the one before failed: %v)", errExpired, err)
+		}
+		return fmt.Errorf("%w (the last automatic refresh failed: %v)", errExpired, err)
+	}
+	if ls.slot.inflight {
+		if ago := now.Sub(ls.slot.refreshAt); ago > 0 {
+			return fmt.Errorf("%w (no answer to the automatic refresh sent about %v before)", errExpired, ago.Round(time.Millisecond))
+		}
+		return fmt.Errorf("%w (no answer to the automatic refresh in flight)", errExpired)
+	}
+	return errExpired
 }
 
 // collect takes the leases whose deadline has passed at now off the heap
@@ -252,6 +292,7 @@ func (s *scheduler) refresh(batch []*Lease) {
 	ctx, cancel := context.WithDeadline(s.l.closeCtx, earliest)
 	defer cancel()
 	sent := time.Now()
+	stopWarning := warnUnanswered(batch, sent, earliest)
 	var errs []error
 	if s.l.batcher != nil && len(items) > 1 {
 		errs = s.l.batcher.RefreshBatch(ctx, items)
@@ -261,12 +302,18 @@ func (s *scheduler) refresh(batch []*Lease) {
 			errs[i] = it.Lock.Refresh(ctx, it.TTL)
 		}
 	}
+	stopWarning()
+	// Cut off by the deadline, not by Close: say so in its errors.
+	timedOut := ctx.Err() != nil && s.l.closeCtx.Err() == nil
 	for i, ls := range batch {
 		var err error
 		if i < len(errs) {
 			err = s.l.classify(errs[i])
 		} else {
 			err = fmt.Errorf("%w: driver returned %d results for %d refreshes", ErrUnavailable, len(errs), len(items))
+		}
+		if err != nil && timedOut && !errors.Is(err, ErrNotHeld) {
+			err = fmt.Errorf("no answer within %v, by the validity deadline: %w", time.Since(sent).Round(time.Millisecond), err)
 		}
 		ls.refreshed(items[i].TTL, true, err)
 		switch {
@@ -275,9 +322,36 @@ func (s *scheduler) refresh(batch []*Lease) {
 		case errors.Is(err, ErrNotHeld):
 			ls.lose(refused(err))
 		default:
-			s.retryLater(ls, time.Now())
+			s.retryLater(ls, time.Now(), err)
 		}
 	}
+}
+
+// warnUnanswered arranges for the loggers of the leases of batch (those
+// that have one) to hear, halfway from sent to deadline, that the
+// automatic refresh sent at sent has no answer yet; the returned func
+// cancels it once the answer came.
+func warnUnanswered(batch []*Lease, sent, deadline time.Time) (stop func()) {
+	var logged []*Lease
+	for _, ls := range batch {
+		if ls.w != nil && ls.w.log != nil {
+			logged = append(logged, ls)
+		}
+	}
+	if len(logged) == 0 {
+		return func() {}
+	}
+	t := time.AfterFunc(deadline.Sub(sent)/2, func() {
+		for _, ls := range logged {
+			ls.mu.Lock()
+			h := ls.state == held
+			ls.mu.Unlock()
+			if h {
+				ls.w.unanswered(time.Since(sent))
+			}
+		}
+	})
+	return func() { t.Stop() }
 }
 
 // stop stops the timer and lets no new refresh worker start. It is called

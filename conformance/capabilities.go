@@ -55,6 +55,7 @@ func checkFair(t T, h *Harness) {
 		order []int
 		wg    sync.WaitGroup
 	)
+	counted := countsWaiters(t, a, key)
 	for i := 0; i < n; i++ {
 		l := h.locker(t)
 		wg.Add(1)
@@ -71,7 +72,12 @@ func checkFair(t T, h *Harness) {
 			time.Sleep(20 * time.Millisecond)
 			_ = lease.Release(context.Background())
 		}()
-		time.Sleep(150 * time.Millisecond) // arrival order
+		// Arrival order: each waiter queues before the next starts.
+		// Where the backend counts waiters, until it counts this one (a
+		// pause alone lets a loaded machine reorder them); else 150ms.
+		if !counted || !waitWaiters(t, a, key, i+1) {
+			time.Sleep(150 * time.Millisecond)
+		}
 	}
 	mustRelease(t, holder)
 	wg.Wait()
@@ -134,4 +140,26 @@ func checkDurable(t T, h *Harness) {
 		t.Fatalf("Release after restart: %v", err)
 	}
 	expectFree(t, b, key, 5*time.Second, "after release following the restart")
+}
+
+// countsWaiters reports whether Inspect on l counts the waiters of key.
+func countsWaiters(t T, l *distlock.Locker, key string) bool {
+	info, err := l.Inspect(ctxFor(t, 10*time.Second), key)
+	return err == nil && info.Waiters >= 0
+}
+
+// waitWaiters waits (up to 10s, scaled by the slack factor) until Inspect
+// on l counts at least n waiters of key; false if it did not.
+func waitWaiters(t T, l *distlock.Locker, key string, n int) bool {
+	deadline := time.Now().Add(slack.D(10 * time.Second))
+	for time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		info, err := l.Inspect(ctx, key)
+		cancel()
+		if err == nil && info.Waiters >= n {
+			return true
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return false
 }

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -399,66 +398,110 @@ func checkBackendDown(t T, h *Harness) {
 	}
 }
 
+// The server-faults check: its workers' lease TTL, and how long each fault
+// lasts (longer than the TTL, so leases run out during it).
+const (
+	serverFaultTTL    = 2 * time.Second
+	serverFaultLength = 3 * time.Second
+)
+
+// serverFaultMark is when a fault of the server-faults check began, for
+// naming the fault a violation followed.
+type serverFaultMark struct {
+	name string
+	at   int64 // history.Now
+}
+
+// checkServerFaults injects the harness's server faults one after another
+// into one set of worker processes that contend for one key until the end.
+// Before each fault the workers complete critical sections (the fault hits
+// a backend in use, recovered from the previous one); after each heal they
+// must complete critical sections again within a bound; the merged history
+// must show mutual exclusion throughout.
 func checkServerFaults(t T, h *Harness) {
 	needURL(t, h)
 	if len(h.Faults.ServerFaults) == 0 {
 		t.Skipf("the harness has no server faults to inject (Faults.ServerFaults)")
 	}
+	key := h.key(t, "srvfault")
+	dir, err := os.MkdirTemp("", "distlock-history")
+	if err != nil {
+		t.Fatalf("temp dir: %v", err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	const workers = 4
+	cfgs := make([]workerConfig, workers)
+	for i := range cfgs {
+		cfgs[i] = workerConfig{
+			ID: fmt.Sprintf("w%d", i), URL: h.URL, Key: key, Mode: "loop", TTL: serverFaultTTL,
+			Count: 1 << 30, Duration: 10 * time.Minute, History: filepath.Join(dir, fmt.Sprintf("w%d.jsonl", i)), Progress: true,
+		}
+	}
+	ws := startWorkers(t, cfgs)
+	p := watchProgress(ws)
+	ctx := t.Context()
+	// A recovery may wait for a dead holder's lease or session to end.
+	bound := slack.D(30*time.Second + serverFaultTTL + 2*h.sessionTimeout())
+	const steady = 2 * workers // critical sections that show the workers at work
+	var marks []serverFaultMark
+	if !p.waitFor(ctx, steady, bound) {
+		t.Errorf("no critical section completed within %v before the first fault", bound)
+	}
 	for _, f := range h.Faults.ServerFaults {
-		key := h.key(t, "srvfault")
-		dir, err := os.MkdirTemp("", "distlock-history")
-		if err != nil {
-			t.Fatalf("temp dir: %v", err)
+		if t.Failed() {
+			break
 		}
-		t.Cleanup(func() { _ = os.RemoveAll(dir) })
-		const workers = 4
-		var ws []*worker
-		for i := 0; i < workers; i++ {
-			ws = append(ws, startWorker(t, workerConfig{
-				ID: fmt.Sprintf("w%d", i), URL: h.URL, Key: key, Mode: "loop", TTL: 2 * time.Second,
-				Count: 1 << 30, Duration: 12 * time.Second, History: filepath.Join(dir, fmt.Sprintf("w%d.jsonl", i)),
-			}))
-		}
-		time.Sleep(2 * time.Second)
+		marks = append(marks, serverFaultMark{f.Name, history.Now()})
 		heal, err := f.Inject(ctxFor(t, time.Minute))
 		if err != nil {
 			t.Fatalf("%s: inject: %v", f.Name, err)
 		}
-		time.Sleep(3 * time.Second)
+		time.Sleep(serverFaultLength)
 		if err := heal(ctxFor(t, 2*time.Minute)); err != nil {
 			t.Fatalf("%s: heal: %v", f.Name, err)
 		}
-		var (
-			events []history.Event
-			mu     sync.Mutex
-			total  int
-		)
-		for i, w := range ws {
-			m, ok := w.recv(3 * time.Minute)
-			if !ok || m.Ev != "finished" {
-				t.Fatalf("%s: worker %d did not finish: %+v", f.Name, i, m)
-			}
-			mu.Lock()
-			total += m.Done
-			mu.Unlock()
-			fh, err := os.Open(filepath.Join(dir, fmt.Sprintf("w%d.jsonl", i)))
-			if err != nil {
-				t.Fatalf("history: %v", err)
-			}
-			evs, _ := history.Read(fh)
-			fh.Close()
-			events = append(events, evs...)
+		healed, n := time.Now(), p.count()
+		if !p.waitFor(ctx, n+steady, bound) {
+			t.Errorf("%s: %d critical sections completed within %v of the heal, want %d", f.Name, p.count()-n, bound, steady)
+			break
 		}
-		holds := history.Holds(events, history.Now())
-		v := history.Check(holds)
-		t.Logf("%s: %d critical sections by %d processes, %d violations", f.Name, total, workers, len(v))
-		if len(v) > 0 {
-			t.Errorf("%s: %d violations; first: %v", f.Name, len(v), v[0])
+		t.Logf("%s: %d critical sections %v after the heal", f.Name, steady, time.Since(healed).Round(time.Millisecond))
+	}
+	total := 0
+	for _, w := range ws {
+		_ = w.send("stop")
+	}
+	var events []history.Event
+	for i := range ws {
+		m, ok := p.result(i, time.Minute)
+		if !ok || m.Ev != "finished" {
+			t.Fatalf("worker %d did not finish: %+v", i, m)
 		}
-		if total == 0 {
-			t.Errorf("%s: no critical section completed", f.Name)
+		total += m.Done
+		fh, err := os.Open(filepath.Join(dir, fmt.Sprintf("w%d.jsonl", i)))
+		if err != nil {
+			t.Fatalf("history: %v", err)
+		}
+		evs, _ := history.Read(fh)
+		fh.Close()
+		events = append(events, evs...)
+	}
+	v := history.Check(history.Holds(events, history.Now()))
+	t.Logf("%d critical sections by %d processes through %d faults, %d violations", total, workers, len(marks), len(v))
+	if len(v) > 0 {
+		t.Errorf("%d violations; first, after the fault %q: %v", len(v), faultBefore(marks, max(v[0].A.Start, v[0].B.Start)), v[0])
+	}
+}
+
+// faultBefore names the last fault that began before at.
+func faultBefore(marks []serverFaultMark, at int64) string {
+	name := "(none: before the first fault)"
+	for _, m := range marks {
+		if m.at <= at {
+			name = m.name
 		}
 	}
+	return name
 }
 
 // RefusesURLs checks that distlock.Open refuses every one of urls with an

@@ -42,7 +42,10 @@ type Check struct {
 // Run runs every check as a subtest of t, and returns when every one has
 // ended. The checks that need the backend to themselves (see Check.Alone)
 // run first, one at a time; then the others run concurrently, at most
-// Concurrency at once, each on keys of its own. Each check runs under its
+// Concurrency at once in the process, each on keys of its own. Runs of
+// several harnesses may go on at once in one test binary (parallel tests,
+// see Parallel): an Alone check then still runs with no other check, of
+// any harness, and no Parallel test running. Each check runs under its
 // deadline (see Check.Deadline): its context ends then, and a check still
 // running a grace period later stops the test binary with the check's name
 // and every goroutine's stack, instead of at the test binary's timeout.
@@ -68,20 +71,26 @@ func runTests(t *testing.T, h *Harness, checks []Check, onHang func(msg string))
 	var shared []Check
 	for _, c := range checks {
 		if c.Alone() {
-			run(c)
+			func() {
+				process.Lock()
+				defer process.Unlock()
+				run(c)
+			}()
 		} else {
 			shared = append(shared, c)
 		}
 	}
 	// testing.T.Run may be called from several goroutines at once; the
 	// subtests keep their names, and Run returns after the last one.
-	sem := make(chan struct{}, Concurrency())
+	sem := checkSlots()
 	var wg sync.WaitGroup
 	for _, c := range shared {
 		sem <- struct{}{}
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
+			process.RLock()
+			defer process.RUnlock()
 			run(c)
 		}()
 	}
@@ -174,9 +183,10 @@ type Options struct {
 }
 
 // RunChecks runs the checks without package testing, one after another,
-// and returns their results. ctx bounds the whole run: when it ends, the
-// running check sees its context cancelled and is reported Interrupted
-// (unless it skipped), and the checks after it NotRun.
+// and returns their results. Its Alone checks, too, run with no other
+// check of the process running (see Run). ctx bounds the whole run: when
+// it ends, the running check sees its context cancelled and is reported
+// Interrupted (unless it skipped), and the checks after it NotRun.
 func RunChecks(ctx context.Context, h Harness, opts Options) []Result {
 	var results []Result
 	for _, c := range Checks() {
@@ -225,6 +235,13 @@ func notRun(last string, opts Options) []Result {
 }
 
 func runOne(ctx context.Context, c Check, h *Harness) Result {
+	if c.Alone() {
+		process.Lock()
+		defer process.Unlock()
+	} else {
+		process.RLock()
+		defer process.RUnlock()
+	}
 	rt := &runT{ctx: ctx}
 	rt.ctx, rt.cancel = context.WithCancel(ctx)
 	start := time.Now()

@@ -114,13 +114,14 @@ func runWorkers(t T, h *Harness, workers int, cfg workerConfig) ([]history.Hold,
 		t.Fatalf("temp dir: %v", err)
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	var ws []*worker
-	for i := range workers {
+	cfgs := make([]workerConfig, workers)
+	for i := range cfgs {
 		c := cfg
 		c.ID, c.URL, c.Mode, c.TTL, c.Duration = fmt.Sprintf("w%d", i), h.URL, "loop", 10*time.Second, 4*time.Minute
 		c.History, c.WaitGo = filepath.Join(dir, c.ID+".jsonl"), true
-		ws = append(ws, startWorker(t, c))
+		cfgs[i] = c
 	}
+	ws := startWorkers(t, cfgs)
 	for i, w := range ws {
 		if err := w.send("go"); err != nil {
 			t.Fatalf("worker %d: %v", i, err)

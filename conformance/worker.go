@@ -63,6 +63,9 @@ type workerConfig struct {
 	Keys     []string      `json:"keys"`      // loop: AcquireAll of 3 of these, not the lock of Key
 	WaitGo   bool          `json:"wait_go"`   // loop: start on a "go" line on stdin, so that workers contend
 	HoldFor  time.Duration `json:"hold_for"`  // loop: sleep this long in each critical section
+	// Progress (loop): print a "cs" line after each critical section, and
+	// end the loop, as at Duration, on a "stop" line on stdin (or its end).
+	Progress bool `json:"progress"`
 }
 
 // workerMsg is one line a worker prints on stdout.
@@ -115,23 +118,32 @@ func workerLoop(ctx context.Context, l *distlock.Locker, cfg workerConfig, say f
 	w := bufio.NewWriter(f)
 	rec := history.NewRecorder(w)
 	stop := time.Now().Add(cfg.Duration)
+	// run ends at stop, or on "stop" (Progress).
+	run, endRun := context.WithDeadline(ctx, stop)
+	defer endRun()
 	done := 0
 	take, err := taker(l, cfg)
 	if err != nil {
 		say(workerMsg{Ev: "error", Err: err.Error()})
 		return 1
 	}
+	in := bufio.NewScanner(os.Stdin)
 	if cfg.WaitGo {
-		bufio.NewScanner(os.Stdin).Scan()
+		in.Scan()
 	}
-	for seq := 0; done < cfg.Count && time.Now().Before(stop); seq++ {
+	if cfg.Progress {
+		go func() {
+			defer endRun()
+			for in.Scan() && in.Text() != "stop" {
+			}
+		}()
+	}
+	for seq := 0; done < cfg.Count && run.Err() == nil; seq++ {
 		keys := take.keys(seq)
 		for i, key := range keys {
 			rec.Add(history.Event{Process: cfg.ID, Seq: memberSeq(seq, i, len(keys)), Op: history.AcquireCall, Key: key})
 		}
-		actx, cancel := context.WithDeadline(ctx, stop)
-		leases, release, err := take.acquire(actx, keys)
-		cancel()
+		leases, release, err := take.acquire(run, keys)
 		if err != nil {
 			for i, key := range keys {
 				rec.Add(history.Event{Process: cfg.ID, Seq: memberSeq(seq, i, len(keys)), Op: history.AcquireFail, Key: key, Err: err.Error()})
@@ -165,6 +177,9 @@ func workerLoop(ctx context.Context, l *distlock.Locker, cfg workerConfig, say f
 			rec.Add(history.Event{Process: cfg.ID, Seq: memberSeq(seq, i, len(keys)), Op: op, Key: lease.Key()})
 		}
 		done++
+		if cfg.Progress {
+			say(workerMsg{Ev: "cs"})
+		}
 	}
 	if err := w.Flush(); err != nil {
 		say(workerMsg{Ev: "error", Err: err.Error()})
@@ -253,6 +268,28 @@ type worker struct {
 // It skips the check if the binary does not serve workers.
 func startWorker(t T, cfg workerConfig) *worker {
 	t.Helper()
+	w := launchWorker(t, cfg)
+	w.waitReady(t, cfg)
+	return w
+}
+
+// startWorkers starts a worker for each of cfgs at once, and waits for
+// every one to be ready.
+func startWorkers(t T, cfgs []workerConfig) []*worker {
+	t.Helper()
+	ws := make([]*worker, len(cfgs))
+	for i, cfg := range cfgs {
+		ws[i] = launchWorker(t, cfg)
+	}
+	for i, cfg := range cfgs {
+		ws[i].waitReady(t, cfg)
+	}
+	return ws
+}
+
+// launchWorker starts this binary as a worker.
+func launchWorker(t T, cfg workerConfig) *worker {
+	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Skipf("cannot find the running binary to start worker processes: %v", err)
@@ -292,6 +329,13 @@ func startWorker(t T, cfg workerConfig) *worker {
 		_ = cmd.Process.Kill()
 		_ = stdin.Close()
 	})
+	return w
+}
+
+// waitReady waits for the worker's "ready". It skips the check if the
+// binary does not serve workers.
+func (w *worker) waitReady(t T, cfg workerConfig) {
+	t.Helper()
 	m, ok := w.recv(60 * time.Second)
 	if !ok {
 		t.Skipf("the binary does not serve conformance workers: call conformance.ServeWorker() first in TestMain")
@@ -299,7 +343,6 @@ func startWorker(t T, cfg workerConfig) *worker {
 	if m.Ev != "ready" {
 		t.Fatalf("worker %s: %+v", cfg.ID, m)
 	}
-	return w
 }
 
 // recv waits for the next message; false if the worker ended or timed out.

@@ -130,8 +130,11 @@ func harness(t *testing.T, srv *testserver.Server, query string) conformance.Har
 
 // TestConformance runs the suite with the default release: the meta
 // protocol's compare-and-delete; no release falls back to the tombstone
-// against memcached 1.6.
+// against memcached 1.6. It and TestConformanceCASRelease run at once,
+// each on a server of its own (their Alone checks one at a time, see
+// conformance.Parallel).
 func TestConformance(t *testing.T) {
+	t.Parallel()
 	st := &releaseStats[ReleaseAuto]
 	runConformance(t, "", "the meta protocol", &st.metaDeletes, "the tombstone", &st.tombstones)
 }
@@ -140,6 +143,7 @@ func TestConformance(t *testing.T) {
 // gets + cas to a tombstone that expires at once; no release uses the meta
 // protocol.
 func TestConformanceCASRelease(t *testing.T) {
+	t.Parallel()
 	st := &releaseStats[ReleaseCAS]
 	runConformance(t, "release=cas", "the tombstone", &st.tombstones, "the meta protocol", &st.metaDeletes)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/bradfitz/gomemcache/memcache"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/conformance"
 	"github.com/distlock/distlock/internal/testkit/slack"
 	"github.com/distlock/distlock/internal/testkit/testserver"
 )
@@ -69,7 +70,7 @@ func fillSlab(t *testing.T, addr string, keyLen, valueLen, from, n int) (refused
 // fills. The holder's lease ends at its next refresh — and, as documented,
 // another owner can acquire the lock before that refresh runs.
 func TestEviction(t *testing.T) {
-	t.Parallel()
+	conformance.Parallel(t)
 	srv := testserver.Memcached(t, testserver.MemcachedConfig{MemoryMB: 2})
 	admin := adminClient(t, srv.Addr())
 	a, b := openURL(t, mcURL(srv, "")), openURL(t, mcURL(srv, ""))
@@ -122,7 +123,7 @@ func TestEviction(t *testing.T) {
 // — are ErrUnavailable, never "busy". The held lock cannot be refreshed
 // either (cas needs a free chunk), but the meta release needs no memory.
 func TestNoEvict(t *testing.T) {
-	t.Parallel()
+	conformance.Parallel(t)
 	srv := testserver.Memcached(t, testserver.MemcachedConfig{MemoryMB: 2, NoEvict: true})
 	admin := adminClient(t, srv.Addr())
 	a, b := openURL(t, mcURL(srv, "")), openURL(t, mcURL(srv, ""))
@@ -181,7 +182,7 @@ func TestNoEvict(t *testing.T) {
 // refresh, nothing panics, and the Locker works once the server is back.
 // In between, another owner can acquire (documented).
 func TestRestartWhileHeld(t *testing.T) {
-	t.Parallel()
+	conformance.Parallel(t)
 	srv := testserver.Memcached(t, testserver.MemcachedConfig{NoEvict: true})
 	a, b := openURL(t, mcURL(srv, "")), openURL(t, mcURL(srv, ""))
 	admin := adminClient(t, srv.Addr())
@@ -248,7 +249,7 @@ func TestRestartWhileHeld(t *testing.T) {
 // flush_all drops every lock like a restart: the holder learns it at its
 // next refresh.
 func TestFlushAll(t *testing.T) {
-	t.Parallel()
+	conformance.Parallel(t)
 	srv := testserver.Memcached(t, testserver.MemcachedConfig{NoEvict: true})
 	admin := adminClient(t, srv.Addr())
 	a := openURL(t, mcURL(srv, ""))
@@ -279,7 +280,7 @@ func TestFlushAll(t *testing.T) {
 // ErrUnavailable and the lease ends at its validity deadline (ttl − 1s),
 // before any other owner could acquire; the Locker recovers afterwards.
 func TestDownWhileHeld(t *testing.T) {
-	t.Parallel()
+	conformance.Parallel(t)
 	srv := testserver.Memcached(t, testserver.MemcachedConfig{NoEvict: true})
 	a := openURL(t, mcURL(srv, ""))
 	lease, err := a.TryAcquire(ctxT(t, 10*time.Second), "down", distlock.WithTTL(3*time.Second))
@@ -318,7 +319,7 @@ func TestDownWhileHeld(t *testing.T) {
 // a closed port at once, a stopped (SIGSTOP) server after the client's I/O
 // timeout, and the context's own error if that comes first.
 func TestUnreachable(t *testing.T) {
-	t.Parallel()
+	conformance.Parallel(t)
 	l := openURL(t, closedPortURL(t))
 	start := time.Now()
 	_, err := l.Acquire(ctxT(t, 2*time.Second), "k")

@@ -10,6 +10,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/conformance"
 	"github.com/distlock/distlock/internal/testkit/testserver"
 )
 
@@ -20,7 +21,7 @@ import (
 // without asking the server once A's validity has passed), so the calls do
 // reach memcached and it is the server-side owner check that is tested.
 func TestSeedsScenario(t *testing.T) {
-	t.Parallel()
+	conformance.Parallel(t)
 	srv := testserver.Memcached(t, testserver.MemcachedConfig{NoEvict: true})
 	admin := adminClient(t, srv.Addr())
 	for _, release := range []string{"auto", "cas"} {
@@ -71,7 +72,7 @@ func TestSeedsScenario(t *testing.T) {
 // The same seeds scenario through the public API: A's lease ends on its own
 // no later than B can acquire, and A's stale calls get ErrNotHeld.
 func TestSeedsScenarioLeases(t *testing.T) {
-	t.Parallel()
+	conformance.Parallel(t)
 	srv := testserver.Memcached(t, testserver.MemcachedConfig{NoEvict: true})
 	admin := adminClient(t, srv.Addr())
 	a, b := openURL(t, mcURL(srv, "")), openURL(t, mcURL(srv, ""))
@@ -174,7 +175,7 @@ func TestTenureNonce(t *testing.T) {
 // Lockers: compare-and-swap keeps every hold, another owner never gets in
 // while one is held, and the lock is free when all are released.
 func TestReentrantConcurrent(t *testing.T) {
-	t.Parallel()
+	conformance.Parallel(t)
 	srv := testserver.Memcached(t, testserver.MemcachedConfig{NoEvict: true})
 	admin := adminClient(t, srv.Addr())
 	ls := []*distlock.Locker{openURL(t, mcURL(srv, "")), openURL(t, mcURL(srv, ""))}
@@ -240,7 +241,7 @@ func TestReentrantConcurrent(t *testing.T) {
 // — nests at once instead of at its next poll, as a new acquisition by O
 // would at that moment. Before the fix the second one waited for its poll.
 func TestQueuedSameOwnerNestsAtOnce(t *testing.T) {
-	t.Parallel()
+	conformance.Parallel(t)
 	srv := testserver.Memcached(t, testserver.MemcachedConfig{})
 	cd := &countingDriver{driver: openDriver(t, "memcached://"+srv.Addr())}
 	l := distlock.New(cd, "memcached")
@@ -305,7 +306,7 @@ func TestQueuedSameOwnerNestsAtOnce(t *testing.T) {
 // owner id), it joins the server's tenure, which is that owner's hold, and
 // the lost lease still cannot release the new tenure.
 func TestNestAfterForceRelease(t *testing.T) {
-	t.Parallel()
+	conformance.Parallel(t)
 	srv := testserver.Memcached(t, testserver.MemcachedConfig{NoEvict: true})
 	for _, tc := range []struct{ name, takeover string }{
 		{"another owner takes it", "other"},

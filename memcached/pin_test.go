@@ -9,6 +9,7 @@ import (
 	"github.com/bradfitz/gomemcache/memcache"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/conformance"
 	"github.com/distlock/distlock/internal/testkit/testserver"
 )
 
@@ -34,7 +35,7 @@ func serverOf(t *testing.T, key string, addrs ...string) []string {
 // given server list: two Lockers opened with the same list contend, and the
 // item sits on exactly the server gomemcache's ServerList picks.
 func TestSameKeySameServer(t *testing.T) {
-	t.Parallel()
+	conformance.Parallel(t)
 	s1 := testserver.Memcached(t, testserver.MemcachedConfig{})
 	s2 := testserver.Memcached(t, testserver.MemcachedConfig{})
 	url := "memcached://" + s1.Addr() + "," + s2.Addr()

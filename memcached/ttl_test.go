@@ -9,6 +9,7 @@ import (
 	"github.com/bradfitz/gomemcache/memcache"
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/conformance"
 	"github.com/distlock/distlock/internal/testkit/history"
 	"github.com/distlock/distlock/internal/testkit/testserver"
 )
@@ -80,7 +81,7 @@ func TestValidity(t *testing.T) {
 // values are refused, and neither a nested acquire nor a refresh with a
 // shorter TTL shortens the expiry.
 func TestTTLEdges(t *testing.T) {
-	t.Parallel()
+	conformance.Parallel(t)
 	srv := testserver.Memcached(t, testserver.MemcachedConfig{NoEvict: true})
 	l := openURL(t, mcURL(srv, ""))
 	d := openDriver(t, mcURL(srv, ""))

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/conformance"
 	"github.com/distlock/distlock/internal/testkit/netfault"
 	"github.com/distlock/distlock/internal/testkit/testserver"
 )
@@ -118,7 +119,7 @@ func warmProxied(t *testing.T, name string) (*testserver.Server, *netfault.Proxy
 // block others until its TTL (here a minute): the background undo removes
 // it once the server answers.
 func TestAmbiguousAcquire(t *testing.T) {
-	t.Parallel()
+	conformance.Parallel(t)
 	srv := testserver.Memcached(t, testserver.MemcachedConfig{})
 	admin := adminClient(t, srv.Addr())
 	l := openURL(t, mcURL(srv, "timeout=500ms"))

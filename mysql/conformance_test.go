@@ -238,11 +238,16 @@ func (h *harness) harness() conformance.Harness {
 	return sh.Conformance()
 }
 
+// TestConformanceRow and TestConformanceForUpdate run at once, each on a
+// server of its own (their Alone checks one at a time, see
+// conformance.Parallel).
 func TestConformanceRow(t *testing.T) {
+	t.Parallel()
 	conformance.Run(t, newHarness(t, mysql.ModeRow).harness())
 }
 
 func TestConformanceForUpdate(t *testing.T) {
+	t.Parallel()
 	conformance.Run(t, newHarness(t, mysql.ModeForUpdate).harness())
 }
 

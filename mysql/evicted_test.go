@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/distlock/distlock/conformance"
 	"github.com/distlock/distlock/internal/testkit/sqltest"
 	"github.com/distlock/distlock/mysql"
 )
@@ -17,7 +18,7 @@ import (
 // the keepalive (30s) has not yet noticed. Row mode nests only into a live
 // tenure of the row.
 func TestNestIntoEvictedHold(t *testing.T) {
-	t.Parallel()
+	t.Parallel() // its subtests: conformance.Parallel
 	srv := server(t)
 	admin := adminDB(t, srv)
 	for _, tc := range []struct {
@@ -30,7 +31,7 @@ func TestNestIntoEvictedHold(t *testing.T) {
 		{"row/force-release", mysql.ModeRow, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
+			conformance.Parallel(t)
 			table := uniqueTable("evnest")
 			opts := []mysql.Option{mysql.WithMode(tc.mode), mysql.WithTable(table), mysql.WithKeepalive(30 * time.Second)}
 			a := mustNew(t, openDB(t, config(t, srv)), opts...)
@@ -56,7 +57,7 @@ func TestNestIntoEvictedHold(t *testing.T) {
 // A restart of the server ends the holder's connection too: after it, the
 // owner's nested acquisition is refused while another owner holds the lock.
 func TestNestAfterRestart(t *testing.T) {
-	t.Parallel()
+	conformance.Parallel(t)
 	srv := ownServer(t)
 	table := uniqueTable("evrst")
 	opts := []mysql.Option{mysql.WithMode(mysql.ModeForUpdate), mysql.WithTable(table), mysql.WithKeepalive(30 * time.Second)}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/conformance"
 	"github.com/distlock/distlock/internal/testkit/netfault"
 	"github.com/distlock/distlock/internal/testkit/slack"
 	"github.com/distlock/distlock/internal/testkit/sqltest"
@@ -43,9 +44,23 @@ func lockWaits(t testing.TB, admin *sql.DB) int {
 	return n
 }
 
+// innodbTrxCache is how long the server answers from a cache of
+// information_schema.INNODB_TRX after a read of it refreshed the cache
+// (InnoDB's TRX_I_S_CACHE_MIN_UPDATE_INTERVAL, 0.1s): within it, a read
+// lists transactions that have ended since.
+const innodbTrxCache = 100 * time.Millisecond
+
 // openTrx counts the open InnoDB transactions of connections other than
-// the caller's.
+// the caller's, as of its call: it first waits out innodbTrxCache, so that
+// the cache is refreshed after the call at the latest.
 func openTrx(t testing.TB, admin *sql.DB) int {
+	t.Helper()
+	time.Sleep(innodbTrxCache + 10*time.Millisecond)
+	return openTrxCached(t, admin)
+}
+
+// openTrxCached counts them from the cache as it is.
+func openTrxCached(t testing.TB, admin *sql.DB) int {
 	t.Helper()
 	var n int
 	if err := admin.QueryRow("SELECT COUNT(*) FROM information_schema.INNODB_TRX WHERE trx_mysql_thread_id <> CONNECTION_ID()").Scan(&n); err != nil {
@@ -164,7 +179,7 @@ func TestForUpdateKillHolder(t *testing.T) {
 // the silent session after wait_timeout — the lock is free in seconds, not
 // hours — and the holder has declared the lock lost just before.
 func TestForUpdateWaitTimeout(t *testing.T) {
-	t.Parallel()
+	conformance.Parallel(t)
 	srv := server(t)
 	table := uniqueTable("fuwait")
 	ctx := ctxT(t, time.Minute)
@@ -443,7 +458,7 @@ func TestForUpdateCreateRace(t *testing.T) {
 // holder's Done closes, another client acquires after the restart, and the
 // committed fence keeps increasing.
 func TestForUpdateRestart(t *testing.T) {
-	t.Parallel()
+	conformance.Parallel(t)
 	srv := ownServer(t)
 	table := uniqueTable("furestart")
 	ctx := ctxT(t, 2*time.Minute)
@@ -567,4 +582,48 @@ func TestForUpdateLockWaitTimeoutRetried(t *testing.T) {
 		t.Errorf("token %d not above %d", lease.Token(), held.Token())
 	}
 	_ = lease.Release(ctx)
+}
+
+// The server's INNODB_TRX lags: read again within innodbTrxCache of a read,
+// it still lists a transaction committed in between (what made
+// TestForUpdatePoolNeverLeaksLockedConn see "1 open transactions after
+// every lock was released" when its checks ran fast); openTrx waits the
+// lag out.
+func TestOpenTrxAfterCommit(t *testing.T) {
+	srv := server(t)
+	admin := adminDB(t, srv)
+	admin.SetMaxOpenConns(1)
+	ctx := ctxT(t, time.Minute)
+	conn, err := openDB(t, config(t, srv)).Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	table := uniqueTable("trxlag")
+	if _, err := conn.ExecContext(ctx, "CREATE TABLE `"+table+"` (id INT PRIMARY KEY) ENGINE=InnoDB"); err != nil {
+		t.Fatal(err)
+	}
+	before := openTrxCached(t, admin)
+	if _, err := conn.ExecContext(ctx, "START TRANSACTION"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.ExecContext(ctx, "INSERT INTO `"+table+"` VALUES (1)"); err != nil {
+		t.Fatal(err)
+	}
+	if n := openTrx(t, admin); n != before+1 {
+		t.Fatalf("%d open transactions with one begun, %d before", n, before)
+	}
+	refreshed := time.Now()
+	if _, err := conn.ExecContext(ctx, "COMMIT"); err != nil {
+		t.Fatal(err)
+	}
+	cached := openTrxCached(t, admin)
+	if since := time.Since(refreshed); since >= innodbTrxCache {
+		t.Logf("the second read came %v after the refresh, when it may refresh the cache", since)
+	} else if cached != before+1 {
+		t.Errorf("read %v after a refresh: %d open transactions, want the committed one still listed (%d)", since, cached, before+1)
+	}
+	if n := openTrx(t, admin); n != before {
+		t.Errorf("%d open transactions after the commit, %d before", n, before)
+	}
 }

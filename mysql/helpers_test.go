@@ -27,6 +27,8 @@ var shared = sqltest.Shared[*testserver.MariaDB]{
 	Start:    func(ctx context.Context) (*testserver.MariaDB, error) { return testserver.StartMariaDB(ctx, "") },
 	Stop:     func(s *testserver.MariaDB) error { return s.Stop() },
 	PerTest:  testserver.MariaDBServer,
+	// The modes' two conformance suites and two other parallel tests at once.
+	Parallel: 4,
 }
 
 func TestMain(m *testing.M) { shared.Main(m) }

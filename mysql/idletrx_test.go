@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/conformance"
 	"github.com/distlock/distlock/internal/testkit/netfault"
 	"github.com/distlock/distlock/mysql"
 )
@@ -18,10 +19,10 @@ import (
 // cut off from the server reports the loss no later than the server frees
 // the lock.
 func TestForUpdateIdleTransactionTimeout(t *testing.T) {
-	t.Parallel()
+	t.Parallel() // its subtests: conformance.Parallel
 	for _, variable := range []string{"idle_transaction_timeout", "idle_readonly_transaction_timeout", "idle_write_transaction_timeout"} {
 		t.Run(variable, func(t *testing.T) {
-			t.Parallel() // its own table and proxy
+			conformance.Parallel(t) // its own table and proxy
 			srv := server(t)
 			table := uniqueTable("fuidle")
 			ctx := ctxT(t, time.Minute)

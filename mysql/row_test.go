@@ -12,6 +12,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/conformance"
 	"github.com/distlock/distlock/internal/testkit/slack"
 	"github.com/distlock/distlock/internal/testkit/sqltest"
 	"github.com/distlock/distlock/mysql"
@@ -251,7 +252,7 @@ func TestRowConcurrentTakeover(t *testing.T) {
 // (which keeps it) and kill -9 restarts of MariaDB, with a lock held across
 // the crash.
 func TestRowFenceAcrossRestart(t *testing.T) {
-	t.Parallel()
+	conformance.Parallel(t)
 	srv := ownServer(t)
 	admin := adminDB(t, srv)
 	table := uniqueTable("fence")
@@ -523,7 +524,7 @@ func TestRowMaxTTL(t *testing.T) {
 // UTC_TIMESTAMP(6): two clients whose clocks are 10 minutes ahead of and
 // behind the server's see the same lease as an unshifted one would.
 func TestRowClientClockSkew(t *testing.T) {
-	t.Parallel()
+	conformance.Parallel(t)
 	srv := server(t)
 	table := uniqueTable("skew")
 	open := func(shift time.Duration) *distlock.Locker {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/conformance"
 	"github.com/distlock/distlock/postgres"
 )
 
@@ -14,7 +15,7 @@ import (
 // would), that session survives, the holder keeps the lock, and the call
 // fails instead of evicting an unreported holder.
 func TestAdvisoryForceReleaseChecksHolder(t *testing.T) {
-	t.Parallel()
+	conformance.Parallel(t)
 	srv := server(t)
 	admin := openPool(t, srv, nil)
 	table := uniqueTable("advforce")

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/conformance"
 	"github.com/distlock/distlock/internal/testkit/sqltest"
 	"github.com/distlock/distlock/postgres"
 )
@@ -110,7 +111,7 @@ func TestTerminateHolder(t *testing.T) {
 // after the restart the lock is free and the next token is larger (the
 // counter row survived).
 func TestServerRestartAdvisory(t *testing.T) {
-	t.Parallel()
+	conformance.Parallel(t)
 	srv := ownServer(t)
 	url := pgURL(srv, "mode=advisory&keepalive=100ms&table="+uniqueTable("restart"))
 	a := advisoryLocker(t, url)
@@ -293,7 +294,7 @@ func TestRefreshDuringRelease(t *testing.T) {
 // keepalive — capped at a third of the bound although WithKeepalive asks
 // for a minute — keeps the session, and so the lock, alive well past it.
 func TestSessionBound(t *testing.T) {
-	t.Parallel()
+	t.Parallel() // its subtests: conformance.Parallel
 	srv := server(t)
 	admin := openPool(t, srv, nil)
 	table := uniqueTable("bound")
@@ -302,7 +303,7 @@ func TestSessionBound(t *testing.T) {
 		"tcp_keepalives":       {"tcp_keepalives_idle": "1", "tcp_keepalives_interval": "1", "tcp_keepalives_count": "1"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			t.Parallel()
+			conformance.Parallel(t)
 			table := table + "_" + name // heldAdvisory counts the table's locks
 			l := mustNew(t, openPool(t, srv, params), postgres.WithMode(postgres.ModeAdvisory), postgres.WithTable(table),
 				postgres.WithCreateTable(true), postgres.WithKeepalive(time.Minute))

@@ -185,13 +185,18 @@ func (h *harness) harness() conformance.Harness {
 	return sh.Conformance()
 }
 
+// TestConformanceRow and the other modes' suites run at once, each on a
+// server of its own (their Alone checks one at a time, see
+// conformance.Parallel).
 func TestConformanceRow(t *testing.T) {
+	t.Parallel()
 	conformance.Run(t, newHarness(t, postgres.ModeRow).harness())
 }
 
 // TestConformanceRowNotify is row mode with LISTEN/NOTIFY wake-ups
 // (notify=true): the notify check then runs too.
 func TestConformanceRowNotify(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, postgres.ModeRow)
 	h.query += "&notify=true"
 	ch := h.harness()
@@ -200,6 +205,7 @@ func TestConformanceRowNotify(t *testing.T) {
 }
 
 func TestConformanceAdvisory(t *testing.T) {
+	t.Parallel()
 	conformance.Run(t, newHarness(t, postgres.ModeAdvisory).harness())
 }
 

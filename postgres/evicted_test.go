@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/distlock/distlock/conformance"
 	"github.com/distlock/distlock/internal/testkit/sqltest"
 	"github.com/distlock/distlock/postgres"
 )
@@ -16,7 +17,7 @@ import (
 // lease ends, although the keepalive (30s) has not yet noticed. Row mode
 // nests only into a live tenure of the row.
 func TestNestIntoEvictedHold(t *testing.T) {
-	t.Parallel()
+	t.Parallel() // its subtests: conformance.Parallel
 	srv := server(t)
 	admin := openPool(t, srv, nil)
 	for _, tc := range []struct {
@@ -29,7 +30,7 @@ func TestNestIntoEvictedHold(t *testing.T) {
 		{"row/force-release", postgres.ModeRow, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
+			conformance.Parallel(t)
 			table := uniqueTable("evnest")
 			opts := []postgres.Option{postgres.WithMode(tc.mode), postgres.WithTable(table),
 				postgres.WithCreateTable(true), postgres.WithKeepalive(30 * time.Second)}
@@ -55,7 +56,7 @@ func TestNestIntoEvictedHold(t *testing.T) {
 // A restart of the server ends the holder's session too: after it, the
 // owner's nested acquisition is refused while another owner holds the lock.
 func TestNestAfterRestart(t *testing.T) {
-	t.Parallel()
+	conformance.Parallel(t)
 	srv := ownServer(t)
 	table := uniqueTable("evrst")
 	opts := []postgres.Option{postgres.WithMode(postgres.ModeAdvisory), postgres.WithTable(table),

@@ -25,6 +25,8 @@ var shared = sqltest.Shared[*testserver.Postgres]{
 	Start:    func(ctx context.Context) (*testserver.Postgres, error) { return testserver.StartPostgres(ctx, "") },
 	Stop:     func(s *testserver.Postgres) error { return s.Stop() },
 	PerTest:  testserver.PostgresServer,
+	// The modes' three conformance suites and two other parallel tests at once.
+	Parallel: 5,
 }
 
 func TestMain(m *testing.M) { shared.Main(m) }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/conformance"
 	"github.com/distlock/distlock/internal/testkit/slack"
 	"github.com/distlock/distlock/postgres"
 )
@@ -16,7 +17,7 @@ import (
 // restart and the holder releases it), with a larger token, and afterwards
 // no lock and no pinned session is left.
 func TestServerRestartHoldingAndWaiting(t *testing.T) {
-	t.Parallel()
+	conformance.Parallel(t)
 	srv := ownServer(t)
 	for _, mode := range []postgres.Mode{postgres.ModeAdvisory, postgres.ModeRow} {
 		t.Run(string(mode), func(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/conformance"
 	"github.com/distlock/distlock/internal/testkit/sqltest"
 	"github.com/distlock/distlock/postgres"
 )
@@ -364,7 +365,7 @@ func TestExpiryOnDatabaseClock(t *testing.T) {
 // clock_timestamp(): two clients whose clocks are 10 minutes ahead of and
 // behind the server's see the same lease as an unshifted one would.
 func TestRowClientClockSkew(t *testing.T) {
-	t.Parallel()
+	conformance.Parallel(t)
 	srv := server(t)
 	table := uniqueTable("skew")
 	open := func(shift time.Duration) *distlock.Locker {

@@ -4,12 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/backend"
 	"github.com/distlock/distlock/conformance"
 	"github.com/distlock/distlock/internal/redislua"
 	"github.com/distlock/distlock/internal/testkit/netfault"
@@ -43,6 +47,7 @@ func expireFault(admin goredis.UniversalClient, prefix string) func(ctx context.
 // and the fencing counter, which the server-faults check relies on),
 // opening every Locker by URL (each with its own client and connections).
 func TestConformance(t *testing.T) {
+	t.Parallel()
 	conformance.Run(t, singleServerHarness(t, "redis", "prefix=conf:", "conf:",
 		"redis://127.0.0.1:6379/notadb", "redis://a:1,b:2/0", "redis://127.0.0.1:6379/0?prefix=x&prefix=y", "redis://127.0.0.1:6379/0?subscribe_timeout=soon"))
 }
@@ -51,6 +56,7 @@ func TestConformance(t *testing.T) {
 // the queue in Redis must keep every promise of the plain mode and add
 // arrival order across Lockers (the suite's Fair check).
 func TestConformanceFair(t *testing.T) {
+	t.Parallel()
 	conformance.Run(t, singleServerHarness(t, "redis-fair", "fair=true&prefix=fair:", "fair:", "redis://127.0.0.1:6379/0?fair=maybe"))
 }
 
@@ -139,32 +145,153 @@ func heldLocks(admin goredis.UniversalClient, prefix string) func(ctx context.Co
 	}
 }
 
-// TestConformanceCluster runs the whole suite against a Redis Cluster of
-// three masters through goredis.ClusterClient: every lock's keys must share
-// a slot, and wake-ups must cross nodes.
+// TestConformanceCluster runs the whole suite, fault checks included,
+// against a Redis Cluster of three masters with AOF appendfsync always
+// (its own, since the faults stop and restart its nodes), opening every
+// Locker by redis+cluster:// URL, worker processes included: every lock's
+// keys must share a slot, and wake-ups must cross nodes. Per-link faults
+// pass every node connection of one client through its own proxy.
 func TestConformanceCluster(t *testing.T) {
-	if testing.Short() {
-		t.Skip("cluster: not in -short")
-	}
-	cluster := sharedCluster(t)
+	testserver.SkipShort(t, "redis cluster")
+	t.Parallel()
+	cluster := testserver.RedisClusterWith(t, testserver.ClusterConfig{Masters: 3, Persistence: true})
 	addrs := cluster.Addrs()
 	admin := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: addrs})
 	t.Cleanup(func() { _ = admin.Close() })
+	const prefix = "ccf:"
+	url := "redis+cluster://" + strings.Join(addrs, ",") + "/?prefix=" + prefix
+	fencedSrv := testserver.Redis(t, testserver.RedisConfig{})
 	conformance.Run(t, conformance.Harness{
 		Name: "redis-cluster",
 		NewLocker: func(ctx context.Context) (*distlock.Locker, error) {
-			c := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: addrs})
-			if err := c.Ping(ctx).Err(); err != nil {
-				_ = c.Close()
-				return nil, err
-			}
-			l, err := New(c, WithCloseClient())
-			if err != nil {
-				return nil, err
-			}
-			return l, nil
+			return distlock.Open(ctx, url)
 		},
-		TTL:    confTTL,
-		Faults: conformance.Faults{Expire: expireFault(admin, redislua.DefaultPrefix)},
+		TTL:            confTTL,
+		URL:            url,
+		FencedRedis:    fencedSrv.Addr(),
+		UnreachableURL: "redis+cluster://127.0.0.1:1/?prefix=" + prefix,
+		BadURLs:        []string{"redis+cluster://a:1,b:2/3", "redis+cluster://a:1?nosuch=1"},
+		BadTTLs:        []time.Duration{time.Nanosecond, time.Microsecond, 1500 * time.Microsecond},
+		Faults: conformance.Faults{
+			Expire:          expireFault(admin, prefix),
+			NewLinkedLocker: clusterLinkedLocker(url),
+			StopBackend:     func(context.Context) error { return stopCluster(cluster) },
+			StartBackend:    func(ctx context.Context) error { return startCluster(ctx, cluster) },
+			Held:            clusterHeld(admin, prefix),
+			ServerFaults: []conformance.ServerFault{{
+				Name: "every redis cluster master killed and restarted in turn (AOF always)",
+				Inject: func(ctx context.Context) (func(context.Context) error, error) {
+					// Kill one master; heal restarts it and kills the next.
+					return restartEach(cluster), cluster.Servers[0].Kill()
+				},
+			}},
+		},
 	})
+}
+
+// restartEach returns a heal that restarts the killed master 0, then
+// kills and restarts each other master in turn.
+func restartEach(cluster *testserver.Cluster) func(context.Context) error {
+	return func(ctx context.Context) error {
+		if err := cluster.Servers[0].Restart(ctx); err != nil {
+			return err
+		}
+		for _, s := range cluster.Servers[1:] {
+			if err := s.Kill(); err != nil {
+				return err
+			}
+			if err := s.Restart(ctx); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
+// stopCluster kills every node.
+func stopCluster(c *testserver.Cluster) error {
+	var errs []error
+	for _, s := range c.Servers {
+		errs = append(errs, s.Kill())
+	}
+	return errors.Join(errs...)
+}
+
+// startCluster restarts every node with its data and waits until the
+// cluster serves.
+func startCluster(ctx context.Context, c *testserver.Cluster) error {
+	for _, s := range c.Servers {
+		if err := s.RestartNoWait(); err != nil {
+			return err
+		}
+	}
+	return c.WaitReady(ctx)
+}
+
+// clusterLinkedLocker opens Lockers from url whose every node connection
+// (those to nodes the slot map names included) passes through one proxy
+// per node, together the returned Link.
+func clusterLinkedLocker(raw string) func(ctx context.Context) (*distlock.Locker, conformance.Link, error) {
+	return func(ctx context.Context) (*distlock.Locker, conformance.Link, error) {
+		u, err := backend.ParseURL(raw)
+		if err != nil {
+			return nil, nil, err
+		}
+		opt, opts, err := parseClusterURL(u)
+		if err != nil {
+			return nil, nil, err
+		}
+		g, dial, err := proxiedDialer(opt.Addrs)
+		if err != nil {
+			return nil, nil, err
+		}
+		opt.Dialer = dial
+		drv, err := openDriver(goredis.NewClusterClient(opt), opts)
+		if err != nil {
+			_ = g.Close()
+			return nil, nil, err
+		}
+		return distlock.New(drv, "redis+cluster"), g, nil
+	}
+}
+
+// proxiedDialer starts one fault proxy per target and returns them as one
+// Link, with a dialer that reaches each target through its proxy and
+// refuses any other address (a connection that bypassed the Link would
+// escape its faults).
+func proxiedDialer(targets []string) (*netfault.Group, func(ctx context.Context, network, addr string) (net.Conn, error), error) {
+	g, err := netfault.ListenGroup(targets...)
+	if err != nil {
+		return nil, nil, err
+	}
+	via := map[string]string{}
+	for i, a := range targets {
+		via[a] = g.Addrs()[i]
+	}
+	return g, func(ctx context.Context, network, addr string) (net.Conn, error) {
+		p, ok := via[addr]
+		if !ok {
+			return nil, fmt.Errorf("no fault link to %s", addr)
+		}
+		var d net.Dialer
+		return d.DialContext(ctx, network, p)
+	}, nil
+}
+
+// clusterHeld lists the lock hashes under prefix on every master.
+func clusterHeld(admin *goredis.ClusterClient, prefix string) func(ctx context.Context) ([]string, error) {
+	return func(ctx context.Context) ([]string, error) {
+		var (
+			mu   sync.Mutex
+			held []string
+		)
+		err := admin.ForEachMaster(ctx, func(ctx context.Context, node *goredis.Client) error {
+			h, err := heldLocks(node, prefix)(ctx)
+			mu.Lock()
+			held = append(held, h...)
+			mu.Unlock()
+			return err
+		})
+		return held, err
+	}
 }

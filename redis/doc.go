@@ -1,6 +1,8 @@
 // Package redis is distlock's backend for one Redis: a single server, a
 // Sentinel-managed master, or a Redis Cluster, through any go-redis
-// UniversalClient. It registers the URL schemes "redis" and "rediss" (TLS).
+// UniversalClient. It registers the URL schemes "redis" and "rediss" (one
+// server, TLS), "redis+cluster" and "rediss+cluster" (Redis Cluster), and
+// "redis+sentinel" and "rediss+sentinel" (a Sentinel-managed master).
 //
 // # Mechanism
 //
@@ -170,15 +172,21 @@
 //     lost-lock window depends on the OS and disk honouring fsync.
 //   - Failover loses locks. Redis replication is asynchronous: a master can
 //     acknowledge an acquisition and fail before the replica has it; the
-//     promoted replica then grants the same lock to another owner. The
-//     Sentinel and Cluster clients fail over automatically, so this applies
-//     to them. Use Redlock over independent masters, or a consensus-backed
-//     store (ZooKeeper), where that matters.
+//     promoted replica then grants the same lock to another owner, while
+//     the first holder's lease still looks valid until its next refresh,
+//     and issues the same fencing token again (the counter's INCR was lost
+//     with the grant). The Sentinel and Cluster clients fail over
+//     automatically, so this applies to them. WithWaitReplicas
+//     (wait_replicas=) narrows it to failovers onto a replica that did not
+//     acknowledge the grant (see "Replicated grants" below); Redlock over
+//     independent masters or a consensus-backed store (ZooKeeper, etcd)
+//     avoids it.
 //   - Fencing tokens are strictly increasing only while the counter
 //     survives: a Redis restarted without persistence (or failed over to a
 //     replica that lacks the last INCRs) starts the counter again and
 //     tokens can repeat. If fencing must hold across restarts, run Redis
-//     with "appendonly yes" and "appendfsync always".
+//     with "appendonly yes" and "appendfsync always"; across failovers,
+//     use WithWaitReplicas with n the number of replicas.
 //   - Not SessionBound: Redis has no client sessions that own keys; a dead
 //     holder's lock is freed by its TTL.
 //   - Not Fair without WithFair: a release wakes one waiter per Locker —
@@ -208,16 +216,55 @@
 // read_timeout, write_timeout, pool_size, pool_timeout, max_retries,
 // client_name, protocol, ...) are parsed by go-redis's ParseURL. distlock
 // adds prefix= (WithPrefix), subscribe_timeout= (WithSubscribeTimeout) and
-// subscription_linger= (WithSubscriptionLinger), as Go durations, and
-// fair=true (WithFair). Any other
-// parameter, a malformed URL or several hosts is an ErrInvalidOption. One
-// URL names one server: for Redis Cluster or Sentinel build the go-redis
-// client and call New.
+// subscription_linger= (WithSubscriptionLinger), as Go durations,
+// fair=true (WithFair), and wait_replicas=n with wait_timeout=d
+// (WithWaitReplicas; d defaults to 500ms and must be below read_timeout).
+// Any other parameter, a malformed URL or several hosts is an
+// ErrInvalidOption. One redis:// URL names one server; a Redis Cluster and
+// a Sentinel-managed master have URLs of their own:
+//
+//	redis+cluster://[user:password@]host:port[,host:port...][/][?param=value&...]
+//	redis+sentinel://[user:password@]host:port[,host:port...][/db]?master=name[&param=value...]
+//	rediss+cluster://..., rediss+sentinel://...   (TLS)
+//
+// A Cluster URL lists seed nodes (the client learns the slot map from any
+// of them and follows MOVED and ASK); its credentials apply to every node,
+// go-redis's connection parameters per node, and it has no db (a Cluster
+// has only database 0). A Sentinel URL lists sentinels (port 26379 by
+// default) and names the monitored master with master=; its credentials
+// are the data nodes' (sentinels are contacted without AUTH: for sentinels
+// that require a password, build a go-redis FailoverClient and call New).
+// With TLS, each node's certificate is checked against the address dialled.
+// Both take the parameters of redis:// URLs, checked the same way.
 //
 // Opening a URL does not connect (like database/sql.Open): an unreachable
 // server shows up as ErrUnavailable from Acquire and TryAcquire, within
 // their context. The Locker owns the client it created and closes it in
 // Close.
+//
+// # Replicated grants (WithWaitReplicas, wait_replicas=)
+//
+// With WithWaitReplicas(n, d), every lock acquisition (plain, fair,
+// multi-key) and every refresh is confirmed before it is reported: on the
+// node that granted it, one connection sends an owner-checked rewrite of
+// the hold (a write after the grant in the replication stream) and
+// WAIT n d. A grant that fewer than n replicas acknowledged within d is
+// released, owner-checked, and reported as ErrNotReplicated (which wraps
+// ErrUnavailable); a refresh so reported does not count, and an
+// auto-refreshed lease is lost when its validity runs out without a
+// confirmed one.
+//
+// It guarantees that a reported lease was on the primary and on n
+// replicas when reported, so a failover to one of them keeps the lock and
+// a fencing counter at or above its token: tokens keep increasing across
+// such a failover. It does not make Redis a consensus store: a failover to
+// a replica that did not acknowledge (n below the number of replicas, or
+// a replica restarted without persistence) can still grant a lock twice
+// and reissue tokens; the acknowledgement is of the replica's memory, not
+// its disk; a grant reported not replicated may have reached a replica
+// (it is released on the primary, or expires by its TTL). With fewer than
+// n replicas up, every acquisition fails. Semaphore permits are not
+// confirmed. WAITAOF (Redis 7.2) is not used.
 //
 // # Errors
 //

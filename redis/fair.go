@@ -43,16 +43,24 @@ func (f *fairDriver) Acquire(ctx context.Context, req backend.Request) (backend.
 		wake: make(chan struct{}, 1), grants: make(chan redissub.GrantMessage, 1),
 	}
 	defer w.stop()
+	granted := func(l backend.Lock, err error) (backend.Lock, error) {
+		if l != nil {
+			if err := f.confirmGrant(ctx, l.(*lock), req); err != nil {
+				return nil, err
+			}
+		}
+		return l, err
+	}
 	for n := uint64(1); ; n++ {
 		r, l, err := w.attempt(ctx, n)
 		if l != nil || err != nil {
-			return l, err
+			return granted(l, err)
 		}
 		if !w.subscribed && w.subscribe(ctx) {
 			continue // attempt again: a grant published before the subscription is not missed
 		}
 		if l, err := w.wait(ctx, n, r); l != nil || err != nil {
-			return l, err
+			return granted(l, err)
 		}
 	}
 }

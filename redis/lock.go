@@ -63,5 +63,5 @@ func (l *lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	if !held {
 		return errNotHeld
 	}
-	return nil
+	return l.d.confirmRefresh(ctx, l)
 }

@@ -23,7 +23,8 @@ func TestMain(m *testing.M) {
 	if os.Getenv("DISTLOCK_REDIS_LOG") == "" {
 		goredis.SetLogger(quietLogger{})
 	}
-	conformance.ServeWorker() // worker processes of the conformance fault checks
+	conformance.ServeWorker()     // worker processes of the conformance fault checks
+	conformance.ParallelSuites(4) // the four conformance suites at once
 	code := m.Run()
 	stopSharedCluster()
 	os.Exit(code)

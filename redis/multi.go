@@ -82,5 +82,17 @@ func (d *driver) TryAcquireAll(ctx context.Context, reqs []backend.Request) ([]b
 	for i, a := range all {
 		locks[i] = &lock{d: d, keys: a.Keys, owner: a.Owner, hold: a.Hold, token: r.Tokens[i], issued: sent}
 	}
+	for i, l := range locks {
+		// With WithWaitReplicas: all are confirmed, or none is kept.
+		if err := d.confirm(ctx, l.(*lock)); err != nil {
+			for j, a := range all {
+				d.undo(a.Keys, reqs[j], a.Hold, false, false)
+			}
+			if !errors.Is(err, ErrNotReplicated) {
+				err = fmt.Errorf("%w: %w", ErrNotReplicated, err)
+			}
+			return nil, fmt.Errorf("lock %d of %d: %w", i+1, len(locks), err)
+		}
+	}
 	return locks, nil
 }

@@ -19,6 +19,7 @@ type config struct {
 	linger         time.Duration
 	closeClient    bool
 	fair           bool
+	wait           waitPolicy
 	// errs are the option values New refuses, in the order given.
 	errs []error
 }

@@ -53,6 +53,9 @@ func newDriver(client goredis.UniversalClient, c config) (*driver, error) {
 	if len(c.errs) > 0 {
 		return nil, c.errs[0]
 	}
+	if err := checkWait(client, c.wait); err != nil {
+		return nil, err
+	}
 	bg := redislua.NewUndoer(0)
 	return &driver{
 		client: client,
@@ -60,6 +63,7 @@ func newDriver(client goredis.UniversalClient, c config) (*driver, error) {
 		prefix: c.prefix,
 		owned:  c.closeClient,
 		fair:   c.fair,
+		wait:   c.wait,
 		holds:  redislua.NewHoldSource(),
 		sub: redissub.NewSubscriber(client, redissub.SubscriberOptions{
 			ConfirmTimeout: c.confirmTimeout,
@@ -87,6 +91,7 @@ type driver struct {
 	holds  *redislua.HoldSource
 	sub    *redissub.Subscriber
 	fair   bool // keys carry the fair queue (see fairDriver)
+	wait   waitPolicy
 
 	closed atomic.Bool
 
@@ -145,7 +150,11 @@ func (d *driver) TryAcquire(ctx context.Context, req backend.Request) (backend.L
 	if r.Outcome == redislua.Busy {
 		return nil, backend.Busy(r.PTTL)
 	}
-	return &lock{d: d, keys: k, owner: req.Owner, hold: hold, token: r.Token, issued: sent}, nil
+	l := &lock{d: d, keys: k, owner: req.Owner, hold: hold, token: r.Token, issued: sent}
+	if err := d.confirmGrant(ctx, l, req); err != nil {
+		return nil, err
+	}
+	return l, nil
 }
 
 // attempt runs one acquire script for hold (fa nil: the plain one, else
@@ -249,6 +258,13 @@ func (d *driver) WatchHeld(ctx context.Context, key string) (<-chan struct{}, fu
 // trip per node) for every lock of this driver in items.
 func (d *driver) RefreshBatch(ctx context.Context, items []backend.RefreshItem) []error {
 	errs := make([]error, len(items))
+	if d.wait.n > 0 {
+		// Each refresh is confirmed on its lock's node (WithWaitReplicas).
+		for i, it := range items {
+			errs[i] = it.Lock.Refresh(ctx, it.TTL)
+		}
+		return errs
+	}
 	ops := make([]redislua.RefreshOp, 0, len(items))
 	idx := make([]int, 0, len(items))
 	for i, it := range items {

@@ -28,9 +28,11 @@ const (
 	paramSubscribeTimeout = "subscribe_timeout"   // Go duration (WithSubscribeTimeout)
 	paramLinger           = "subscription_linger" // Go duration (WithSubscriptionLinger)
 	paramFair             = "fair"                // true or false (WithFair)
+	paramWaitReplicas     = "wait_replicas"       // integer (WithWaitReplicas)
+	paramWaitTimeout      = "wait_timeout"        // Go duration (WithWaitReplicas)
 )
 
-var ownParams = []string{paramPrefix, paramSubscribeTimeout, paramLinger, paramFair}
+var ownParams = []string{paramPrefix, paramSubscribeTimeout, paramLinger, paramFair, paramWaitReplicas, paramWaitTimeout}
 
 // open is the OpenFunc of "redis://" and "rediss://" URLs:
 //
@@ -40,8 +42,9 @@ var ownParams = []string{paramPrefix, paramSubscribeTimeout, paramLinger, paramF
 // The standard parts and go-redis's own query parameters (dial_timeout,
 // read_timeout, pool_size, max_retries, client_name, protocol, ...) are
 // parsed by go-redis's ParseURL. distlock adds prefix=, subscribe_timeout=,
-// subscription_linger= and fair=. Any other parameter is an
-// ErrInvalidOption.
+// subscription_linger=, fair=, and wait_replicas= with wait_timeout=
+// (WithWaitReplicas; wait_timeout defaults to 500ms and must be below
+// read_timeout). Any other parameter is an ErrInvalidOption.
 //
 // Open does not connect: like database/sql.Open it only validates the URL,
 // and the first operation dials. An unreachable server therefore shows up
@@ -51,8 +54,9 @@ var ownParams = []string{paramPrefix, paramSubscribeTimeout, paramLinger, paramF
 // quick retries.
 // The Locker owns the client it creates and closes it in Close.
 //
-// One URL names one server. For Redis Cluster or Sentinel, build the
-// go-redis client and call New.
+// One URL names one server. A Redis Cluster has its own URL
+// (redis+cluster://, see openCluster), and so has a Sentinel-managed
+// master (redis+sentinel://, see openSentinel).
 func open(_ context.Context, u *url.URL) (backend.Driver, error) {
 	opt, opts, err := parseURL(u)
 	if err != nil {
@@ -62,7 +66,19 @@ func open(_ context.Context, u *url.URL) (backend.Driver, error) {
 	if err != nil {
 		return nil, err
 	}
-	opt.ContextTimeoutEnabled = true // ctx deadlines bound socket I/O
+	configureDial(opt)
+	d, err := newDriver(goredis.NewClient(opt), c)
+	if err != nil {
+		return nil, err
+	}
+	return d.backend(), nil
+}
+
+// configureDial applies the URL openers' connection settings to opt:
+// ctx deadlines bound socket I/O, one dial per command attempt, and TLS
+// handshakes bounded by the dial timeout.
+func configureDial(opt *goredis.Options) {
+	opt.ContextTimeoutEnabled = true
 	// One dial per command attempt (max_retries, 3 by default, still
 	// applies): go-redis's default of 5 dials, 100ms apart, within each
 	// attempt would report a server that refuses connections only after
@@ -72,11 +88,6 @@ func open(_ context.Context, u *url.URL) (backend.Driver, error) {
 	if opt.TLSConfig != nil {
 		opt.Dialer = tlsDialer(opt.TLSConfig, opt.DialTimeout)
 	}
-	d, err := newDriver(goredis.NewClient(opt), c)
-	if err != nil {
-		return nil, err
-	}
-	return d.backend(), nil
 }
 
 // tlsDialer dials and completes the TLS handshake within timeout (the
@@ -96,7 +107,17 @@ func tlsDialer(cfg *tls.Config, timeout time.Duration) func(ctx context.Context,
 		if err != nil {
 			return nil, err
 		}
-		tc := tls.Client(conn, cfg)
+		c := cfg
+		if c.ServerName == "" {
+			// Verify the certificate against the host dialled.
+			host, _, err := net.SplitHostPort(addr)
+			if err != nil {
+				host = addr
+			}
+			c = cfg.Clone()
+			c.ServerName = host
+		}
+		tc := tls.Client(conn, c)
 		if err := tc.HandshakeContext(ctx); err != nil {
 			_ = conn.Close()
 			return nil, &tlsError{addr: addr, err: err}
@@ -113,7 +134,7 @@ func parseURL(u *url.URL) (*goredis.Options, []Option, error) {
 		return nil, nil, err
 	}
 	if strings.Contains(u.Host, ",") {
-		return nil, nil, fmt.Errorf("%w: %s URL names several hosts (%s): it connects to one Redis; for Redis Cluster or Sentinel build a go-redis client and call redis.New, for independent masters use redlock://", backend.ErrInvalidOption, u.Scheme, u.Host)
+		return nil, nil, fmt.Errorf("%w: %s URL names several hosts (%s): it connects to one Redis; for Redis Cluster use redis+cluster://, for Sentinel redis+sentinel://, for independent masters redlock://", backend.ErrInvalidOption, u.Scheme, u.Host)
 	}
 	if _, err := backend.Hosts(u, "6379"); err != nil {
 		return nil, nil, err
@@ -145,6 +166,13 @@ func ownOptions(p *backend.Params) ([]Option, error) {
 	}
 	if backend.Parse(p, paramFair, false, strconv.ParseBool) {
 		opts = append(opts, WithFair())
+	}
+	wait, err := waitOption(p)
+	if err != nil {
+		return nil, err
+	}
+	if wait != nil {
+		opts = append(opts, wait)
 	}
 	return opts, p.Done()
 }

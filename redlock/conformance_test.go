@@ -43,7 +43,10 @@ const (
 
 // TestConformance runs the whole suite against 5 independent masters,
 // opening every Locker by URL (each with its own clients and connections).
+// It runs while the package's longest other tests do (conformance.Parallel),
+// its Alone checks with no other test running.
 func TestConformance(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 5)
 	url := redlockURL(c.addrs(), confQuery)
 	h := conformance.Harness{

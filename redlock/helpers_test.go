@@ -29,7 +29,8 @@ func TestMain(m *testing.M) {
 	if os.Getenv("DISTLOCK_REDIS_LOG") == "" {
 		goredis.SetLogger(quietLogger{})
 	}
-	conformance.ServeWorker() // worker processes of the conformance fault checks
+	conformance.ServeWorker()     // worker processes of the conformance fault checks
+	conformance.ParallelSuites(4) // TestConformance and the tests that wait longest
 	os.Exit(m.Run())
 }
 

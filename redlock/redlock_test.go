@@ -363,6 +363,7 @@ func TestMinorityFaults(t *testing.T) {
 // acquisition at most that timeout, not their latency; a failed attempt
 // that waited for them gives back what they granted late.
 func TestSlowNodesBounded(t *testing.T) {
+	conformance.Parallel(t)
 	c := startCluster(t, 5)
 	g, err := netfault.ListenGroup(c.addrs()...)
 	if err != nil {
@@ -658,6 +659,7 @@ func TestDelayedRestartRemedy(t *testing.T) {
 // TestClockJump emulates a clock jump on one master (PEXPIRE key 1: the
 // node expires the lock at once) within the holder's quorum.
 func TestClockJump(t *testing.T) {
+	conformance.Parallel(t)
 	jump := func(t *testing.T, c *cluster, key string, node int) {
 		t.Helper()
 		if err := c.admins[node].PExpire(t.Context(), redislua.KeysFor(prefix, key).Lock, time.Millisecond).Err(); err != nil {

@@ -10,6 +10,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/conformance"
 	"github.com/distlock/distlock/internal/redislua"
 	"github.com/distlock/distlock/internal/testkit/netfault"
 	"github.com/distlock/distlock/internal/testkit/slack"
@@ -20,6 +21,7 @@ import (
 // SUBSCRIBE is ever confirmed), Acquire still returns when its ctx ends,
 // with ErrNotAcquired wrapping the ctx error.
 func TestAcquireSilentSubscription(t *testing.T) {
+	conformance.Parallel(t)
 	c := startCluster(t, 5)
 	ctx := tctx(t, time.Minute)
 	// The holder with a generous node timeout: its cold first acquisition

@@ -4,7 +4,7 @@
 # once instead of leaving the longest for last. Order only: the set is
 # exactly go list ./....
 set -euo pipefail
-slow=(postgres mysql memcached redis zookeeper redlock etcd cmd/distlock file internal/tests/jobs conformance)
+slow=(postgres mysql redlock zookeeper memcached redis etcd cmd/distlock file internal/tests/jobs conformance)
 mod=$(go list -m)
 all=$(go list ./...)
 for p in "${slow[@]}"; do

@@ -10,6 +10,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/conformance"
 )
 
 // inspectT is Locker.Inspect through l, failing the test on error.
@@ -56,7 +57,7 @@ func granted(t *testing.T, got <-chan *distlock.Lease) *distlock.Lease {
 // nested holds (published in the node's data) and the waiters; a nested
 // hold keeps the first metadata; the node's data is readable JSON.
 func TestInspect(t *testing.T) {
-	t.Parallel()
+	conformance.Parallel(t)
 	s := standalone(t)
 	addrs := []string{s.Addr()}
 	base := uniqueBase(t)
@@ -119,7 +120,7 @@ func TestInspect(t *testing.T) {
 // holder's node data, which fires the next waiter's exists watch; the
 // waiter watches again without listing the queue or counting a wake-up.
 func TestNestedHoldsWakeNoWaiter(t *testing.T) {
-	t.Parallel()
+	conformance.Parallel(t)
 	s := standalone(t)
 	addrs := []string{s.Addr()}
 	base := uniqueBase(t)
@@ -159,7 +160,7 @@ func TestNestedHoldsWakeNoWaiter(t *testing.T) {
 // queued waiter takes the lock with a higher token; the evicted lease ends
 // at once (its node watch) and its Refresh and Release get ErrNotHeld.
 func TestForceRelease(t *testing.T) {
-	t.Parallel()
+	conformance.Parallel(t)
 	s := standalone(t)
 	addrs := []string{s.Addr()}
 	base := uniqueBase(t)
@@ -220,7 +221,7 @@ func TestForceRelease(t *testing.T) {
 // itself; the versioned delete fails and the report is of the holder
 // actually deleted.
 func TestForceReleaseReportsWhatItDeletes(t *testing.T) {
-	t.Parallel()
+	conformance.Parallel(t)
 	s := standalone(t)
 	addrs := []string{s.Addr()}
 	base := uniqueBase(t)
@@ -306,7 +307,7 @@ func TestNodeDataLegacy(t *testing.T) {
 // many distinct keys were locked and released: they are container nodes,
 // which the server's reaper deletes once empty.
 func TestDistinctKeysLeaveNoParents(t *testing.T) {
-	t.Parallel()
+	conformance.Parallel(t)
 	needControl(t) // the reaper interval is the test servers' (containerCheckMs)
 	s := standalone(t)
 	addrs := []string{s.Addr()}

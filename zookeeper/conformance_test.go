@@ -33,9 +33,13 @@ const conformanceSession = 6 * time.Second
 // The check waits for no session to expire, so it costs no time.
 const durableSession = 60 * time.Second
 
-// TestConformance is not parallel: its backend-down check counts the
-// process's goroutines.
+// TestConformance runs while the package's other parallel tests do, and
+// TestConformanceDurable, on the same ensemble: its Alone checks (the
+// backend-down check counts the process's goroutines; Durable restarts the
+// ensemble) one at a time, with no other test running (see
+// conformance.Parallel).
 func TestConformance(t *testing.T) {
+	t.Parallel()
 	c := ensemble(t)
 	h, base := conformanceHarness(t, c, conformanceSession)
 	h.Faults.RestartBackend = nil // TestConformanceDurable, with a longer session
@@ -46,6 +50,7 @@ func TestConformance(t *testing.T) {
 // TestConformanceDurable is the Durable check alone, on Lockers whose
 // session outlasts a full restart of the ensemble.
 func TestConformanceDurable(t *testing.T) {
+	t.Parallel()
 	c := ensemble(t)
 	h, base := conformanceHarness(t, c, durableSession)
 	if h.Faults.RestartBackend == nil {

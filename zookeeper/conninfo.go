@@ -21,6 +21,7 @@ type connInfo struct {
 	live     *trackedConn // the TCP connection whose session is established
 	liveSID  int64
 	changed  chan struct{} // closed and replaced on every change
+	dials    dialLog
 }
 
 // sessInfo is the wire-level knowledge about one session id.
@@ -126,8 +127,14 @@ func (ci *connInfo) dialer(next zk.Dialer) zk.Dialer {
 	return func(network, address string, timeout time.Duration) (net.Conn, error) {
 		c, err := next(network, address, timeout)
 		if err != nil {
+			if ci.dials.dialFailed(address, err) {
+				ci.mu.Lock()
+				ci.notifyLocked()
+				ci.mu.Unlock()
+			}
 			return nil, err
 		}
+		ci.dials.dialed()
 		return &trackedConn{Conn: c, ci: ci}, nil
 	}
 }

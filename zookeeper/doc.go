@@ -56,7 +56,10 @@
 //     New (with WithACL for the nodes' ACL).
 //
 // URL parameters: session_timeout (default 10s), session_margin,
-// loss_policy (session_timeout or disconnect), connect_timeout and log.
+// loss_policy (session_timeout or disconnect), connect_timeout (how long
+// an acquisition waits for a session; about a second when every server
+// address refuses connections: ErrUnavailable naming each dial error) and
+// log.
 // Unknown parameters and paths the server would reject are
 // ErrInvalidOption.
 //

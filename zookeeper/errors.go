@@ -31,7 +31,8 @@ var (
 // session (go-zookeeper's ErrConnectionClosed "zk: connection closed",
 // ErrNoServer "zk: could not connect to a server", ErrNothing "zk: no
 // server responses to process", ErrSessionExpired, ErrSessionMoved) and the
-// driver's own "no session within the connect timeout" are CodeTransient:
+// driver's own "no session within the connect timeout" and "cannot connect
+// to any server" (every address refused the client's dials) are CodeTransient:
 // waiting may cure them. Refused credentials or ACLs (ErrNoAuth,
 // ErrAuthFailed) are CodeAuth, an ACL the server rejects (ErrInvalidACL)
 // CodeMisconfigured, and a *zk.Conn its owner closed (ErrClosing)
@@ -46,7 +47,8 @@ func (d *driver) ErrorCode(err error) backend.Code {
 		return backend.CodeUnavailable
 	case errors.Is(err, zk.ErrConnectionClosed), errors.Is(err, zk.ErrNoServer), errors.Is(err, zk.ErrNothing),
 		errors.Is(err, zk.ErrSessionExpired), errors.Is(err, zk.ErrSessionMoved),
-		errors.Is(err, errRestart), errors.Is(err, errNoSession), errors.Is(err, errCreateFailed):
+		errors.Is(err, errRestart), errors.Is(err, errNoSession), errors.Is(err, errCreateFailed),
+		errors.Is(err, errUnreachable):
 		return backend.CodeTransient
 	}
 	var ne net.Error

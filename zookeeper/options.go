@@ -151,7 +151,9 @@ func WithLogger(l zk.Logger) Option {
 // session (connecting, or reconnecting after a loss) and for the outcome
 // of a create interrupted by a connection loss before it fails with
 // ErrUnavailable. The default is the negotiated session timeout. It must
-// be positive.
+// be positive. A wait for a session ends sooner, after about a second,
+// when the client has dialed every server address and each refused or did
+// not answer: the ErrUnavailable then names each address and its error.
 func WithConnectTimeout(d time.Duration) Option {
 	return durationOption("WithConnectTimeout", d, d > 0, "must be positive", func(c *config) *time.Duration { return &c.connectWait })
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/conformance"
 )
 
 // TestNestAfterForceRelease: a Locker holds a lock under a WithOwner id;
@@ -16,7 +17,7 @@ import (
 // Locker (session), so the new holder's node is an ordinary competitor
 // even under the same id, and the first Locker's TryAcquire is refused.
 func TestNestAfterForceRelease(t *testing.T) {
-	t.Parallel()
+	conformance.Parallel(t)
 	s := standalone(t)
 	addrs := []string{s.Addr()}
 	for _, tc := range []struct{ name, takeover string }{

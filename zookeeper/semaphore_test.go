@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/conformance"
 )
 
 // TestSemaphoreAdmissionReleasedBeforeReturn: an acquisition of a permit
@@ -13,6 +14,7 @@ import (
 // right after it — here after one refused for its count — is not found
 // busy by a leftover admission lock of another session.
 func TestSemaphoreAdmissionReleasedBeforeReturn(t *testing.T) {
+	conformance.Parallel(t)
 	srv := standalone(t)
 	base := uniqueBase(t)
 	a := dialT(t, []string{srv.Addr()}, WithBasePath(base))

@@ -131,7 +131,7 @@ func (d *driver) session(ctx context.Context) (*session, error) {
 		if giveUp.IsZero() {
 			giveUp = time.Now().Add(d.connectWait(0))
 		}
-		if err := d.awaitSession(ctx, giveUp, state, changed); err != nil {
+		if err := d.awaitSession(ctx, giveUp, state, info, changed); err != nil {
 			return nil, err
 		}
 	}
@@ -200,8 +200,14 @@ func (d *driver) adopt(conn *zk.Conn, info *connInfo) bool {
 
 // awaitSession waits a little for the client to establish a session:
 // until the wire reports a change (changed), 25ms pass, or giveUp, when it
-// returns errNoSession.
-func (d *driver) awaitSession(ctx context.Context, giveUp time.Time, state zk.State, changed <-chan struct{}) error {
+// returns errNoSession. When the client's dials (info) show every server
+// address failing, it returns their errors at once (errUnreachable).
+func (d *driver) awaitSession(ctx context.Context, giveUp time.Time, state zk.State, info *connInfo, changed <-chan struct{}) error {
+	if info != nil {
+		if err := info.dials.unreachable(); err != nil {
+			return err
+		}
+	}
 	wait := time.Until(giveUp)
 	if wait <= 0 {
 		return fmt.Errorf("%w within %v (client state %v)", errNoSession, d.connectWait(0), state)

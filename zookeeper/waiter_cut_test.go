@@ -9,6 +9,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/conformance"
 	"github.com/distlock/distlock/internal/testkit/slack"
 )
 
@@ -19,7 +20,7 @@ import (
 // it acquires before a waiter that joined after the cut, and without an
 // error.
 func TestWaiterKeepsPlaceAcrossCut(t *testing.T) {
-	t.Parallel()
+	conformance.Parallel(t)
 	needControl(t)
 	s := standalone(t)
 	addrs := []string{s.Addr()}
@@ -100,7 +101,7 @@ func TestWaiterKeepsPlaceAcrossCut(t *testing.T) {
 // so the watch must too: a ForceRelease by another client afterwards ends
 // the lease at once, not at its next refresh.
 func TestHoldWatchSurvivesCut(t *testing.T) {
-	t.Parallel()
+	conformance.Parallel(t)
 	needControl(t)
 	s := standalone(t)
 	addrs := []string{s.Addr()}
@@ -146,7 +147,7 @@ func TestHoldWatchSurvivesCut(t *testing.T) {
 // for much less than the session timeout: the acquisition goes on in the
 // same session, without an error.
 func TestIdleSessionSyncSurvivesCut(t *testing.T) {
-	t.Parallel()
+	conformance.Parallel(t)
 	needControl(t)
 	s := standalone(t)
 	addrs := []string{s.Addr()}

@@ -13,6 +13,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/conformance"
 	"github.com/distlock/distlock/internal/testkit/slack"
 )
 
@@ -21,7 +22,7 @@ import (
 // the session timeout) with its zk.Lock, and shows that distlock adopts or
 // deletes the node instead.
 func TestCutAfterCreate(t *testing.T) {
-	t.Parallel()
+	conformance.Parallel(t)
 	needControl(t)
 	s := standalone(t)
 	addrs := []string{s.Addr()}
@@ -239,7 +240,7 @@ func cutTryAcquire(t *testing.T, addrs []string, admin *zk.Conn) {
 // margin, before the server expires the session and another client gets
 // the lock; afterwards the Locker works again on a new session.
 func TestPartitionExpiry(t *testing.T) {
-	t.Parallel()
+	conformance.Parallel(t)
 	needControl(t)
 	s := standalone(t)
 	addrs := []string{s.Addr()}
@@ -327,7 +328,7 @@ func TestPartitionExpiry(t *testing.T) {
 // policy) ends it at once, and its node is deleted without waiting for the
 // session to expire.
 func TestShortOutageKeepsLease(t *testing.T) {
-	t.Parallel()
+	conformance.Parallel(t)
 	needControl(t)
 	s := standalone(t)
 	addrs := []string{s.Addr()}
@@ -482,7 +483,7 @@ func pauseHolder(t *testing.T, a, b *distlock.Locker, pause time.Duration, stop 
 // TestHerd: with 10 waiters, each release wakes exactly one of them (one
 // watch fired, one getChildren), in arrival order.
 func TestHerd(t *testing.T) {
-	t.Parallel()
+	conformance.Parallel(t)
 	s := standalone(t)
 	addrs := []string{s.Addr()}
 	base := uniqueBase(t)
@@ -601,7 +602,7 @@ func TestFairEight(t *testing.T) {
 // private-use code points, control characters, "/", "..") and 1 KiB keys
 // all work and are distinct.
 func TestKeys(t *testing.T) {
-	t.Parallel()
+	conformance.Parallel(t)
 	s := standalone(t)
 	addrs := []string{s.Addr()}
 	admin := adminConn(t, addrs...)
@@ -666,7 +667,7 @@ func TestKeys(t *testing.T) {
 // TestForeignChildren: nodes under a key's parent that are not lock nodes
 // are ignored.
 func TestForeignChildren(t *testing.T) {
-	t.Parallel()
+	conformance.Parallel(t)
 	s := standalone(t)
 	addrs := []string{s.Addr()}
 	admin := adminConn(t, addrs...)
@@ -716,7 +717,7 @@ func TestForeignChildren(t *testing.T) {
 // deletes once empty, and a create under a parent reaped between calls is
 // retried.
 func TestContainerParent(t *testing.T) {
-	t.Parallel()
+	conformance.Parallel(t)
 	s := standalone(t)
 	addrs := []string{s.Addr()}
 	admin := adminConn(t, addrs...)
@@ -784,7 +785,7 @@ func TestContainerParent(t *testing.T) {
 // not the request (clamped to [2, 20]×tickTime; testserver allows up to
 // 60s, tickTime 200ms).
 func TestNegotiatedTimeout(t *testing.T) {
-	t.Parallel()
+	conformance.Parallel(t)
 	s := standalone(t)
 	for _, c := range []struct{ ask, want time.Duration }{
 		{100 * time.Second, 60 * time.Second},

@@ -3,14 +3,17 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/conformance"
+	"github.com/distlock/distlock/internal/testkit/slack"
 	"github.com/distlock/distlock/internal/testkit/testserver"
 )
 
@@ -95,5 +98,36 @@ func TestMySQLDriverLogSilenced(t *testing.T) {
 	r := runBin(t, time.Minute, nil, "status", "--timeout", "3s", "--backend", "mysql://u:p@"+ln.Addr().String()+"/db", "k")
 	if strings.Contains(r.stderr, "[mysql]") || r.status == ExitOK {
 		t.Errorf("status %d, stderr %q; want an error without the driver's log lines", r.status, r.stderr)
+	}
+}
+
+// TestDemoLocalConcurrent: demo --local starts the backends' servers and
+// runs their suites at the same time, not one backend after another: each
+// entry's start waits until every entry has begun starting (on the old,
+// one-at-a-time demo the first waited alone until its deadline).
+func TestDemoLocalConcurrent(t *testing.T) {
+	const n = 3
+	var begun sync.WaitGroup
+	begun.Add(n)
+	saved := localBackends
+	t.Cleanup(func() { localBackends = saved })
+	localBackends = nil
+	for i := range n {
+		localBackends = append(localBackends, localBackend{fmt.Sprintf("mem %d", i), "mem", func(ctx context.Context) (string, func(), error) {
+			begun.Done()
+			all := make(chan struct{})
+			go func() { begun.Wait(); close(all) }()
+			select {
+			case <-all:
+				return fmt.Sprintf("mem://demo-concurrent-%d", i), func() {}, nil
+			case <-time.After(slack.D(5 * time.Second)):
+				return "", nil, errors.New("started alone: the other backends did not start meanwhile")
+			}
+		}})
+	}
+	var stdout, stderr strings.Builder
+	st := demoLocal(t.Context(), "^keys$", n, &stdout, &stderr)
+	if st != ExitOK || strings.Count(stdout.String(), "PASS keys") != n {
+		t.Errorf("status %d; want %d and the keys check passed on each of %d backends:\n%s\n%s", st, ExitOK, n, stdout.String(), stderr.String())
 	}
 }

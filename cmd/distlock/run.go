@@ -22,7 +22,7 @@ import (
 // forwarded are the signals run passes on to the command's process group.
 var forwarded = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2}
 
-const runAbout = `
+var runAbout = `
 Takes the lock KEY on the backend, runs CMD while holding it (refreshing the
 lease about every ttl/3), and releases it when CMD exits. The backend must
 be shared by every process the lock coordinates: run refuses an in-process
@@ -54,9 +54,7 @@ at most N commands run at once across every distlock using that KEY and N
 (each with its own token in DISTLOCK_TOKEN). A permit is a lease like the
 lock: refreshed while CMD runs, and lost the same way. Every run of one KEY
 must give the same N (another N is refused while permits are held).
-Backends with semaphores: redis (and rediss), zookeeper (zk), mysql and
-postgres in row mode, file, and mem://; the others (redlock, memcached, etcd,
-mysql forupdate, postgres advisory) refuse --permits, saying why.`
+` + wrapText(semaphoreSentence(), 76)
 
 func cmdRun(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("run", "run --backend URL --key KEY [--ttl D] [--wait D | --no-wait] [--min-hold D] [--permits N | --owner ID] [--metadata S] [--grace D] -- CMD [ARGS...]", runAbout, stdout)
@@ -70,7 +68,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	metadata := fs.String("metadata", "", "description stored with the lock for distlock status (default: host=HOST pid=PID cmd=NAME; the command's arguments are left out: they may hold passwords)")
 	permits := fs.Int("permits", 0, "take one of N permits of the semaphore KEY instead of the lock: at most N commands run at once")
 	grace := fs.Duration("grace", 10*time.Second, "after the lock is lost: time between SIGTERM and SIGKILL to the command's process group")
-	verbose := fs.Bool("v", false, "report acquisition and release on stderr")
+	verbose := fs.Bool("v", false, "report acquisition and release on stderr, and as they happen: a backend outage being waited out, failing refreshes, a lost lease")
 	if st := parseFlags(fs, args, stderr); st >= 0 {
 		return st
 	}
@@ -109,6 +107,9 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	opts := []distlock.Option{distlock.WithTTL(*ttl), distlock.WithMetadata(md), distlock.WithMinHold(*minHold)}
 	if !*noWait {
 		opts = append(opts, distlock.WithRetryUnavailable(true))
+	}
+	if *verbose {
+		opts = append(opts, distlock.WithLogger(verboseLogger(stderr, "run")))
 	}
 	if *owner != "" {
 		opts = append(opts, distlock.WithOwner(*owner))

@@ -31,6 +31,9 @@ type Shared[S any] struct {
 	Stop func(S) error
 	// PerTest returns a server for one test (testserver.MariaDBServer).
 	PerTest func(t testing.TB) S
+	// Parallel is how many parallel tests Main lets run at once (see
+	// conformance.ParallelSuites); 0 leaves the default.
+	Parallel int
 
 	mu      sync.Mutex
 	srv     S
@@ -66,6 +69,7 @@ func (s *Shared[S]) Get(t testing.TB) S {
 // tests and stops the shared server if one was started.
 func (s *Shared[S]) Main(m *testing.M) {
 	conformance.ServeWorker()
+	conformance.ParallelSuites(s.Parallel)
 	code := m.Run()
 	s.mu.Lock()
 	if s.started {

@@ -103,7 +103,7 @@ func StartMariaDB(ctx context.Context, dir string) (*MariaDB, error) {
 		return fail(err)
 	}
 
-	if err := mariaInstall(ctx, installDB, s.dir, dataDir, tmpDir, root); err != nil {
+	if err := mariaInstall(ctx, installDB, mariadbd, s.dir, dataDir, tmpDir, root); err != nil {
 		return fail(err)
 	}
 
@@ -146,12 +146,21 @@ func mariadbArgs(s *Server, socket, dataDir, tmpDir, errLog, initFile string, ro
 	return a
 }
 
-// mariaInstall initialises dataDir with mariadb-install-db, unless it holds
-// a data directory already (Restart and a reused dir).
-func mariaInstall(ctx context.Context, installDB, dir, dataDir, tmpDir string, root bool) error {
+// mariaInstall initialises dataDir with mariadb-install-db (or copies the
+// template of such a directory, see initFromTemplate), unless it holds a
+// data directory already (Restart and a reused dir).
+func mariaInstall(ctx context.Context, installDB, mariadbd, dir, dataDir, tmpDir string, root bool) error {
 	if _, err := os.Stat(filepath.Join(dataDir, "mysql")); err == nil {
 		return nil
 	}
+	fingerprint := []string{binaryStamp(installDB), binaryStamp(mariadbd), fmt.Sprint("root=", root)}
+	return initFromTemplate("mariadb", dataDir, nil, fingerprint, func() error {
+		return mariaInstallDB(ctx, installDB, dir, dataDir, tmpDir, root)
+	})
+}
+
+// mariaInstallDB runs mariadb-install-db.
+func mariaInstallDB(ctx context.Context, installDB, dir, dataDir, tmpDir string, root bool) error {
 	args := []string{
 		"--no-defaults",
 		"--datadir=" + dataDir,

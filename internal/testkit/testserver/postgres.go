@@ -20,7 +20,7 @@ import (
 )
 
 // Postgres is a PostgreSQL server with a superuser and a database for the
-// tests, reachable over TCP on 127.0.0.1 with password (SCRAM) login.
+// tests, reachable over TCP on 127.0.0.1 with password (MD5) login.
 type Postgres struct {
 	*Server
 	// User and Password log in over TCP; DB is the database created for
@@ -102,12 +102,15 @@ func pgCredential() (*syscall.Credential, error) {
 // as root, both programs run as the unprivileged system user "postgres" and
 // dir is ignored: the server's directory is then a new temporary directory
 // owned by that user (t.TempDir paths are not traversable by it), removed
-// by Stop. The
-// superuser distlock/distlock logs in with SCRAM over TCP to the database
-// distlock; no unix socket is opened. fsync is off (the tests kill the
-// server process, never the machine: committed transactions survive kill
-// -9 through the operating system's page cache) and synchronous_commit is
-// on. Restart reuses the data directory, so committed rows survive Kill.
+// by Stop. The superuser distlock/distlock logs in with a password over
+// TCP to the database distlock; no unix socket is opened. The password is
+// checked with MD5, not SCRAM: a SCRAM login costs the client 4096 rounds
+// of PBKDF2, 0.1s per connection under the race detector on a loaded
+// machine, and the tests open thousands (row mode opens a pool per
+// Locker). fsync is off (the tests kill the server process, never the
+// machine: committed transactions survive kill -9 through the operating
+// system's page cache) and synchronous_commit is on. Restart reuses the
+// data directory, so committed rows survive Kill.
 //
 // PostgreSQL's backends leave the postmaster's process group, so Kill,
 // Pause and Resume signal each of the postmaster's children as well (found
@@ -209,12 +212,21 @@ func pgRunner(ctx context.Context, home string, setAttr func(*syscall.SysProcAtt
 }
 
 // pgInitialise creates the cluster in dataDir with initdb, and the test
-// database, unless dataDir holds one already (Restart, a reused dir). run
-// runs a program as the server's user.
+// database (or copies the template of such a cluster, see
+// initFromTemplate), unless dataDir holds one already (Restart, a reused
+// dir). run runs a program as the server's user.
 func pgInitialise(run func(stdin, name string, args ...string) error, initdb, postgres, home, dataDir string, cred *syscall.Credential, p *Postgres) error {
 	if _, err := os.Stat(filepath.Join(dataDir, "PG_VERSION")); err == nil {
 		return nil
 	}
+	fingerprint := []string{binaryStamp(initdb), binaryStamp(postgres), p.User, p.Password, p.DB, "md5 UTF8 C"}
+	return initFromTemplate("postgres", dataDir, cred, fingerprint, func() error {
+		return pgInitdb(run, initdb, postgres, home, dataDir, cred, p)
+	})
+}
+
+// pgInitdb runs initdb and creates the test database.
+func pgInitdb(run func(stdin, name string, args ...string) error, initdb, postgres, home, dataDir string, cred *syscall.Credential, p *Postgres) error {
 	pwFile := filepath.Join(home, "pwfile")
 	if err := os.WriteFile(pwFile, []byte(p.Password+"\n"), 0o600); err != nil {
 		return err
@@ -225,14 +237,16 @@ func pgInitialise(run func(stdin, name string, args ...string) error, initdb, po
 		}
 	}
 	err := run("", initdb, "-D", dataDir, "-U", p.User, "--pwfile="+pwFile,
-		"--auth-host=scram-sha-256", "--auth-local=trust", "-E", "UTF8", "--locale=C", "--no-sync")
+		"--auth-host=md5", "--auth-local=trust", "-E", "UTF8", "--locale=C", "--no-sync")
 	_ = os.Remove(pwFile)
 	if err != nil {
 		return err
 	}
 	// The test database, created in single-user mode (no socket or
-	// port needed).
-	if err := run("CREATE DATABASE "+p.DB+";\n", postgres, "--single", "-D", dataDir, "-F", "-c", "exit_on_error=true", "postgres"); err != nil {
+	// port needed), and the password stored as MD5, which md5 login
+	// needs (initdb stored it for SCRAM).
+	setup := "SET password_encryption = 'md5';\nALTER USER " + p.User + " PASSWORD '" + p.Password + "';\nCREATE DATABASE " + p.DB + ";\n"
+	if err := run(setup, postgres, "--single", "-D", dataDir, "-F", "-c", "exit_on_error=true", "postgres"); err != nil {
 		return err
 	}
 	return nil

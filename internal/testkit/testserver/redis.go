@@ -95,9 +95,33 @@ func newRedis(dir string, cfg RedisConfig) (*Server, error) {
 // every node reports cluster_state:ok. Restart of a member waits until that
 // node reports cluster_state:ok again.
 func StartRedisCluster(ctx context.Context, dir string, masters int) (*Cluster, error) {
+	return StartRedisClusterConfig(ctx, dir, ClusterConfig{Masters: masters})
+}
+
+// ClusterConfig configures StartRedisClusterConfig.
+type ClusterConfig struct {
+	// Masters is the number of masters, at least 3.
+	Masters int
+	// Replicas is the number of replicas of each master (0: none). The
+	// cluster has Masters×(1+Replicas) nodes; which node replicates
+	// which master is redis-cli's choice (see CLUSTER NODES).
+	Replicas int
+	// Persistence gives every node the append-only file with fsync on
+	// every write (see RedisConfig.Persistence).
+	Persistence bool
+}
+
+// StartRedisClusterConfig is StartRedisCluster with replicas and
+// persistence as cfg says.
+func StartRedisClusterConfig(ctx context.Context, dir string, cfg ClusterConfig) (*Cluster, error) {
+	masters := cfg.Masters
 	if masters < 3 {
 		return nil, fmt.Errorf("testserver: a Redis Cluster needs at least 3 masters, got %d", masters)
 	}
+	if cfg.Replicas < 0 {
+		return nil, fmt.Errorf("testserver: %d replicas per master", cfg.Replicas)
+	}
+	nodes := masters * (1 + cfg.Replicas)
 	cli, err := lookBinary("redis-tools", "redis-cli")
 	if err != nil {
 		return nil, err
@@ -113,13 +137,13 @@ func StartRedisCluster(ctx context.Context, dir string, masters int) (*Cluster, 
 		dir = d
 		cleanup = func() { _ = os.RemoveAll(d) }
 	}
-	c := &Cluster{Servers: make([]*Server, masters)}
+	c := &Cluster{Servers: make([]*Server, nodes)}
 	formed := new(atomic.Bool)
-	errs := make([]error, masters)
+	errs := make([]error, nodes)
 	var wg sync.WaitGroup
-	for i := range masters {
+	for i := range nodes {
 		wg.Go(func() {
-			s, err := newRedis(filepath.Join(dir, fmt.Sprintf("node%d", i+1)), RedisConfig{ClusterEnabled: true})
+			s, err := newRedis(filepath.Join(dir, fmt.Sprintf("node%d", i+1)), RedisConfig{ClusterEnabled: true, Persistence: cfg.Persistence})
 			if err != nil {
 				errs[i] = err
 				return
@@ -159,7 +183,7 @@ func StartRedisCluster(ctx context.Context, dir string, masters int) (*Cluster, 
 
 	args := []string{"--cluster", "create"}
 	args = append(args, c.Addrs()...)
-	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
+	args = append(args, "--cluster-replicas", strconv.Itoa(cfg.Replicas), "--cluster-yes")
 	cmd := exec.CommandContext(ctx, cli, args...)
 	cmd.SysProcAttr = sysProcAttr()
 	cmd.Cancel = func() error { return killGroup(cmd) }
@@ -170,6 +194,9 @@ func StartRedisCluster(ctx context.Context, dir string, masters int) (*Cluster, 
 	}
 	formed.Store(true)
 	if err := c.WaitReady(ctx); err != nil {
+		return fail(fmt.Errorf("%w\nredis-cli output:\n%s", err, out))
+	}
+	if err := WaitClusterReplicas(ctx, c, cfg.Replicas); err != nil {
 		return fail(fmt.Errorf("%w\nredis-cli output:\n%s", err, out))
 	}
 	return c, nil

@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // ---- helpers ----
@@ -727,5 +729,92 @@ func TestPostgres(t *testing.T) {
 		if alive(k) {
 			t.Errorf("child process %d of the killed postmaster is alive", k)
 		}
+	}
+}
+
+// The second PostgreSQL and MariaDB servers of a cache start from the
+// template the first one left (not initdb or mariadb-install-db again), and
+// are whole servers: the test user logs in to the test database.
+func TestTemplates(t *testing.T) {
+	cache := t.TempDir()
+	if os.Geteuid() == 0 {
+		// PostgreSQL runs as the user postgres, which must not need to
+		// enter the cache (a t.TempDir path is not traversable by it).
+		if err := os.Chmod(cache, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv("XDG_CACHE_HOME", cache)
+	t.Setenv(TemplateEnv, "")
+	templates := func(kind string) []string {
+		m, _ := filepath.Glob(filepath.Join(cache, "distlock-testserver", kind+"-*"))
+		return m
+	}
+	t.Run("postgres", func(t *testing.T) {
+		for i := range 2 {
+			start := time.Now()
+			p := PostgresServer(t)
+			if !p.Controllable() {
+				t.Skip("external server")
+			}
+			t.Logf("server %d: started in %v", i, time.Since(start).Round(time.Millisecond))
+			_, initdbLog := os.Stat(filepath.Join(p.Dir(), "initdb.log"))
+			if ran := initdbLog == nil; ran != (i == 0) {
+				t.Errorf("server %d: initdb ran: %v", i, ran)
+			}
+			if n := len(templates("postgres")); n != 1 {
+				t.Fatalf("server %d: %d templates, want 1", i, n)
+			}
+			var db string
+			if err := pgQueryRow(ctxTimeout(t, 30*time.Second), p.DSN(), "SELECT current_database()", &db); err != nil || db != p.DB {
+				t.Fatalf("server %d: current_database() = %q, %v", i, db, err)
+			}
+		}
+	})
+	t.Run("mariadb", func(t *testing.T) {
+		for i := range 2 {
+			start := time.Now()
+			m := MariaDBServer(t) // ready means the test user logged in to the test database
+			if !m.Controllable() {
+				t.Skip("external server")
+			}
+			t.Logf("server %d: started in %v", i, time.Since(start).Round(time.Millisecond))
+			_, installLog := os.Stat(filepath.Join(m.Dir(), "install.log"))
+			if ran := installLog == nil; ran != (i == 0) {
+				t.Errorf("server %d: mariadb-install-db ran: %v", i, ran)
+			}
+			if n := len(templates("mariadb")); n != 1 {
+				t.Fatalf("server %d: %d templates, want 1", i, n)
+			}
+		}
+	})
+}
+
+// pgQueryRow logs in to dsn (password authentication) and scans the one
+// value q returns into dst.
+func pgQueryRow(ctx context.Context, dsn, q string, dst any) error {
+	c, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return err
+	}
+	defer c.Close(ctx)
+	return c.QueryRow(ctx, q).Scan(dst)
+}
+
+// The test server checks the password (MD5): a wrong one is refused.
+func TestPostgresChecksPassword(t *testing.T) {
+	t.Parallel()
+	p := PostgresServer(t)
+	if !p.Controllable() {
+		t.Skip("external server")
+	}
+	var db string
+	if err := pgQueryRow(ctxTimeout(t, 30*time.Second), p.DSN(), "SELECT current_database()", &db); err != nil {
+		t.Fatalf("the right password: %v", err)
+	}
+	wrong := strings.Replace(p.DSN(), ":"+p.Password+"@", ":wrong@", 1)
+	err := pgQueryRow(ctxTimeout(t, 30*time.Second), wrong, "SELECT 1", &db)
+	if err == nil || !strings.Contains(err.Error(), "28P01") {
+		t.Fatalf("a wrong password: %v, want SQLSTATE 28P01", err)
 	}
 }
