@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jmoiron/sqlx"
+
 	"github.com/distlock/distlock/internal/sqllock"
 )
 
@@ -62,24 +64,9 @@ func rowInsertFloors(table string, n int) string {
 
 // cleanupPass is row mode's sqllock.Pass.
 func (d *rowDriver) cleanupPass(ctx context.Context, grace time.Duration, batch int) (int, error) {
-	rows, err := d.db.QueryContext(ctx, fmt.Sprintf(cleanupCandidatesSQL, d.Table), ttlMicros(grace), batch)
-	if err != nil {
-		return 0, err
-	}
 	var cands [][]byte
-	for rows.Next() {
-		var h []byte
-		if err := rows.Scan(&h); err != nil {
-			rows.Close()
-			return 0, err
-		}
-		cands = append(cands, h)
-	}
-	if err := rows.Err(); err != nil {
+	if err := sqlx.SelectContext(ctx, d.x, &cands, fmt.Sprintf(cleanupCandidatesSQL, d.Table), ttlMicros(grace), batch); err != nil || len(cands) == 0 {
 		return 0, err
-	}
-	if len(cands) == 0 {
-		return 0, nil
 	}
 	fl := sortedFloors(cands)
 	// The floor rows exist before they are locked (a locking read of a
@@ -88,7 +75,7 @@ func (d *rowDriver) cleanupPass(ctx context.Context, grace time.Duration, batch 
 	if _, err := d.db.ExecContext(ctx, rowInsertFloors(d.Table, len(fl)), fl...); err != nil {
 		return 0, err
 	}
-	tx, err := d.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead})
+	tx, err := d.x.BeginTxx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead})
 	if err != nil {
 		return 0, err
 	}
@@ -100,31 +87,29 @@ func (d *rowDriver) cleanupPass(ctx context.Context, grace time.Duration, batch 
 	return d.deleteAndRaise(ctx, tx, fmt.Sprintf(cleanupConfirmSQL, d.Table, marks(len(cands))), append(args, ttlMicros(grace)), cleanupDeleteSQL, cleanupRaiseSQL)
 }
 
+// fenceRow is a row's key hash and fence, as a cleanup's confirming read
+// returns them.
+type fenceRow struct {
+	Hash  []byte `db:"key_hash"`
+	Fence uint64 `db:"fence"`
+}
+
 // deleteAndRaise ends a cleanup pass in tx, which holds the floor rows
 // locked: confirm (a locking read of key_hash, fence) names the rows to
 // delete; del (table, marks) deletes them and raise (table, cases, marks)
 // raises each floor to at least their fences; then it commits and returns
 // how many keys went.
-func (b *base) deleteAndRaise(ctx context.Context, tx *sql.Tx, confirm string, args []any, del, raise string) (int, error) {
-	rows, err := tx.QueryContext(ctx, confirm, args...)
-	if err != nil {
+func (b *base) deleteAndRaise(ctx context.Context, tx *sqlx.Tx, confirm string, args []any, del, raise string) (int, error) {
+	var rows []fenceRow
+	if err := tx.SelectContext(ctx, &rows, confirm, args...); err != nil {
 		return 0, err
 	}
 	floors := map[[32]byte]uint64{}
-	var gone []any
-	for rows.Next() {
-		var h []byte
-		var fence uint64
-		if err := rows.Scan(&h, &fence); err != nil {
-			rows.Close()
-			return 0, err
-		}
-		gone = append(gone, h)
-		f := floorHash([32]byte(h))
-		floors[f] = max(floors[f], fence)
-	}
-	if err := rows.Err(); err != nil {
-		return 0, err
+	gone := make([]any, len(rows))
+	for i, r := range rows {
+		gone[i] = r.Hash
+		f := floorHash([32]byte(r.Hash))
+		floors[f] = max(floors[f], r.Fence)
 	}
 	if len(gone) == 0 {
 		return 0, tx.Commit()

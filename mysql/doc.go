@@ -66,7 +66,8 @@
 // cleanup_grace, cleanup_batch, keepalive, session_timeout, max_conns,
 // timeout and tls.
 //
-// (*distlock.Locker).As answers *Mode and **sql.DB.
+// New takes a *sql.DB, NewSqlx a *sqlx.DB. (*distlock.Locker).As answers
+// *Mode, **sql.DB and, for a Locker made by NewSqlx, **sqlx.DB.
 //
 // The statements, the loss analysis, the cleanup's proof and the schema
 // are in docs/backends/mysql.md.

@@ -5,8 +5,11 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
+
+	"github.com/jmoiron/sqlx"
 
 	"github.com/distlock/distlock/backend"
 	"github.com/distlock/distlock/internal/async"
@@ -68,22 +71,27 @@ func (d *fuDriver) RecordHolds(ctx context.Context, key string, p sqllock.Pinned
 	return n == 1, nil
 }
 
+// holderRecord is a fence row's holder record as fuRecordSQL reads it.
+type holderRecord struct {
+	Owner    []byte        `db:"owner"`
+	Metadata []byte        `db:"metadata"`
+	Fence    uint64        `db:"fence"`
+	Holds    sql.NullInt64 `db:"holds"`
+	ConnID   int64         `db:"conn_id"`
+}
+
 // record reads key's holder record (as Held; found false if none).
 func (d *fuDriver) record(ctx context.Context, h [32]byte) (info backend.LockInfo, connID int64, found bool, err error) {
-	var (
-		owner, md []byte
-		fence     uint64
-		holds     sql.NullInt64
-	)
-	err = d.db.QueryRowContext(ctx, fmt.Sprintf(fuRecordSQL, d.Table), h[:]).Scan(&owner, &md, &fence, &holds, &connID)
+	var r holderRecord
+	err = sqlx.GetContext(ctx, d.x, &r, fmt.Sprintf(fuRecordSQL, d.Table), h[:])
 	if errors.Is(err, sql.ErrNoRows) {
 		return backend.LockInfo{Waiters: -1}, 0, false, nil
 	}
 	if err != nil {
 		return backend.LockInfo{}, 0, false, sqllock.Failed(ctx, err)
 	}
-	return backend.LockInfo{Held: true, Owner: string(owner), Metadata: string(md), Token: fence,
-		Holds: int(holds.Int64), SessionBound: true, Waiters: -1}, connID, true, nil
+	return backend.LockInfo{Held: true, Owner: string(r.Owner), Metadata: string(r.Metadata), Token: r.Fence,
+		Holds: int(r.Holds.Int64), SessionBound: true, Waiters: -1}, r.ConnID, true, nil
 }
 
 // probe reports whether the key's row is locked: a locking read NOWAIT in a
@@ -234,20 +242,11 @@ func (d *fuDriver) forceOnce(ctx context.Context, h [32]byte, want backend.Holde
 // blocks reports whether connection holder's running transaction blocks
 // the lock request of connection me.
 func (d *fuDriver) blocks(ctx context.Context, me, holder int64) (bool, error) {
-	rows, err := d.db.QueryContext(ctx, fuBlockersSQL, me)
-	if err != nil {
+	var blockers []int64
+	if err := sqlx.SelectContext(ctx, d.x, &blockers, fuBlockersSQL, me); err != nil {
 		return false, sqllock.Failed(ctx, err)
 	}
-	defer rows.Close()
-	blocked := false
-	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
-			return false, sqllock.Failed(ctx, err)
-		}
-		blocked = blocked || id == holder
-	}
-	return blocked, sqllock.Failed(ctx, rows.Err())
+	return slices.Contains(blockers, holder), nil
 }
 
 // sleep waits d or until ctx ends (NoAnswer).

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/jmoiron/sqlx"
 )
 
 // Forupdate mode's fencing-record bound (sqllock.Cleanup). A pass deletes
@@ -48,22 +50,11 @@ func (d *fuDriver) fuCandidates(ctx context.Context, grace time.Duration, batch 
 	_, _ = rand.Read(start)
 	var cands [][]byte
 	for _, op := range []string{">=", "<"} {
-		rows, err := d.db.QueryContext(ctx, fmt.Sprintf(fuCandidatesSQL, d.Table, op), start, ttlMicros(grace), batch-len(cands))
-		if err != nil {
+		var part [][]byte
+		if err := sqlx.SelectContext(ctx, d.x, &part, fmt.Sprintf(fuCandidatesSQL, d.Table, op), start, ttlMicros(grace), batch-len(cands)); err != nil {
 			return nil, err
 		}
-		for rows.Next() {
-			var h []byte
-			if err := rows.Scan(&h); err != nil {
-				rows.Close()
-				return nil, err
-			}
-			cands = append(cands, h)
-		}
-		if err := rows.Err(); err != nil {
-			return nil, err
-		}
-		if len(cands) >= batch {
+		if cands = append(cands, part...); len(cands) >= batch {
 			break
 		}
 	}
@@ -83,7 +74,7 @@ func (d *fuDriver) cleanupPass(ctx context.Context, grace time.Duration, batch i
 	if _, err := d.db.ExecContext(ctx, fuInsertFloors(d.Table, len(fl)), fl...); err != nil {
 		return 0, err
 	}
-	tx, err := d.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead})
+	tx, err := d.x.BeginTxx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead})
 	if err != nil {
 		return 0, err
 	}
@@ -91,8 +82,8 @@ func (d *fuDriver) cleanupPass(ctx context.Context, grace time.Duration, batch i
 	if _, err := tx.ExecContext(ctx, fmt.Sprintf(fuLockFloorsSQL, d.Table, marks(len(fl))), fl...); err != nil {
 		return 0, err
 	}
-	free, err := queryHashes(ctx, tx, fmt.Sprintf(fuSkipLockedSQL, d.Table, marks(len(cands))), append(anys(cands), batch)...)
-	if err != nil || len(free) == 0 {
+	var free [][]byte
+	if err := tx.SelectContext(ctx, &free, fmt.Sprintf(fuSkipLockedSQL, d.Table, marks(len(cands))), append(anys(cands), batch)...); err != nil || len(free) == 0 {
 		return 0, err
 	}
 	return d.deleteAndRaise(ctx, tx, fmt.Sprintf(fuConfirmSQL, d.Table, marks(len(free))), append(anys(free), ttlMicros(grace)), fuDeleteSQL, fuRaiseSQL)
@@ -115,24 +106,6 @@ func sortedFloors(hs [][]byte) []any {
 		out[i] = f[:]
 	}
 	return out
-}
-
-// queryHashes runs a query of one binary column in tx.
-func queryHashes(ctx context.Context, tx *sql.Tx, q string, args ...any) ([][]byte, error) {
-	rows, err := tx.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out [][]byte
-	for rows.Next() {
-		var h []byte
-		if err := rows.Scan(&h); err != nil {
-			return nil, err
-		}
-		out = append(out, h)
-	}
-	return out, rows.Err()
 }
 
 func anys(hs [][]byte) []any {

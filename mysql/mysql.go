@@ -8,6 +8,8 @@ import (
 	"regexp"
 	"time"
 
+	"github.com/jmoiron/sqlx"
+
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/backend"
 	"github.com/distlock/distlock/internal/sqllock"
@@ -116,11 +118,11 @@ func newConfig(opts []Option) (config, error) {
 }
 
 // New returns a Locker over db, which must use the go-sql-driver/mysql
-// driver (a *sqlx.DB user passes its DB field); interpolateParams=true in
-// its DSN saves a round trip per statement (otherwise every statement with
-// arguments is prepared on the server). New does not take ownership of db:
-// Close leaves it open. In forupdate mode each held or waiting lock
-// occupies one of db's connections until it is released.
+// driver; interpolateParams=true in its DSN saves a round trip per
+// statement (otherwise every statement with arguments is prepared on the
+// server). New does not take ownership of db: Close leaves it open. In
+// forupdate mode each held or waiting lock occupies one of db's connections
+// until it is released.
 //
 // New checks every option (mode, table name, keepalive) and a nil db: it
 // returns an error wrapping distlock.ErrInvalidOption naming the first
@@ -148,7 +150,7 @@ type modeDriver interface {
 // newDriver is the one path from a checked configuration to a driver, for
 // New and the URL opener. closeDB, if not nil, closes a db the driver owns.
 func newDriver(db *sql.DB, closeDB func() error, c config) modeDriver {
-	b := &base{Base: sqllock.NewBase(dialect, schemas, &c.Config, closeDB), db: db}
+	b := &base{Base: sqllock.NewBase(dialect, schemas, &c.Config, closeDB), db: db, x: rowReader(db)}
 	if c.Mode == string(ModeForUpdate) {
 		return newFUDriver(b, c.Keepalive)
 	}
@@ -160,6 +162,8 @@ func newDriver(db *sql.DB, closeDB func() error, c config) modeDriver {
 type base struct {
 	*sqllock.Base
 	db      *sql.DB
+	x       *sqlx.DB     // db, for the reads that scan rows into structs (rowReader)
+	given   *sqlx.DB     // the *sqlx.DB of NewSqlx, for As; nil from New or a URL
 	cleanup sqllock.Pass // the mode's cleanup pass
 }
 

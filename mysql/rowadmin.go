@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jmoiron/sqlx"
+
 	"github.com/distlock/distlock/backend"
 	"github.com/distlock/distlock/internal/sqllock"
 )
@@ -22,39 +24,39 @@ var (
 // rowInspectSQL reads a lease row: remaining_us is NULL unless it is held.
 // Arguments: hash.
 const rowInspectSQL = `SELECT owner, holds, fence, metadata,
-  IF(holds > 0 AND expires_at > UTC_TIMESTAMP(6), TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at), NULL)
+  IF(holds > 0 AND expires_at > UTC_TIMESTAMP(6), TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at), NULL) AS remaining_us
 FROM %[1]s WHERE key_hash = ?`
 
 // rowEvictSQL frees a held row whatever its owner, keeping its fence (so
 // the next tenure's token is higher). Arguments: hash.
 const rowEvictSQL = `UPDATE %[1]s SET holds = 0, hold_ids = NULL, expires_at = ` + freeExpiry + ` WHERE key_hash = ?`
 
-// queryer is a *sql.DB or a *sql.Tx.
-type queryer interface {
-	QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row
+// leaseRow is a lease row as rowInspectSQL reads it.
+type leaseRow struct {
+	Owner     []byte        `db:"owner"`
+	Holds     int           `db:"holds"`
+	Fence     uint64        `db:"fence"`
+	Metadata  []byte        `db:"metadata"`
+	Remaining sql.NullInt64 `db:"remaining_us"`
 }
 
-// readRow reads key's lease row through q: Held with owner, metadata,
-// token, holds and the TTL left by the database clock; not held if the row
-// is free or missing. Waiters is -1: pollers are not queued anywhere.
-func (d *rowDriver) readRow(ctx context.Context, q queryer, h [32]byte, suffix string) (backend.LockInfo, error) {
+// readRow reads key's lease row through q (the pool or a transaction):
+// Held with owner, metadata, token, holds and the TTL left by the database
+// clock; not held if the row is free or missing. Waiters is -1: pollers
+// are not queued anywhere.
+func (d *rowDriver) readRow(ctx context.Context, q sqlx.QueryerContext, h [32]byte, suffix string) (backend.LockInfo, error) {
 	info := backend.LockInfo{Waiters: -1}
-	var (
-		owner, md []byte
-		holds     int
-		fence     uint64
-		remaining sql.NullInt64
-	)
-	err := q.QueryRowContext(ctx, fmt.Sprintf(rowInspectSQL, d.Table)+suffix, h[:]).Scan(&owner, &holds, &fence, &md, &remaining)
+	var r leaseRow
+	err := sqlx.GetContext(ctx, q, &r, fmt.Sprintf(rowInspectSQL, d.Table)+suffix, h[:])
 	if errors.Is(err, sql.ErrNoRows) {
 		return info, nil
 	}
 	if err != nil {
 		return info, sqllock.Failed(ctx, err)
 	}
-	if remaining.Valid {
-		info.Held, info.Owner, info.Metadata, info.Token, info.Holds = true, string(owner), string(md), fence, holds
-		info.TTL = time.Duration(remaining.Int64) * time.Microsecond
+	if r.Remaining.Valid {
+		info.Held, info.Owner, info.Metadata, info.Token, info.Holds = true, string(r.Owner), string(r.Metadata), r.Fence, r.Holds
+		info.TTL = time.Duration(r.Remaining.Int64) * time.Microsecond
 	}
 	return info, nil
 }
@@ -64,7 +66,7 @@ func (d *rowDriver) Inspect(ctx context.Context, key string) (backend.LockInfo, 
 	if err := d.ready(ctx); err != nil {
 		return backend.LockInfo{}, err
 	}
-	return d.readRow(ctx, d.db, keyHash(key), "")
+	return d.readRow(ctx, d.x, keyHash(key), "")
 }
 
 // ForceRelease implements backend.ForceReleaser: in one transaction the
@@ -78,7 +80,7 @@ func (d *rowDriver) ForceRelease(ctx context.Context, key string, want backend.H
 		return backend.LockInfo{}, err
 	}
 	h := keyHash(key)
-	tx, err := d.db.BeginTx(ctx, nil)
+	tx, err := d.x.BeginTxx(ctx, nil)
 	if err != nil {
 		return backend.LockInfo{}, sqllock.Failed(ctx, err)
 	}
