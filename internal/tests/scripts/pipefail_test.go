@@ -4,8 +4,10 @@ package scripts
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -42,5 +44,36 @@ func TestNoEarlyExitUnderPipefail(t *testing.T) {
 				t.Errorf("%s:%d: %q: the reader may exit first and pipefail turns the writer's SIGPIPE into a failure; read the whole input (sed -n 1p, grep -c)", f, i+1, strings.TrimSpace(line))
 			}
 		}
+	}
+}
+
+// TestTestPackagesIsOneLineOfEveryPackage: make ci hands the list to
+// scripts/run-all.sh inside a command string that bash -c runs; a list
+// with newlines ran go test on the first package only and then tried to
+// run each other package's path as a command.
+func TestTestPackagesIsOneLineOfEveryPackage(t *testing.T) {
+	root := filepath.Join("..", "..", "..")
+	sh := exec.Command("bash", filepath.Join("scripts", "test-packages.sh"))
+	sh.Dir = root
+	out, err := sh.Output()
+	if err != nil {
+		t.Fatalf("test-packages.sh: %v", err)
+	}
+	list := strings.TrimSuffix(string(out), "\n")
+	if strings.Contains(list, "\n") {
+		t.Fatalf("test-packages.sh printed %d lines, want one", strings.Count(list, "\n")+1)
+	}
+	cmd := exec.Command("go", "list", "./...")
+	cmd.Dir = root
+	all, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	got := strings.Fields(list)
+	want := strings.Fields(string(all))
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("test-packages.sh lists %d packages, go list ./... %d: the sets differ", len(got), len(want))
 	}
 }
