@@ -4,7 +4,7 @@ package main
 
 // semaphoreBackends: the registered URL schemes (and modes) whose drivers
 // implement backend.Semaphorer.
-var semaphoreBackends = []string{"file://", "mem://", "mysql:// (mode=row)", "postgres:// and postgresql:// (mode=row)", "redis:// and rediss://", "zookeeper:// and zk://"}
+var semaphoreBackends = []string{"file://", "mem://", "mysql:// (mode=row)", "postgres:// and postgresql:// (mode=row)", "redis:// and redis+cluster:// and redis+sentinel:// and rediss:// and rediss+cluster:// and rediss+sentinel://", "zookeeper:// and zk://"}
 
 // noSemaphoreBackends: the others.
 var noSemaphoreBackends = []string{"etcd:// and etcds://", "memcached://", "mysql:// (mode=forupdate)", "postgres:// and postgresql:// (mode=advisory)", "redlock://"}

@@ -40,6 +40,12 @@ func probeURL(t *testing.T, pkg, scheme, mode string) string {
 	case "file":
 		return scheme + "://" + t.TempDir()
 	case "redis":
+		switch {
+		case strings.Contains(scheme, "sentinel"):
+			return scheme + "://" + closed + "/0?master=probe"
+		case strings.Contains(scheme, "cluster"):
+			return scheme + "://" + closed
+		}
 		return scheme + "://" + closed + "/0"
 	case "redlock":
 		return scheme + "://" + closed + "," + sqltest.ClosedPort(t) + "," + sqltest.ClosedPort(t)
