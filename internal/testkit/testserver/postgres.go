@@ -148,13 +148,15 @@ func StartPostgres(ctx context.Context, dir string) (*Postgres, error) {
 	if cred != nil {
 		s.cleanup = append(s.cleanup, func() { _ = os.RemoveAll(dir) })
 	}
+	dataDir := filepath.Join(s.dir, "data")
+	s.cleanup = append(s.cleanup, func() { pgRemoveSegment(dataDir) })
+	s.prepare = func() error { return pgReleaseSegment(dataDir) }
 	p := &Postgres{Server: s, User: pgUser, Password: pgPassword, DB: pgDB}
 	fail := func(err error) (*Postgres, error) {
 		_ = s.Stop()
 		return nil, err
 	}
 	home := s.dir
-	dataDir := filepath.Join(home, "data")
 	setAttr := func(a *syscall.SysProcAttr) { a.Credential = cred }
 	run := pgRunner(ctx, home, setAttr)
 
@@ -260,6 +262,11 @@ func signalChildren(pid int, sig syscall.Signal) error {
 	if sig == syscall.SIGKILL || sig == syscall.SIGSTOP {
 		if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 			return err
+		}
+		// kill(2) returns before the postmaster has stopped: until it
+		// has, it may still fork a child the list below would miss.
+		for deadline := time.Now().Add(2 * time.Second); !allStopped([]int{pid}) && time.Now().Before(deadline); {
+			time.Sleep(time.Millisecond)
 		}
 	}
 	kids := ChildPIDs(pid)

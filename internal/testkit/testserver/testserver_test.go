@@ -818,3 +818,58 @@ func TestPostgresChecksPassword(t *testing.T) {
 		t.Fatalf("a wrong password: %v, want SQLSTATE 28P01", err)
 	}
 }
+
+// A restart succeeds though a backend of the killed server outlived its
+// postmaster (here stopped, so it cannot notice the postmaster's death and
+// exit, as a backend forked during the kill or starved by a loaded machine
+// does not): the restart kills it instead of failing with "pre-existing
+// shared memory block is still in use". Stop then removes the server's
+// shared memory segment, which a killed server leaves behind.
+func TestPostgresRestartAfterStraggler(t *testing.T) {
+	t.Parallel()
+	p := PostgresServer(t)
+	if !p.Controllable() {
+		t.Skip("external server")
+	}
+	ctx := ctxTimeout(t, time.Minute)
+	conn, err := pgx.Connect(ctx, p.DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var backend int
+	if err := conn.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&backend); err != nil {
+		t.Fatal(err)
+	}
+	dataDir := filepath.Join(p.Dir(), "data")
+	seg, ok := pgSegmentOf(dataDir)
+	if !ok {
+		t.Fatal("no shared memory segment in postmaster.pid")
+	}
+	if err := syscall.Kill(backend, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(backend, syscall.SIGKILL) })
+	if err := syscall.Kill(p.PID(), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Restart(ctx); err != nil {
+		t.Fatalf("Restart with a backend of the killed server still attached: %v", err)
+	}
+	if alive(backend) {
+		t.Errorf("the straggling backend %d is alive after the restart", backend)
+	}
+	var one int
+	if err := pgQueryRow(ctx, p.DSN(), "SELECT 1", &one); err != nil {
+		t.Fatalf("query after the restart: %v", err)
+	}
+	seg, _ = pgSegmentOf(dataDir)
+	if err := p.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if n := seg.attached(); n != -1 {
+		t.Errorf("the killed server's shared memory segment (key %d, id %d) is left after Stop (%d attached)", seg.key, seg.id, n)
+	}
+}
