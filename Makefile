@@ -29,10 +29,12 @@ check:
 # The whole test suite with the race detector (FuzzOpen's seed corpus —
 # every registered scheme, every URL in the docs, the malformed ones —
 # included), the OpenTelemetry module's and the gocron adapter's tests (each
-# its own go.mod). Three packages at a time, the ones that take minutes
+# its own go.mod). Four packages at a time, the ones that take minutes
 # first (scripts/test-packages.sh: the same set as ./...): most tests wait
 # on servers and leases, not on the CPU. Server data lives on tmpfs where
-# the machine has one (scripts/with-tmpfs.sh).
+# the machine has one (scripts/with-tmpfs.sh). The conformance suites' load
+# checks run a quarter of their critical sections (DISTLOCK_CONFORMANCE_ROUNDS;
+# `make soak` runs four times the default).
 test: check
 	@$(MAKE) --no-print-directory tests
 
@@ -49,8 +51,8 @@ warm:
 # modules' tests, which need no server and little time, run beside the
 # library's.
 tests:
-	scripts/with-tmpfs.sh scripts/run-all.sh \
-		"$(GO) test -race -count=1 -p 3 -timeout 25m $$(scripts/test-packages.sh)" \
+	DISTLOCK_CONFORMANCE_ROUNDS=0.25 scripts/with-tmpfs.sh scripts/run-all.sh \
+		"$(GO) test -race -count=1 -p 4 -timeout 25m $$(scripts/test-packages.sh)" \
 		"cd otel && $(GO) test -race -count=1 ./..." \
 		"cd gocronlock && $(GO) test -race -count=1 ./..."
 
@@ -65,7 +67,7 @@ quick:
 # Then FuzzOpen mutates URLs for two minutes (no panic, no hang, no
 # password in an error); its seeds run in every `go test`.
 soak: deps
-	DISTLOCK_SOAK=1 scripts/with-tmpfs.sh $(GO) test -race -count=1 -timeout 90m ./...
+	DISTLOCK_SOAK=1 DISTLOCK_CONFORMANCE_ROUNDS=4 scripts/with-tmpfs.sh $(GO) test -race -count=1 -timeout 90m ./...
 	$(GO) test -run '^$$' -fuzz FuzzOpen -fuzztime 2m ./internal/tests/openfuzz
 
 # The benchmarks quoted in the README.

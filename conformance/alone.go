@@ -32,7 +32,7 @@ var aloneChecks = map[string]bool{
 
 // Alone reports whether the check must run with no other check of the
 // suite running against the same backend. Run runs these one at a time
-// before the others, which share the backend on keys of their own.
+// after the others, which share the backend on keys of their own.
 func (c Check) Alone() bool { return c.Destructive || aloneChecks[c.Name] }
 
 // ConcurrencyEnv sets how many checks that need not run alone Run runs at

@@ -146,8 +146,8 @@ func checkMutualExclusion(t T, h *Harness) {
 	const (
 		lockers    = 4
 		goroutines = 16
-		total      = 2000
 	)
+	total := int64(rounds(2000))
 	key := h.key(t, "mutex")
 	ls := make([]*distlock.Locker, lockers)
 	for i := range ls {

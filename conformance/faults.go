@@ -54,7 +54,8 @@ func (h *Harness) takeoverBound(caps distlock.Capabilities) time.Duration {
 
 func checkProcesses(t T, h *Harness) {
 	needURL(t, h)
-	const workers, perWorker = 4, 250
+	const workers = 4
+	perWorker := rounds(250)
 	holds, total := runWorkers(t, h, workers, workerConfig{Key: h.key(t, "procs"), Count: perWorker})
 	if len(holds) < workers*perWorker || total < workers*perWorker {
 		t.Fatalf("%d critical sections recorded (%d reported), want %d", len(holds), total, workers*perWorker)

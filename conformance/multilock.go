@@ -32,7 +32,8 @@ func multiKeys(t T, h *Harness, name string, n int) []string {
 }
 
 func checkMultiOverlap(t T, h *Harness) {
-	const clients, goroutines, rounds = 3, 6, 20
+	const clients, goroutines = 3, 6
+	rounds := rounds(20)
 	keys := multiKeys(t, h, "multi", 5)
 	var ls []*distlock.Locker
 	for range clients {
@@ -79,7 +80,8 @@ func checkMultiOverlap(t T, h *Harness) {
 
 func checkMultiProcesses(t T, h *Harness) {
 	needURL(t, h)
-	const workers, perWorker = 4, 50
+	const workers = 4
+	perWorker := rounds(50)
 	holds, total := runWorkers(t, h, workers, workerConfig{Keys: multiKeys(t, h, "multi-procs", 5), Count: perWorker, HoldFor: time.Millisecond})
 	if total < workers*perWorker {
 		t.Fatalf("%d AcquireAll reported, want %d", total, workers*perWorker)

@@ -40,9 +40,9 @@ type Check struct {
 }
 
 // Run runs every check as a subtest of t, and returns when every one has
-// ended. The checks that need the backend to themselves (see Check.Alone)
-// run first, one at a time; then the others run concurrently, at most
-// Concurrency at once in the process, each on keys of its own. Runs of
+// ended. The checks that need not have the backend to themselves run
+// first, concurrently, at most Concurrency at once in the process, each on
+// keys of its own; then those that do (see Check.Alone), one at a time. Runs of
 // several harnesses may go on at once in one test binary (parallel tests,
 // see Parallel): an Alone check then still runs with no other check, of
 // any harness, and no Parallel test running. Each check runs under its
@@ -68,20 +68,18 @@ func runTests(t *testing.T, h *Harness, checks []Check, onHang func(msg string))
 			c.Fn(ct, h)
 		})
 	}
-	var shared []Check
+	var shared, alone []Check
 	for _, c := range checks {
 		if c.Alone() {
-			func() {
-				process.Lock()
-				defer process.Unlock()
-				run(c)
-			}()
+			alone = append(alone, c)
 		} else {
 			shared = append(shared, c)
 		}
 	}
+	// The shared checks first: they may overlap the package's other
+	// parallel tests (see Parallel), which an Alone check has to wait out.
 	// testing.T.Run may be called from several goroutines at once; the
-	// subtests keep their names, and Run returns after the last one.
+	// subtests keep their names.
 	sem := checkSlots()
 	var wg sync.WaitGroup
 	for _, c := range shared {
@@ -95,6 +93,13 @@ func runTests(t *testing.T, h *Harness, checks []Check, onHang func(msg string))
 		}()
 	}
 	wg.Wait()
+	for _, c := range alone {
+		func() {
+			process.Lock()
+			defer process.Unlock()
+			run(c)
+		}()
+	}
 }
 
 // contractT prefixes failures with the contract line the check verifies,

@@ -47,9 +47,8 @@ func semaphore(t T, l *distlock.Locker, key string, n int) *distlock.Semaphore {
 }
 
 func checkSemPermits(t T, h *Harness) {
-	const (
-		permits, clients, goroutines, rounds = 2, 3, 6, 25
-	)
+	const permits, clients, goroutines = 2, 3, 6
+	rounds := rounds(25)
 	key := h.key(t, "sem-permits")
 	var sems []*distlock.Semaphore
 	for range clients {
@@ -93,7 +92,8 @@ func checkSemPermits(t T, h *Harness) {
 func checkSemProcesses(t T, h *Harness) {
 	needURL(t, h)
 	semaphore(t, h.locker(t), h.key(t, "probe"), 1) // skips without semaphores
-	const workers, perWorker, permits = 4, 100, 2
+	const workers, permits = 4, 2
+	perWorker := rounds(100)
 	key := h.key(t, "sem-procs")
 	holds, total := runWorkers(t, h, workers, workerConfig{Key: key, Permits: permits, Count: perWorker, HoldFor: 5 * time.Millisecond})
 	if len(holds) < workers*perWorker || total < workers*perWorker {

@@ -27,8 +27,9 @@ var shared = sqltest.Shared[*testserver.MariaDB]{
 	Start:    func(ctx context.Context) (*testserver.MariaDB, error) { return testserver.StartMariaDB(ctx, "") },
 	Stop:     func(s *testserver.MariaDB) error { return s.Stop() },
 	PerTest:  testserver.MariaDBServer,
-	// The modes' two conformance suites and two other parallel tests at once.
-	Parallel: 4,
+	// The four conformance suites (two modes, by URL and over NewSqlx) and
+	// two other parallel tests at once.
+	Parallel: 6,
 }
 
 func TestMain(m *testing.M) { shared.Main(m) }

@@ -106,10 +106,12 @@ func sqlxHarness(t *testing.T, mode mysql.Mode) conformance.Harness {
 }
 
 func TestNewSqlxConformanceRow(t *testing.T) {
+	t.Parallel()
 	conformance.Run(t, sqlxHarness(t, mysql.ModeRow))
 }
 
 func TestNewSqlxConformanceForUpdate(t *testing.T) {
+	t.Parallel()
 	conformance.Run(t, sqlxHarness(t, mysql.ModeForUpdate))
 }
 

@@ -8,6 +8,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/conformance"
 	"github.com/distlock/distlock/internal/redislua"
 	"github.com/distlock/distlock/internal/testkit/testserver"
 )
@@ -20,6 +21,7 @@ import (
 // keys of one slot, or the cluster would refuse them with CROSSSLOT).
 func TestClusterFenceSlots(t *testing.T) {
 	testserver.SkipShort(t, "redis cluster")
+	conformance.Parallel(t)
 	cluster := sharedCluster(t)
 	admin := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: cluster.Addrs()})
 	t.Cleanup(func() { _ = admin.Close() })

@@ -14,6 +14,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/conformance"
 	"github.com/distlock/distlock/internal/redislua"
 	"github.com/distlock/distlock/internal/testkit/slack"
 	"github.com/distlock/distlock/internal/testkit/testserver"
@@ -340,35 +341,47 @@ func agreedSlot(ctx context.Context, cluster *testserver.Cluster, slot int) ([]s
 // is above every token granted before it.
 func TestFailoverDoubleGrant(t *testing.T) {
 	testserver.SkipShort(t, "redis sentinel and cluster")
-	for _, mk := range []func(*testing.T) failoverTopo{sentinelTopo, clusterTopo} {
-		topo := mk(t)
-		t.Run(topo.name+"/async", func(t *testing.T) {
-			r := runFailover(t, topo, "", "fo-async", true)
-			t.Logf("%s, unreplicated grant, no WAIT: %v", topo.name, r)
-			if r.errA != nil {
-				t.Fatalf("first grant: %v", r.errA)
-			}
-			if !r.double {
-				t.Errorf("no double grant: the unreplicated grant survived the failover?")
-			}
-			if r.tokB > r.tokA {
-				t.Errorf("token %d after the failover, above the lost grant's %d: the lost INCR was replicated?", r.tokB, r.tokA)
-			}
-		})
-		t.Run(topo.name+"/wait", func(t *testing.T) {
-			r := runFailover(t, topo, "wait_replicas=1&wait_timeout=200ms", "fo-wait", true)
-			t.Logf("%s, unreplicated grant, wait_replicas=1: %v", topo.name, r)
-			if !errors.Is(r.errA, ErrNotReplicated) || !errors.Is(r.errA, distlock.ErrUnavailable) {
-				t.Errorf("first grant: %v, want ErrNotReplicated (ErrUnavailable)", r.errA)
-			}
-			if r.double {
-				t.Errorf("double grant with wait_replicas=1")
-			}
-			if r.tokB <= r.tokBefore {
-				t.Errorf("token %d after the failover, not above the confirmed %d", r.tokB, r.tokBefore)
-			}
+	t.Parallel()
+	for _, topo := range []struct {
+		name string
+		mk   func(*testing.T) failoverTopo
+	}{{"sentinel", sentinelTopo}, {"cluster", clusterTopo}} {
+		t.Run(topo.name, func(t *testing.T) {
+			conformance.Parallel(t)
+			failoverDoubleGrant(t, topo.mk(t))
 		})
 	}
+}
+
+// failoverDoubleGrant runs TestFailoverDoubleGrant's two failovers on
+// topo, one after the other.
+func failoverDoubleGrant(t *testing.T, topo failoverTopo) {
+	t.Run("async", func(t *testing.T) {
+		r := runFailover(t, topo, "", "fo-async", true)
+		t.Logf("%s, unreplicated grant, no WAIT: %v", topo.name, r)
+		if r.errA != nil {
+			t.Fatalf("first grant: %v", r.errA)
+		}
+		if !r.double {
+			t.Errorf("no double grant: the unreplicated grant survived the failover?")
+		}
+		if r.tokB > r.tokA {
+			t.Errorf("token %d after the failover, above the lost grant's %d: the lost INCR was replicated?", r.tokB, r.tokA)
+		}
+	})
+	t.Run("wait", func(t *testing.T) {
+		r := runFailover(t, topo, "wait_replicas=1&wait_timeout=200ms", "fo-wait", true)
+		t.Logf("%s, unreplicated grant, wait_replicas=1: %v", topo.name, r)
+		if !errors.Is(r.errA, ErrNotReplicated) || !errors.Is(r.errA, distlock.ErrUnavailable) {
+			t.Errorf("first grant: %v, want ErrNotReplicated (ErrUnavailable)", r.errA)
+		}
+		if r.double {
+			t.Errorf("double grant with wait_replicas=1")
+		}
+		if r.tokB <= r.tokBefore {
+			t.Errorf("token %d after the failover, not above the confirmed %d", r.tokB, r.tokBefore)
+		}
+	})
 }
 
 // TestFailoverRate measures how often a grant made just before the

@@ -24,7 +24,7 @@ func TestMain(m *testing.M) {
 		goredis.SetLogger(quietLogger{})
 	}
 	conformance.ServeWorker()     // worker processes of the conformance fault checks
-	conformance.ParallelSuites(4) // the four conformance suites at once
+	conformance.ParallelSuites(10) // the four conformance suites and the other parallel tests at once
 	code := m.Run()
 	stopSharedCluster()
 	os.Exit(code)

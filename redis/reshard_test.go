@@ -9,6 +9,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/conformance"
 	"github.com/distlock/distlock/internal/redislua"
 	"github.com/distlock/distlock/internal/testkit/slack"
 	"github.com/distlock/distlock/internal/testkit/testserver"
@@ -29,6 +30,7 @@ import (
 // wait.
 func TestReshardWhileHeld(t *testing.T) {
 	testserver.SkipShort(t, "redis cluster")
+	conformance.Parallel(t)
 	cluster := testserver.RedisClusterWith(t, testserver.ClusterConfig{Masters: 3})
 	ctx := tctx(t, 2*time.Minute)
 	url := "redis+cluster://" + strings.Join(cluster.Addrs(), ",") + "/?prefix=rs:"

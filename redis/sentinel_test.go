@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/conformance"
 	"github.com/distlock/distlock/internal/testkit/slack"
 	"github.com/distlock/distlock/internal/testkit/testserver"
 )
@@ -14,6 +15,7 @@ import (
 // the sentinels, and follows it across a failover: after the primary is
 // killed and a replica promoted, the same Locker acquires on the new one.
 func TestOpenSentinelURL(t *testing.T) {
+	conformance.Parallel(t)
 	set := testserver.RedisSentinel(t, testserver.SentinelConfig{Replicas: 1, Sentinels: 3})
 	ctx := tctx(t, 2*time.Minute)
 	a, err := distlock.Open(ctx, set.URL("prefix=so:"))

@@ -69,6 +69,7 @@ func TestWaitReplicasOptions(t *testing.T) {
 // the replica paused the refresh fails (ErrUnavailable) instead of
 // counting.
 func TestWaitReplicasConfirms(t *testing.T) {
+	conformance.Parallel(t)
 	srv := testserver.Redis(t, testserver.RedisConfig{})
 	ctx := tctx(t, time.Minute)
 	url := "redis://" + srv.Addr() + "/0?prefix=wr:&wait_replicas=1&wait_timeout=" + slack.D(time.Second).String()

@@ -6,7 +6,7 @@
 # inside a command string (scripts/run-all.sh runs it with bash -c, where a
 # newline would end the go test command).
 set -euo pipefail
-slow=(redis postgres mysql zookeeper redlock memcached etcd cmd/distlock file internal/tests/jobs conformance)
+slow=(redis mysql memcached postgres zookeeper etcd redlock cmd/distlock file internal/tests/jobs conformance internal/testkit/testserver)
 mod=$(go list -m)
 all=$(go list ./...)
 {

@@ -143,6 +143,7 @@ func OpError(ctx context.Context, err error) error {
 	if err == nil {
 		return nil
 	}
+	async.Settle(ctx)
 	if ctxErr := ctx.Err(); ctxErr != nil && !errors.Is(err, ctxErr) && !errors.Is(err, backend.ErrInvalidTTL) {
 		return fmt.Errorf("%w: %w", backend.Wrap(ErrorCode(err), Explain(err)), async.CtxError(ctx))
 	}
@@ -166,6 +167,7 @@ func Classify(ctx context.Context, err error) error {
 	if err == nil || errors.Is(err, backend.ErrInvalidTTL) {
 		return err
 	}
+	async.Settle(ctx)
 	if ctxErr := ctx.Err(); ctxErr != nil {
 		if errors.Is(err, ctxErr) {
 			return err

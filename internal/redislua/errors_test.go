@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"syscall"
 	"testing"
+	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -85,5 +87,52 @@ func TestOpErrorShapes(t *testing.T) {
 	}
 	if err := OpError(context.Background(), reply("WRONGTYPE x")); IsReply(err) == false || errors.Is(err, backend.ErrUnavailable) {
 		t.Errorf("WRONGTYPE: %v", err)
+	}
+}
+
+// lateTimerCtx is a context whose deadline has passed but whose timer has
+// not fired yet: Err is nil until Done closes, a moment later.
+type lateTimerCtx struct {
+	context.Context
+	dl   time.Time
+	done chan struct{}
+}
+
+func newLateTimerCtx(late time.Duration) *lateTimerCtx {
+	c := &lateTimerCtx{Context: context.Background(), dl: time.Now().Add(-time.Millisecond), done: make(chan struct{})}
+	time.AfterFunc(late, func() { close(c.done) })
+	return c
+}
+
+func (c *lateTimerCtx) Deadline() (time.Time, bool) { return c.dl, true }
+func (c *lateTimerCtx) Done() <-chan struct{}       { return c.done }
+func (c *lateTimerCtx) Err() error {
+	select {
+	case <-c.done:
+		return context.DeadlineExceeded
+	default:
+		return nil
+	}
+}
+
+// A network timeout at the caller's deadline, seen before the ctx's timer
+// fired (the client set the connection's deadline from ctx's), is the
+// caller's deadline, not an outage: found as "cancelled acquisition:
+// backend unavailable: i/o timeout, want the ctx error" in the Cluster
+// conformance suite's cancel-in-flight check.
+func TestNetTimeoutAtDeadlineIsCtxError(t *testing.T) {
+	timeout := &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}
+	for name, classify := range map[string]func(context.Context, error) error{"OpError": OpError, "Classify": Classify} {
+		err := classify(newLateTimerCtx(20*time.Millisecond), timeout)
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("%s(deadline passed, timer late, i/o timeout) = %v, want the ctx error", name, err)
+		}
+	}
+	// A live ctx leaves a timeout what it is, at once.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	start := time.Now()
+	if err := OpError(ctx, timeout); errors.Is(err, context.DeadlineExceeded) || time.Since(start) > 100*time.Millisecond {
+		t.Errorf("OpError(live ctx, i/o timeout) = %v after %v, want no ctx error, at once", err, time.Since(start))
 	}
 }

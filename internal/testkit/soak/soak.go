@@ -26,3 +26,13 @@ func Only(t testing.TB, what string) {
 		t.Skipf("soak test (%s): run with `make soak` (%s=1)", what, Env)
 	}
 }
+
+// Scale is a load test's size: ci in `make ci` and other runs, soakN when
+// soak tests are enabled. ci is chosen to still prove the test's claim
+// (a bound that the old defect would exceed), soakN to prove it at size.
+func Scale(ci, soakN int) int {
+	if Enabled() {
+		return soakN
+	}
+	return ci
+}
