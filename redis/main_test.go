@@ -23,7 +23,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv("DISTLOCK_REDIS_LOG") == "" {
 		goredis.SetLogger(quietLogger{})
 	}
-	conformance.ServeWorker()     // worker processes of the conformance fault checks
+	conformance.ServeWorker()      // worker processes of the conformance fault checks
 	conformance.ParallelSuites(10) // the four conformance suites and the other parallel tests at once
 	code := m.Run()
 	stopSharedCluster()
