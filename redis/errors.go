@@ -26,8 +26,8 @@ func (d *driver) ErrorCode(err error) backend.Code {
 // tlsError is a failed TLS handshake of the URL opener's dialer. It wraps
 // ErrUnavailable itself: the handshake's own error may be the dial
 // timeout's context.DeadlineExceeded, which distlock leaves unclassified
-// (it reads as the caller's ctx), and the run command then saw no
-// unavailability (TestRunTLSAgainstPlainServer).
+// (it reads as the caller's ctx), and the run command would see no
+// unavailability.
 type tlsError struct {
 	addr string
 	err  error

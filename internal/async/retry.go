@@ -169,8 +169,8 @@ func GoBounded(g *Group, s Slots, child bool, fn func()) bool {
 
 // past reports whether ctx's deadline has passed by the clock: ctx.Err()
 // says so only once the deadline's timer has run, which on a loaded
-// machine can be later than a wait that overslept (a try then started
-// after Within: TestRetryWithinBounds failed in CI at 60.1ms of 60ms).
+// machine can be later than a wait that overslept (a try would then start
+// after Within).
 func past(ctx context.Context) bool {
 	d, ok := ctx.Deadline()
 	return ok && !time.Now().Before(d)

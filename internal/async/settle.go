@@ -12,8 +12,7 @@ import (
 // then still nil, and the failure would read as an outage instead of the
 // caller's deadline. Call it before classifying an error by ctx.Err().
 func Settle(ctx context.Context) {
-	dl, ok := ctx.Deadline()
-	if !ok || ctx.Err() != nil || time.Now().Before(dl) {
+	if ctx.Err() != nil || !past(ctx) {
 		return
 	}
 	t := time.NewTimer(time.Second)

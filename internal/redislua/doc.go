@@ -31,7 +31,7 @@
 // and, from the layout before per-slot counters, <prefix>{<tag>}:fence:
 // the lock's own counter, which the next acquisition raises its token above
 // and deletes (fence.lua). <stag> is a fixed 4-character tag per slot,
-// computed once and the same in every process (TestSlotTagsStable): at most
+// computed once and the same in every process: at most
 // 16,384 counters per prefix exist, and the tokens of one lock are strictly
 // increasing but not consecutive.
 //

@@ -10,10 +10,10 @@ import (
 // has no way to include: fence.lua (the next fencing token), hold.lua (the
 // owner check, and the removal of one hold, that release, fair release and
 // refresh share), fair_lib.lua (the fair queue's functions) and state.lua
-// (a lock's state as inspect and force release report it). Compose prepends the fragments at init, so
-// each check is written once and the server runs the composed text
-// (TestComposedScripts). Redis runs a script atomically; PTTL and PEXPIRE
-// inside it see one frozen clock.
+// (a lock's state as inspect and force release report it). Compose
+// prepends the fragments at init, so each check is written once and the
+// server runs the composed text. Redis runs a script atomically; PTTL and
+// PEXPIRE inside it see one frozen clock.
 //
 //go:embed lua/*.lua
 var luaFiles embed.FS

@@ -38,7 +38,7 @@ func crc16[T string | []byte](s T) uint16 {
 }
 
 // Slot returns the Redis Cluster hash slot of key, honouring hash tags
-// exactly as Redis does (CLUSTER KEYSLOT; TestSlotMatchesCluster).
+// exactly as Redis does (CLUSTER KEYSLOT).
 func Slot(key string) int { return slotOf(key) }
 
 func slotOf[T string | []byte](key T) int {
@@ -69,7 +69,7 @@ const slotTagAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz012
 // slotTagAlphabet (in the alphabet's order, the last character varying
 // fastest) whose CRC16 falls in that slot. The table is a pure function of
 // the CRC, so every process computes the same one: the counter names must
-// never change (TestSlotTagsStable), since a new name would restart the
+// never change, since a new name would restart the
 // tokens. About 170,000 CRCs, once, on first use.
 var slotTags = sync.OnceValue(func() *[SlotCount][slotTagLen]byte {
 	var t [SlotCount][slotTagLen]byte
@@ -87,7 +87,7 @@ var slotTags = sync.OnceValue(func() *[SlotCount][slotTagLen]byte {
 		}
 	}
 	if left > 0 {
-		panic("redislua: no slot tag for some slot") // impossible: TestSlotTags covers every slot
+		panic("redislua: no slot tag for some slot") // impossible: every slot has a tag
 	}
 	return &t
 })
