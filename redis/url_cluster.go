@@ -103,41 +103,13 @@ func parseClusterURL(u *url.URL) (*goredis.ClusterOptions, []Option, error) {
 	if node.DB != 0 {
 		return nil, nil, fmt.Errorf("%w: %s URL names database %d: a Redis Cluster has only database 0", backend.ErrInvalidOption, u.Scheme, node.DB)
 	}
-	return &goredis.ClusterOptions{
-		Addrs: hosts,
-		// go-redis reloads the slot map on MOVED, READONLY, or when it
-		// is older than this (60s by default): a dead master only
-		// refuses connections, so its slots' clients would keep dialling
-		// it for up to a minute after a replica took over.
-		ClusterStateReloadInterval: clusterStateReload,
-		ClientName:                 node.ClientName,
-		Dialer:                     node.Dialer,
-		Protocol:                   node.Protocol,
-		Username:                   node.Username,
-		Password:                   node.Password,
-		MaxRetries:                 node.MaxRetries,
-		MinRetryBackoff:            node.MinRetryBackoff,
-		MaxRetryBackoff:            node.MaxRetryBackoff,
-		DialTimeout:                node.DialTimeout,
-		DialerRetries:              node.DialerRetries,
-		ReadTimeout:                node.ReadTimeout,
-		WriteTimeout:               node.WriteTimeout,
-		ContextTimeoutEnabled:      node.ContextTimeoutEnabled,
-		MaxConcurrentDials:         node.MaxConcurrentDials,
-		PoolFIFO:                   node.PoolFIFO,
-		PoolSize:                   node.PoolSize,
-		PoolTimeout:                node.PoolTimeout,
-		MinIdleConns:               node.MinIdleConns,
-		MaxIdleConns:               node.MaxIdleConns,
-		MaxActiveConns:             node.MaxActiveConns,
-		ConnMaxIdleTime:            node.ConnMaxIdleTime,
-		ConnMaxLifetime:            node.ConnMaxLifetime,
-		ConnMaxLifetimeJitter:      node.ConnMaxLifetimeJitter,
-		PipelineReadBufferSize:     node.PipelineReadBufferSize,
-		PipelineWriteBufferSize:    node.PipelineWriteBufferSize,
-		PipelinePoolSize:           node.PipelinePoolSize,
-		TLSConfig:                  node.TLSConfig,
-	}, opts, nil
+	c := universal(node, hosts).Cluster()
+	// go-redis reloads the slot map on MOVED, READONLY, or when it is
+	// older than this (60s by default): a dead master only refuses
+	// connections, so its slots' clients would keep dialling it for up to
+	// a minute after a replica took over.
+	c.ClusterStateReloadInterval = clusterStateReload
+	return c, opts, nil
 }
 
 // parseSentinelURL returns the FailoverOptions and distlock Options of a
@@ -154,9 +126,17 @@ func parseSentinelURL(u *url.URL) (*goredis.FailoverOptions, []Option, error) {
 	if master == "" {
 		return nil, nil, fmt.Errorf("%w: %s URL needs master=<name> (the master the sentinels monitor)", backend.ErrInvalidOption, u.Scheme)
 	}
-	return &goredis.FailoverOptions{
-		MasterName:              master,
-		SentinelAddrs:           hosts,
+	f := universal(node, hosts).Failover()
+	f.MasterName = master
+	return f, opts, nil
+}
+
+// universal carries the parsed per-node options of a multi-host URL to
+// hosts: go-redis's UniversalOptions turns them into the Cluster or
+// Failover client's options.
+func universal(node *goredis.Options, hosts []string) *goredis.UniversalOptions {
+	return &goredis.UniversalOptions{
+		Addrs:                   hosts,
 		ClientName:              node.ClientName,
 		Dialer:                  node.Dialer,
 		Protocol:                node.Protocol,
@@ -185,7 +165,7 @@ func parseSentinelURL(u *url.URL) (*goredis.FailoverOptions, []Option, error) {
 		PipelineWriteBufferSize: node.PipelineWriteBufferSize,
 		PipelinePoolSize:        node.PipelinePoolSize,
 		TLSConfig:               node.TLSConfig,
-	}, opts, nil
+	}
 }
 
 // parseMulti runs the checks of a redis:// URL on a URL that lists
