@@ -16,6 +16,7 @@ import (
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/conformance"
 	"github.com/distlock/distlock/internal/redislua"
+	"github.com/distlock/distlock/internal/testkit/slack"
 	"github.com/distlock/distlock/internal/testkit/testserver"
 )
 
@@ -258,4 +259,27 @@ func quiet(t testing.TB, d time.Duration, what string, counter *acquireCounter, 
 		prev = cur
 		return q
 	})
+}
+
+// warm opens l's connections to every node that answers and loads its
+// scripts, with one acquisition and release of a key of its own, tried
+// again until it succeeds (at most slack.D(30s)): the first round trips
+// of a new client on a loaded machine can outlast a short per-node
+// timeout, which is not what the caller's test is about.
+func warm(t testing.TB, l *testLocker) {
+	t.Helper()
+	ctx := tctx(t, slack.D(30*time.Second))
+	for {
+		lease, err := l.TryAcquire(ctx, "warm")
+		if err == nil {
+			if err := lease.Release(ctx); err != nil {
+				t.Fatalf("warm-up release: %v", err)
+			}
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("warm-up acquisition: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }

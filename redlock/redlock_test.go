@@ -377,12 +377,7 @@ func TestSlowNodesBounded(t *testing.T) {
 	a := newTestLocker(t, g.Addrs(), WithNodeTimeout(nodeTimeout))
 	b := newTestLocker(t, c.addrs(), WithNodeTimeout(time.Second))
 	ctx := tctx(t, 2*time.Minute)
-	// Connections (and scripts) ready before the fault.
-	if l, err := a.TryAcquire(ctx, "warm"); err != nil {
-		t.Fatal(err)
-	} else if err := l.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
+	warm(t, a) // connections and scripts ready before the fault
 	g.Proxies[3].SetLatency(latency)
 	g.Proxies[4].SetLatency(latency)
 
@@ -558,6 +553,8 @@ func restartSetup(t *testing.T, key string, opts ...distlock.Option) (*cluster, 
 	c.controllable(t)
 	a := newTestLocker(t, c.addrs(), WithNodeTimeout(200*time.Millisecond))
 	b := newTestLocker(t, c.addrs(), WithNodeTimeout(200*time.Millisecond))
+	warm(t, a) // connections and scripts ready: the acquisitions below need one round trip per node
+	warm(t, b)
 	dead := trackRoundTrips(a, 3, 4)
 	c.kill(t, 3, 4)
 	lease, err := a.TryAcquire(tctx(t, time.Minute), key, opts...)
@@ -704,6 +701,8 @@ func TestClockJump(t *testing.T) {
 		c.controllable(t)
 		a := newTestLocker(t, c.addrs(), WithNodeTimeout(200*time.Millisecond))
 		b := newTestLocker(t, c.addrs(), WithNodeTimeout(200*time.Millisecond))
+		warm(t, a)
+		warm(t, b)
 		ctx := tctx(t, time.Minute)
 		c.kill(t, 3, 4)
 		lease, err := a.TryAcquire(ctx, "jump", distlock.WithTTL(30*time.Second), distlock.WithAutoRefresh(false))
