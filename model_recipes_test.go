@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -54,13 +53,10 @@ func TestRecipeModel(t *testing.T) {
 // recipeRun is one schedule.
 type recipeRun struct {
 	seed    uint64
-	start   time.Time
 	lockers []*distlock.Locker
 	permits int
 
-	mu         sync.Mutex
-	log        []string
-	violations []string
+	modelTrace
 	permitsOut []*distlock.Lease // permits handed out (ended ones are pruned)
 	termsOut   []*distlock.Term  // terms handed out (ended ones are pruned)
 }
@@ -69,7 +65,7 @@ var recipeNames atomic.Int64
 
 func runRecipeSchedule(seed uint64) string {
 	rng := rand.New(rand.NewPCG(seed, 15))
-	r := &recipeRun{seed: seed, start: time.Now(), permits: 1 + rng.IntN(3)}
+	r := &recipeRun{seed: seed, modelTrace: modelTrace{start: time.Now()}, permits: 1 + rng.IntN(3)}
 	url := fmt.Sprintf("mem://recipes-%d-%d", seed, recipeNames.Add(1))
 	for range 2 + rng.IntN(2) {
 		l, err := distlock.Open(context.Background(), url)
@@ -113,27 +109,7 @@ func runRecipeSchedule(seed uint64) string {
 	for _, l := range r.lockers {
 		_ = l.Close()
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if len(r.violations) == 0 {
-		return ""
-	}
-	return fmt.Sprintf("seed %d (replay: go test -run TestRecipeModel -seed %d):\nviolations:\n  %s\nlog:\n  %s",
-		seed, seed, strings.Join(r.violations, "\n  "), strings.Join(r.log, "\n  "))
-}
-
-func (r *recipeRun) logf(format string, args ...any) {
-	r.mu.Lock()
-	r.log = append(r.log, fmt.Sprintf("%8.3fms ", float64(time.Since(r.start).Microseconds())/1000)+fmt.Sprintf(format, args...))
-	r.mu.Unlock()
-}
-
-func (r *recipeRun) violate(format string, args ...any) {
-	msg := fmt.Sprintf(format, args...)
-	r.logf("VIOLATION %s", msg)
-	r.mu.Lock()
-	r.violations = append(r.violations, msg)
-	r.mu.Unlock()
+	return r.report("recipe model", seed, fmt.Sprintf("go test -run TestRecipeModel -seed %d .", seed))
 }
 
 // step runs one random operation of a program.

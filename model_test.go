@@ -171,16 +171,13 @@ type modelRun struct {
 	seed    uint64
 	srv     *modelServer
 	clients []*modelClient
-	start   time.Time
 
-	mu         sync.Mutex
-	log        []string
-	violations []string
-	leases     map[*distlock.Lease]time.Time // every lease → when returned
-	live       map[*distlock.Lease]bool      // leases not seen ended yet
-	lag        modelLag
-	returned   map[string][]modelReturn // per key, leases in order of return
-	calls      map[*modelCall]bool      // calls under way
+	modelTrace
+	leases   map[*distlock.Lease]time.Time // every lease → when returned
+	live     map[*distlock.Lease]bool      // leases not seen ended yet
+	lag      modelLag
+	returned map[string][]modelReturn // per key, leases in order of return
+	calls    map[*modelCall]bool      // calls under way
 }
 
 type modelReturn struct {
@@ -206,25 +203,6 @@ type modelCall struct {
 	limit time.Time // when it must have returned, slack included
 	late  bool
 	stop  func() bool // stops the ctx watch
-}
-
-func (r *modelRun) logf(format string, args ...any) {
-	line := fmt.Sprintf("%8.1fms ", float64(time.Since(r.start).Microseconds())/1000) + fmt.Sprintf(format, args...)
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if len(r.log) < 2000 {
-		r.log = append(r.log, line)
-	}
-}
-
-func (r *modelRun) violate(format string, args ...any) {
-	msg := fmt.Sprintf(format, args...)
-	r.logf("VIOLATION: %s", msg)
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if len(r.violations) < 20 {
-		r.violations = append(r.violations, msg)
-	}
 }
 
 func (r *modelRun) failed() bool {
@@ -369,13 +347,13 @@ func distlockRunnable(stacks string) bool {
 func runSchedule(seed uint64) string {
 	rng := rand.New(rand.NewPCG(seed, 14))
 	r := &modelRun{
-		seed:     seed,
-		srv:      newModelServer(),
-		start:    time.Now(),
-		leases:   map[*distlock.Lease]time.Time{},
-		live:     map[*distlock.Lease]bool{},
-		returned: map[string][]modelReturn{},
-		calls:    map[*modelCall]bool{},
+		seed:       seed,
+		srv:        newModelServer(),
+		modelTrace: modelTrace{start: time.Now()},
+		leases:     map[*distlock.Lease]time.Time{},
+		live:       map[*distlock.Lease]bool{},
+		returned:   map[string][]modelReturn{},
+		calls:      map[*modelCall]bool{},
 	}
 	nClients := 2 + rng.IntN(3)
 	for i := range nClients {
@@ -479,13 +457,7 @@ func (r *modelRun) finish(stop chan struct{}, watchers *sync.WaitGroup) {
 }
 
 func (r *modelRun) report() string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if len(r.violations) == 0 {
-		return ""
-	}
-	return fmt.Sprintf("model violation, seed %d (replay: go test -run 'TestModel$' -seed %d .):\n  %s\nschedule:\n%s",
-		r.seed, r.seed, strings.Join(r.violations, "\n  "), strings.Join(r.log, "\n"))
+	return r.modelTrace.report("model", r.seed, fmt.Sprintf("go test -run 'TestModel$' -seed %d .", r.seed))
 }
 
 // waitPrograms waits for the programs to end, and reports false if a call

@@ -81,37 +81,15 @@ type notifyRun struct {
 	drop    bool
 	srv     *notifyServer
 	drivers []*notifyDriver
-	start   time.Time
 
-	mu         sync.Mutex
-	log        []string
-	violations []string
-	waiters    map[*notifyWaiter]bool
-	lag        modelLag
-}
-
-func (r *notifyRun) logf(format string, args ...any) {
-	line := fmt.Sprintf("%8.1fms ", float64(time.Since(r.start).Microseconds())/1000) + fmt.Sprintf(format, args...)
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if len(r.log) < 3000 {
-		r.log = append(r.log, line)
-	}
-}
-
-func (r *notifyRun) violate(format string, args ...any) {
-	msg := fmt.Sprintf(format, args...)
-	r.logf("VIOLATION: %s", msg)
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if len(r.violations) < 20 {
-		r.violations = append(r.violations, msg)
-	}
+	modelTrace
+	waiters map[*notifyWaiter]bool
+	lag     modelLag
 }
 
 func runNotifySchedule(seed uint64, drop bool) string {
 	rng := rand.New(rand.NewPCG(seed, 40))
-	r := &notifyRun{seed: seed, drop: drop, srv: newNotifyServer(), start: time.Now(), waiters: map[*notifyWaiter]bool{}}
+	r := &notifyRun{seed: seed, drop: drop, srv: newNotifyServer(), modelTrace: modelTrace{start: time.Now()}, waiters: map[*notifyWaiter]bool{}}
 	var lockers []*distlock.Locker
 	for i := range 2 + rng.IntN(2) {
 		d := newNotifyDriver(r.srv, i, drop)
@@ -151,17 +129,11 @@ func runNotifySchedule(seed uint64, drop bool) string {
 	for _, l := range lockers {
 		l.Close()
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if len(r.violations) == 0 {
-		return ""
-	}
 	flags := ""
 	if drop {
 		flags = " -notifydrop"
 	}
-	return fmt.Sprintf("notify model violation, seed %d (replay: go test -run 'TestNotifyModel$' -seed %d%s .):\n  %s\nschedule:\n%s",
-		seed, seed, flags, strings.Join(r.violations, "\n  "), strings.Join(r.log, "\n"))
+	return r.report("notify model", seed, fmt.Sprintf("go test -run 'TestNotifyModel$' -seed %d%s .", seed, flags))
 }
 
 // network cuts and heals a Locker's notification channel.

@@ -66,16 +66,13 @@ func TestSessionModelFindsOldJoin(t *testing.T) {
 const sessOldSeed = 1795874115748671157
 
 type sessRun struct {
-	seed  uint64
-	old   bool
-	srv   *sessServer
-	start time.Time
+	seed uint64
+	old  bool
+	srv  *sessServer
 
-	mu         sync.Mutex
-	log        []string
-	violations []string
-	live       map[*distlock.Lease]time.Time // lease → returned at
-	all        []*distlock.Lease
+	modelTrace
+	live map[*distlock.Lease]time.Time // lease → returned at
+	all  []*distlock.Lease
 }
 
 type sessClient struct {
@@ -88,28 +85,9 @@ type sessClient struct {
 	closed bool
 }
 
-func (r *sessRun) logf(format string, args ...any) {
-	line := fmt.Sprintf("%8.1fms ", float64(time.Since(r.start).Microseconds())/1000) + fmt.Sprintf(format, args...)
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if len(r.log) < 3000 {
-		r.log = append(r.log, line)
-	}
-}
-
-func (r *sessRun) violate(format string, args ...any) {
-	msg := fmt.Sprintf(format, args...)
-	r.logf("VIOLATION: %s", msg)
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if len(r.violations) < 20 {
-		r.violations = append(r.violations, msg)
-	}
-}
-
 func runSessSchedule(seed uint64, old bool) string {
 	rng := rand.New(rand.NewPCG(seed, 30))
-	r := &sessRun{seed: seed, old: old, srv: newSessServer(sessTimeout), start: time.Now(), live: map[*distlock.Lease]time.Time{}}
+	r := &sessRun{seed: seed, old: old, srv: newSessServer(sessTimeout), modelTrace: modelTrace{start: time.Now()}, live: map[*distlock.Lease]time.Time{}}
 	var clients []*sessClient
 	for i := range 2 + rng.IntN(2) {
 		drv := newSessDriver(r.srv, rand.New(rand.NewPCG(seed, uint64(100+i))), old)
@@ -188,17 +166,11 @@ func runSessSchedule(seed uint64, old bool) string {
 }
 
 func (r *sessRun) report() string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if len(r.violations) == 0 {
-		return ""
-	}
 	flags := ""
 	if r.old {
 		flags = " -sessold"
 	}
-	return fmt.Sprintf("session model violation, seed %d (replay: go test -run 'TestSessionModel$' -seed %d%s .):\n  %s\nschedule:\n%s",
-		r.seed, r.seed, flags, strings.Join(r.violations, "\n  "), strings.Join(r.log, "\n"))
+	return r.modelTrace.report("session model", r.seed, fmt.Sprintf("go test -run 'TestSessionModel$' -seed %d%s .", r.seed, flags))
 }
 
 // chaos ends sessions on the server at random moments: killed, or the

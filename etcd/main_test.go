@@ -19,6 +19,7 @@ import (
 
 func TestMain(m *testing.M) {
 	conformance.ServeWorker()
+	conformance.ParallelSuites(4) // TestConformance beside three other parallel tests
 	code := m.Run()
 	shared.stop()
 	exclusive.stop()

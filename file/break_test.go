@@ -587,34 +587,57 @@ func TestBusyTryAcquireWakesNobody(t *testing.T) {
 	}
 	dir := t.TempDir()
 	a := newT(t, dir)
-	ctx := ctxT(t, 30*time.Second)
+	ctx := ctxT(t, 60*time.Second)
 	la, err := a.TryAcquire(ctx, "k")
 	require.NoError(t, err)
-	slept := make(chan int, 16)
+	type sleep struct {
+		n  int
+		at time.Time
+	}
+	slept := make(chan sleep, 64)
 	n := 0
 	w := newT(t, dir, withHooks(&testHooks{beforeSleep: func(string) {
 		n++
 		select {
-		case slept <- n:
+		case slept <- sleep{n, time.Now()}:
 		default:
 		}
 	}}))
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_, _ = w.Acquire(ctxT(t, slack.D(10*time.Second)), "k")
+		_, _ = w.Acquire(ctxT(t, slack.D(30*time.Second)), "k")
 	}()
-	for <-slept < 7 { // the waiter's backoff has reached its 1s poll
+	// From its 7th sleep on, the waiter's backoff polls once a second
+	// (the timer starts after the hook): a sleep that ends sooner was
+	// ended by an event. The TryAcquires go right after a poll began, so
+	// that a wake they cause falls inside it; on a loaded machine that
+	// reads the hook late, a later poll is used.
+	const poll = time.Second
+	var last sleep
+	for last.n < 7 {
+		last = <-slept
 	}
-	for range 5 {
-		_, err = a.TryAcquire(ctx, "k", distlock.WithOwner("other"))
-		require.ErrorIs(t, err, distlock.ErrNotAcquired)
+	for range 10 {
+		if time.Since(last.at) > poll/2 {
+			last = <-slept
+			continue
+		}
+		for range 5 {
+			_, err = a.TryAcquire(ctx, "k", distlock.WithOwner("other"))
+			require.ErrorIs(t, err, distlock.ErrNotAcquired)
+		}
+		select {
+		case next := <-slept:
+			if d := next.at.Sub(last.at); d < poll {
+				t.Errorf("the waiter woke %v into its %v poll (sleep %d) for a TryAcquire that found the lock busy", d, poll, next.n)
+			}
+		case <-time.After(slack.D(5 * time.Second)):
+			t.Errorf("the waiter's %v poll did not end", poll)
+		}
+		require.NoError(t, la.Release(ctx))
+		<-done
+		return
 	}
-	select {
-	case n := <-slept:
-		t.Errorf("the waiter woke (sleep %d) for a TryAcquire that found the lock busy", n)
-	case <-time.After(300 * time.Millisecond):
-	}
-	require.NoError(t, la.Release(ctx))
-	<-done
+	t.Fatalf("the test read no poll within %v of its start in 10 polls", poll/2)
 }

@@ -29,7 +29,7 @@ const containerCheckMs = 300
 
 func TestMain(m *testing.M) {
 	conformance.ServeWorker()
-	conformance.ParallelSuites(4) // TestConformance, TestConformanceDurable and two other parallel tests
+	conformance.ParallelSuites(6) // TestConformance, TestConformanceDurable and four other parallel tests
 	opt := fmt.Sprintf("-Dznode.container.checkIntervalMs=%d", containerCheckMs)
 	if cur := os.Getenv("JAVA_TOOL_OPTIONS"); cur != "" {
 		opt = cur + " " + opt
