@@ -29,7 +29,7 @@ check:
 # The whole test suite with the race detector (FuzzOpen's seed corpus —
 # every registered scheme, every URL in the docs, the malformed ones —
 # included), the OpenTelemetry module's and the gocron adapter's tests (each
-# its own go.mod). Three packages at a time, the ones that take minutes
+# its own go.mod). Four packages at a time, the ones that take minutes
 # first (scripts/test-packages.sh: the same set as ./...): most tests wait
 # on servers and leases, not on the CPU. Server data lives on tmpfs where
 # the machine has one (scripts/with-tmpfs.sh). The conformance suites' load
@@ -52,7 +52,7 @@ warm:
 # library's.
 tests:
 	DISTLOCK_CONFORMANCE_ROUNDS=0.25 scripts/with-tmpfs.sh scripts/run-all.sh \
-		"$(GO) test -race -count=1 -p 3 -timeout 25m $$(scripts/test-packages.sh)" \
+		"$(GO) test -race -count=1 -p 4 -timeout 25m $$(scripts/test-packages.sh)" \
 		"cd otel && $(GO) test -race -count=1 ./..." \
 		"cd gocronlock && $(GO) test -race -count=1 ./..."
 
