@@ -3,6 +3,7 @@ package mysql
 import (
 	"context"
 	"crypto/rand"
+	"database/sql"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -132,9 +133,21 @@ func (d *rowDriver) TryAcquire(ctx context.Context, req backend.Request) (backen
 	hold := newHoldID()
 	floor := floorHash(h)
 	md := []byte(req.Metadata)
-	res, err := d.db.ExecContext(ctx, d.qAcquire,
-		h[:], []byte(req.Key), owner, us, floor[:], hold[:], md,
-		owner, owner, owner, hold[:], owner, hold[:], md, us, owner, us)
+	var (
+		res sql.Result
+		err error
+	)
+	for try := 1; ; try++ {
+		res, err = d.db.ExecContext(ctx, d.qAcquire,
+			h[:], []byte(req.Key), owner, us, floor[:], hold[:], md,
+			owner, owner, owner, hold[:], owner, hold[:], md, us, owner, us)
+		// A deadlock victim (with a concurrent cleanup pass, which locks
+		// floor and lock rows too) was rolled back whole: the statement
+		// had no effect, and InnoDB's remedy is to run it again.
+		if mysqlCode(err) != erLockDeadlock || try == deadlockTries || ctx.Err() != nil {
+			break
+		}
+	}
 	if err != nil {
 		if !serverRejected(err) {
 			d.abandon(h, owner, hold, req.TTL)
@@ -154,6 +167,10 @@ func (d *rowDriver) TryAcquire(ctx context.Context, req backend.Request) (backen
 	}
 	return &rowLock{d: d, hash: h, owner: owner, token: v, hold: hold}, nil
 }
+
+// deadlockTries is how many times TryAcquire runs its statement while
+// InnoDB picks it as a deadlock's victim.
+const deadlockTries = 3
 
 // abandon gives back, in the background, the hold that an acquire with
 // hold id hold may have taken (Base.Undo: on a schedule, until it is given
