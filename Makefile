@@ -4,12 +4,14 @@ GO ?= go
 
 .PHONY: ci deps check warm test tests quick soak bench bench-peers demo faults
 
-# The install, formatting and vet, and the compilation of every test binary
-# with the race detector (warm) need no server: they run at once, then the
-# tests.
+# The install and the compilation of every test dependency with the race
+# detector (warm) run at once; then the tests, with formatting and vet
+# beside them (the tests wait on servers and leases far more than on the
+# CPU, and vet's compilation, without the race detector, would otherwise
+# come first: minutes on a machine with an empty build cache).
 ci:
-	@$(MAKE) --no-print-directory -j3 --output-sync=target deps check warm
-	@$(MAKE) --no-print-directory tests
+	@$(MAKE) --no-print-directory -j2 --output-sync=target deps warm
+	@$(MAKE) --no-print-directory tests CHECK_BESIDE=1
 
 # Install redis-server, memcached, ZooKeeper, MariaDB, PostgreSQL and etcd
 # from Debian's packages, with sudo when not root (the tests start their
@@ -29,7 +31,7 @@ check:
 # The whole test suite with the race detector (FuzzOpen's seed corpus —
 # every registered scheme, every URL in the docs, the malformed ones —
 # included), the OpenTelemetry module's and the gocron adapter's tests (each
-# its own go.mod). Four packages at a time, the ones that take minutes
+# its own go.mod). Three packages at a time, the ones that take minutes
 # first (scripts/test-packages.sh: the same set as ./...): most tests wait
 # on servers and leases, not on the CPU. Server data lives on tmpfs where
 # the machine has one (scripts/with-tmpfs.sh). The conformance suites' load
@@ -52,9 +54,10 @@ warm:
 # library's.
 tests:
 	DISTLOCK_CONFORMANCE_ROUNDS=0.25 scripts/with-tmpfs.sh scripts/run-all.sh \
-		"$(GO) test -race -count=1 -p 4 -timeout 25m $$(scripts/test-packages.sh)" \
+		"$(GO) test -race -count=1 -p 3 -timeout 25m $$(scripts/test-packages.sh)" \
 		"cd otel && $(GO) test -race -count=1 ./..." \
-		"cd gocronlock && $(GO) test -race -count=1 ./..."
+		"cd gocronlock && $(GO) test -race -count=1 ./..." \
+		$(if $(CHECK_BESIDE),"$(MAKE) --no-print-directory check")
 
 # The contributor's inner loop: every test that needs no server, in a
 # minute or two (no race detector, no servers, no installs).
