@@ -50,7 +50,8 @@
 // are ErrInvalidOption. Opening does not connect.
 //
 // Errors: unreachable servers and replies such as LOADING, READONLY,
-// MASTERDOWN, TRYAGAIN are transient ErrUnavailable (WithRetryUnavailable
+// MASTERDOWN, TRYAGAIN (and a Cluster's ASK or MOVED that outlasted the
+// client's redirects) are transient ErrUnavailable (WithRetryUnavailable
 // waits them out); refused credentials are ErrAuth. go-redis's own log
 // lines go to slog.Default at Debug.
 //

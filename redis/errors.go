@@ -12,7 +12,7 @@ import (
 // go-redis's errors raw, and the classification is redislua.ErrorCode,
 // which Redlock's nodes share (transient: refused, reset or timed-out
 // connections, pool timeouts, LOADING, READONLY, MASTERDOWN, TRYAGAIN,
-// CLUSTERDOWN, BUSY; auth: NOAUTH, WRONGPASS, NOPERM; unavailable: TLS failures, other
+// CLUSTERDOWN, BUSY, ASK, MOVED; auth: NOAUTH, WRONGPASS, NOPERM; unavailable: TLS failures, other
 // error replies; closed: a closed client), plus the TLS handshake failure
 // of the URL opener's dialer (unavailable: waiting will not cure it).
 func (d *driver) ErrorCode(err error) backend.Code {

@@ -30,7 +30,8 @@ import (
 //     net.Error, io.EOF, "connection refused", "i/o timeout"), a pool
 //     timeout, and the replies of a server that is starting, failing over
 //     or busy (LOADING, READONLY, MASTERDOWN, TRYAGAIN, CLUSTERDOWN, BUSY,
-//     NOREPLICAS, max number of clients reached);
+//     NOREPLICAS, max number of clients reached), and a Cluster redirect
+//     the client gave up following (ASK, MOVED: a slot being migrated);
 //   - CodeUnknown: a WRONGTYPE reply (a foreign key under the lock's name:
 //     see Explain) and nil.
 func ErrorCode(err error) backend.Code {
@@ -67,9 +68,10 @@ func ErrorCode(err error) backend.Code {
 }
 
 // transientReplies are the error-reply prefixes of a server that is
-// loading its data, failing over, in a cluster reconfiguration or running a
-// long script: waiting cures them.
-var transientReplies = []string{"LOADING ", "READONLY ", "MASTERDOWN ", "TRYAGAIN ", "CLUSTERDOWN ", "BUSY ", "NOREPLICAS ", "max number of clients reached"}
+// loading its data, failing over, in a cluster reconfiguration (a redirect
+// reaches the caller when go-redis runs out of redirects while a slot
+// migrates) or running a long script: waiting cures them.
+var transientReplies = []string{"LOADING ", "READONLY ", "MASTERDOWN ", "TRYAGAIN ", "CLUSTERDOWN ", "BUSY ", "NOREPLICAS ", "max number of clients reached", "ASK ", "MOVED "}
 
 // replyCode classifies an error reply.
 func replyCode(err error) backend.Code {

@@ -36,6 +36,11 @@ func TestErrorCode(t *testing.T) {
 		{reply("READONLY You can't write against a read only replica."), backend.CodeTransient},
 		{reply("MASTERDOWN Link with MASTER is down"), backend.CodeTransient},
 		{reply("TRYAGAIN Multiple keys request during rehashing of slot"), backend.CodeTransient},
+		// A redirect go-redis stopped following mid-migration: a waiter
+		// with WithRetryUnavailable must go on waiting (TestReshardWhileHeld's
+		// waiter returned "backend unavailable: ASK 3808 …" in make ci).
+		{reply("ASK 3808 127.0.0.1:20146"), backend.CodeTransient},
+		{reply("MOVED 3808 127.0.0.1:20146"), backend.CodeTransient},
 		{reply("CLUSTERDOWN The cluster is down"), backend.CodeTransient},
 		{reply("BUSY Redis is busy running a script."), backend.CodeTransient},
 		{reply("NOREPLICAS Not enough good replicas to write."), backend.CodeTransient},
