@@ -14,12 +14,14 @@ import (
 
 // linkedLatent is a memory session behind a Link: every TryAcquire's
 // request and reply each take the link's latency. fromReply makes its
-// locks report the reply's time as the moment their TTL began — the
-// deadline defect expiry-not-early exists to catch.
+// locks report the reply's time as the moment their TTL began, and
+// shortBy makes the backend's TTL that much shorter than asked — the two
+// defects expiry-not-early exists to catch.
 type linkedLatent struct {
 	backend.Driver
 	lag       *atomic.Int64
 	fromReply bool
+	shortBy   time.Duration
 }
 
 func (l *linkedLatent) Capabilities() backend.Capabilities {
@@ -33,6 +35,7 @@ func (l *linkedLatent) TryAcquire(ctx context.Context, req backend.Request) (bac
 	if err := async.Sleep(ctx, lag); err != nil {
 		return nil, err
 	}
+	req.TTL -= l.shortBy
 	lk, err := l.Driver.TryAcquire(context.WithoutCancel(ctx), req)
 	if cerr := async.Sleep(ctx, lag); cerr != nil {
 		if err == nil {
@@ -69,15 +72,23 @@ func (k lagLink) Blackhole()                 { k.lag.Store(int64(time.Hour)) }
 func (k lagLink) Cut()                       { k.lag.Store(int64(time.Hour)) }
 func (k lagLink) Heal()                      { k.lag.Store(0) }
 
-// expiry-not-early, given a link to delay, tells a deadline counted from
-// the send (pass) from one counted from the reply (fail), though the
-// check's own clock reading comes a scheduling delay before the client's.
+// expiry-not-early, given a link to delay, passes a client that counts
+// its deadline from the send, and fails one that counts it from the reply
+// and a backend that ends the TTL 40 ms early — though the check's own
+// clock reading comes a scheduling delay before the client's, and the
+// holder's request reaches the backend a link delay after it.
 func TestExpiryNotEarlyCatchesReplyCounting(t *testing.T) {
-	for _, fromReply := range []bool{false, true} {
-		ns := memName(t.Name())
-		if fromReply {
-			ns += "-reply"
-		}
+	for _, c := range []struct {
+		name      string
+		fromReply bool
+		shortBy   time.Duration
+		want      conformance.Status
+	}{
+		{"send", false, 0, conformance.Pass},
+		{"reply", true, 0, conformance.Fail},
+		{"early", false, 40 * time.Millisecond, conformance.Fail},
+	} {
+		ns := memName(t.Name()) + "-" + c.name
 		h := conformance.Harness{
 			Name: "linked-memory",
 			NewLocker: func(context.Context) (*distlock.Locker, error) {
@@ -86,19 +97,15 @@ func TestExpiryNotEarlyCatchesReplyCounting(t *testing.T) {
 			TTL: time.Second,
 			Faults: conformance.Faults{NewLinkedLocker: func(context.Context) (*distlock.Locker, conformance.Link, error) {
 				lag := new(atomic.Int64)
-				return distlock.New(&linkedLatent{Driver: memDriver(t, ns), lag: lag, fromReply: fromReply}, "mem"), lagLink{lag}, nil
+				return distlock.New(&linkedLatent{Driver: memDriver(t, ns), lag: lag, fromReply: c.fromReply, shortBy: c.shortBy}, "mem"), lagLink{lag}, nil
 			}},
 		}
 		res := conformance.RunChecks(t.Context(), h, conformance.Options{Match: mustRe("^expiry-not-early$")})
 		if len(res) != 1 {
 			t.Fatalf("%d results, want expiry-not-early's", len(res))
 		}
-		want := conformance.Pass
-		if fromReply {
-			want = conformance.Fail
-		}
-		if res[0].Status != want {
-			t.Errorf("validity counted from the reply: %v; expiry-not-early %s, want %s: %s", fromReply, res[0].Status, want, res[0].Message)
+		if res[0].Status != c.want {
+			t.Errorf("%s: expiry-not-early %s, want %s: %s", c.name, res[0].Status, c.want, res[0].Message)
 		}
 	}
 }

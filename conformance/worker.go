@@ -197,7 +197,17 @@ func workerHold(ctx context.Context, l *distlock.Locker, cfg workerConfig, say f
 		say(workerMsg{Ev: "error", Err: err.Error()})
 		return 1
 	}
-	leases, _, err := take.acquire(ctx, take.keys(0))
+	// The holder's acquisition sets the check up: one that the backend
+	// could not complete within the short TTL (a new process's first
+	// round trips on a loaded machine: ErrUnavailable, nothing held) is
+	// tried again, a few times.
+	var leases []*distlock.Lease
+	for try := 1; ; try++ {
+		leases, _, err = take.acquire(ctx, take.keys(0))
+		if err == nil || !errors.Is(err, distlock.ErrUnavailable) || try == 5 || ctx.Err() != nil {
+			break
+		}
+	}
 	if err != nil {
 		say(workerMsg{Ev: "error", Err: err.Error()})
 		return 1

@@ -9,6 +9,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/internal/async"
 	"github.com/distlock/distlock/internal/redislua"
 )
 
@@ -50,6 +51,7 @@ func (d *driver) nodeError(ctx, nctx context.Context, n *node, err error) error 
 	if err == nil {
 		return nil
 	}
+	async.Settle(ctx, err)
 	ctxErr := ctx.Err()
 	if ctxErr == nil && !redislua.IsReply(err) {
 		n.markDown(d) // unreachable or too slow, not cancelled by the caller

@@ -30,8 +30,7 @@ import (
 //     net.Error, io.EOF, "connection refused", "i/o timeout"), a pool
 //     timeout, and the replies of a server that is starting, failing over
 //     or busy (LOADING, READONLY, MASTERDOWN, TRYAGAIN, CLUSTERDOWN, BUSY,
-//     NOREPLICAS, max number of clients reached), and a Cluster redirect
-//     the client gave up following (ASK, MOVED: a slot being migrated);
+//     NOREPLICAS, max number of clients reached);
 //   - CodeUnknown: a WRONGTYPE reply (a foreign key under the lock's name:
 //     see Explain) and nil.
 func ErrorCode(err error) backend.Code {
@@ -68,10 +67,17 @@ func ErrorCode(err error) backend.Code {
 }
 
 // transientReplies are the error-reply prefixes of a server that is
-// loading its data, failing over, in a cluster reconfiguration (a redirect
-// reaches the caller when go-redis runs out of redirects while a slot
-// migrates) or running a long script: waiting cures them.
-var transientReplies = []string{"LOADING ", "READONLY ", "MASTERDOWN ", "TRYAGAIN ", "CLUSTERDOWN ", "BUSY ", "NOREPLICAS ", "max number of clients reached", "ASK ", "MOVED "}
+// loading its data, failing over, in a cluster reconfiguration or running a
+// long script: waiting cures them.
+var transientReplies = []string{"LOADING ", "READONLY ", "MASTERDOWN ", "TRYAGAIN ", "CLUSTERDOWN ", "BUSY ", "NOREPLICAS ", "max number of clients reached"}
+
+// IsRedirect reports whether err is a Cluster redirect (ASK, MOVED) that
+// reached the caller: from a Cluster client, one that ran out of
+// redirects while a slot migrates, which waiting cures; from any other
+// client, a node of a Cluster used as a single server, which it does not.
+func IsRedirect(err error) bool {
+	return goredis.HasErrorPrefix(err, "ASK ") || goredis.HasErrorPrefix(err, "MOVED ")
+}
 
 // replyCode classifies an error reply.
 func replyCode(err error) backend.Code {
@@ -145,7 +151,7 @@ func OpError(ctx context.Context, err error) error {
 	if err == nil {
 		return nil
 	}
-	async.Settle(ctx)
+	async.Settle(ctx, err)
 	if ctxErr := ctx.Err(); ctxErr != nil && !errors.Is(err, ctxErr) && !errors.Is(err, backend.ErrInvalidTTL) {
 		return fmt.Errorf("%w: %w", backend.Wrap(ErrorCode(err), Explain(err)), async.CtxError(ctx))
 	}
@@ -169,7 +175,7 @@ func Classify(ctx context.Context, err error) error {
 	if err == nil || errors.Is(err, backend.ErrInvalidTTL) {
 		return err
 	}
-	async.Settle(ctx)
+	async.Settle(ctx, err)
 	if ctxErr := ctx.Err(); ctxErr != nil {
 		if errors.Is(err, ctxErr) {
 			return err

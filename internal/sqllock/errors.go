@@ -53,7 +53,7 @@ func Failed(ctx context.Context, err error) error {
 	if err == nil {
 		return nil
 	}
-	async.Settle(ctx)
+	async.Settle(ctx, err)
 	if ctx.Err() != nil {
 		return NoAnswer(ctx, err)
 	}

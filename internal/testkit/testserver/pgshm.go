@@ -35,12 +35,15 @@ func pgSegmentOf(dataDir string) (pgSegment, bool) {
 	if len(f) != 2 {
 		return pgSegment{}, false
 	}
-	key, err1 := strconv.Atoi(f[0])
+	// PostgreSQL writes the key as an unsigned long of a signed 32-bit
+	// key_t: a negative key (a data directory's inode above 2^31) is
+	// written as a 20-digit number. /proc/sysvipc/shm prints it signed.
+	key, err1 := strconv.ParseUint(f[0], 10, 64)
 	id, err2 := strconv.Atoi(f[1])
 	if err1 != nil || err2 != nil || id < 0 {
 		return pgSegment{}, false
 	}
-	return pgSegment{key: key, id: id}, true
+	return pgSegment{key: int(int32(uint32(key))), id: id}, true
 }
 
 // attached reports how many processes are attached to the segment; -1 if
@@ -55,7 +58,10 @@ func (g pgSegment) attached() int {
 	for sc.Scan() {
 		// key shmid perms size cpid lpid nattch ...
 		fs := strings.Fields(sc.Text())
-		if len(fs) < 7 || fs[0] != strconv.Itoa(g.key) || fs[1] != strconv.Itoa(g.id) {
+		if len(fs) < 7 {
+			continue
+		}
+		if key, err := strconv.Atoi(fs[0]); err != nil || key != g.key || fs[1] != strconv.Itoa(g.id) {
 			continue
 		}
 		n, _ := strconv.Atoi(fs[6])
@@ -67,7 +73,7 @@ func (g pgSegment) attached() int {
 // attachers lists the processes that map the segment, found by its
 // "/SYSV<key>" mapping in /proc/<pid>/maps.
 func (g pgSegment) attachers() []int {
-	name := fmt.Sprintf("/SYSV%08x", uint32(g.key))
+	name := fmt.Sprintf("/SYSV%08x", uint32(int32(g.key)))
 	ents, _ := os.ReadDir("/proc")
 	var out []int
 	for _, e := range ents {
@@ -95,12 +101,18 @@ func pgReleaseSegment(dataDir string) error {
 		return nil
 	}
 	deadline := time.Now().Add(10 * time.Second)
+	var nextKill time.Time
 	for g.attached() > 0 {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("postgres: %d processes still attached to the old server's shared memory (key %d, id %d) after 10s", g.attached(), g.key, g.id)
 		}
-		for _, pid := range g.attachers() {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
+		// A killed process stays attached until it has exited: scan and
+		// kill again only after it had time to.
+		if time.Now().After(nextKill) {
+			for _, pid := range g.attachers() {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+			nextKill = time.Now().Add(time.Second)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
