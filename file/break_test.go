@@ -608,15 +608,17 @@ func TestBusyTryAcquireWakesNobody(t *testing.T) {
 		defer close(done)
 		_, _ = w.Acquire(ctxT(t, slack.D(30*time.Second)), "k")
 	}()
-	// From its 7th sleep on, the waiter's backoff polls once a second
-	// (the timer starts after the hook): a sleep that ends sooner was
-	// ended by an event. The TryAcquires go right after a poll began, so
-	// that a wake they cause falls inside it; on a loaded machine that
-	// reads the hook late, a later poll is used.
+	// Once two sleeps began a poll apart, the waiter's backoff has reached
+	// its 1s poll (the timer starts after the hook; an event before that,
+	// such as the holder's own acquisition, restarts the backoff, so the
+	// sleep's number says nothing): a sleep that ends sooner was ended by
+	// an event. The TryAcquires go right after a poll began, so that a
+	// wake they cause falls inside it; on a loaded machine that reads the
+	// hook late, a later poll is used.
 	const poll = time.Second
-	var last sleep
-	for last.n < 7 {
-		last = <-slept
+	prev, last := <-slept, <-slept
+	for last.at.Sub(prev.at) < poll {
+		prev, last = last, <-slept
 	}
 	for range 10 {
 		if time.Since(last.at) > poll/2 {
