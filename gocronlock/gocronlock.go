@@ -22,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/distlock/distlock"
 	"github.com/go-co-op/gocron/v2"
@@ -65,9 +66,20 @@ func (g *Locker) Lock(ctx context.Context, key string) (gocron.Lock, error) {
 type unlocker struct{ lease *distlock.Lease }
 
 // Unlock releases the lease (within its minimum hold, the lock stays
-// taken until the hold ends). A lease lost while the job ran reports
-// distlock.ErrLockLost.
-func (u unlocker) Unlock(ctx context.Context) error { return u.lease.Release(ctx) }
+// taken until the hold ends), and returns once the backend answered: the
+// release keeps ctx's values but not its end (gocron passes the job's ctx,
+// which has ended when the scheduler shut down or the job was removed
+// mid-run), bounded by unlockTimeout. A lease lost while the job ran
+// reports distlock.ErrLockLost.
+func (u unlocker) Unlock(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), unlockTimeout)
+	defer cancel()
+	return u.lease.Release(ctx)
+}
+
+// unlockTimeout bounds Unlock's release; a lock it could not free expires
+// at its TTL.
+const unlockTimeout = 5 * time.Second
 
 // ErrNotLeader is what Elector.IsLeader returns while this scheduler does
 // not lead; gocron then skips the run.

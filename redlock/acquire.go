@@ -8,6 +8,7 @@ import (
 	"net"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/distlock/distlock/backend"
@@ -53,11 +54,19 @@ func (d *driver) TryAcquire(ctx context.Context, req backend.Request) (backend.L
 			a.unsure[x.i] = redislua.Ambiguous(x.err)
 		}
 	}
+	if !success {
+		// Requests not sent yet are not sent now: nothing to give back.
+		a.withdrawn.Store(true)
+	}
 	r.finish(success)
 	if success {
 		l.pending = r.f.pending
 		return l, nil
 	}
+	// This driver's next attempt on the lock waits, on each node still
+	// running this one, for its answer and give-back: it must not find
+	// this attempt's late grant.
+	d.releasing.track(a.h.keys.Lock, r.f.pending)
 	return nil, a.failed(ctx, &r)
 }
 
@@ -78,9 +87,17 @@ type attempt struct {
 	validity time.Duration
 	unsure   []bool
 	// after: the nodes still running this driver's latest release of the
-	// lock, whose answer the acquire waits for on each (see releasing).
+	// lock, or give-back of a failed attempt, whose answer the acquire
+	// waits for on each (see releasing).
 	after *pendingNodes
+	// withdrawn: the attempt failed; a node whose request is not sent
+	// yet is not sent it.
+	withdrawn atomic.Bool
 }
+
+// errWithdrawn is the failure of a node whose request was not sent
+// because the attempt had already failed: nothing reached the node.
+var errWithdrawn = errors.New("not sent: the attempt was already decided")
 
 // node runs the acquire script on node nd.
 func (a *attempt) node(ctx context.Context, i int, nd *node) nodeResult {
@@ -89,6 +106,9 @@ func (a *attempt) node(ctx context.Context, i int, nd *node) nodeResult {
 		case <-p:
 		case <-ctx.Done(): // then the request is not sent (not ambiguous)
 		}
+	}
+	if a.withdrawn.Load() {
+		return nodeResult{out: failed, err: errWithdrawn}
 	}
 	r, _, err := nd.batch.Acquire(ctx, a.h.keys, a.h.owner, a.h.hold, a.metadata, a.ttl, nil)
 	switch {
@@ -101,14 +121,16 @@ func (a *attempt) node(ctx context.Context, i int, nd *node) nodeResult {
 }
 
 // late handles an answer after the decision. On failure it undoes what
-// this node did or may have done; on success the hold is part of the lock.
+// this node did or may have done — a grant at once, before the node counts
+// as answered (see releasing) —; on success the hold is part of the lock.
 func (a *attempt) late(r nodeResult, success bool) {
 	ambiguous := redislua.Ambiguous(r.err)
 	switch {
 	case success:
 		a.unsure[r.i] = ambiguous
 	case r.out == yes:
-		a.d.undo(r.i, a.undoH, a.ttl, undoLost, true)
+		a.d.giveBack(context.Background(), r.i, a.undoH, a.ttl)
+	case errors.Is(r.err, errWithdrawn):
 	case ambiguous:
 		a.d.undo(r.i, a.undoH, a.ttl, undoInFlight, true)
 	}
@@ -190,22 +212,28 @@ func (d *driver) releaseNodes(ctx context.Context, idx []int, h holdRef, ttl tim
 	if len(idx) == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.nodeTimeout)
-	defer cancel()
 	var wg sync.WaitGroup
 	for _, i := range idx {
-		nd := d.nodes[i]
 		wg.Add(1)
 		if !d.g.Go(func() {
 			defer wg.Done()
-			if _, err := redislua.Release(ctx, nd.client, h.keys, h.owner, 0, h.hold); redislua.Ambiguous(err) {
-				d.undo(i, h, ttl, undoLost, true)
-			}
+			d.giveBack(ctx, i, h, ttl)
 		}) {
 			wg.Done()
 		}
 	}
 	wg.Wait()
+}
+
+// giveBack removes hold h from node i, waiting at most the per-node
+// timeout (ctx's end does not cut it short); without a clear answer the
+// node is retried in the background. It runs on work of d.g.
+func (d *driver) giveBack(ctx context.Context, i int, h holdRef, ttl time.Duration) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.nodeTimeout)
+	defer cancel()
+	if _, err := redislua.Release(ctx, d.nodes[i].client, h.keys, h.owner, 0, h.hold); redislua.Ambiguous(err) {
+		d.undo(i, h, ttl, undoLost, true)
+	}
 }
 
 // retryAfter is the wait before the next attempt after a busy one: a short

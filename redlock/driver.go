@@ -93,8 +93,9 @@ type driver struct {
 	undoer  *redislua.Undoer
 	base    time.Time // for node.downUntil
 	runners sync.Pool // of *runner
-	// releasing: the releases still running on some nodes after their
-	// decision, which an acquire of the same lock waits for node by node.
+	// releasing: the releases and failed attempts still running on some
+	// nodes after their decision, which an acquire of the same lock waits
+	// for node by node.
 	releasing releasing
 	closed    atomic.Bool
 }

@@ -5,18 +5,20 @@ import (
 	"sync/atomic"
 )
 
-// releasing records, per lock, the nodes still running a release that was
-// decided before every node answered. An acquire of the same lock by this
-// driver waits there for the release's answer before it sends its own
-// request, so that it never finds its own previous hold.
+// releasing records, per lock, the nodes still running this driver's
+// latest release, or failed attempt, that was decided before every node
+// answered (a failed attempt's node counts as answered once a late grant
+// there is given back). An acquire of the same lock by this driver waits
+// there for that answer before it sends its own request, so that it never
+// finds its own previous hold.
 type releasing struct {
 	n  atomic.Int32 // entries in m: the lookup skips the mutex when 0
 	mu sync.Mutex
 	m  map[string]*pendingNodes // by lock name
 }
 
-// track records p, the nodes of a release of the lock named key that were
-// still running at its decision. p may be nil or already done.
+// track records p, the nodes of a release (or failed attempt) of the lock
+// named key that were still running at its decision. p may be nil or already done.
 func (r *releasing) track(key string, p *pendingNodes) {
 	if p == nil {
 		return
