@@ -2,6 +2,7 @@ package testserver
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -73,20 +74,8 @@ func (g pgSegment) attached() int {
 // attachers lists the processes that map the segment, found by its
 // "/SYSV<key>" mapping in /proc/<pid>/maps.
 func (g pgSegment) attachers() []int {
-	name := fmt.Sprintf("/SYSV%08x", uint32(int32(g.key)))
-	ents, _ := os.ReadDir("/proc")
-	var out []int
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/maps")
-		if err == nil && strings.Contains(string(b), name) {
-			out = append(out, pid)
-		}
-	}
-	return out
+	name := []byte(fmt.Sprintf("/SYSV%08x", uint32(int32(g.key))))
+	return procsWhere("maps", func(b []byte) bool { return bytes.Contains(b, name) })
 }
 
 // pgReleaseSegment runs before a PostgreSQL server starts on dataDir: if

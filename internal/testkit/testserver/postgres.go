@@ -300,28 +300,16 @@ func alive(pid int) bool {
 // ChildPIDs lists the processes whose parent is pid, from /proc (empty where
 // there is no /proc).
 func ChildPIDs(pid int) []int {
-	ents, _ := os.ReadDir("/proc")
-	var out []int
-	for _, e := range ents {
-		c, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
+	parent := strconv.Itoa(pid)
+	return procsWhere("stat", func(b []byte) bool {
 		// "pid (comm) state ppid ...": comm may hold spaces and parens.
 		i := bytes.LastIndexByte(b, ')')
 		if i < 0 {
-			continue
+			return false
 		}
 		f := strings.Fields(string(b[i+1:]))
-		if len(f) > 1 && f[1] == strconv.Itoa(pid) {
-			out = append(out, c)
-		}
-	}
-	return out
+		return len(f) > 1 && f[1] == parent
+	})
 }
 
 // pgAccepts sends a protocol-3 StartupMessage and reports whether the server
