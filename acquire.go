@@ -92,7 +92,7 @@ func (l *Locker) attempt(ctx context.Context, op string, r *request, wait bool) 
 	if is, ok := lock.(backend.Issued); ok {
 		sent = is.IssuedAt()
 	}
-	if !lease.start(lock, sent) {
+	if !lease.start(lock, sent, r.minHold()) {
 		// Lost, late, or Close ran, between the grant and now: give the
 		// lock back, in the background so that the caller need not wait
 		// for a backend that may not answer. (Close waits for it, within

@@ -28,9 +28,9 @@ type Lease struct {
 	lock  backend.Lock
 	token uint64
 
-	// minHoldEnd is 0 without WithMinHold; else its duration until start,
-	// then its end: the grant's arrival + the duration, as an offset from
-	// epoch on the monotonic clock (8 bytes, where a time.Time takes 24).
+	// minHoldEnd is when the minimum hold (WithMinHold) ends, as an
+	// offset from epoch on the monotonic clock (8 bytes, where a time.Time
+	// takes 24); 0: none. Set by start.
 	minHoldEnd time.Duration
 
 	mu     sync.Mutex
@@ -63,7 +63,7 @@ var (
 )
 
 func newLease(l *Locker, r *request) *Lease {
-	return &Lease{l: l, key: r.key, owner: r.owner, auto: r.autoRefresh, minHoldEnd: r.minHold(), slot: slot{ttl: r.ttl, validity: r.validity, idx: -1},
+	return &Lease{l: l, key: r.key, owner: r.owner, auto: r.autoRefresh, slot: slot{ttl: r.ttl, validity: r.validity, idx: -1},
 		w: newWatch(r, l.name)}
 }
 
@@ -121,7 +121,7 @@ func (ls *Lease) checkDeadline() {
 	}
 	s.mu.Unlock()
 	if why != nil {
-		ls.lose(why)
+		ls.end(why, endLost)
 	}
 }
 
@@ -136,7 +136,7 @@ func (ls *Lease) checkSession() {
 		return
 	}
 	if until := d.ValidUntil(); !until.IsZero() && !time.Now().Before(until) {
-		ls.lose(errSessionExpired)
+		ls.end(errSessionExpired, endLost)
 	}
 }
 
@@ -186,52 +186,62 @@ func (ls *Lease) Context() context.Context {
 	return ls.ctx
 }
 
-// start makes a granted lease held. It reports false if the lease was lost
-// before or its Locker closed; the caller then gives the lock back.
-func (ls *Lease) start(lock backend.Lock, sent time.Time) bool {
+// start makes a granted lease held, its minimum hold (if minHold > 0)
+// counted from now. It reports false if the lease was lost before or its
+// Locker closed; the caller then gives the lock back.
+func (ls *Lease) start(lock backend.Lock, sent time.Time, minHold time.Duration) bool {
 	ls.mu.Lock()
 	if ls.state != pending {
 		ls.mu.Unlock()
 		return false
 	}
 	ls.lock, ls.token, ls.state = lock, lock.Token(), held
-	if ls.minHoldEnd > 0 {
+	if minHold > 0 {
 		// From now, not sent: after a native wait (backend.Blocker) sent
 		// is the start of the wait, and the grant came at most now.
-		ls.minHoldEnd += time.Since(epoch)
+		ls.minHoldEnd = time.Since(epoch) + minHold
 	}
 	if ls.w != nil {
 		ls.w.ev.Token, ls.w.sentAt = ls.token, sent
 	}
 	ls.mu.Unlock()
 	if !ls.l.track(ls) {
-		ls.end(closedLease, nil)
+		ls.end(closedLease, endQuiet)
 		return false
 	}
 	if ls.slot.validity > 0 {
 		if !ls.l.sched.add(ls, sent) {
-			ls.finish(errLate)
+			ls.end(errLate, endQuiet)
 			return false
 		}
 	}
 	return true
 }
 
-// end moves the lease to ended with err, once, and says whether it did.
-// notify, if not nil, is called (without the lock) after Err reports err
-// and before Done and Context are closed: whoever Done wakes sees what the
-// lease's Observer was told.
-func (ls *Lease) end(err error, notify func(error)) bool {
+// endKind says how a lease ends, for end.
+type endKind bool
+
+const (
+	endQuiet endKind = false // released, or a grant that never became held: no loss to report
+	endLost  endKind = true  // lost, or closed with its Locker: its Observer and logger are told
+)
+
+// end is the lease's one transition to ended: once, with err, and it says
+// whether it made it. It detaches the lease from its Locker's scheduler
+// and lease set. With endLost, the lease's Observer and logger are told
+// (without the lock) after Err reports err and before Done and Context
+// are closed: whoever Done wakes sees what the Observer was told.
+func (ls *Lease) end(err error, how endKind) bool {
 	ls.mu.Lock()
 	if ls.state == ended || ls.state == ending {
 		ls.mu.Unlock()
 		return false
 	}
 	ls.err = err
-	if notify != nil {
+	if how == endLost && ls.w != nil {
 		ls.state = ending
 		ls.mu.Unlock()
-		notify(err)
+		ls.w.ended(err)
 		ls.mu.Lock()
 	}
 	ls.state = ended
@@ -242,29 +252,9 @@ func (ls *Lease) end(err error, notify func(error)) bool {
 		ls.cancel(err)
 	}
 	ls.mu.Unlock()
-	return true
-}
-
-// finish ends the lease and detaches it from its Locker.
-func (ls *Lease) finish(err error) bool { return ls.finishNotify(err, nil) }
-
-// finishNotify is finish with end's notify.
-func (ls *Lease) finishNotify(err error, notify func(error)) bool {
-	if !ls.end(err, notify) {
-		return false
-	}
 	ls.l.sched.remove(ls)
 	ls.l.untrack(ls)
 	return true
-}
-
-// lose ends a held lease without Release (lost, or its Locker closed),
-// tells its Observer and logger, and says whether it ended it.
-func (ls *Lease) lose(err error) bool {
-	if ls.w == nil {
-		return ls.finish(err)
-	}
-	return ls.finishNotify(err, ls.w.ended)
 }
 
 // backendLost is the Request.Lost callback given to drivers.
@@ -276,7 +266,7 @@ func (ls *Lease) backendLost(cause error) {
 	if !errors.Is(cause, ErrLockLost) {
 		cause = fmt.Errorf("%w: %w", ErrLockLost, cause)
 	}
-	ls.lose(&marked{"session", cause})
+	ls.end(&marked{"session", cause}, endLost)
 }
 
 func (ls *Lease) endedError(op string) error {
@@ -329,7 +319,7 @@ func (ls *Lease) Abandon(ctx context.Context) error { return ls.abandon(ctx) }
 // minimum hold, only when the hold ends if keepMinHold.
 func (ls *Lease) releaseKeeping(ctx context.Context, keepMinHold bool) error {
 	ls.checkDeadline() // expired while nobody looked: report the loss, skip the round trip
-	if !ls.finish(errReleased) {
+	if !ls.end(errReleased, endQuiet) {
 		return ls.endedError("release")
 	}
 	release := ls.release
@@ -391,10 +381,6 @@ func (ls *Lease) refreshed(ttl time.Duration, auto bool, err error) {
 	}
 }
 
-// closeByLocker ends the lease because its Locker is closing, and
-// reports whether it was held until then (its lock is then to be released).
-func (ls *Lease) closeByLocker() bool { return ls.lose(closedLease) }
-
 // Refresh extends the lease to at least ttl from now, owner-checked: it
 // returns an error wrapping ErrNotHeld (and ErrLockLost, ending the lease, if
 // the backend no longer holds it for this owner). ttl becomes the lease's
@@ -415,7 +401,7 @@ func (ls *Lease) Refresh(ctx context.Context, ttl time.Duration) error {
 	if err := ls.l.classify(ls.lock.Refresh(ctx, ttl)); err != nil {
 		ls.refreshed(ttl, false, err)
 		if errors.Is(err, ErrNotHeld) {
-			if ls.lose(refused(err)) {
+			if ls.end(refused(err), endLost) {
 				return ls.l.err("refresh", ls.key, ls.Err())
 			}
 			return ls.endedError("refresh")
@@ -424,7 +410,7 @@ func (ls *Lease) Refresh(ctx context.Context, ttl time.Duration) error {
 	}
 	if validity > 0 && !ls.l.sched.refreshed(ls, sent, ttl, validity, false) {
 		// Ended meanwhile, or its deadline passed before the reply came.
-		ls.lose(errExpired)
+		ls.end(errExpired, endLost)
 		return ls.endedError("refresh")
 	}
 	ls.mu.Lock()

@@ -386,7 +386,7 @@ func (l *Locker) Close() error {
 	l.closeFn(ErrClosed) // ends waits and automatic refreshes in flight
 	locks := make([]*Lease, 0, len(held))
 	for _, ls := range held {
-		if ls.closeByLocker() {
+		if ls.end(closedLease, endLost) {
 			locks = append(locks, ls)
 		}
 	}

@@ -44,7 +44,7 @@ func (l *Locker) acquireAtOnce(ctx context.Context, keys []string, opts []Option
 		if is, ok := lock.(backend.Issued); ok {
 			at = is.IssuedAt()
 		}
-		if i >= len(leases) || !leases[i].start(lock, at) {
+		if i >= len(leases) || !leases[i].start(lock, at, rs[i].minHold()) {
 			// Late, or Close ran: give everything back, in the
 			// background (Close waits for it, within its bound).
 			started := leases[:min(i, len(leases))]

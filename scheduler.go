@@ -205,7 +205,7 @@ func (s *scheduler) fire() {
 	s.arm()
 	s.mu.Unlock()
 	for i, ls := range expired {
-		ls.lose(why[i])
+		ls.end(why[i], endLost)
 	}
 }
 
@@ -320,7 +320,7 @@ func (s *scheduler) refresh(batch []*Lease) {
 		case err == nil:
 			s.refreshed(ls, sent, items[i].TTL, validity[i], true)
 		case errors.Is(err, ErrNotHeld):
-			ls.lose(refused(err))
+			ls.end(refused(err), endLost)
 		default:
 			s.retryLater(ls, time.Now(), err)
 		}
