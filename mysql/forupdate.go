@@ -38,6 +38,9 @@ ON DUPLICATE KEY UPDATE fence = LAST_INSERT_ID(fence + 1), owner = ?, metadata =
 const (
 	// killTimeout bounds the KILL QUERY that stops a waiting statement.
 	killTimeout = 2 * time.Second
+	// killedGrace is how long the killed statement's reply may take after
+	// the KILL before its connection is closed.
+	killedGrace = 250 * time.Millisecond
 	// cleanupTimeout bounds a ROLLBACK before a connection is discarded.
 	cleanupTimeout = 2 * time.Second
 	// createAttempts bounds the attempts to create a missing lock row
@@ -338,11 +341,13 @@ func lockRead(ctx context.Context, conn *sql.Conn, q string, h [32]byte) (id int
 // connection connID (sqllock.Stoppable): when ctx ends or limit (if
 // positive) passes, KILL QUERY from another connection stops it — go-sql-
 // driver would close the socket, and the server would leave the orphaned
-// statement queued for the lock — and only if that fails is the socket
-// closed. timedOut reports that limit stopped it. After a stop the caller
-// must discard the connection.
+// statement queued for the lock — and the socket is closed only if that
+// fails, or if the killed statement's reply has not come killedGrace after
+// the KILL (lost on its way: the server has ended the statement, and the
+// connection is discarded anyway). timedOut reports that limit stopped
+// it. After a stop the caller must discard the connection.
 func (d *fuDriver) killable(ctx context.Context, connID int64, limit time.Duration, run func(ctx context.Context) error) (timedOut bool, err error) {
-	return sqllock.Stoppable(ctx, limit, 0, func(abort func()) {
+	return sqllock.Stoppable(ctx, limit, killedGrace, func(abort func()) {
 		kctx, cancel := context.WithTimeout(context.Background(), killTimeout)
 		defer cancel()
 		if _, err := d.db.ExecContext(kctx, "KILL QUERY "+strconv.FormatInt(connID, 10)); err != nil {

@@ -2,6 +2,8 @@ package redlock
 
 import (
 	"context"
+	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -38,7 +40,9 @@ func TestReleaseDuringResubscription(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = waiter.Close() })
 	attempts := &landedAttempts{}
-	clients[0].(*goredis.Client).AddHook(attempts)
+	for _, c := range clients {
+		c.(*goredis.Client).AddHook(attempts)
+	}
 	wakes := func() (n int64) {
 		for _, nd := range driverOf(waiter).nodes {
 			n += nd.sub.Stats().Wakes
@@ -102,9 +106,15 @@ func TestReleaseDuringResubscription(t *testing.T) {
 	}
 }
 
-// landedAttempts counts the acquire scripts whose reply came, sent alone or
-// in a pipeline.
-type landedAttempts struct{ n atomic.Int64 }
+// landedAttempts counts the attempts of which an acquire script's reply
+// came from some node, sent alone or in a pipeline: distinct hold ids, as
+// an attempt that fails is not sent to the nodes that had not been sent
+// it yet at its decision.
+type landedAttempts struct {
+	mu    sync.Mutex
+	holds map[string]bool
+	n     atomic.Int64
+}
 
 func (c *landedAttempts) DialHook(next goredis.DialHook) goredis.DialHook { return next }
 func (c *landedAttempts) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
@@ -124,8 +134,24 @@ func (c *landedAttempts) ProcessPipelineHook(next goredis.ProcessPipelineHook) g
 	}
 }
 
+// count records cmd's hold id if it is an acquire script: evalsha, sha,
+// numkeys, the keys, then owner, ttl, hold id (acquire.lua's ARGV).
 func (c *landedAttempts) count(cmd goredis.Cmder) {
-	if args := cmd.Args(); cmd.Name() == "evalsha" && len(args) > 1 && args[1] == acquireSHA {
-		c.n.Add(1)
+	args := cmd.Args()
+	if cmd.Name() != "evalsha" || len(args) < 3 || args[1] != acquireSHA {
+		return
+	}
+	numKeys, ok := args[2].(int)
+	if i := 3 + numKeys + 2; ok && i < len(args) {
+		hold := fmt.Sprint(args[i])
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if c.holds == nil {
+			c.holds = map[string]bool{}
+		}
+		if !c.holds[hold] {
+			c.holds[hold] = true
+			c.n.Add(1)
+		}
 	}
 }
