@@ -31,7 +31,8 @@ check:
 # The whole test suite with the race detector (FuzzOpen's seed corpus —
 # every registered scheme, every URL in the docs, the malformed ones —
 # included), the OpenTelemetry module's and the gocron adapter's tests (each
-# its own go.mod). Three packages at a time, the ones that take minutes
+# its own go.mod), and the patched ZooKeeper client's own regression test
+# (third_party/go-zookeeper-zk/README.distlock.md). Three packages at a time, the ones that take minutes
 # first (scripts/test-packages.sh: the same set as ./...): most tests wait
 # on servers and leases, not on the CPU. Server data lives on tmpfs where
 # the machine has one (scripts/with-tmpfs.sh). The conformance suites' load
@@ -57,6 +58,7 @@ tests:
 		"$(GO) test -race -count=1 -p 3 -timeout 25m $$(scripts/test-packages.sh)" \
 		"cd otel && $(GO) test -race -count=1 ./..." \
 		"cd gocronlock && $(GO) test -race -count=1 ./..." \
+		"cd third_party/go-zookeeper-zk && $(GO) test -race -count=1 ./..." \
 		$(if $(CHECK_BESIDE),"$(MAKE) --no-print-directory check")
 
 # The contributor's inner loop: every test that needs no server, in a

@@ -515,7 +515,7 @@ func (c *Conn) flushUnsentRequests(err error) {
 		default:
 			return
 		case req := <-c.sendChan:
-			req.recvChan <- response{-1, err}
+			answer(req, err)
 		}
 	}
 }
@@ -524,10 +524,21 @@ func (c *Conn) flushUnsentRequests(err error) {
 func (c *Conn) flushRequests(err error) {
 	c.requestsLock.Lock()
 	for _, req := range c.requests {
-		req.recvChan <- response{-1, err}
+		answer(req, err)
 	}
 	c.requests = make(map[int32]*request)
 	c.requestsLock.Unlock()
+}
+
+// answer gives req the error err unless its recvChan is full (distlock
+// patch): a request may already have been answered with an error (a tie
+// with Close, a failed write), and its caller reads one answer only, so a
+// blocking send here would stop the connection's loop for ever.
+func answer(req *request, err error) {
+	select {
+	case req.recvChan <- response{-1, err}:
+	default:
+	}
 }
 
 // Send event to all interested watchers
