@@ -161,3 +161,36 @@ func TestSecondFailedAttemptKeepsFirstsGiveBack(t *testing.T) {
 	}
 	r.settled(t, 2, 3)
 }
+
+// TestCloseDuringGiveBack: a failed attempt's late grant on node 0 is being
+// given back (the give-back is held on the link far beyond the per-node
+// timeout) when the Locker is closed. Close returns within the per-node
+// timeout and the background undo's bound, without a panic, and the late
+// grant is gone from node 0 by its TTL at the latest.
+func TestCloseDuringGiveBack(t *testing.T) {
+	T := slack.D(time.Second)
+	r := newGhostRig(t, T, 1, 2, 3, 4)
+	rt := trackRoundTrips(r.l, 0)[0]
+	const delay, ttl = 300 * time.Millisecond, 3 * time.Second
+	r.link.DelayRequests(delay)
+	ctx := tctx(t, slack.D(30*time.Second))
+	if _, err := r.l.TryAcquire(ctx, ghostKey, distlock.WithTTL(ttl)); !errors.Is(err, distlock.ErrNotAcquired) {
+		t.Fatalf("attempt: %v, want ErrNotAcquired", err)
+	}
+	r.link.DelayRequests(2 * ttl) // the give-back lands after the TTL
+	sent := rt.started.Load()
+	eventually(t, slack.D(10*time.Second), "the give-back to be sent", func() bool { return rt.started.Load() > sent })
+	start := time.Now()
+	done := make(chan error, 1)
+	go func() { done <- r.l.Close() }()
+	select {
+	case err := <-done:
+		t.Logf("Close: %v after %v", err, time.Since(start))
+	case <-time.After(T + undoTimeout + slack.D(2*time.Second)):
+		t.Fatalf("Close still running after %v", time.Since(start))
+	}
+	r.link.Heal()
+	eventually(t, ttl+slack.D(10*time.Second), "the late grant gone from node 0", func() bool {
+		return slices.Equal(r.c.holders(t, prefix, ghostKey), []int{1, 2, 3, 4})
+	})
+}
