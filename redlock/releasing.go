@@ -42,12 +42,16 @@ func (r *releasing) track(key string, p *pendingNodes) {
 	if !ok {
 		r.n.Add(1)
 	} else {
-		// The earlier operations not done yet, in one flat list: the
-		// replaced entry's own list is no longer read (of copies it).
-		for _, q := range append(old.prev, old) {
+		// The earlier operations not done yet, in one flat list. The
+		// replaced entry's list is dropped, never changed: a waitList
+		// taken before still reads it.
+		for _, q := range old.prev {
 			if !q.finished.Load() {
 				p.prev = append(p.prev, q)
 			}
+		}
+		if !old.finished.Load() {
+			p.prev = append(p.prev, old)
 		}
 		old.prev = nil
 	}
@@ -70,15 +74,15 @@ func (r *releasing) of(key string) *pendingNodes {
 // was tracked. nil if none.
 func (r *releasing) after(key string) waitList {
 	if r.n.Load() == 0 {
-		return nil
+		return waitList{}
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	p := r.m[key]
 	if p == nil {
-		return nil
+		return waitList{}
 	}
-	return append(waitList{p}, p.prev...)
+	return waitList{latest: p, prev: p.prev}
 }
 
 // forget removes the entry of the lock named key once it and every earlier
@@ -100,18 +104,38 @@ func (r *releasing) forget(key string) {
 	r.n.Add(-1)
 }
 
-// waitList is the operations an acquire waits for on each node.
-type waitList []*pendingNodes
+// waitList is the operations an acquire waits for on each node: the
+// latest tracked (nil if none) and the earlier ones it keeps.
+type waitList struct {
+	latest *pendingNodes
+	prev   []*pendingNodes
+}
 
 // wait waits until node i has answered each operation of w, or ctx ends.
 func (w waitList) wait(ctx context.Context, i int) {
-	for _, p := range w {
-		if ch := p.wait(i); ch != nil {
-			select {
-			case <-ch:
-			case <-ctx.Done():
-				return
-			}
+	if w.latest == nil {
+		return
+	}
+	if !waitNode(ctx, w.latest, i) {
+		return
+	}
+	for _, p := range w.prev {
+		if !waitNode(ctx, p, i) {
+			return
 		}
+	}
+}
+
+// waitNode waits until node i has answered p, or ctx ends (false).
+func waitNode(ctx context.Context, p *pendingNodes, i int) bool {
+	ch := p.wait(i)
+	if ch == nil {
+		return true
+	}
+	select {
+	case <-ch:
+		return true
+	case <-ctx.Done():
+		return false
 	}
 }
