@@ -194,3 +194,30 @@ func TestCloseDuringGiveBack(t *testing.T) {
 		return slices.Equal(r.c.holders(t, prefix, ghostKey), []int{1, 2, 3, 4})
 	})
 }
+
+// TestNextAttemptBoundedWhenFailedNodeSilent: a failed attempt's request to
+// node 0 is held on the link (blackholed) and never answered. The same
+// Locker's next attempts, which need node 0, each end within the per-node
+// timeout (they do not wait for that answer past it); once the link heals
+// the held request lands late and its grant is undone: nothing of the
+// Locker is left on any node and nothing stays tracked.
+func TestNextAttemptBoundedWhenFailedNodeSilent(t *testing.T) {
+	T := slack.D(500 * time.Millisecond)
+	r := newGhostRig(t, T, 1, 2, 3, 4)
+	r.link.Blackhole()
+	ctx := tctx(t, slack.D(30*time.Second))
+	r.failWithNode0Late(t, ctx, "first attempt")
+	r.free(t, 3, 4)
+	for i := range 3 {
+		start := time.Now()
+		actx := tctx(t, slack.D(30*time.Second))
+		_, err := r.l.TryAcquire(actx, ghostKey)
+		took := time.Since(start)
+		if err == nil || actx.Err() != nil || took > T+slack.D(time.Second) {
+			t.Fatalf("attempt %d needing the silent node: %v after %v, want a failure within the per-node timeout %v", i, err, took, T)
+		}
+		t.Logf("attempt %d: %v after %v", i, err, took)
+	}
+	r.link.Heal()
+	r.settled(t, 1, 2)
+}
