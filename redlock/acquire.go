@@ -86,8 +86,8 @@ type attempt struct {
 	ttl      time.Duration
 	validity time.Duration
 	unsure   []bool
-	// after: the nodes still running this driver's latest release of the
-	// lock, or give-back of a failed attempt, whose answer the acquire
+	// after: the nodes still running this driver's releases of the lock,
+	// or give-backs of its failed attempts, whose answers the acquire
 	// waits for on each (see releasing).
 	after waitList
 	// withdrawn: the attempt failed; a node whose request is not sent

@@ -71,7 +71,7 @@ func (r *releasing) of(key string) *pendingNodes {
 
 // after returns the operations on the lock named key whose nodes an
 // acquire waits for: the latest and the earlier ones not done when it
-// was tracked. nil if none.
+// was tracked (an empty list if none).
 func (r *releasing) after(key string) waitList {
 	if r.n.Load() == 0 {
 		return waitList{}
