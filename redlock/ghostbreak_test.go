@@ -221,3 +221,31 @@ func TestNextAttemptBoundedWhenFailedNodeSilent(t *testing.T) {
 	r.link.Heal()
 	r.settled(t, 1, 2)
 }
+
+// TestNextAttemptWaitsForDelayedReplyAndGiveBack: the failed attempt's
+// request reaches node 0 at once and is granted there, but the reply is
+// held on the link, and so is the give-back's. The next attempt, which
+// needs node 0, waits for both and is granted there.
+func TestNextAttemptWaitsForDelayedReplyAndGiveBack(t *testing.T) {
+	T := slack.D(5 * time.Second)
+	r := newGhostRig(t, T, 1, 2, 3, 4)
+	const delay = 400 * time.Millisecond
+	r.link.DelayReplies(delay)
+	ctx := tctx(t, slack.D(30*time.Second))
+	r.failWithNode0Late(t, ctx, "first attempt")
+	if got := r.c.holders(t, prefix, ghostKey); !slices.Equal(got, []int{0, 1, 2, 3, 4}) {
+		t.Logf("holders right after the failed attempt: %v (its grant on node 0 not there yet)", got)
+	}
+	r.free(t, 3, 4)
+	start := time.Now()
+	lb, err := r.l.TryAcquire(ctx, ghostKey)
+	if err != nil {
+		t.Fatalf("attempt with nodes 0, 3 and 4 free but for the failed attempt's grant: %v after %v; owners %q", err, time.Since(start), r.c.owners(t, prefix, ghostKey))
+	}
+	t.Logf("granted after %v", time.Since(start))
+	r.link.DelayReplies(0)
+	if err := lb.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r.settled(t, 1, 2)
+}
