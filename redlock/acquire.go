@@ -46,7 +46,7 @@ func (d *driver) TryAcquire(ctx context.Context, req backend.Request) (backend.L
 	}
 	l.unsure = l.unsure[:len(d.nodes)]
 	a.unsure = l.unsure
-	a.after = d.releasing.of(a.h.keys.Lock)
+	a.after = d.releasing.after(a.h.keys.Lock)
 	r := d.run(ctx, quorumOp{wait: min(d.nodeTimeout, validity), op: a, decided: acquireDecided})
 	success := !r.ctxDone && r.tally().yes >= d.quorum && r.elapsed < validity
 	if success {
@@ -86,10 +86,10 @@ type attempt struct {
 	ttl      time.Duration
 	validity time.Duration
 	unsure   []bool
-	// after: the nodes still running this driver's latest release of the
-	// lock, or give-back of a failed attempt, whose answer the acquire
+	// after: the nodes still running this driver's releases of the lock,
+	// or give-backs of its failed attempts, whose answers the acquire
 	// waits for on each (see releasing).
-	after *pendingNodes
+	after waitList
 	// withdrawn: the attempt failed; a node whose request is not sent
 	// yet is not sent it.
 	withdrawn atomic.Bool
@@ -101,12 +101,8 @@ var errWithdrawn = errors.New("not sent: the attempt was already decided")
 
 // node runs the acquire script on node nd.
 func (a *attempt) node(ctx context.Context, i int, nd *node) nodeResult {
-	if p := a.after.wait(i); p != nil {
-		select {
-		case <-p:
-		case <-ctx.Done(): // then the request is not sent (not ambiguous)
-		}
-	}
+	// If ctx ends first, the request is not sent (not ambiguous).
+	a.after.wait(ctx, i)
 	if a.withdrawn.Load() {
 		return nodeResult{out: failed, err: errWithdrawn}
 	}

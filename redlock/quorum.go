@@ -259,10 +259,16 @@ type pendingNodes struct {
 	mu   sync.Mutex
 	st   *pendState // nil once every node has answered
 	left int
-	// tracked, if not nil, records these nodes (of a release) under key
-	// until every one has answered.
+	// tracked, if not nil, records these nodes (of a release or failed
+	// attempt) under key until every one has answered.
 	tracked *releasing
 	key     string
+	// finished: every node has answered (st is nil).
+	finished atomic.Bool
+	// prev: while this is tracked's latest entry for key, the earlier
+	// tracked operations not done when it was recorded (guarded by
+	// tracked.mu).
+	prev []*pendingNodes
 }
 
 // pendState is the per-node state of pendingNodes, in one allocation for
@@ -330,8 +336,9 @@ func (p *pendingNodes) done(i int) {
 	}
 	if p.left--; p.left == 0 {
 		p.st = nil
+		p.finished.Store(true)
 		if p.tracked != nil {
-			p.tracked.forget(p.key, p)
+			p.tracked.forget(p.key)
 		}
 	}
 }
