@@ -67,9 +67,12 @@ func TestReleaseDuringResubscription(t *testing.T) {
 		}
 		got <- err
 	}()
-	eventually(t, 10*time.Second, "the waiter attempts, subscribes on every node and attempts again", func() bool {
-		for _, nd := range driverOf(waiter).nodes {
+	eventually(t, 10*time.Second, "the waiter attempts, subscribes on every node (as the servers see it) and attempts again", func() bool {
+		for i, nd := range driverOf(waiter).nodes {
 			if !nd.sub.Watching(channel) {
+				return false
+			}
+			if n := c.admins[i].PubSubNumSub(ctx, channel).Val()[channel]; n < 1 {
 				return false
 			}
 		}
