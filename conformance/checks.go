@@ -54,7 +54,8 @@ func (h *Harness) key(t T, name string) string {
 	return fmt.Sprintf("%sconf/%d/%d/%s", h.KeyPrefix, time.Now().UnixNano(), keySeq.Add(1), name)
 }
 
-// locker opens a new Locker that is closed when the check ends.
+// locker opens a new Locker, connected, that is closed when the check
+// ends.
 func (h *Harness) locker(t T) *distlock.Locker {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
@@ -64,6 +65,16 @@ func (h *Harness) locker(t T) *distlock.Locker {
 		t.Fatalf("harness NewLocker: %v", err)
 	}
 	t.Cleanup(func() { _ = l.Close() })
+	// Warm, as a long-lived Locker is: the first round trips (dial, TLS,
+	// a session, a Cluster's slot map, script loading) are not counted in
+	// the validity of the first lease a check takes.
+	lease, err := l.TryAcquire(ctx, h.key(t, "warm"))
+	if err != nil {
+		t.Fatalf("harness Locker's warm-up TryAcquire of a free lock: %v", err)
+	}
+	if err := lease.Release(ctx); err != nil {
+		t.Fatalf("harness Locker's warm-up Release: %v", err)
+	}
 	return l
 }
 
