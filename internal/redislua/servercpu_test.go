@@ -135,15 +135,17 @@ func BenchmarkScriptServerCPU(b *testing.B) {
 		k := KeysFor("bench:", "refresh")
 		h := holds.Next()
 		r := acquire(b, k, "A", h, Acquired)
-		refresh := func() {
-			held, err := Refresh(ctx, c, k, "A", r.Token, h, ttl)
+		// Each refresh extends the lock (its TTL 1ms more than the last),
+		// as a refresh a third into the TTL does.
+		refresh := func(i int) {
+			held, err := Refresh(ctx, c, k, "A", r.Token, h, ttl+time.Duration(i+1)*time.Millisecond)
 			fatal(b, "refresh", err)
 			if !held {
 				b.Fatal("refresh: not held")
 			}
 		}
-		refresh()
-		return func(int) { refresh() }
+		refresh(0)
+		return func(i int) { refresh(i + 1) }
 	})
 	// The floor: a plain SET NX PX and DEL, no script.
 	run("floor-setnx-del", func(b *testing.B) func(int) {
