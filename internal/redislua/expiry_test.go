@@ -63,3 +63,37 @@ func TestRefreshReply(t *testing.T) {
 		t.Errorf("refresh by another owner changed the expiry to %v", p)
 	}
 }
+
+// TestReentrantExpiry: a nested acquisition extends the lock's expiry to at
+// least its TTL and never shortens it; a lock without expiry gets the TTL.
+func TestReentrantExpiry(t *testing.T) {
+	c := client(t)
+	ctx := t.Context()
+	holds := NewHoldSource()
+	k := KeysFor("t:", "reentrant-expiry")
+	if r, err := Acquire(ctx, c, k, "A", holds.Next(), "", 10*time.Second); err != nil || r.Outcome != Acquired {
+		t.Fatalf("acquire = %+v, %v", r, err)
+	}
+	pttl := func() time.Duration { return c.PTTL(ctx, k.Lock).Val() }
+	nest := func(ttl time.Duration) {
+		t.Helper()
+		if r, err := Acquire(ctx, c, k, "A", holds.Next(), "", ttl); err != nil || r.Outcome != Reentered {
+			t.Fatalf("nested acquire = %+v, %v", r, err)
+		}
+	}
+	nest(time.Minute)
+	if p := pttl(); p < 50*time.Second || p > time.Minute {
+		t.Errorf("nested with 1m over a 10s lock: pttl %v, want ~1m", p)
+	}
+	nest(time.Second)
+	if p := pttl(); p < 50*time.Second {
+		t.Errorf("nested with 1s shortened the expiry to %v", p)
+	}
+	if err := c.Persist(ctx, k.Lock).Err(); err != nil {
+		t.Fatal(err)
+	}
+	nest(30 * time.Second)
+	if p := pttl(); p < 20*time.Second || p > 30*time.Second {
+		t.Errorf("nested with 30s into a lock without expiry: pttl %v, want ~30s", p)
+	}
+}
