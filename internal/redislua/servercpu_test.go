@@ -189,7 +189,7 @@ func serverCPU(b *testing.B, c *goredis.Client) float64 {
 // commandUsec returns the microseconds the server spent in the commands
 // cmds (lower case) since its statistics were last reset, from INFO
 // commandstats. A script's time includes that of the commands it calls.
-func commandUsec(b *testing.B, c *goredis.Client, cmds ...string) float64 {
+func commandUsec(b testing.TB, c *goredis.Client, cmds ...string) float64 {
 	b.Helper()
 	info, err := c.Info(context.Background(), "commandstats").Result()
 	if err != nil {
