@@ -30,23 +30,6 @@ local function lock_fields()
 	return f, n, mine and f.o == ARGV[1] and (ARGV[2] == '0' or f.t == ARGV[2])
 end
 
--- now_ms is the server's clock in ms. It allows writes after it (Redis 3.2
--- and 4 need the call; later versions always replicate effects).
-local function now_ms()
-	redis.replicate_commands()
-	local tm = redis.call('TIME')
-	return tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)
-end
-
--- expire_in makes KEYS[1] expire ms from now and reports whether that cut
--- its life short: its waiters, asleep until the old expiry, must then be
--- woken (wake) to learn the new one, since the lock expires unreleased.
-local function expire_in(ms)
-	local cut = redis.call('PTTL', KEYS[1]) > ms
-	redis.call('PEXPIRE', KEYS[1], ms)
-	return cut
-end
-
 -- wake publishes the plain wake-up (the token f.t) on channel ch ("" or
 -- nil: none) for a lock marked w (someone waits or watches: see
 -- acquire.lua), and only for one so marked.
@@ -62,7 +45,11 @@ end
 -- (nothing changed), 1 freed, 2 hold released and the lock still taken
 -- (other holds of the same owner, or the minimum hold); and
 -- lock_fields()'s fields, with cut true when the minimum hold shortened
--- the lock's life (see expire_in).
+-- the lock's life: its waiters, asleep until the old expiry, must then be
+-- woken (wake) to learn the new one, since the lock expires unreleased.
+-- The minimum hold's branch reads the clock itself (as release_after.lua
+-- does): a function per helper would be a closure made on every call of
+-- every script that includes this file, the hot release's among them.
 local function release_hold()
 	local f, n, ok = lock_fields()
 	if not ok then
@@ -73,10 +60,13 @@ local function release_hold()
 		return 2, f
 	end
 	if f.lg then
-		local left = tonumber(f.lg) - now_ms()
+		redis.replicate_commands() -- TIME before writes: a no-op from Redis 5 on, needed on 3.2 and 4
+		local tm = redis.call('TIME')
+		local left = tonumber(f.lg) - (tm[1] * 1000 + math.floor(tm[2] / 1000))
 		if left > 0 then
 			redis.call('HDEL', KEYS[1], ARGV[3])
-			f.cut = expire_in(left)
+			f.cut = redis.call('PTTL', KEYS[1]) > left
+			redis.call('PEXPIRE', KEYS[1], left)
 			return 2, f
 		end
 	end

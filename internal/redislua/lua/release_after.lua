@@ -16,7 +16,9 @@ local f, n, ok = lock_fields()
 if not ok then
 	return 0
 end
-local now = now_ms()
+redis.replicate_commands() -- TIME before writes, as release_hold reads it
+local tm = redis.call('TIME')
+local now = tm[1] * 1000 + math.floor(tm[2] / 1000)
 local lg = math.max(tonumber(f.lg or '0'), now + tonumber(ARGV[4]))
 redis.call('HSET', KEYS[1], 'lg', lg)
 redis.call('HDEL', KEYS[1], ARGV[3])
@@ -26,7 +28,11 @@ if n > 1 then
 	end
 	return 2
 end
-if expire_in(lg - now) then
+-- The lock expires when the minimum hold ends; its waiters are woken when
+-- that cut its life short, as release_hold does.
+local cut = redis.call('PTTL', KEYS[1]) > lg - now
+redis.call('PEXPIRE', KEYS[1], lg - now)
+if cut then
 	wake(ARGV[5], f)
 end
 return 1
