@@ -18,8 +18,8 @@ import (
 
 // The lock-path prototypes (section "lockpath", not run by default): what
 // one uncontended distlock cycle sends to Redis — one EVALSHA of the
-// acquire script (fence.lua + acquire.lua: TIME, HGETALL, INCR of the
-// slot's fencing counter, HSET, PEXPIRE) and one EVALSHA of the release
+// acquire script (fence.lua + acquire.lua: on a free lock TIME, EXISTS,
+// INCR of the slot's fencing counter, HSET, PEXPIRE) and one EVALSHA of the release
 // script (hold.lua + release.lua: HGETALL, DEL) — with the same keys and
 // arguments, issued without a distlock Locker through:
 //
