@@ -1,6 +1,7 @@
 package redis
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -47,28 +48,8 @@ func TestReshardWhileHeld(t *testing.T) {
 	keys := redislua.KeysFor("rs:", key)
 	slot := redislua.Slot(keys.Lock)
 
-	node := func(addr string) *goredis.Client {
-		n := goredis.NewClient(&goredis.Options{Addr: addr})
-		t.Cleanup(func() { _ = n.Close() })
-		return n
-	}
-	admin := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: cluster.Addrs()})
-	t.Cleanup(func() { _ = admin.Close() })
-	src, err := admin.MasterForKey(ctx, keys.Lock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var dst *goredis.Client
-	for _, addr := range cluster.Addrs() {
-		if addr != src.Options().Addr {
-			dst = node(addr)
-			break
-		}
-	}
-	srcID, dstID := src.Do(ctx, "CLUSTER", "MYID").Val(), dst.Do(ctx, "CLUSTER", "MYID").Val()
-	if srcID == nil || dstID == nil {
-		t.Fatal("CLUSTER MYID")
-	}
+	src, dst := slotMasters(t, ctx, cluster, keys.Lock)
+	m := newSlotMigration(t, ctx, cluster, slot, src, dst)
 
 	lease, err := a.Acquire(ctx, key, distlock.WithTTL(slack.D(10*time.Second)))
 	if err != nil {
@@ -90,14 +71,7 @@ func TestReshardWhileHeld(t *testing.T) {
 	})
 
 	// Stage 1: the slot is migrating, its keys still on the source.
-	must := func(what string, err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-	}
-	must("IMPORTING", dst.Do(ctx, "CLUSTER", "SETSLOT", slot, "IMPORTING", srcID).Err())
-	must("MIGRATING", src.Do(ctx, "CLUSTER", "SETSLOT", slot, "MIGRATING", dstID).Err())
+	m.begin()
 	if err := lease.Refresh(ctx, slack.D(10*time.Second)); err != nil {
 		t.Errorf("refresh while the slot is migrating, keys on the source: %v", err)
 	}
@@ -108,8 +82,7 @@ func TestReshardWhileHeld(t *testing.T) {
 	}
 
 	// Stage 2: the lock's hash moved, its slot's fence counter not yet.
-	dstHost, dstPort, _ := strings.Cut(dst.Options().Addr, ":")
-	must("MIGRATE lock", src.Do(ctx, "MIGRATE", dstHost, dstPort, "", 0, 5000, "KEYS", keys.Lock).Err())
+	m.move(keys.Lock)
 	if err := lease.Refresh(ctx, slack.D(10*time.Second)); err != nil {
 		t.Errorf("refresh with the lock on the target (ASK): %v", err)
 	}
@@ -120,21 +93,7 @@ func TestReshardWhileHeld(t *testing.T) {
 	}
 
 	// Stage 3: every key moved, the slot assigned to the target.
-	for range 100 {
-		ks, err := src.ClusterGetKeysInSlot(ctx, slot, 100).Result()
-		must("GETKEYSINSLOT", err)
-		if len(ks) == 0 {
-			break
-		}
-		args := []any{"MIGRATE", dstHost, dstPort, "", 0, 5000, "KEYS"}
-		for _, k := range ks {
-			args = append(args, k)
-		}
-		must("MIGRATE", src.Do(ctx, args...).Err())
-	}
-	for _, addr := range cluster.Addrs() {
-		must("SETSLOT NODE", node(addr).Do(ctx, "CLUSTER", "SETSLOT", slot, "NODE", dstID).Err())
-	}
+	m.finish()
 	if err := lease.Refresh(ctx, slack.D(10*time.Second)); err != nil {
 		t.Errorf("refresh after the move (MOVED): %v", err)
 	}
@@ -160,5 +119,91 @@ func TestReshardWhileHeld(t *testing.T) {
 	}
 	if n := dst.Exists(ctx, keys.Fence).Val(); n != 1 {
 		t.Errorf("the slot's fence counter is not on the target (%d)", n)
+	}
+}
+
+// slotMasters returns clients of the master that serves key and of
+// another master of cluster (a cluster without replicas).
+func slotMasters(t *testing.T, ctx context.Context, cluster *testserver.Cluster, key string) (src, dst *goredis.Client) {
+	t.Helper()
+	admin := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: cluster.Addrs()})
+	defer func() { _ = admin.Close() }()
+	m, err := admin.MasterForKey(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, addr := range cluster.Addrs() {
+		if addr != m.Options().Addr {
+			return adminClient(t, m.Options().Addr), adminClient(t, addr)
+		}
+	}
+	t.Fatal("a cluster of one node")
+	return nil, nil
+}
+
+// slotMigration moves one Cluster slot from one master to another by
+// hand, a stage at a time, as redis-cli --cluster reshard does.
+type slotMigration struct {
+	t            *testing.T
+	ctx          context.Context
+	cluster      *testserver.Cluster
+	slot         int
+	src, dst     *goredis.Client
+	srcID, dstID string
+}
+
+func newSlotMigration(t *testing.T, ctx context.Context, cluster *testserver.Cluster, slot int, src, dst *goredis.Client) *slotMigration {
+	t.Helper()
+	m := &slotMigration{t: t, ctx: ctx, cluster: cluster, slot: slot, src: src, dst: dst}
+	var err error
+	if m.srcID, err = src.Do(ctx, "CLUSTER", "MYID").Text(); err != nil {
+		t.Fatalf("CLUSTER MYID: %v", err)
+	}
+	if m.dstID, err = dst.Do(ctx, "CLUSTER", "MYID").Text(); err != nil {
+		t.Fatalf("CLUSTER MYID: %v", err)
+	}
+	return m
+}
+
+func (m *slotMigration) must(what string, err error) {
+	m.t.Helper()
+	if err != nil {
+		m.t.Fatalf("slot %d: %s: %v", m.slot, what, err)
+	}
+}
+
+// begin marks the slot IMPORTING on the target, then MIGRATING on the
+// source: its keys are all still on the source.
+func (m *slotMigration) begin() {
+	m.t.Helper()
+	m.must("IMPORTING", m.dst.Do(m.ctx, "CLUSTER", "SETSLOT", m.slot, "IMPORTING", m.srcID).Err())
+	m.must("MIGRATING", m.src.Do(m.ctx, "CLUSTER", "SETSLOT", m.slot, "MIGRATING", m.dstID).Err())
+}
+
+// move migrates keys of the slot to the target.
+func (m *slotMigration) move(keys ...string) {
+	m.t.Helper()
+	host, port, _ := strings.Cut(m.dst.Options().Addr, ":")
+	args := []any{"MIGRATE", host, port, "", 0, 5000, "KEYS"}
+	for _, k := range keys {
+		args = append(args, k)
+	}
+	m.must("MIGRATE", m.src.Do(m.ctx, args...).Err())
+}
+
+// finish migrates the slot's remaining keys and assigns the slot to the
+// target on every node.
+func (m *slotMigration) finish() {
+	m.t.Helper()
+	for range 100 {
+		ks, err := m.src.ClusterGetKeysInSlot(m.ctx, m.slot, 100).Result()
+		m.must("GETKEYSINSLOT", err)
+		if len(ks) == 0 {
+			break
+		}
+		m.move(ks...)
+	}
+	for _, addr := range m.cluster.Addrs() {
+		m.must("SETSLOT NODE", adminClient(m.t, addr).Do(m.ctx, "CLUSTER", "SETSLOT", m.slot, "NODE", m.dstID).Err())
 	}
 }

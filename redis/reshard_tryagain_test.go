@@ -1,0 +1,153 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/conformance"
+	"github.com/distlock/distlock/internal/redislua"
+	"github.com/distlock/distlock/internal/testkit/slack"
+	"github.com/distlock/distlock/internal/testkit/testserver"
+)
+
+// tryAgainCounter counts the TRYAGAIN replies a client received (after
+// go-redis's own retries).
+type tryAgainCounter struct{ n atomic.Int64 }
+
+func (c *tryAgainCounter) DialHook(next goredis.DialHook) goredis.DialHook { return next }
+
+func (c *tryAgainCounter) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
+	return func(ctx context.Context, cmd goredis.Cmder) error {
+		err := next(ctx, cmd)
+		if goredis.IsTryAgainError(cmd.Err()) {
+			c.n.Add(1)
+		}
+		return err
+	}
+}
+
+func (c *tryAgainCounter) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []goredis.Cmder) error {
+		err := next(ctx, cmds)
+		for _, cmd := range cmds {
+			if goredis.IsTryAgainError(cmd.Err()) {
+				c.n.Add(1)
+			}
+		}
+		return err
+	}
+}
+
+// TestReshardTryAgainRetried splits a lock's slot between two masters by
+// hand (MIGRATING/IMPORTING, the lock's hash moved, the slot's fencing
+// counter not yet), where every acquisition gets TRYAGAIN, and checks that
+// a plain TryAcquire and a plain Acquire (no WithRetryUnavailable) wait
+// the split out: the TryAcquire started during the split reports the lock
+// held once the slot has moved; the waiter woken by a release during the
+// split takes the lock once it has moved back.
+func TestReshardTryAgainRetried(t *testing.T) {
+	testserver.SkipShort(t, "redis cluster")
+	conformance.Parallel(t)
+	cluster := testserver.RedisClusterWith(t, testserver.ClusterConfig{Masters: 3})
+	ctx := tctx(t, 2*time.Minute)
+	url := "redis+cluster://" + strings.Join(cluster.Addrs(), ",") + "/?prefix=ta:"
+	open := func() (*distlock.Locker, *tryAgainCounter) {
+		l, err := distlock.Open(ctx, url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = l.Close() })
+		var client goredis.UniversalClient
+		if !l.As(&client) {
+			t.Fatal("no client")
+		}
+		n := &tryAgainCounter{}
+		client.AddHook(n)
+		return l, n
+	}
+	a, _ := open()
+	b, bTried := open()
+	c, cTried := open()
+	const key = "tryagain"
+	keys := redislua.KeysFor("ta:", key)
+	slot := redislua.Slot(keys.Lock)
+	src, dst := slotMasters(t, ctx, cluster, keys.Lock)
+	ttl := distlock.WithTTL(slack.D(10 * time.Second))
+
+	lease, err := a.Acquire(ctx, key, ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := lease.Token()
+	type result struct {
+		l   *distlock.Lease
+		err error
+	}
+	waiter := make(chan result, 1)
+	go func() {
+		l, err := b.Acquire(ctx, key, ttl)
+		waiter <- result{l, err}
+	}()
+	eventually(t, slack.D(5*time.Second), "the waiter's attempt marked the lock", func() bool {
+		return src.HExists(ctx, keys.Lock, "w").Val()
+	})
+
+	// A TryAcquire during the split waits it out, then finds the lock held.
+	there := newSlotMigration(t, ctx, cluster, slot, src, dst)
+	there.begin()
+	there.move(keys.Lock)
+	tried := make(chan error, 1)
+	go func() {
+		_, err := c.TryAcquire(ctx, key)
+		tried <- err
+	}()
+	eventually(t, slack.D(5*time.Second), "the TryAcquire got TRYAGAIN", func() bool { return cTried.n.Load() > 0 })
+	there.finish()
+	select {
+	case err := <-tried:
+		if !errors.Is(err, distlock.ErrNotAcquired) || errors.Is(err, distlock.ErrUnavailable) {
+			t.Errorf("TryAcquire started while the slot was split: %v, want ErrNotAcquired (held)", err)
+		}
+	case <-time.After(slack.D(5 * time.Second)):
+		t.Fatal("the TryAcquire started during the split did not return after the move")
+	}
+
+	// The waiter, woken by a release during the split back, waits it out
+	// and takes the lock.
+	back := newSlotMigration(t, ctx, cluster, slot, dst, src)
+	back.begin()
+	back.move(keys.Lock)
+	if err := lease.Release(ctx); err != nil {
+		t.Fatalf("release during the split: %v", err)
+	}
+	eventually(t, slack.D(5*time.Second), "the woken waiter got TRYAGAIN", func() bool { return bTried.n.Load() > 0 })
+	select {
+	case r := <-waiter:
+		t.Fatalf("the waiter returned while the slot was split: %v", r.err)
+	default:
+	}
+	back.finish()
+	select {
+	case r := <-waiter:
+		if r.err != nil {
+			t.Fatalf("waiter: %v", r.err)
+		}
+		if r.l.Token() <= before {
+			t.Errorf("token %d after the split, %d before", r.l.Token(), before)
+		}
+		lease = r.l
+	case <-time.After(slack.D(5 * time.Second)):
+		t.Fatal("the waiter did not take the lock after the move")
+	}
+
+	if err := lease.Release(ctx); err != nil {
+		t.Errorf("release after the moves: %v", err)
+	}
+}
