@@ -23,12 +23,12 @@ import (
 // then the holder releases on the new master and the waiter is woken and
 // takes the lock with a higher token. The holder's refreshes follow ASK
 // and MOVED at every stage. An acquisition attempt on the migrating slot
-// gets TRYAGAIN (ErrUnavailable) at every stage, even before any key
-// moved: the acquire script also names the lock's legacy fencing counter,
-// which never exists, and Redis refuses a multi-key command on a migrating
-// slot when some of its keys are missing. The waiter here uses
-// WithRetryUnavailable so that an attempt in that window does not end its
-// wait.
+// gets TRYAGAIN at every stage, even before any key moved (the acquire
+// script also names the lock's legacy fencing counter, which never
+// exists, and Redis refuses a multi-key command on a migrating slot when
+// some of its keys are missing): the third client's attempts, which the
+// driver retries until the migration ends (TestReshardTryAgainRetried),
+// are cut short by their ctx.
 func TestReshardWhileHeld(t *testing.T) {
 	testserver.SkipShort(t, "redis cluster")
 	conformance.Parallel(t)
@@ -62,7 +62,7 @@ func TestReshardWhileHeld(t *testing.T) {
 	}
 	waiter := make(chan result, 1)
 	go func() {
-		l, err := b.Acquire(ctx, key, distlock.WithTTL(slack.D(10*time.Second)), distlock.WithRetryUnavailable(true))
+		l, err := b.Acquire(ctx, key, distlock.WithTTL(slack.D(10*time.Second)))
 		waiter <- result{l, err}
 	}()
 	// The waiter has attempted (the lock is marked for it) before the move.
@@ -70,12 +70,16 @@ func TestReshardWhileHeld(t *testing.T) {
 		return src.HExists(ctx, keys.Lock, "w").Val()
 	})
 
+	// short is the ctx of the third client's attempts: they wait for the
+	// migration to end.
+	short := func() context.Context { return tctx(t, slack.D(200*time.Millisecond)) }
+
 	// Stage 1: the slot is migrating, its keys still on the source.
 	m.begin()
 	if err := lease.Refresh(ctx, slack.D(10*time.Second)); err != nil {
 		t.Errorf("refresh while the slot is migrating, keys on the source: %v", err)
 	}
-	_, err = c.TryAcquire(ctx, key)
+	_, err = c.TryAcquire(short(), key)
 	t.Logf("a third client's attempt while the slot is migrating, keys on the source: %v", err)
 	if !errors.Is(err, distlock.ErrNotAcquired) && !errors.Is(err, distlock.ErrUnavailable) {
 		t.Errorf("third client while migrating: %v, want ErrNotAcquired or ErrUnavailable", err)
@@ -86,7 +90,7 @@ func TestReshardWhileHeld(t *testing.T) {
 	if err := lease.Refresh(ctx, slack.D(10*time.Second)); err != nil {
 		t.Errorf("refresh with the lock on the target (ASK): %v", err)
 	}
-	_, err = c.TryAcquire(ctx, key)
+	_, err = c.TryAcquire(short(), key)
 	t.Logf("a third client's attempt with the slot's keys split: %v", err)
 	if !errors.Is(err, distlock.ErrNotAcquired) && !errors.Is(err, distlock.ErrUnavailable) {
 		t.Errorf("third client with the keys split: %v, want ErrNotAcquired or ErrUnavailable", err)

@@ -51,7 +51,9 @@ func (c *tryAgainCounter) ProcessPipelineHook(next goredis.ProcessPipelineHook) 
 // a plain TryAcquire and a plain Acquire (no WithRetryUnavailable) wait
 // the split out: the TryAcquire started during the split reports the lock
 // held once the slot has moved; the waiter woken by a release during the
-// split takes the lock once it has moved back.
+// split takes the lock once it has moved back. A split that outlasts the
+// retry bound gives ErrUnavailable with the TRYAGAIN reply as its cause,
+// and one the caller's ctx outlasts gives the ctx error.
 func TestReshardTryAgainRetried(t *testing.T) {
 	testserver.SkipShort(t, "redis cluster")
 	conformance.Parallel(t)
@@ -147,6 +149,32 @@ func TestReshardTryAgainRetried(t *testing.T) {
 		t.Fatal("the waiter did not take the lock after the move")
 	}
 
+	// A split that outlasts the bound, and one that outlasts the caller's
+	// ctx.
+	again := newSlotMigration(t, ctx, cluster, slot, src, dst)
+	again.begin()
+	again.move(keys.Lock)
+	start := time.Now()
+	_, err = c.TryAcquire(ctx, key)
+	took := time.Since(start)
+	if !errors.Is(err, distlock.ErrUnavailable) || !goredis.IsTryAgainError(err) {
+		t.Errorf("TryAcquire during a long split: %v, want ErrUnavailable caused by TRYAGAIN", err)
+	}
+	if took < tryAgainBound {
+		t.Errorf("TryAcquire during a long split returned after %v, before the retry bound %v", took, tryAgainBound)
+	}
+	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	start = time.Now()
+	_, err = c.TryAcquire(short, key)
+	took = time.Since(start)
+	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, distlock.ErrNotAcquired) {
+		t.Errorf("TryAcquire whose ctx ended during a split: %v, want ErrNotAcquired and the ctx error", err)
+	}
+	if took > slack.D(time.Second) {
+		t.Errorf("TryAcquire whose ctx ended during a split returned after %v", took)
+	}
+	again.finish()
 	if err := lease.Release(ctx); err != nil {
 		t.Errorf("release after the moves: %v", err)
 	}

@@ -1,0 +1,73 @@
+package redis
+
+import (
+	"context"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+)
+
+// Retry of a TRYAGAIN reply on a Cluster. While a slot migrates and some
+// of the keys a multi-key script names have moved and others not (or
+// some do not exist: the acquire script names the lock's legacy fencing
+// counter, which never does), Redis refuses the script with TRYAGAIN
+// until the migration ends, usually milliseconds later. The driver
+// retries such a script itself, backing off from tryAgainMinBackoff,
+// doubling to tryAgainMaxBackoff, until tryAgainBound after the first
+// TRYAGAIN (the last attempt is made then) and never past the caller's
+// ctx; then the last reply is returned (ErrUnavailable, with the TRYAGAIN reply as its cause).
+const (
+	tryAgainBound      = 2 * time.Second
+	tryAgainMinBackoff = 5 * time.Millisecond
+	tryAgainMaxBackoff = 100 * time.Millisecond
+)
+
+// retryTryAgain runs op, and again after a backoff while it fails with a
+// TRYAGAIN reply, as the constants above say, if cluster (other clients
+// never get TRYAGAIN from a script). A retry is safe: TRYAGAIN is the
+// server's refusal to run the script at all, so the failed call changed
+// nothing. op's abandoned result (the caller's ctx ended with a request in
+// flight) ends the retries. When ctx ends during a backoff, the last
+// result is returned: the caller's error handling adds ctx's error.
+func retryTryAgain[T any](ctx context.Context, cluster bool, op func() (T, bool, error)) (T, bool, error) {
+	v, abandoned, err := op()
+	if !cluster || abandoned || !goredis.IsTryAgainError(err) {
+		return v, abandoned, err
+	}
+	deadline := time.Now().Add(tryAgainBound)
+	backoff := tryAgainMinBackoff
+	for {
+		left := time.Until(deadline)
+		if left <= 0 {
+			return v, abandoned, err
+		}
+		t := time.NewTimer(min(backoff, left))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return v, abandoned, err
+		case <-t.C:
+		}
+		v, abandoned, err = op()
+		if abandoned || !goredis.IsTryAgainError(err) {
+			return v, abandoned, err
+		}
+		backoff = min(2*backoff, tryAgainMaxBackoff)
+	}
+}
+
+// withTryAgain is run with retryTryAgain, for an operation whose caller
+// is never told it was abandoned (run inside async.Call, which passes it
+// the caller's ctx, or on the caller's goroutine).
+func withTryAgain[T any](cluster bool, run func(context.Context) (T, error)) func(context.Context) (T, error) {
+	if !cluster {
+		return run
+	}
+	return func(ctx context.Context) (T, error) {
+		v, _, err := retryTryAgain(ctx, cluster, func() (T, bool, error) {
+			v, err := run(ctx)
+			return v, false, err
+		})
+		return v, err
+	}
+}
