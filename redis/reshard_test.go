@@ -196,18 +196,39 @@ func (m *slotMigration) move(keys ...string) {
 }
 
 // finish migrates the slot's remaining keys and assigns the slot to the
-// target on every node.
+// target on every node: the target first, then the source (as Redis's
+// cluster specification orders it).
 func (m *slotMigration) finish() {
+	m.t.Helper()
+	m.moveRest()
+	m.assign(m.dst.Options().Addr, m.src.Options().Addr)
+	var others []string
+	for _, addr := range m.cluster.Addrs() {
+		if addr != m.dst.Options().Addr && addr != m.src.Options().Addr {
+			others = append(others, addr)
+		}
+	}
+	m.assign(others...)
+}
+
+// moveRest migrates the slot's remaining keys to the target.
+func (m *slotMigration) moveRest() {
 	m.t.Helper()
 	for range 100 {
 		ks, err := m.src.ClusterGetKeysInSlot(m.ctx, m.slot, 100).Result()
 		m.must("GETKEYSINSLOT", err)
 		if len(ks) == 0 {
-			break
+			return
 		}
 		m.move(ks...)
 	}
-	for _, addr := range m.cluster.Addrs() {
+	m.t.Fatalf("slot %d: keys left after 100 MIGRATEs", m.slot)
+}
+
+// assign assigns the slot to the target on the nodes at addrs.
+func (m *slotMigration) assign(addrs ...string) {
+	m.t.Helper()
+	for _, addr := range addrs {
 		m.must("SETSLOT NODE", adminClient(m.t, addr).Do(m.ctx, "CLUSTER", "SETSLOT", m.slot, "NODE", m.dstID).Err())
 	}
 }

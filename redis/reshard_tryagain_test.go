@@ -17,18 +17,26 @@ import (
 	"github.com/distlock/distlock/internal/testkit/testserver"
 )
 
-// tryAgainCounter counts the TRYAGAIN replies a client received (after
-// go-redis's own retries).
-type tryAgainCounter struct{ n atomic.Int64 }
+// tryAgainCounter counts the TRYAGAIN replies a client received, and the
+// MOVED and ASK redirections that reached it (after go-redis's own retries
+// and redirects).
+type tryAgainCounter struct{ n, redirects atomic.Int64 }
+
+func (c *tryAgainCounter) note(err error) {
+	if goredis.IsTryAgainError(err) {
+		c.n.Add(1)
+	}
+	if redislua.IsRedirect(err) {
+		c.redirects.Add(1)
+	}
+}
 
 func (c *tryAgainCounter) DialHook(next goredis.DialHook) goredis.DialHook { return next }
 
 func (c *tryAgainCounter) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
 	return func(ctx context.Context, cmd goredis.Cmder) error {
 		err := next(ctx, cmd)
-		if goredis.IsTryAgainError(cmd.Err()) {
-			c.n.Add(1)
-		}
+		c.note(cmd.Err())
 		return err
 	}
 }
@@ -37,9 +45,7 @@ func (c *tryAgainCounter) ProcessPipelineHook(next goredis.ProcessPipelineHook) 
 	return func(ctx context.Context, cmds []goredis.Cmder) error {
 		err := next(ctx, cmds)
 		for _, cmd := range cmds {
-			if goredis.IsTryAgainError(cmd.Err()) {
-				c.n.Add(1)
-			}
+			c.note(cmd.Err())
 		}
 		return err
 	}
@@ -51,7 +57,10 @@ func (c *tryAgainCounter) ProcessPipelineHook(next goredis.ProcessPipelineHook) 
 // a plain TryAcquire and a plain Acquire (no WithRetryUnavailable) wait
 // the split out: the TryAcquire started during the split reports the lock
 // held once the slot has moved; the waiter woken by a release during the
-// split takes the lock once it has moved back. A split that outlasts the
+// split takes the lock once it has moved back. A TryAcquire while the
+// source has given the slot up but the target, still importing, sends
+// every request back to the source (MOVED both ways, more redirects than
+// go-redis follows) waits until the target has it. A split that outlasts the
 // retry bound gives ErrUnavailable with the TRYAGAIN reply as its cause,
 // and one the caller's ctx outlasts gives the ctx error.
 func TestReshardTryAgainRetried(t *testing.T) {
@@ -149,9 +158,30 @@ func TestReshardTryAgainRetried(t *testing.T) {
 		t.Fatal("the waiter did not take the lock after the move")
 	}
 
+	// The source has assigned the slot to the target, which still imports
+	// it: each redirects to the other.
+	loop := newSlotMigration(t, ctx, cluster, slot, src, dst)
+	loop.begin()
+	loop.moveRest()
+	loop.assign(src.Options().Addr)
+	go func() {
+		_, err := c.TryAcquire(ctx, key)
+		tried <- err
+	}()
+	eventually(t, slack.D(5*time.Second), "the TryAcquire ran out of redirects", func() bool { return cTried.redirects.Load() > 0 })
+	loop.finish()
+	select {
+	case err := <-tried:
+		if !errors.Is(err, distlock.ErrNotAcquired) || errors.Is(err, distlock.ErrUnavailable) {
+			t.Errorf("TryAcquire started while the slot's owners redirected to each other: %v, want ErrNotAcquired (held)", err)
+		}
+	case <-time.After(slack.D(5 * time.Second)):
+		t.Fatal("the TryAcquire started during the redirect loop did not return after the move")
+	}
+
 	// A split that outlasts the bound, and one that outlasts the caller's
 	// ctx.
-	again := newSlotMigration(t, ctx, cluster, slot, src, dst)
+	again := newSlotMigration(t, ctx, cluster, slot, dst, src)
 	again.begin()
 	again.move(keys.Lock)
 	start := time.Now()
