@@ -5,33 +5,49 @@ import (
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/distlock/distlock/internal/redislua"
 )
 
-// Retry of a TRYAGAIN reply on a Cluster. While a slot migrates and some
-// of the keys a multi-key script names have moved and others not (or
-// some do not exist: the acquire script names the lock's legacy fencing
-// counter, which never does), Redis refuses the script with TRYAGAIN
-// until the migration ends, usually milliseconds later. The driver
-// retries such a script itself, backing off from tryAgainMinBackoff,
-// doubling to tryAgainMaxBackoff, until tryAgainBound after the first
-// TRYAGAIN (the last attempt is made then) and never past the caller's
-// ctx; then the last reply is returned (ErrUnavailable, with the TRYAGAIN reply as its cause).
+// Retry of a script refused during a slot migration on a Cluster. While a
+// slot migrates and some of the keys a multi-key script names have moved
+// and others not (or some do not exist: the acquire script names the
+// lock's legacy fencing counter, which never does), Redis refuses the
+// script with TRYAGAIN until the migration ends, usually milliseconds
+// later; and go-redis, whose attempts at one command are shared between
+// TRYAGAIN and redirects, can run out of them on the MOVED or ASK of a
+// migration's last steps (or while source and target redirect to each
+// other, between their CLUSTER SETSLOT NODE). The driver retries such a
+// script itself, backing off from tryAgainMinBackoff, doubling to
+// tryAgainMaxBackoff, until tryAgainBound after the first refusal (the
+// last attempt is made then), never past the caller's ctx; then the last
+// reply is returned (ErrUnavailable, with the TRYAGAIN, MOVED or ASK reply
+// as its cause).
 const (
 	tryAgainBound      = 2 * time.Second
 	tryAgainMinBackoff = 5 * time.Millisecond
 	tryAgainMaxBackoff = 100 * time.Millisecond
 )
 
+// migrationRefusal reports whether err is a node's refusal to run a
+// command while its slot migrates: TRYAGAIN, or a redirect (MOVED, ASK)
+// that outlasted the client's redirects.
+func migrationRefusal(err error) bool {
+	return goredis.IsTryAgainError(err) || redislua.IsRedirect(err)
+}
+
 // retryTryAgain runs op, and again after a backoff while it fails with a
-// TRYAGAIN reply, as the constants above say, if cluster (other clients
-// never get TRYAGAIN from a script). A retry is safe: TRYAGAIN is the
-// server's refusal to run the script at all, so the failed call changed
-// nothing. op's abandoned result (the caller's ctx ended with a request in
-// flight) ends the retries. When ctx ends during a backoff, the last
-// result is returned: the caller's error handling adds ctx's error.
+// migration refusal, as the constants above say, if cluster (other clients
+// get neither from a script: a redirect from a Cluster node used as a
+// single server is a configuration error). A retry is safe: TRYAGAIN,
+// MOVED and ASK are the server's refusal to run the script at all, so the
+// failed call changed nothing. op's abandoned result (the caller's ctx
+// ended with a request in flight) ends the retries. When ctx ends during a
+// backoff, the last result is returned: the caller's error handling adds
+// ctx's error.
 func retryTryAgain[T any](ctx context.Context, cluster bool, op func() (T, bool, error)) (T, bool, error) {
 	v, abandoned, err := op()
-	if !cluster || abandoned || !goredis.IsTryAgainError(err) {
+	if !cluster || abandoned || !migrationRefusal(err) {
 		return v, abandoned, err
 	}
 	deadline := time.Now().Add(tryAgainBound)
@@ -49,7 +65,7 @@ func retryTryAgain[T any](ctx context.Context, cluster bool, op func() (T, bool,
 		case <-t.C:
 		}
 		v, abandoned, err = op()
-		if abandoned || !goredis.IsTryAgainError(err) {
+		if abandoned || !migrationRefusal(err) {
 			return v, abandoned, err
 		}
 		backoff = min(2*backoff, tryAgainMaxBackoff)
