@@ -28,7 +28,10 @@ import (
 // exists, and Redis refuses a multi-key command on a migrating slot when
 // some of its keys are missing): the third client's attempts, which the
 // driver retries until the migration ends (TestReshardTryAgainRetried),
-// are cut short by their ctx.
+// are cut short by their ctx. The waiter uses WithRetryUnavailable: its
+// wait is capped at the lock's TTL, and an attempt it makes while the test
+// holds the slot split (for longer than the driver's retry bound on a
+// loaded machine) must not end its wait.
 func TestReshardWhileHeld(t *testing.T) {
 	testserver.SkipShort(t, "redis cluster")
 	conformance.Parallel(t)
@@ -62,7 +65,7 @@ func TestReshardWhileHeld(t *testing.T) {
 	}
 	waiter := make(chan result, 1)
 	go func() {
-		l, err := b.Acquire(ctx, key, distlock.WithTTL(slack.D(10*time.Second)))
+		l, err := b.Acquire(ctx, key, distlock.WithTTL(slack.D(10*time.Second)), distlock.WithRetryUnavailable(true))
 		waiter <- result{l, err}
 	}()
 	// The waiter has attempted (the lock is marked for it) before the move.
