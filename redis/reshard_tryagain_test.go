@@ -90,7 +90,9 @@ func TestReshardTryAgainRetried(t *testing.T) {
 	keys := redislua.KeysFor("ta:", key)
 	slot := redislua.Slot(keys.Lock)
 	src, dst := slotMasters(t, ctx, cluster, keys.Lock)
-	ttl := distlock.WithTTL(slack.D(10 * time.Second))
+	// The waiter's wait is capped at the lock's TTL: long enough that it
+	// attempts only when a release wakes it.
+	ttl := distlock.WithTTL(slack.D(time.Minute))
 
 	lease, err := a.Acquire(ctx, key, ttl)
 	if err != nil {
@@ -110,35 +112,45 @@ func TestReshardTryAgainRetried(t *testing.T) {
 		return src.HExists(ctx, keys.Lock, "w").Val()
 	})
 
+	// tryAcross starts a TryAcquire of c, waits until refused (from n on,
+	// a counter of c's refusals) passes n, calls finish and checks that the
+	// TryAcquire then finds the lock held.
+	tryAcross := func(what string, refused *atomic.Int64, finish func()) {
+		t.Helper()
+		n := refused.Load()
+		tried := make(chan error, 1)
+		go func() {
+			_, err := c.TryAcquire(ctx, key)
+			tried <- err
+		}()
+		eventually(t, slack.D(5*time.Second), "the TryAcquire refused: "+what, func() bool { return refused.Load() > n })
+		finish()
+		select {
+		case err := <-tried:
+			if !errors.Is(err, distlock.ErrNotAcquired) || errors.Is(err, distlock.ErrUnavailable) {
+				t.Errorf("TryAcquire started %s: %v, want ErrNotAcquired (held)", what, err)
+			}
+		case <-time.After(slack.D(5 * time.Second)):
+			t.Fatalf("the TryAcquire started %s did not return after the move", what)
+		}
+	}
+
 	// A TryAcquire during the split waits it out, then finds the lock held.
 	there := newSlotMigration(t, ctx, cluster, slot, src, dst)
 	there.begin()
 	there.move(keys.Lock)
-	tried := make(chan error, 1)
-	go func() {
-		_, err := c.TryAcquire(ctx, key)
-		tried <- err
-	}()
-	eventually(t, slack.D(5*time.Second), "the TryAcquire got TRYAGAIN", func() bool { return cTried.n.Load() > 0 })
-	there.finish()
-	select {
-	case err := <-tried:
-		if !errors.Is(err, distlock.ErrNotAcquired) || errors.Is(err, distlock.ErrUnavailable) {
-			t.Errorf("TryAcquire started while the slot was split: %v, want ErrNotAcquired (held)", err)
-		}
-	case <-time.After(slack.D(5 * time.Second)):
-		t.Fatal("the TryAcquire started during the split did not return after the move")
-	}
+	tryAcross("while the slot was split (TRYAGAIN)", &cTried.n, there.finish)
 
 	// The waiter, woken by a release during the split back, waits it out
 	// and takes the lock.
 	back := newSlotMigration(t, ctx, cluster, slot, dst, src)
 	back.begin()
 	back.move(keys.Lock)
+	b0 := bTried.n.Load()
 	if err := lease.Release(ctx); err != nil {
 		t.Fatalf("release during the split: %v", err)
 	}
-	eventually(t, slack.D(5*time.Second), "the woken waiter got TRYAGAIN", func() bool { return bTried.n.Load() > 0 })
+	eventually(t, slack.D(5*time.Second), "the woken waiter got TRYAGAIN", func() bool { return bTried.n.Load() > b0 })
 	select {
 	case r := <-waiter:
 		t.Fatalf("the waiter returned while the slot was split: %v", r.err)
@@ -164,20 +176,7 @@ func TestReshardTryAgainRetried(t *testing.T) {
 	loop.begin()
 	loop.moveRest()
 	loop.assign(src.Options().Addr)
-	go func() {
-		_, err := c.TryAcquire(ctx, key)
-		tried <- err
-	}()
-	eventually(t, slack.D(5*time.Second), "the TryAcquire ran out of redirects", func() bool { return cTried.redirects.Load() > 0 })
-	loop.finish()
-	select {
-	case err := <-tried:
-		if !errors.Is(err, distlock.ErrNotAcquired) || errors.Is(err, distlock.ErrUnavailable) {
-			t.Errorf("TryAcquire started while the slot's owners redirected to each other: %v, want ErrNotAcquired (held)", err)
-		}
-	case <-time.After(slack.D(5 * time.Second)):
-		t.Fatal("the TryAcquire started during the redirect loop did not return after the move")
-	}
+	tryAcross("while the slot's owners redirected to each other (MOVED)", &cTried.redirects, loop.finish)
 
 	// A split that outlasts the bound, and one that outlasts the caller's
 	// ctx.
