@@ -45,16 +45,17 @@ func (d *driver) admin(ctx context.Context, key string, op func(context.Context,
 		return backend.LockInfo{}, backend.ErrClosed
 	}
 	k := d.keys(key)
+	run := withTryAgain(d.cluster, func(ctx context.Context) (redislua.LockState, error) {
+		return op(ctx, d.client, k)
+	})
 	var (
 		s   redislua.LockState
 		err error
 	)
 	if ctx.Done() == nil {
-		s, err = op(ctx, d.client, k)
+		s, err = run(ctx)
 	} else {
-		s, _, err = async.Call(d.bg.Group(), ctx, func(ctx context.Context) (redislua.LockState, error) {
-			return op(ctx, d.client, k)
-		}, nil)
+		s, _, err = async.Call(d.bg.Group(), ctx, run, nil)
 	}
 	if err != nil {
 		return backend.LockInfo{}, redislua.OpError(ctx, err)

@@ -146,15 +146,26 @@ func heldLocks(admin goredis.UniversalClient, prefix string) func(ctx context.Co
 }
 
 // TestConformanceCluster runs the whole suite, fault checks included,
-// against a Redis Cluster of three masters with AOF appendfsync always
-// (its own, since the faults stop and restart its nodes), opening every
-// Locker by redis+cluster:// URL, worker processes included: every lock's
-// keys must share a slot, and wake-ups must cross nodes. Per-link faults
-// pass every node connection of one client through its own proxy.
+// against a Redis Cluster of three masters with one replica each, every
+// node with AOF appendfsync always (its own, since the faults stop and
+// restart its nodes), opening every Locker by redis+cluster:// URL, worker
+// processes included: every lock's keys must share a slot, and wake-ups
+// must cross nodes. Per-link faults pass every node connection of one
+// client through its own proxy. The replicas do not fail over
+// (cluster-replica-no-failover): a master killed by a fault comes back
+// with its AOF, as without replicas; a failover, which can lose grants,
+// is the failover tests' subject.
 func TestConformanceCluster(t *testing.T) {
 	testserver.SkipShort(t, "redis cluster")
 	t.Parallel()
-	cluster := testserver.RedisClusterWith(t, testserver.ClusterConfig{Masters: 3, Persistence: true})
+	cluster := testserver.RedisClusterWith(t, testserver.ClusterConfig{Masters: 3, Replicas: 1, Persistence: true})
+	masters, err := noFailover(tctx(t, time.Minute), cluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(masters) != 3 {
+		t.Fatalf("%d masters, want 3", len(masters))
+	}
 	addrs := cluster.Addrs()
 	admin := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: addrs})
 	t.Cleanup(func() { _ = admin.Close() })
@@ -176,27 +187,33 @@ func TestConformanceCluster(t *testing.T) {
 			Expire:          expireFault(admin, prefix),
 			NewLinkedLocker: clusterLinkedLocker(url),
 			StopBackend:     func(context.Context) error { return stopCluster(cluster) },
-			StartBackend:    func(ctx context.Context) error { return startCluster(ctx, cluster) },
-			Held:            clusterHeld(admin, prefix),
+			StartBackend: func(ctx context.Context) error {
+				if err := startCluster(ctx, cluster); err != nil {
+					return err
+				}
+				_, err := noFailover(ctx, cluster)
+				return err
+			},
+			Held: clusterHeld(admin, prefix),
 			ServerFaults: []conformance.ServerFault{{
 				Name: "every redis cluster master killed and restarted in turn (AOF always)",
 				Inject: func(ctx context.Context) (func(context.Context) error, error) {
 					// Kill one master; heal restarts it and kills the next.
-					return restartEach(cluster), cluster.Servers[0].Kill()
+					return restartEach(masters), masters[0].Kill()
 				},
 			}},
 		},
 	})
 }
 
-// restartEach returns a heal that restarts the killed master 0, then
+// restartEach returns a heal that restarts the killed masters[0], then
 // kills and restarts each other master in turn.
-func restartEach(cluster *testserver.Cluster) func(context.Context) error {
+func restartEach(masters []*testserver.Server) func(context.Context) error {
 	return func(ctx context.Context) error {
-		if err := cluster.Servers[0].Restart(ctx); err != nil {
+		if err := masters[0].Restart(ctx); err != nil {
 			return err
 		}
-		for _, s := range cluster.Servers[1:] {
+		for _, s := range masters[1:] {
 			if err := s.Kill(); err != nil {
 				return err
 			}
@@ -206,6 +223,32 @@ func restartEach(cluster *testserver.Cluster) func(context.Context) error {
 		}
 		return nil
 	}
+}
+
+// noFailover forbids every replica of cluster to fail its master over
+// (CONFIG SET cluster-replica-no-failover yes: a restart forgets it),
+// and spares the disk their fsync on every write (appendfsync no: a
+// replica that is never promoted gets its data back from its master), and
+// returns the masters.
+func noFailover(ctx context.Context, cluster *testserver.Cluster) ([]*testserver.Server, error) {
+	var masters []*testserver.Server
+	for _, s := range cluster.Servers {
+		c := goredis.NewClient(&goredis.Options{Addr: s.Addr()})
+		role, err := c.Do(ctx, "ROLE").Slice()
+		if err == nil && len(role) > 0 && role[0] == "slave" {
+			err = c.ConfigSet(ctx, "cluster-replica-no-failover", "yes").Err()
+			if err == nil {
+				err = c.ConfigSet(ctx, "appendfsync", "no").Err()
+			}
+		} else if err == nil {
+			masters = append(masters, s)
+		}
+		_ = c.Close()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", s.Addr(), err)
+		}
+	}
+	return masters, nil
 }
 
 // stopCluster kills every node.

@@ -52,8 +52,11 @@
 // Errors: unreachable servers and replies such as LOADING, READONLY,
 // MASTERDOWN, TRYAGAIN (and a Cluster's ASK or MOVED that outlasted the
 // client's redirects) are transient ErrUnavailable (WithRetryUnavailable
-// waits them out); refused credentials are ErrAuth. go-redis's own log
-// lines go to slog.Default at Debug.
+// waits them out); refused credentials are ErrAuth. On a Cluster client the
+// driver itself retries, for up to 2s and within the caller's ctx, a script
+// refused while its slot migrates (TRYAGAIN, or a MOVED or ASK that
+// outlasted the client's redirects: the script did not run).
+// go-redis's own log lines go to slog.Default at Debug.
 //
 // (*distlock.Locker).As answers *goredis.UniversalClient with the Locker's
 // client.

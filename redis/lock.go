@@ -37,7 +37,9 @@ func (l *lock) Release(ctx context.Context) error {
 			}
 		}
 	}
-	r, abandoned, err := d.batch.Release(ctx, l.keys, l.owner, l.token, l.hold, late)
+	r, abandoned, err := retryTryAgain(ctx, d.cluster, func() (redislua.ReleaseResult, bool, error) {
+		return d.batch.Release(ctx, l.keys, l.owner, l.token, l.hold, late)
+	})
 	if err != nil {
 		if (redislua.Ambiguous(err) || redislua.NotSent(err)) && !abandoned {
 			// It may not have run (or was not sent: ctx ended while it
@@ -56,7 +58,10 @@ func (l *lock) Release(ctx context.Context) error {
 // Refresh extends this hold to at least ttl, owner-checked, returning when
 // ctx ends.
 func (l *lock) Refresh(ctx context.Context, ttl time.Duration) error {
-	held, err := l.d.batch.Refresh(ctx, l.keys, l.owner, l.token, l.hold, ttl)
+	held, _, err := retryTryAgain(ctx, l.d.cluster, func() (bool, bool, error) {
+		held, err := l.d.batch.Refresh(ctx, l.keys, l.owner, l.token, l.hold, ttl)
+		return held, false, err
+	})
 	if err != nil {
 		return redislua.OpError(ctx, err)
 	}

@@ -52,9 +52,9 @@ func (d *driver) TryAcquireAll(ctx context.Context, reqs []backend.Request) ([]b
 		}
 	}
 	sent := time.Now()
-	run := func(ctx context.Context) (redislua.AllResult, error) {
+	run := withTryAgain(d.cluster, func(ctx context.Context) (redislua.AllResult, error) {
 		return redislua.AcquireAll(ctx, d.client, all, reqs[0].TTL)
-	}
+	})
 	var (
 		r         redislua.AllResult
 		abandoned bool

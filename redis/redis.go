@@ -57,14 +57,16 @@ func newDriver(client goredis.UniversalClient, c config) (*driver, error) {
 		return nil, err
 	}
 	bg := redislua.NewUndoer(0)
+	_, cluster := client.(*goredis.ClusterClient)
 	return &driver{
-		client: client,
-		batch:  redislua.NewBatch(client, bg.Group()),
-		prefix: c.prefix,
-		owned:  c.closeClient,
-		fair:   c.fair,
-		wait:   c.wait,
-		holds:  redislua.NewHoldSource(),
+		cluster: cluster,
+		client:  client,
+		batch:   redislua.NewBatch(client, bg.Group()),
+		prefix:  c.prefix,
+		owned:   c.closeClient,
+		fair:    c.fair,
+		wait:    c.wait,
+		holds:   redislua.NewHoldSource(),
 		sub: redissub.NewSubscriber(client, redissub.SubscriberOptions{
 			ConfirmTimeout: c.confirmTimeout,
 			Linger:         c.linger,
@@ -92,6 +94,9 @@ type driver struct {
 	sub    *redissub.Subscriber
 	fair   bool // keys carry the fair queue (see fairDriver)
 	wait   waitPolicy
+	// cluster: the client is a Cluster client, whose scripts may be
+	// refused with TRYAGAIN while a slot migrates (retryTryAgain).
+	cluster bool
 
 	closed atomic.Bool
 
@@ -178,22 +183,18 @@ func (d *driver) attempt(ctx context.Context, k redislua.Keys, req backend.Reque
 			}
 		}
 	}
-	var (
-		r         redislua.AcquireResult
-		abandoned bool
-		err       error
-	)
-	if fa != nil {
-		r, abandoned, err = d.batch.FairAcquire(ctx, k, req.Owner, req.TTL, *fa, late)
-	} else {
+	r, abandoned, err := retryTryAgain(ctx, d.cluster, func() (redislua.AcquireResult, bool, error) {
+		if fa != nil {
+			return d.batch.FairAcquire(ctx, k, req.Owner, req.TTL, *fa, late)
+		}
 		acquire := d.batch.Acquire
 		if d.sub.Watching(k.Channel) {
 			// Waiters of this Locker: a lock taken now is marked for
 			// them (see WatchHeld).
 			acquire = d.batch.AcquireWaited
 		}
-		r, abandoned, err = acquire(ctx, k, req.Owner, hold, req.Metadata, req.TTL, late)
-	}
+		return acquire(ctx, k, req.Owner, hold, req.Metadata, req.TTL, late)
+	})
 	if err != nil {
 		if redislua.Ambiguous(err) && !abandoned {
 			// The script may have run: undo exactly this hold.

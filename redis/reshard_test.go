@@ -1,6 +1,7 @@
 package redis
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -22,12 +23,15 @@ import (
 // then the holder releases on the new master and the waiter is woken and
 // takes the lock with a higher token. The holder's refreshes follow ASK
 // and MOVED at every stage. An acquisition attempt on the migrating slot
-// gets TRYAGAIN (ErrUnavailable) at every stage, even before any key
-// moved: the acquire script also names the lock's legacy fencing counter,
-// which never exists, and Redis refuses a multi-key command on a migrating
-// slot when some of its keys are missing. The waiter here uses
-// WithRetryUnavailable so that an attempt in that window does not end its
-// wait.
+// gets TRYAGAIN at every stage, even before any key moved (the acquire
+// script also names the lock's legacy fencing counter, which never
+// exists, and Redis refuses a multi-key command on a migrating slot when
+// some of its keys are missing): the third client's attempts, which the
+// driver retries until the migration ends (TestReshardTryAgainRetried),
+// are cut short by their ctx. The waiter uses WithRetryUnavailable: its
+// wait is capped at the lock's TTL, and an attempt it makes while the test
+// holds the slot split (for longer than the driver's retry bound on a
+// loaded machine) must not end its wait.
 func TestReshardWhileHeld(t *testing.T) {
 	testserver.SkipShort(t, "redis cluster")
 	conformance.Parallel(t)
@@ -47,28 +51,8 @@ func TestReshardWhileHeld(t *testing.T) {
 	keys := redislua.KeysFor("rs:", key)
 	slot := redislua.Slot(keys.Lock)
 
-	node := func(addr string) *goredis.Client {
-		n := goredis.NewClient(&goredis.Options{Addr: addr})
-		t.Cleanup(func() { _ = n.Close() })
-		return n
-	}
-	admin := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: cluster.Addrs()})
-	t.Cleanup(func() { _ = admin.Close() })
-	src, err := admin.MasterForKey(ctx, keys.Lock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var dst *goredis.Client
-	for _, addr := range cluster.Addrs() {
-		if addr != src.Options().Addr {
-			dst = node(addr)
-			break
-		}
-	}
-	srcID, dstID := src.Do(ctx, "CLUSTER", "MYID").Val(), dst.Do(ctx, "CLUSTER", "MYID").Val()
-	if srcID == nil || dstID == nil {
-		t.Fatal("CLUSTER MYID")
-	}
+	src, dst := slotMasters(t, ctx, cluster, keys.Lock)
+	m := newSlotMigration(t, ctx, cluster, slot, src, dst)
 
 	lease, err := a.Acquire(ctx, key, distlock.WithTTL(slack.D(10*time.Second)))
 	if err != nil {
@@ -89,52 +73,34 @@ func TestReshardWhileHeld(t *testing.T) {
 		return src.HExists(ctx, keys.Lock, "w").Val()
 	})
 
+	// short is the ctx of the third client's attempts: they wait for the
+	// migration to end.
+	short := func() context.Context { return tctx(t, slack.D(200*time.Millisecond)) }
+
 	// Stage 1: the slot is migrating, its keys still on the source.
-	must := func(what string, err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-	}
-	must("IMPORTING", dst.Do(ctx, "CLUSTER", "SETSLOT", slot, "IMPORTING", srcID).Err())
-	must("MIGRATING", src.Do(ctx, "CLUSTER", "SETSLOT", slot, "MIGRATING", dstID).Err())
+	m.begin()
 	if err := lease.Refresh(ctx, slack.D(10*time.Second)); err != nil {
 		t.Errorf("refresh while the slot is migrating, keys on the source: %v", err)
 	}
-	_, err = c.TryAcquire(ctx, key)
+	_, err = c.TryAcquire(short(), key)
 	t.Logf("a third client's attempt while the slot is migrating, keys on the source: %v", err)
 	if !errors.Is(err, distlock.ErrNotAcquired) && !errors.Is(err, distlock.ErrUnavailable) {
 		t.Errorf("third client while migrating: %v, want ErrNotAcquired or ErrUnavailable", err)
 	}
 
 	// Stage 2: the lock's hash moved, its slot's fence counter not yet.
-	dstHost, dstPort, _ := strings.Cut(dst.Options().Addr, ":")
-	must("MIGRATE lock", src.Do(ctx, "MIGRATE", dstHost, dstPort, "", 0, 5000, "KEYS", keys.Lock).Err())
+	m.move(keys.Lock)
 	if err := lease.Refresh(ctx, slack.D(10*time.Second)); err != nil {
 		t.Errorf("refresh with the lock on the target (ASK): %v", err)
 	}
-	_, err = c.TryAcquire(ctx, key)
+	_, err = c.TryAcquire(short(), key)
 	t.Logf("a third client's attempt with the slot's keys split: %v", err)
 	if !errors.Is(err, distlock.ErrNotAcquired) && !errors.Is(err, distlock.ErrUnavailable) {
 		t.Errorf("third client with the keys split: %v, want ErrNotAcquired or ErrUnavailable", err)
 	}
 
 	// Stage 3: every key moved, the slot assigned to the target.
-	for range 100 {
-		ks, err := src.ClusterGetKeysInSlot(ctx, slot, 100).Result()
-		must("GETKEYSINSLOT", err)
-		if len(ks) == 0 {
-			break
-		}
-		args := []any{"MIGRATE", dstHost, dstPort, "", 0, 5000, "KEYS"}
-		for _, k := range ks {
-			args = append(args, k)
-		}
-		must("MIGRATE", src.Do(ctx, args...).Err())
-	}
-	for _, addr := range cluster.Addrs() {
-		must("SETSLOT NODE", node(addr).Do(ctx, "CLUSTER", "SETSLOT", slot, "NODE", dstID).Err())
-	}
+	m.finish()
 	if err := lease.Refresh(ctx, slack.D(10*time.Second)); err != nil {
 		t.Errorf("refresh after the move (MOVED): %v", err)
 	}
@@ -160,5 +126,112 @@ func TestReshardWhileHeld(t *testing.T) {
 	}
 	if n := dst.Exists(ctx, keys.Fence).Val(); n != 1 {
 		t.Errorf("the slot's fence counter is not on the target (%d)", n)
+	}
+}
+
+// slotMasters returns clients of the master that serves key and of
+// another master of cluster (a cluster without replicas).
+func slotMasters(t *testing.T, ctx context.Context, cluster *testserver.Cluster, key string) (src, dst *goredis.Client) {
+	t.Helper()
+	admin := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: cluster.Addrs()})
+	defer func() { _ = admin.Close() }()
+	m, err := admin.MasterForKey(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, addr := range cluster.Addrs() {
+		if addr != m.Options().Addr {
+			return adminClient(t, m.Options().Addr), adminClient(t, addr)
+		}
+	}
+	t.Fatal("a cluster of one node")
+	return nil, nil
+}
+
+// slotMigration moves one Cluster slot from one master to another by
+// hand, a stage at a time, as redis-cli --cluster reshard does.
+type slotMigration struct {
+	t            *testing.T
+	ctx          context.Context
+	cluster      *testserver.Cluster
+	slot         int
+	src, dst     *goredis.Client
+	srcID, dstID string
+}
+
+func newSlotMigration(t *testing.T, ctx context.Context, cluster *testserver.Cluster, slot int, src, dst *goredis.Client) *slotMigration {
+	t.Helper()
+	m := &slotMigration{t: t, ctx: ctx, cluster: cluster, slot: slot, src: src, dst: dst}
+	var err error
+	if m.srcID, err = src.Do(ctx, "CLUSTER", "MYID").Text(); err != nil {
+		t.Fatalf("CLUSTER MYID: %v", err)
+	}
+	if m.dstID, err = dst.Do(ctx, "CLUSTER", "MYID").Text(); err != nil {
+		t.Fatalf("CLUSTER MYID: %v", err)
+	}
+	return m
+}
+
+func (m *slotMigration) must(what string, err error) {
+	m.t.Helper()
+	if err != nil {
+		m.t.Fatalf("slot %d: %s: %v", m.slot, what, err)
+	}
+}
+
+// begin marks the slot IMPORTING on the target, then MIGRATING on the
+// source: its keys are all still on the source.
+func (m *slotMigration) begin() {
+	m.t.Helper()
+	m.must("IMPORTING", m.dst.Do(m.ctx, "CLUSTER", "SETSLOT", m.slot, "IMPORTING", m.srcID).Err())
+	m.must("MIGRATING", m.src.Do(m.ctx, "CLUSTER", "SETSLOT", m.slot, "MIGRATING", m.dstID).Err())
+}
+
+// move migrates keys of the slot to the target.
+func (m *slotMigration) move(keys ...string) {
+	m.t.Helper()
+	host, port, _ := strings.Cut(m.dst.Options().Addr, ":")
+	args := []any{"MIGRATE", host, port, "", 0, 5000, "KEYS"}
+	for _, k := range keys {
+		args = append(args, k)
+	}
+	m.must("MIGRATE", m.src.Do(m.ctx, args...).Err())
+}
+
+// finish migrates the slot's remaining keys and assigns the slot to the
+// target on every node: the target first, then the source (as Redis's
+// cluster specification orders it).
+func (m *slotMigration) finish() {
+	m.t.Helper()
+	m.moveRest()
+	m.assign(m.dst.Options().Addr, m.src.Options().Addr)
+	var others []string
+	for _, addr := range m.cluster.Addrs() {
+		if addr != m.dst.Options().Addr && addr != m.src.Options().Addr {
+			others = append(others, addr)
+		}
+	}
+	m.assign(others...)
+}
+
+// moveRest migrates the slot's remaining keys to the target.
+func (m *slotMigration) moveRest() {
+	m.t.Helper()
+	for range 100 {
+		ks, err := m.src.ClusterGetKeysInSlot(m.ctx, m.slot, 100).Result()
+		m.must("GETKEYSINSLOT", err)
+		if len(ks) == 0 {
+			return
+		}
+		m.move(ks...)
+	}
+	m.t.Fatalf("slot %d: keys left after 100 MIGRATEs", m.slot)
+}
+
+// assign assigns the slot to the target on the nodes at addrs.
+func (m *slotMigration) assign(addrs ...string) {
+	m.t.Helper()
+	for _, addr := range addrs {
+		m.must("SETSLOT NODE", adminClient(m.t, addr).Do(m.ctx, "CLUSTER", "SETSLOT", m.slot, "NODE", m.dstID).Err())
 	}
 }

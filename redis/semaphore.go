@@ -44,9 +44,9 @@ func (d *driver) TryAcquirePermit(ctx context.Context, req backend.Request, perm
 	k := redislua.SemKeysFor(d.prefix, req.Key)
 	id := d.holds.Next()
 	sent := time.Now()
-	run := func(ctx context.Context) (redislua.SemResult, error) {
+	run := withTryAgain(d.cluster, func(ctx context.Context) (redislua.SemResult, error) {
 		return redislua.SemAcquire(ctx, d.client, k, id, req.TTL, permits)
-	}
+	})
 	var (
 		r         redislua.SemResult
 		abandoned bool
@@ -117,6 +117,7 @@ func (p *permit) Refresh(ctx context.Context, ttl time.Duration) error {
 }
 
 func (p *permit) call(ctx context.Context, run func(context.Context) (bool, error)) error {
+	run = withTryAgain(p.d.cluster, run)
 	var (
 		held bool
 		err  error

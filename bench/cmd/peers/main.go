@@ -168,21 +168,35 @@ func main() {
 	if !*scaleOnly {
 		// 1. uncontended
 		uLibs := []lib{rawLib, distlockLib, distlockFair, redislockPlain, redsyncPlain, rueidisLockLib}
+		// The cost of WAIT (wait.go): two more rows on a master with a
+		// replica of its own.
+		wLibs := []lib{distlockReplicated, distlockWait1}
+		var replicated []string
+		if wantSection("uncontended") {
+			m, r, err := startReplicated(*redisBin)
+			if err != nil {
+				fail(err)
+			}
+			srvs = append(srvs, m, r)
+			replicated = []string{m.addr}
+		}
+		allU := append(slices.Clip(uLibs), wLibs...)
+		uAddrs := append(slices.Repeat([][]string{one}, len(uLibs)), slices.Repeat([][]string{replicated}, len(wLibs))...)
 		uRes := map[string][]uncontended{}
 		for r := range *rounds {
 			if !wantSection("uncontended") {
 				break
 			}
-			res, err := measureUncontended(uLibs, slices.Repeat([][]string{one}, len(uLibs)), fmt.Sprintf("u/%d", r), *cycles, rng)
+			res, err := measureUncontended(allU, uAddrs, fmt.Sprintf("u/%d", r), *cycles, rng)
 			if err != nil {
 				fail(err)
 			}
-			for i, l := range uLibs {
+			for i, l := range allU {
 				logU(r, l, res[i])
 				uRes[l.name] = append(uRes[l.name], res[i])
 			}
 		}
-		for _, l := range uLibs {
+		for _, l := range allU {
 			if wantSection("uncontended") {
 				rep.unc = append(rep.unc, namedU{l.name, medU(uRes[l.name])})
 			}

@@ -25,15 +25,17 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-// startRedis starts a private redis-server on a free loopback port; it dies
-// with this process (PDEATHSIG) and is killed by stop.
-func startRedis(bin string) (*server, error) {
+// startRedis starts a private redis-server on a free loopback port, with
+// extra arguments appended; it dies with this process (PDEATHSIG) and is
+// killed by stop.
+func startRedis(bin string, extra ...string) (*server, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(bin, "--port", strconv.Itoa(port), "--save", "", "--appendonly", "no",
-		"--bind", "127.0.0.1", "--dir", "/tmp", "--loglevel", "warning")
+	args := append([]string{"--port", strconv.Itoa(port), "--save", "", "--appendonly", "no",
+		"--bind", "127.0.0.1", "--dir", "/tmp", "--loglevel", "warning"}, extra...)
+	cmd := exec.Command(bin, args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		return nil, err
