@@ -120,10 +120,12 @@ func TestTrackedWaitEndsAtCtxDuringGiveBack(t *testing.T) {
 func TestSecondFailedAttemptKeepsFirstsGiveBack(t *testing.T) {
 	T := slack.D(2 * time.Second)
 	r := newGhostRig(t, T, 1, 2, 3)
-	d, g := T*6/10, T
-	// A's request lands at d; A's give-back, sent then, lands at d+g
-	// (as its own per-node timeout ends: then it is retried in the
-	// background), after B's deadline (B starts before d: at about T+).
+	d, g := T*6/10, T*7/10
+	// A's request lands at d; A's give-back, sent then, lands at d+g =
+	// 1.3T: after B's per-node deadline (B starts at once, so about T),
+	// and well before the give-back's own per-node timeout (d+T), so
+	// that it is answered, not left to the background retry, when A's
+	// node 0 counts as answered.
 	r.link.DelayRequests(d)
 	ctx := tctx(t, slack.D(30*time.Second))
 	start := time.Now()
