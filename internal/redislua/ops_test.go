@@ -94,24 +94,7 @@ func TestPerNodeOperations(t *testing.T) {
 	if _, err := ps.Receive(ctx); err != nil { // the subscription's confirmation
 		t.Fatal(err)
 	}
-	// nextMessage returns the payload of the next message on the channel,
-	// or "" if none came before a PING sent now: the server delivers in
-	// order on one connection, so a message published before the PING
-	// arrives before its PONG.
-	nextMessage := func() string {
-		t.Helper()
-		if err := ps.Ping(ctx, "barrier"); err != nil {
-			t.Fatal(err)
-		}
-		m, err := ps.ReceiveTimeout(ctx, 5*time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if msg, ok := m.(*goredis.Message); ok {
-			return msg.Payload
-		}
-		return ""
-	}
+	nextMessage := func() string { t.Helper(); return nextMessage(t, ctx, ps) }
 	if rr, err := Release(ctx, c, k, "B", 1, h1); err != nil || rr != NotHeld {
 		t.Errorf("release by another owner = %v, %v", rr, err)
 	}
@@ -249,4 +232,26 @@ func commandCalls(t *testing.T, c *goredis.Client, cmd string) int {
 		}
 	}
 	return 0
+}
+
+// nextMessage returns the payload of the next message on ps, or "" if
+// none came before a PING sent now: the server delivers in order on one
+// connection, so a message published before the PING arrives before its
+// PONG.
+func nextMessage(t *testing.T, ctx context.Context, ps *goredis.PubSub) string {
+	t.Helper()
+	if err := ps.Ping(ctx, "barrier"); err != nil {
+		t.Fatal(err)
+	}
+	m, err := ps.ReceiveTimeout(ctx, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msg, ok := m.(*goredis.Message); ok {
+		if _, err := ps.ReceiveTimeout(ctx, 5*time.Second); err != nil { // the PONG
+			t.Fatal(err)
+		}
+		return msg.Payload
+	}
+	return ""
 }

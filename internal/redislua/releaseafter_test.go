@@ -3,8 +3,6 @@ package redislua
 import (
 	"testing"
 	"time"
-
-	goredis "github.com/redis/go-redis/v9"
 )
 
 // TestMinimumHold walks release_after.lua and release_hold's minimum-hold
@@ -19,25 +17,8 @@ func TestMinimumHold(t *testing.T) {
 	holds := NewHoldSource()
 	ps := c.Subscribe(ctx)
 	defer ps.Close()
-	// woken reports whether a message came on ps before a PING sent now
-	// (the server delivers in order on one connection).
-	woken := func() bool {
-		t.Helper()
-		if err := ps.Ping(ctx, "barrier"); err != nil {
-			t.Fatal(err)
-		}
-		m, err := ps.ReceiveTimeout(ctx, 5*time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, ok := m.(*goredis.Message); ok {
-			if _, err := ps.ReceiveTimeout(ctx, 5*time.Second); err != nil { // the PONG
-				t.Fatal(err)
-			}
-			return true
-		}
-		return false
-	}
+	// woken reports whether a message came on ps before a PING sent now.
+	woken := func() bool { t.Helper(); return nextMessage(t, ctx, ps) != "" }
 	pttl := func(k Keys) time.Duration { return c.PTTL(ctx, k.Lock).Val() }
 
 	k := KeysFor("t:", "min-hold-nested")
