@@ -54,6 +54,24 @@ func Run(t *testing.T, h Harness) {
 	runTests(t, &h, Checks(), panicHung)
 }
 
+// RunMatching runs, as Run does, only the checks for which keep returns
+// true: for a second harness over a driver that another harness in the
+// same package already runs every check on (another constructor of the
+// same driver, say), whose difference only some checks reach.
+func RunMatching(t *testing.T, h Harness, keep func(Check) bool) {
+	t.Helper()
+	var checks []Check
+	for _, c := range Checks() {
+		if keep(c) {
+			checks = append(checks, c)
+		}
+	}
+	if len(checks) == 0 {
+		t.Fatal("conformance.RunMatching: keep matches no check")
+	}
+	runTests(t, &h, checks, panicHung)
+}
+
 // runTests runs checks as subtests of t; onHang reports a hung check.
 func runTests(t *testing.T, h *Harness, checks []Check, onHang func(msg string)) {
 	t.Helper()

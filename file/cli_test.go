@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/distlock/distlock/conformance"
 )
 
 // The built CLI serializes two processes through file://: each command
@@ -16,6 +18,9 @@ func TestCLIRun(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the CLI")
 	}
+	// Mostly the build: beside TestConformance's shared checks, holding
+	// its Alone ones off.
+	conformance.Parallel(t)
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "distlock")
 	build := exec.Command("go", "build", "-o", bin, "github.com/distlock/distlock/cmd/distlock")

@@ -14,6 +14,7 @@ import (
 )
 
 func TestConformance(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	admin := newT(t, dir)
 	h := conformance.Harness{

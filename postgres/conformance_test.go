@@ -209,9 +209,12 @@ func TestConformanceAdvisory(t *testing.T) {
 	conformance.Run(t, newHarness(t, postgres.ModeAdvisory).harness())
 }
 
+// expireRow moves a held row's expiry into the past. A row whose holder's
+// refresh came too late on a loaded machine has already expired: it is
+// moved all the same (the lease is lost either way), not reported unheld.
 func expireRow(ctx context.Context, pool *pgxpool.Pool, table, key string) error {
 	tag, err := pool.Exec(ctx, `UPDATE "`+table+`" SET expires_at = clock_timestamp() - interval '1 second'
-WHERE lock_key = $1 AND cardinality(holds) > 0 AND expires_at > clock_timestamp()`, []byte(key))
+WHERE lock_key = $1 AND cardinality(holds) > 0`, []byte(key))
 	if err != nil {
 		return err
 	}

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/distlock/distlock/conformance"
+
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock"
@@ -170,6 +172,7 @@ func TestSecondFailedAttemptKeepsFirstsGiveBack(t *testing.T) {
 // timeout and the background undo's bound, without a panic, and the late
 // grant is gone from node 0 by its TTL at the latest.
 func TestCloseDuringGiveBack(t *testing.T) {
+	conformance.Parallel(t)
 	T := slack.D(time.Second)
 	r := newGhostRig(t, T, 1, 2, 3, 4)
 	rt := trackRoundTrips(r.l, 0)[0]
@@ -204,6 +207,7 @@ func TestCloseDuringGiveBack(t *testing.T) {
 // the held request lands late and its grant is undone: nothing of the
 // Locker is left on any node and nothing stays tracked.
 func TestNextAttemptBoundedWhenFailedNodeSilent(t *testing.T) {
+	conformance.Parallel(t)
 	T := slack.D(500 * time.Millisecond)
 	r := newGhostRig(t, T, 1, 2, 3, 4)
 	r.link.Blackhole()
