@@ -1,0 +1,37 @@
+// Package queuewait is the wait of a queued lock waiter, written once for
+// the session-bound backends whose waiters queue by creation order
+// (zookeeper's sequential nodes, etcd's waiter keys). A backend implements
+// Queue for one waiter's entry with only its mechanism: reading where the
+// entry stands, watching a deletion, granting, nesting, deleting the entry;
+// Await runs the loop.
+//
+// The loop, round by round: take the hold table's Changed signal, Look at
+// the queue; if the entry is first, Grant; otherwise Watch only the
+// predecessor (the entry just before ours) and wait for that watch to say
+// it is gone, then Look again. A release therefore wakes the one waiter
+// behind it: no herd.
+//
+// Guarantees of Await:
+//
+//   - Every round trip is the backend's: Await calls Look once per round,
+//     Watch once per round that did not Grant, and Event once per event
+//     received; it adds no calls of its own, so a backend's counters of
+//     server calls count what they counted in its own loop.
+//   - Each watch runs under a context of its own, derived from ctx, which
+//     Await cancels as soon as it stops waiting on that watch (look again,
+//     grant, join or end): a backend that can cancel a watch need not track
+//     it.
+//   - The wait ends, with the entry deleted (Fail) and the error Ends
+//     gives, when ctx ends, when the driver closes (Ends.Closed) or when the
+//     entry's session is lost (Ends.Lost). Errors of Look, Watch and Event
+//     have ended the attempt already and are returned as they are.
+//   - When the driver got a hold on the key meanwhile (Changed closed) and
+//     it is a live hold of the entry's owner (Joinable), the waiter nests
+//     in that hold (Nest) and leaves the queue (Fail(nil) deletes its
+//     entry), instead of waiting behind its own owner. Nest's error is
+//     returned after the entry was deleted. Any other Changed only renews
+//     the signal.
+//   - Await holds no lock and starts no goroutine: it returns once Grant,
+//     Nest or an end returns, and leaves nothing running but what the
+//     backend started.
+package queuewait
