@@ -121,6 +121,9 @@ func (d *driver) attempt(ctx context.Context, s *session, ks *keyState, parent s
 		return nil, err
 	}
 	e.child, e.path = child, parent+"/"+child
+	if h := d.cfg.hooks; h != nil && h.afterCreate != nil {
+		h.afterCreate(e.path)
+	}
 	e.stat = d.start(ctx, s, func(c *zk.Conn) error {
 		_, st, w, err := c.GetW(e.path)
 		if errors.Is(err, zk.ErrNoNode) {
