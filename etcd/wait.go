@@ -102,9 +102,6 @@ func (e *entry) Event(ctx context.Context, wr clientv3.WatchResponse, ok bool) (
 // Grant makes our key, found first, a hold.
 func (e *entry) Grant() (backend.Lock, error) { return e.d.grant(e) }
 
-// Changed is the hold table's signal for our key.
-func (e *entry) Changed() <-chan struct{} { return e.d.table.Changed(e.ks) }
-
 // Joinable tells whether this driver holds the key for our owner.
 func (e *entry) Joinable() (<-chan struct{}, bool) { return e.d.table.Joinable(e.ks, e.req.Owner) }
 

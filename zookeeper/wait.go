@@ -70,9 +70,6 @@ func (e *entry) Grant() (backend.Lock, error) {
 	return e.d.grant(e.s, e.ks, e.req, e.path, uint64(e.st.Czxid), e.watch, e.Fail)
 }
 
-// Changed is the hold table's signal for our key.
-func (e *entry) Changed() <-chan struct{} { return e.d.table.Changed(e.ks) }
-
 // Joinable tells whether this driver holds the key for our owner.
 func (e *entry) Joinable() (<-chan struct{}, bool) { return e.d.table.Joinable(e.ks, e.req.Owner) }
 

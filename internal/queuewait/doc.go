@@ -5,8 +5,9 @@
 // entry stands, watching a deletion, granting, nesting, deleting the entry;
 // Await runs the loop.
 //
-// The loop, round by round: take the hold table's Changed signal, Look at
-// the queue; if the entry is first, Grant; otherwise Watch only the
+// The loop, round by round: join the owner's hold if the driver has one
+// (Joinable, which also gives the hold table's signal of a new hold), Look
+// at the queue; if the entry is first, Grant; otherwise Watch only the
 // predecessor (the entry just before ours) and wait for that watch to say
 // it is gone, then Look again. A release therefore wakes the one waiter
 // behind it: no herd.
@@ -25,12 +26,13 @@
 //     gives, when ctx ends, when the driver closes (Ends.Closed) or when the
 //     entry's session is lost (Ends.Lost). Errors of Look, Watch and Event
 //     have ended the attempt already and are returned as they are.
-//   - When the driver got a hold on the key meanwhile (Changed closed) and
-//     it is a live hold of the entry's owner (Joinable), the waiter nests
-//     in that hold (Nest) and leaves the queue (Fail(nil) deletes its
-//     entry), instead of waiting behind its own owner. Nest's error is
-//     returned after the entry was deleted. Any other Changed only renews
-//     the signal.
+//   - When the driver has a live hold on the key for the entry's owner
+//     (Joinable) at the start of a round, or gets one while the entry
+//     waits (the signal closed), the waiter nests in that hold (Nest) and
+//     leaves the queue (Fail(nil) deletes its entry), instead of waiting
+//     behind its own owner. Nest's error is returned after the entry was
+//     deleted. A hold of another owner, or one Nest finds gone, only
+//     renews the signal.
 //   - Await holds no lock and starts no goroutine: it returns once Grant,
 //     Nest or an end returns, and leaves nothing running but what the
 //     backend started.

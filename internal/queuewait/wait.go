@@ -25,12 +25,9 @@ type Queue[L, E any] interface {
 	// Grant makes the entry, found first, a hold.
 	Grant() (L, error)
 
-	// Changed returns the hold table's signal for the entry's key: a
-	// channel closed when this driver is next granted a hold on it.
-	Changed() <-chan struct{}
-
 	// Joinable reports whether the driver has a live hold on the key for
-	// the entry's owner, and returns the next Changed signal.
+	// the entry's owner, and returns the hold table's signal for the key:
+	// a channel closed when this driver is next granted a hold on it.
 	Joinable() (changed <-chan struct{}, same bool)
 
 	// Nest joins the driver's hold of the entry's owner on the key, if it
@@ -62,7 +59,15 @@ type Ends struct {
 func Await[L, E any](ctx context.Context, q Queue[L, E]) (L, error) {
 	ends := q.Ends()
 	for {
-		changed := q.Changed()
+		// Our owner may have been granted the key before this round
+		// took the signal (since the entry was created, or while it
+		// looked again): then join now, the signal would not tell.
+		changed, same := q.Joinable()
+		if same {
+			if l, ok, err := q.Nest(ctx); ok || err != nil {
+				return l, q.Fail(err)
+			}
+		}
 		first, err := q.Look(ctx)
 		if err != nil {
 			var none L

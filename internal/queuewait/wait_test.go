@@ -18,16 +18,18 @@ type fake struct {
 	watch func(n int) (<-chan int, bool, error)           // default: events, not gone
 	event func(ev int, ok bool) (<-chan int, bool, error) // default: gone
 
-	events          chan int
-	changed         chan struct{}
-	joinable        func() (<-chan struct{}, bool)
-	nest            func() (string, bool, error)
-	closed, lost    chan struct{}
-	looks, watches  int
-	evs, grants     int
-	nests, changeds int
-	failed          []error
-	watchCtxs       []context.Context
+	events         chan int
+	changed        chan struct{}
+	joinable       func() (<-chan struct{}, bool)
+	nest           func() (string, bool, error)
+	closed, lost   chan struct{}
+	looks, watches int
+	evs, grants    int
+	nests, starts  int // starts: the rounds' calls of Joinable
+	sameAtStart    bool
+	waiting        bool // between a Watch and the Event that says gone
+	failed         []error
+	watchCtxs      []context.Context
 }
 
 var (
@@ -51,25 +53,35 @@ func (f *fake) Look(context.Context) (bool, error) {
 func (f *fake) Watch(ctx context.Context) (<-chan int, bool, error) {
 	f.watches++
 	f.watchCtxs = append(f.watchCtxs, ctx)
+	events, gone, err := (<-chan int)(f.events), false, error(nil)
 	if f.watch != nil {
-		return f.watch(f.watches - 1)
+		events, gone, err = f.watch(f.watches - 1)
 	}
-	return f.events, false, nil
+	f.waiting = err == nil && !gone
+	return events, gone, err
 }
 
 func (f *fake) Event(_ context.Context, ev int, ok bool) (<-chan int, bool, error) {
 	f.evs++
+	events, gone, err := (<-chan int)(nil), true, error(nil)
 	if f.event != nil {
-		return f.event(ev, ok)
+		events, gone, err = f.event(ev, ok)
 	}
-	return nil, true, nil
+	f.waiting = err == nil && !gone
+	return events, gone, err
 }
 
 func (f *fake) Grant() (string, error) { f.grants++; return "granted", nil }
 
-func (f *fake) Changed() <-chan struct{} { f.changeds++; return f.changed }
-
-func (f *fake) Joinable() (<-chan struct{}, bool) { return f.joinable() }
+// Joinable answers sameAtStart with the first signal at the start of a
+// round, and asks joinable while the entry waits on a watch.
+func (f *fake) Joinable() (<-chan struct{}, bool) {
+	if f.waiting {
+		return f.joinable()
+	}
+	f.starts++
+	return f.changed, f.sameAtStart
+}
 
 func (f *fake) Nest(context.Context) (string, bool, error) { f.nests++; return f.nest() }
 
@@ -132,7 +144,7 @@ func TestDeletionLooksAgain(t *testing.T) {
 	r := wait(t, done)
 	require.NoError(t, r.err)
 	assert.Equal(t, "granted", r.l)
-	assert.Equal(t, []int{3, 2, 2, 1, 3}, []int{f.looks, f.watches, f.evs, f.grants, f.changeds})
+	assert.Equal(t, []int{3, 2, 2, 1, 3}, []int{f.looks, f.watches, f.evs, f.grants, f.starts})
 	for _, wctx := range f.watchCtxs {
 		assert.Error(t, wctx.Err(), "a watch's context outlived its round")
 	}
@@ -284,4 +296,28 @@ func TestOtherHoldThenNestError(t *testing.T) {
 	require.ErrorIs(t, r.err, boom)
 	assert.Equal(t, []error{boom}, f.failed)
 	assert.Equal(t, []int{1, 1, 0, 2, 3}, []int{f.looks, f.watches, f.grants, f.nests, joins})
+}
+
+// Our owner's hold, granted before a round took the signal: the round
+// joins it before it looks; a nest that finds it gone looks on.
+func TestJoinsOwnersHoldAtRoundStart(t *testing.T) {
+	f := newFake()
+	f.look = firstAt(0)
+	f.sameAtStart = true
+	f.nest = func() (string, bool, error) { return "nested", true, nil }
+	r := wait(t, start(context.Background(), f))
+	require.NoError(t, r.err)
+	assert.Equal(t, "nested", r.l)
+	assert.Equal(t, []error{nil}, f.failed)
+	assert.Equal(t, []int{0, 0, 0, 1}, []int{f.looks, f.watches, f.grants, f.nests})
+
+	f = newFake()
+	f.look = firstAt(0)
+	f.sameAtStart = true
+	f.nest = func() (string, bool, error) { return "", false, nil }
+	r = wait(t, start(context.Background(), f))
+	require.NoError(t, r.err)
+	assert.Equal(t, "granted", r.l)
+	assert.Empty(t, f.failed)
+	assert.Equal(t, []int{1, 0, 1, 1}, []int{f.looks, f.watches, f.grants, f.nests})
 }
