@@ -94,7 +94,7 @@ func (d *driver) attempt(ctx context.Context, s *session, ks *keyState, prefix s
 		}
 	}
 	if !wait {
-		return nil, e.Fail(backend.Busy(0))
+		return queuewait.Refuse(ctx, e, backend.Busy(0))
 	}
 	return queuewait.Await(ctx, e)
 }

@@ -140,7 +140,7 @@ func (d *driver) attempt(ctx context.Context, s *session, ks *keyState, parent s
 	case err != nil:
 		return nil, err
 	case !first:
-		return nil, e.Fail(backend.Busy(0))
+		return queuewait.Refuse(ctx, e, backend.Busy(0))
 	}
 	return e.Grant()
 }

@@ -15,9 +15,10 @@
 // Guarantees of Await:
 //
 //   - Every round trip is the backend's: Await calls Look once per round,
-//     Watch once per round that did not Grant, and Event once per event
-//     received; it adds no calls of its own, so a backend's counters of
-//     server calls count what they counted in its own loop.
+//     Watch once per round that did not Grant, Event once per event
+//     received, and Nest only when the owner has a hold to join; so a
+//     backend's counters of server calls count the same as in a loop of
+//     its own.
 //   - Each watch runs under a context of its own, derived from ctx, which
 //     Await cancels as soon as it stops waiting on that watch (look again,
 //     grant, join or end): a backend that can cancel a watch need not track
@@ -33,7 +34,10 @@
 //     behind its own owner. Nest's error is returned after the entry was
 //     deleted. A hold of another owner, or one Nest finds gone, only
 //     renews the signal.
-//   - Await holds no lock and starts no goroutine: it returns once Grant,
-//     Nest or an end returns, and leaves nothing running but what the
-//     backend started.
+//   - Refuse, the end of a try (no wait) whose entry is not first, joins
+//     the owner's hold the same way before it deletes the entry and
+//     returns busy: a try of an owner that holds the key succeeds.
+//   - Await holds no lock and starts no goroutine of its own: it returns
+//     once Grant, Nest or an end returns, and leaves nothing running but
+//     what the backend started.
 package queuewait

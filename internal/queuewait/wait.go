@@ -62,11 +62,9 @@ func Await[L, E any](ctx context.Context, q Queue[L, E]) (L, error) {
 		// Our owner may have been granted the key before this round
 		// took the signal (since the entry was created, or while it
 		// looked again): then join now, the signal would not tell.
-		changed, same := q.Joinable()
-		if same {
-			if l, ok, err := q.Nest(ctx); ok || err != nil {
-				return l, q.Fail(err)
-			}
+		changed, l, joined, err := join(ctx, q)
+		if joined {
+			return l, err
 		}
 		first, err := q.Look(ctx)
 		if err != nil {
@@ -110,13 +108,37 @@ func watch[L, E any](ctx context.Context, q Queue[L, E], ends Ends, changed <-ch
 		case <-changed:
 			// This driver got a hold on the key: if it is our owner's,
 			// nest in it and leave the queue.
-			var same bool
-			changed, same = q.Joinable()
-			if same {
-				if l, ok, err := q.Nest(ctx); ok || err != nil {
-					return l, true, q.Fail(err)
-				}
+			var joined bool
+			if changed, l, joined, err = join(ctx, q); joined {
+				return l, true, err
 			}
 		}
 	}
+}
+
+// Refuse ends a try (no wait) whose entry is not first: it joins the hold
+// of the entry's owner if the driver has one by now (it may have been
+// granted after the try's own check), and otherwise deletes the entry and
+// returns busy.
+func Refuse[L, E any](ctx context.Context, q Queue[L, E], busy error) (L, error) {
+	if _, l, joined, err := join(ctx, q); joined {
+		return l, err
+	}
+	var none L
+	return none, q.Fail(busy)
+}
+
+// join nests in the driver's hold of the entry's owner, if it has one
+// (joined: with the entry deleted, Nest's outcome), and returns the hold
+// table's signal taken before.
+func join[L, E any](ctx context.Context, q Queue[L, E]) (changed <-chan struct{}, l L, joined bool, err error) {
+	changed, same := q.Joinable()
+	if !same {
+		return changed, l, false, nil
+	}
+	nested, ok, err := q.Nest(ctx)
+	if !ok && err == nil {
+		return changed, l, false, nil
+	}
+	return changed, nested, true, q.Fail(err)
 }

@@ -321,3 +321,29 @@ func TestJoinsOwnersHoldAtRoundStart(t *testing.T) {
 	assert.Empty(t, f.failed)
 	assert.Equal(t, []int{1, 0, 1, 1}, []int{f.looks, f.watches, f.grants, f.nests})
 }
+
+// A try that is not first joins its owner's hold, if the driver has one,
+// and is refused otherwise; either way its entry is deleted.
+func TestRefuse(t *testing.T) {
+	busy := errors.New("busy")
+	f := newFake()
+	f.sameAtStart = true
+	f.nest = func() (string, bool, error) { return "nested", true, nil }
+	l, err := Refuse[string, int](context.Background(), f, busy)
+	require.NoError(t, err)
+	assert.Equal(t, "nested", l)
+	assert.Equal(t, []error{nil}, f.failed)
+
+	for _, nest := range []func() (string, bool, error){
+		nil, // no hold of the owner
+		func() (string, bool, error) { return "", false, nil }, // one that is gone
+	} {
+		f = newFake()
+		f.sameAtStart = nest != nil
+		f.nest = nest
+		l, err = Refuse[string, int](context.Background(), f, busy)
+		require.ErrorIs(t, err, busy)
+		assert.Empty(t, l)
+		assert.Equal(t, []error{busy}, f.failed)
+	}
+}
