@@ -5,9 +5,12 @@ import (
 	"errors"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
+
 	"github.com/distlock/distlock/backend"
 	"github.com/distlock/distlock/internal/async"
 	"github.com/distlock/distlock/internal/holdtab"
+	"github.com/distlock/distlock/internal/queuewait"
 )
 
 // TryAcquire creates a waiter key, holds the lock if it is the first, and
@@ -64,6 +67,10 @@ type entry struct {
 	id     waiterID
 	key    string // the waiter key
 	rev    int64  // its create revision
+
+	// The predecessor the last Look found, and the revision of that read.
+	pred    *mvccpb.KeyValue
+	predRev int64
 }
 
 // attempt is one acquisition on session s: create the waiter key, hold if
@@ -80,21 +87,21 @@ func (d *driver) attempt(ctx context.Context, s *session, ks *keyState, prefix s
 	}
 	if d.reapOrphan(ctx, first) {
 		// An orphan of ours was first: where do we stand now?
-		if pred, _, err := e.predecessor(ctx); err != nil {
-			return nil, e.fail(err)
-		} else if pred == nil {
+		if first, err := e.Look(ctx); err != nil {
+			return nil, err
+		} else if first {
 			return d.grant(e)
 		}
 	}
 	if !wait {
-		return nil, e.fail(backend.Busy(0))
+		return queuewait.Refuse(ctx, e, backend.Busy(0))
 	}
-	return e.await(ctx)
+	return queuewait.Await(ctx, e)
 }
 
-// fail deletes the entry's key (in the background if need be) and returns
+// Fail deletes the entry's key (in the background if need be) and returns
 // err.
-func (e *entry) fail(err error) error {
+func (e *entry) Fail(err error) error {
 	e.d.deleteKey(e.ctx, e.s, e.key, e.rev)
 	return err
 }
@@ -105,12 +112,12 @@ func (d *driver) grant(e *entry) (backend.Lock, error) {
 	d.mu.Lock()
 	if s.dead {
 		d.mu.Unlock()
-		return nil, e.fail(errRestart)
+		return nil, e.Fail(errRestart)
 	}
 	if dl := s.deadlineLocked(); !time.Now().Before(dl) {
 		d.mu.Unlock()
 		d.sessionLost(s, "no keepalive answered before the grant")
-		return nil, e.fail(errRestart)
+		return nil, e.Fail(errRestart)
 	}
 	h := &hold{Hold: holdtab.NewHold(req.Key, req.Owner, req.Metadata), id: e.id, token: e.rev, sess: s}
 	l := &lock{d: d, h: h}

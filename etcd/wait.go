@@ -9,32 +9,23 @@ import (
 
 	"github.com/distlock/distlock/backend"
 	"github.com/distlock/distlock/internal/async"
+	"github.com/distlock/distlock/internal/queuewait"
 )
 
-// await waits until the entry's key is the first of its queue: it reads
-// the predecessor (the waiter key with the highest create revision below
+// An entry waits in its queue with queuewait.Await: it reads the
+// predecessor (the waiter key with the highest create revision below
 // ours) and watches only its deletion, then reads again, as etcd's own
-// concurrency.Mutex does; one release wakes one waiter. It ends the attempt
-// (deleting the key) when ctx ends, the driver closes or the session is
-// lost, and joins a hold of the same owner that this driver got meanwhile.
-func (e *entry) await(ctx context.Context) (backend.Lock, error) {
-	d := e.d
-	for {
-		changed := d.table.Changed(e.ks)
-		pred, rev, err := e.predecessor(ctx)
-		if err != nil {
-			return nil, e.fail(err)
-		}
-		if pred == nil {
-			return d.grant(e)
-		}
-		if d.reapOrphan(ctx, pred) {
-			continue
-		}
-		if l, done, err := e.watchDelete(ctx, string(pred.Key), rev, changed); done {
-			return l, err
-		}
+// concurrency.Mutex does; one release wakes one waiter. The methods below
+// are its queuewait.Queue.
+var _ queuewait.Queue[backend.Lock, clientv3.WatchResponse] = (*entry)(nil)
+
+// Look reads the predecessor (predecessor); an error deletes our key.
+func (e *entry) Look(ctx context.Context) (first bool, err error) {
+	e.pred, e.predRev, err = e.predecessor(ctx)
+	if err != nil {
+		return false, e.Fail(err)
 	}
+	return e.pred == nil, nil
 }
 
 // predecessor reads, in one linearizable transaction, the key just before
@@ -66,59 +57,60 @@ func (e *entry) predecessor(ctx context.Context) (*mvccpb.KeyValue, int64, error
 	return preds[0], resp.Header.Revision, nil
 }
 
-// watchDelete watches pred from the revision after rev (no deletion after
-// the read is missed) until it is deleted (done false: read again). A
-// compacted revision, a cancelled watch or a member without a leader also
-// returns done false, after a short pause for the latter two: the next read
-// tells where the queue stands.
-func (e *entry) watchDelete(ctx context.Context, pred string, rev int64, changed <-chan struct{}) (l backend.Lock, done bool, err error) {
-	d, s := e.d, e.s
-	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-	defer cancel()
+// Watch watches the predecessor's deletion from the revision after the
+// read (no deletion after the read is missed). A predecessor that is an
+// orphan of this driver's is deleted instead (reapOrphan): look again.
+func (e *entry) Watch(ctx context.Context) (<-chan clientv3.WatchResponse, bool, error) {
+	d, pred, rev := e.d, string(e.pred.Key), e.predRev
+	if d.reapOrphan(ctx, e.pred) {
+		return nil, true, nil
+	}
 	if h := d.cfg.hooks; h != nil && h.beforeWatch != nil {
 		h.beforeWatch(pred, rev)
 	}
 	d.stats.watches.Add(1)
-	wch := d.client.Watch(wctx, pred, clientv3.WithRev(rev+1), clientv3.WithFilterPut())
-	for {
-		select {
-		case wr, ok := <-wch:
-			switch {
-			case !ok || wr.Canceled && wr.CompactRevision == 0 || wr.Err() != nil && wr.CompactRevision == 0:
-				if ctx.Err() != nil {
-					return nil, true, e.fail(async.CtxError(ctx))
-				}
-				if err := d.pause(ctx, 50*time.Millisecond); err != nil {
-					return nil, true, e.fail(err)
-				}
-				return nil, false, nil
-			case wr.CompactRevision != 0:
-				d.stats.compacted.Add(1)
-				return nil, false, nil // compacted past rev: read again
-			}
-			for _, ev := range wr.Events {
-				if ev.Type == mvccpb.DELETE {
-					d.stats.wakeups.Add(1)
-					return nil, false, nil
-				}
-			}
-		case <-ctx.Done():
-			return nil, true, e.fail(async.CtxError(ctx))
-		case <-d.ctx.Done():
-			return nil, true, e.fail(errClosed)
-		case <-s.deadCh:
-			return nil, true, e.fail(errRestart)
-		case <-changed:
-			// This driver got a hold on the key: if it is our owner's,
-			// nest in it and leave the queue.
-			var same bool
-			changed, same = d.table.Joinable(e.ks, e.req.Owner)
-			if same {
-				if l, ok, err := d.nest(ctx, e.ks, e.req); ok || err != nil {
-					e.d.deleteKey(ctx, s, e.key, e.rev)
-					return l, true, err
-				}
-			}
+	return d.client.Watch(clientv3.WithRequireLeader(ctx), pred, clientv3.WithRev(rev+1), clientv3.WithFilterPut()), false, nil
+}
+
+// Event: a deletion, a compacted revision, a cancelled watch or a member
+// without a leader say look again, after a short pause for the latter two:
+// the next read tells where the queue stands.
+func (e *entry) Event(ctx context.Context, wr clientv3.WatchResponse, ok bool) (<-chan clientv3.WatchResponse, bool, error) {
+	d := e.d
+	switch {
+	case !ok || wr.Canceled && wr.CompactRevision == 0 || wr.Err() != nil && wr.CompactRevision == 0:
+		if ctx.Err() != nil {
+			return nil, false, e.Fail(async.CtxError(ctx))
+		}
+		if err := d.pause(ctx, 50*time.Millisecond); err != nil {
+			return nil, false, e.Fail(err)
+		}
+		return nil, true, nil
+	case wr.CompactRevision != 0:
+		d.stats.compacted.Add(1)
+		return nil, true, nil // compacted past rev: read again
+	}
+	for _, ev := range wr.Events {
+		if ev.Type == mvccpb.DELETE {
+			d.stats.wakeups.Add(1)
+			return nil, true, nil
 		}
 	}
+	return nil, false, nil // a put filtered out, a progress notice: wait on
+}
+
+// Grant makes our key, found first, a hold.
+func (e *entry) Grant() (backend.Lock, error) { return e.d.grant(e) }
+
+// Joinable tells whether this driver holds the key for our owner.
+func (e *entry) Joinable() (<-chan struct{}, bool) { return e.d.table.Joinable(e.ks, e.req.Owner) }
+
+// Nest joins that hold (nest).
+func (e *entry) Nest(ctx context.Context) (backend.Lock, bool, error) {
+	return e.d.nest(ctx, e.ks, e.req)
+}
+
+// Ends: the driver's closing, our session's loss.
+func (e *entry) Ends() queuewait.Ends {
+	return queuewait.Ends{Closed: e.d.ctx.Done(), ClosedErr: errClosed, Lost: e.s.deadCh, LostErr: errRestart, CtxErr: async.CtxError}
 }

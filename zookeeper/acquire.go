@@ -10,6 +10,7 @@ import (
 
 	"github.com/distlock/distlock/backend"
 	"github.com/distlock/distlock/internal/holdtab"
+	"github.com/distlock/distlock/internal/queuewait"
 )
 
 // TryAcquire creates a node, checks whether it is first, and deletes it if
@@ -107,11 +108,12 @@ type entry struct {
 	st      *zk.Stat
 	watch   <-chan zk.Event
 	checked bool
+
+	pred string // the node just before ours that the last Look found
 }
 
-// attempt is one acquisition on session s: protected create, then the
-// recipe's loop — list the children without a watch, hold if first,
-// otherwise watch only the next-lower node.
+// attempt is one acquisition on session s: protected create, then (wait)
+// the recipe's loop (wait.go), or else one look: hold if first.
 func (d *driver) attempt(ctx context.Context, s *session, ks *keyState, parent string, req backend.Request, wait bool) (backend.Lock, error) {
 	e := &entry{d: d, s: s, ks: ks, req: req, parent: parent, guid: newGUID()}
 	child, err := d.protectedCreate(ctx, s, parent, e.guid, encodeNode(req.Owner, req.Metadata, 1))
@@ -119,6 +121,9 @@ func (d *driver) attempt(ctx context.Context, s *session, ks *keyState, parent s
 		return nil, err
 	}
 	e.child, e.path = child, parent+"/"+child
+	if h := d.cfg.hooks; h != nil && h.afterCreate != nil {
+		h.afterCreate(e.path)
+	}
 	e.stat = d.start(ctx, s, func(c *zk.Conn) error {
 		_, st, w, err := c.GetW(e.path)
 		if errors.Is(err, zk.ErrNoNode) {
@@ -127,30 +132,22 @@ func (d *driver) attempt(ctx context.Context, s *session, ks *keyState, parent s
 		e.exists, e.st, e.watch = err == nil, st, w
 		return err
 	})
-	for {
-		changed := d.table.Changed(ks)
-		pred, err := e.position(ctx)
-		if err != nil {
-			return nil, err
-		}
-		if err := e.checkOwner(); err != nil {
-			return nil, err
-		}
-		if pred == "" {
-			return d.grant(s, ks, req, e.path, uint64(e.st.Czxid), e.watch, e.fail)
-		}
-		if !wait {
-			return nil, e.fail(backend.Busy(0))
-		}
-		if l, done, err := e.awaitPredecessor(ctx, pred, changed); done {
-			return l, err
-		}
+	if wait {
+		return queuewait.Await(ctx, e)
 	}
+	first, err := e.Look(ctx)
+	switch {
+	case err != nil:
+		return nil, err
+	case !first:
+		return queuewait.Refuse(ctx, e, backend.Busy(0))
+	}
+	return e.Grant()
 }
 
-// fail deletes the entry's node (in the background if need be) and returns
+// Fail deletes the entry's node (in the background if need be) and returns
 // err.
-func (e *entry) fail(err error) error {
+func (e *entry) Fail(err error) error {
 	e.d.deleteNode(e.s, e.path)
 	return err
 }
@@ -171,7 +168,7 @@ func (e *entry) position(ctx context.Context) (pred string, err error) {
 		return "", errRestart // the parent, hence our node, is gone
 	}
 	if err != nil {
-		return "", e.fail(e.d.mapErr(e.s, err))
+		return "", e.Fail(e.d.mapErr(e.s, err))
 	}
 	ms := order(children)
 	idx := -1
@@ -200,7 +197,7 @@ func (e *entry) checkOwner() error {
 		return nil
 	}
 	if err := e.stat(); err != nil {
-		return e.fail(e.d.mapErr(e.s, err))
+		return e.Fail(e.d.mapErr(e.s, err))
 	}
 	e.checked = true
 	if !e.exists {
@@ -210,7 +207,7 @@ func (e *entry) checkOwner() error {
 		// Created in another session: go-zookeeper replaced ours after
 		// it expired.
 		e.d.sessionLost(e.s, fmt.Sprintf("node created in session 0x%x", e.st.EphemeralOwner))
-		return e.fail(errRestart)
+		return e.Fail(errRestart)
 	}
 	return nil
 }

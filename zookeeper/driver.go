@@ -127,6 +127,7 @@ func (d *driver) isClosed() bool {
 // testHooks let tests interfere at precise points.
 type testHooks struct {
 	beforeCreate      func(parent string)
+	afterCreate       func(path string) // an attempt's node was created: it is about to look at the queue
 	sessionLost       func(id int64, cause string)
 	beforeForceDelete func(path string) // ForceRelease read the holder at path
 }

@@ -6,68 +6,83 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/distlock/distlock/backend"
+	"github.com/distlock/distlock/internal/queuewait"
 )
 
-// awaitPredecessor watches pred, the node just before ours, and waits until
-// it is deleted (done false: look at the queue again). It ends the attempt
-// (done true) when ctx ends, the driver closes or the session is lost
-// (deleting our node), or when this driver got a hold on the key for our
-// owner (changed), which the attempt then joins instead of queueing.
-func (e *entry) awaitPredecessor(ctx context.Context, pred string, changed <-chan struct{}) (l backend.Lock, done bool, err error) {
-	d, s := e.d, e.s
-	ch, exists, err := e.watchPredecessor(ctx, pred)
-	if err != nil || !exists {
-		return nil, err != nil, err
+// An entry waits in its queue with queuewait.Await, as the recipe says:
+// list the children without a watch, hold if first, otherwise watch only
+// the next-lower node's deletion and list again; one release wakes one
+// waiter. The methods below are its queuewait.Queue.
+var _ queuewait.Queue[backend.Lock, zk.Event] = (*entry)(nil)
+
+// Look lists the children (position) and checks, once, that our node is
+// our session's (checkOwner).
+func (e *entry) Look(ctx context.Context) (first bool, err error) {
+	if e.pred, err = e.position(ctx); err != nil {
+		return false, err
 	}
-	for {
-		select {
-		case ev := <-ch:
-			if ev.Type != zk.EventNodeDataChanged {
-				d.stats.watchEvents.Add(1)
-				return nil, false, nil
-			}
-			// The holder published a new nested hold count: watch again.
-			if ch, exists, err = e.watchPredecessor(ctx, pred); err != nil || !exists {
-				return nil, err != nil, err
-			}
-		case <-ctx.Done():
-			return nil, true, e.fail(ctxError(ctx, s.conn))
-		case <-d.ctx.Done():
-			return nil, true, e.fail(backend.ErrClosed)
-		case <-s.deadCh:
-			return nil, true, e.fail(errRestart)
-		case <-changed:
-			// This driver got a hold on the key: if it is our owner's,
-			// nest in it and leave the queue.
-			var same bool
-			changed, same = d.table.Joinable(e.ks, e.req.Owner)
-			if same {
-				if l, ok, err := d.nest(ctx, e.ks, e.req); ok || err != nil {
-					d.deleteNode(s, e.path)
-					return l, true, err
-				}
-			}
-		}
+	if err := e.checkOwner(); err != nil {
+		return false, err
 	}
+	return e.pred == "", nil
 }
 
-// watchPredecessor sets an exists watch on pred; exists false: it is gone
-// already. An error has ended the attempt (its node deleted).
-func (e *entry) watchPredecessor(ctx context.Context, pred string) (<-chan zk.Event, bool, error) {
+// Watch sets an exists watch on the predecessor; gone: it is gone already.
+func (e *entry) Watch(ctx context.Context) (<-chan zk.Event, bool, error) {
+	ch, exists, err := e.watchPredecessor(ctx)
+	return ch, err == nil && !exists, err
+}
+
+// Event: the predecessor was deleted (or its watch ended otherwise): look
+// again. A holder publishing a new nested hold count changes the node's
+// data, which is no release: watch again.
+func (e *entry) Event(ctx context.Context, ev zk.Event, _ bool) (<-chan zk.Event, bool, error) {
+	if ev.Type != zk.EventNodeDataChanged {
+		e.d.stats.watchEvents.Add(1)
+		return nil, true, nil
+	}
+	return e.Watch(ctx)
+}
+
+// watchPredecessor sets an exists watch on the predecessor; exists false:
+// it is gone already. An error has ended the attempt (its node deleted).
+func (e *entry) watchPredecessor(ctx context.Context) (<-chan zk.Event, bool, error) {
 	var (
 		exists bool
 		ch     <-chan zk.Event
 	)
 	err := e.d.retrying(ctx, e.s, func(c *zk.Conn) error {
 		var err error
-		exists, _, ch, err = c.ExistsW(pred)
+		exists, _, ch, err = c.ExistsW(e.pred)
 		return err
 	})
 	if err != nil {
-		return nil, false, e.fail(e.d.mapErr(e.s, err))
+		return nil, false, e.Fail(e.d.mapErr(e.s, err))
 	}
 	if exists {
 		e.d.stats.watches.Add(1)
 	}
 	return ch, exists, nil
+}
+
+// Grant makes our node, found first, a hold.
+func (e *entry) Grant() (backend.Lock, error) {
+	return e.d.grant(e.s, e.ks, e.req, e.path, uint64(e.st.Czxid), e.watch, e.Fail)
+}
+
+// Joinable tells whether this driver holds the key for our owner.
+func (e *entry) Joinable() (<-chan struct{}, bool) { return e.d.table.Joinable(e.ks, e.req.Owner) }
+
+// Nest joins that hold (nest).
+func (e *entry) Nest(ctx context.Context) (backend.Lock, bool, error) {
+	return e.d.nest(ctx, e.ks, e.req)
+}
+
+// Ends: the driver's closing, our session's loss.
+func (e *entry) Ends() queuewait.Ends {
+	return queuewait.Ends{
+		Closed: e.d.ctx.Done(), ClosedErr: backend.ErrClosed,
+		Lost: e.s.deadCh, LostErr: errRestart,
+		CtxErr: func(ctx context.Context) error { return ctxError(ctx, e.s.conn) },
+	}
 }

@@ -1,0 +1,20 @@
+package etcd
+
+import (
+	"testing"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/queuewait/queuewaittest"
+)
+
+// TestOwnerGrantedBeforeQueueing: an acquisition whose owner is granted
+// the key between its create and its look joins that hold, waiting or not
+// (queuewaittest.OwnerGrantedBeforeQueueing).
+func TestOwnerGrantedBeforeQueueing(t *testing.T) {
+	t.Parallel()
+	c := cluster(t)
+	queuewaittest.OwnerGrantedBeforeQueueing(t, func(t *testing.T, afterCreate func()) *distlock.Locker {
+		hooks := &testHooks{afterCreate: func(string) { afterCreate() }}
+		return dialT(t, c.Addrs(), WithSessionTTL(testTTL), WithPrefix(uniquePrefix(t)), withHooks(hooks))
+	})
+}

@@ -1,0 +1,21 @@
+package zookeeper
+
+import (
+	"testing"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/conformance"
+	"github.com/distlock/distlock/internal/queuewait/queuewaittest"
+)
+
+// TestOwnerGrantedBeforeQueueing: an acquisition whose owner is granted
+// the key between its create and its look joins that hold, waiting or not
+// (queuewaittest.OwnerGrantedBeforeQueueing).
+func TestOwnerGrantedBeforeQueueing(t *testing.T) {
+	conformance.Parallel(t)
+	s := standalone(t)
+	queuewaittest.OwnerGrantedBeforeQueueing(t, func(t *testing.T, afterCreate func()) *distlock.Locker {
+		hooks := &testHooks{afterCreate: func(string) { afterCreate() }}
+		return dialT(t, []string{s.Addr()}, WithBasePath(uniqueBase(t)), withHooks(hooks))
+	})
+}
