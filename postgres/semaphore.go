@@ -103,7 +103,7 @@ func (q *permitSQL) Abandon(ctx context.Context, key, id []byte) (bool, error) {
 
 func (q *permitSQL) Rejected(err error) bool { return serverRejected(err) }
 
-func (q *permitSQL) Failed(ctx context.Context, err error) error { return failed(ctx, err) }
+func (q *permitSQL) Failed(ctx context.Context, err error) error { return permitFailed(ctx, err) }
 
 // permitTx is an acquisition's transaction (sqllock.PermitTx).
 type permitTx struct {
