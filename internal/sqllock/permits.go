@@ -55,6 +55,7 @@ type PermitTx interface {
 	// inserts permit id expiring ttlUS µs from now by the database clock,
 	// and returns the fence raised: the permit's token.
 	Grant(ctx context.Context, key, id []byte, permits int, ttlUS int64) (fence uint64, err error)
+	// Commit commits the transaction.
 	Commit(ctx context.Context) error
 	// Rollback ends the transaction unless it was committed; ctx does not
 	// end with the caller's.
