@@ -5,9 +5,13 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/backend"
 
 	"github.com/distlock/distlock/internal/sqllock"
 )
+
+// Driver returns l's backend driver.
+func Driver(l *distlock.Locker) backend.Driver { return driverOf(l) }
 
 // Test hooks: the connection ids of a forupdate Locker's pinned
 // connections, for KILL CONNECTION fault injection.

@@ -95,9 +95,9 @@ func newHoldID() holdID {
 type rowDriver struct {
 	*base
 	qAcquire, qRefresh, qRelease, qAbandon string
-	qBatchHead                             string      // rowRefreshBatchHead
-	batchMax                               int         // locks per batched refresh statement
-	sem                                    permitTable // semaphore.go
+	qBatchHead                             string           // rowRefreshBatchHead
+	batchMax                               int              // locks per batched refresh statement
+	sem                                    *sqllock.Permits // semaphore.go
 }
 
 func newRowDriver(b *base) *rowDriver {
@@ -110,6 +110,7 @@ func newRowDriver(b *base) *rowDriver {
 		qBatchHead: fmt.Sprintf(rowRefreshBatchHead, b.Table),
 		batchMax:   rowBatchMax,
 	}
+	d.sem = sqllock.NewPermits(dialect, b.Base, b.ready, func(t string) sqllock.PermitSQL { return newPermitSQL(b.db, t) })
 	b.cleanup = d.cleanupPass
 	return d
 }

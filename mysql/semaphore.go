@@ -2,20 +2,16 @@ package mysql
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
 	"fmt"
-	"time"
 
 	"github.com/distlock/distlock/backend"
 	"github.com/distlock/distlock/internal/sqllock"
 )
 
-// Semaphores (Locker.Semaphore), row mode only, in a permit table named
-// after the lock table with the suffix "_permits". An acquisition is one
-// transaction that runs one at a time per key; a permit's token is its
-// semaphore's fence + 1. Capabilities: Fencing, Expiring, Durable.
-// Forupdate mode refuses semaphores.
+// Semaphores (Locker.Semaphore), row mode only: sqllock.Permits runs them
+// on these statements, in a permit table named after the lock table with
+// the suffix "_permits". Forupdate mode refuses semaphores.
 const (
 	permitTableDDL = `CREATE TABLE IF NOT EXISTS %s (
   key_hash   BINARY(32)      NOT NULL COMMENT 'SHA-256 of the semaphore key',
@@ -49,95 +45,104 @@ WHERE key_hash = ? AND id = ? AND id <> '' AND expires_at > UTC_TIMESTAMP(6)`
 	permitAbandonSQL = `DELETE FROM %[1]s WHERE key_hash = ? AND id = ? AND id <> ''`
 )
 
-// permitTable is a row-mode driver's permit table and its statements,
-// made once.
-type permitTable struct {
-	sqllock.Permits
-	qLock, qHave, qPurge, qCount, qFence, qGrant, qRefresh, qRelease, qAbandon, ddl string
+// permitSQL is row mode's dialect of the permit table (sqllock.PermitSQL).
+type permitSQL struct {
+	db    *sql.DB
+	table string // quoted
+
+	ddl, qLock, qHave, qPurge, qCount, qFence, qGrant, qRefresh, qRelease, qAbandon string
 }
 
-func (d *rowDriver) permits(ctx context.Context) (*permitTable, error) {
-	pt := &d.sem
-	if err := pt.Init(dialect, d.Name, func(t string) {
-		pt.ddl = fmt.Sprintf(permitTableDDL, t)
-		pt.qLock, pt.qHave, pt.qPurge, pt.qCount = fmt.Sprintf(semLockSQL, t), fmt.Sprintf(semHaveSQL, t), fmt.Sprintf(semPurgeSQL, t), fmt.Sprintf(semCountSQL, t)
-		pt.qFence, pt.qGrant = fmt.Sprintf(semFenceSQL, t), fmt.Sprintf(semGrantSQL, t)
-		pt.qRefresh, pt.qRelease, pt.qAbandon = fmt.Sprintf(permitRefreshSQL, t), fmt.Sprintf(permitReleaseSQL, t), fmt.Sprintf(permitAbandonSQL, t)
-	}); err != nil {
-		return nil, err
+func newPermitSQL(db *sql.DB, t string) sqllock.PermitSQL {
+	return &permitSQL{
+		db: db, table: t, ddl: fmt.Sprintf(permitTableDDL, t),
+		qLock: fmt.Sprintf(semLockSQL, t), qHave: fmt.Sprintf(semHaveSQL, t), qPurge: fmt.Sprintf(semPurgeSQL, t), qCount: fmt.Sprintf(semCountSQL, t),
+		qFence: fmt.Sprintf(semFenceSQL, t), qGrant: fmt.Sprintf(semGrantSQL, t),
+		qRefresh: fmt.Sprintf(permitRefreshSQL, t), qRelease: fmt.Sprintf(permitReleaseSQL, t), qAbandon: fmt.Sprintf(permitAbandonSQL, t),
 	}
-	if err := d.ready(ctx); err != nil {
-		return nil, err
-	}
-	return pt, pt.Ready(ctx, d.Create, func(ctx context.Context) error {
-		_, err := d.db.ExecContext(ctx, pt.ddl)
-		return sqllock.Failed(ctx, err)
-	})
 }
 
 // PermitCapabilities: Fencing, Expiring, Durable.
-func (d *rowDriver) PermitCapabilities() backend.Capabilities {
-	return backend.Capabilities{Fencing: true, Expiring: true, Durable: true}
-}
+func (d *rowDriver) PermitCapabilities() backend.Capabilities { return d.sem.Capabilities() }
 
 // TryAcquirePermit takes one of permits permits of req.Key in one
-// transaction (see above).
+// transaction (sqllock.Permits).
 func (d *rowDriver) TryAcquirePermit(ctx context.Context, req backend.Request, permits int) (backend.Lock, error) {
-	pt, err := d.permits(ctx)
+	return d.sem.TryAcquire(ctx, req, permits)
+}
+
+// Key is the SHA-256 of the semaphore key.
+func (q *permitSQL) Key(key string) []byte {
+	h := keyHash(key)
+	return h[:]
+}
+
+func (q *permitSQL) Create(ctx context.Context) error {
+	_, err := q.db.ExecContext(ctx, q.ddl)
+	return sqllock.Failed(ctx, err)
+}
+
+func (q *permitSQL) Begin(ctx context.Context) (sqllock.PermitTx, error) {
+	tx, err := q.db.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, err
 	}
-	h := keyHash(req.Key)
-	id := make([]byte, 16)
-	_, _ = rand.Read(id)
-	token, err := d.grantPermit(ctx, pt, h, id, permits, req.TTL)
-	if err != nil {
-		switch {
-		case sqllock.Refused(err, req.Key):
-			return nil, err
-		case !serverRejected(err):
-			d.Undo(req.TTL, func(ctx context.Context) (bool, error) {
-				res, err := d.db.ExecContext(ctx, pt.qAbandon, h[:], id)
-				if err != nil {
-					return false, err
-				}
-				n, err := res.RowsAffected()
-				return err == nil && n > 0, err
-			})
-		}
-		return nil, sqllock.Failed(ctx, err)
-	}
-	return &permitLock{d: d, pt: pt, hash: h, id: id, token: token}, nil
+	return &permitTx{q: q, tx: tx}, nil
 }
 
-// grantPermit runs the acquisition's transaction.
-func (d *rowDriver) grantPermit(ctx context.Context, pt *permitTable, h [32]byte, id []byte, permits int, ttl time.Duration) (uint64, error) {
-	tx, err := d.db.BeginTx(ctx, nil)
+func (q *permitSQL) Refresh(ctx context.Context, key, id []byte, ttlUS int64) (bool, error) {
+	res, err := q.db.ExecContext(ctx, q.qRefresh, ttlUS, key, id)
+	return matched(res, err, sql.Result.LastInsertId)
+}
+
+func (q *permitSQL) Release(ctx context.Context, key, id []byte) (bool, error) {
+	res, err := q.db.ExecContext(ctx, q.qRelease, key, id)
+	return matched(res, err, sql.Result.RowsAffected)
+}
+
+func (q *permitSQL) Abandon(ctx context.Context, key, id []byte) (bool, error) {
+	res, err := q.db.ExecContext(ctx, q.qAbandon, key, id)
+	return matched(res, err, sql.Result.RowsAffected)
+}
+
+// matched reports whether a statement matched a permit: its result n (the
+// refreshed permit's fence through LAST_INSERT_ID, 0 when none matched; the
+// rows deleted) is not 0.
+func matched(res sql.Result, err error, n func(sql.Result) (int64, error)) (bool, error) {
 	if err != nil {
-		return 0, err
+		return false, err
 	}
-	defer func() { _ = tx.Rollback() }()
-	if _, err := tx.ExecContext(ctx, pt.qLock, h[:], permits); err != nil {
-		return 0, err
+	v, err := n(res)
+	return err == nil && v != 0, err
+}
+
+func (q *permitSQL) Rejected(err error) bool { return serverRejected(err) }
+
+func (q *permitSQL) Failed(ctx context.Context, err error) error { return sqllock.Failed(ctx, err) }
+
+// permitTx is an acquisition's transaction (sqllock.PermitTx).
+type permitTx struct {
+	q  *permitSQL
+	tx *sql.Tx
+}
+
+func (t *permitTx) Count(ctx context.Context, key []byte, permits int) (have int, live, firstUS int64, err error) {
+	if _, err = t.tx.ExecContext(ctx, t.q.qLock, key, permits); err != nil {
+		return
 	}
-	var have int
-	if err := tx.QueryRowContext(ctx, pt.qHave, h[:]).Scan(&have); err != nil {
-		return 0, err
+	if err = t.tx.QueryRowContext(ctx, t.q.qHave, key).Scan(&have); err != nil {
+		return
 	}
-	if _, err := tx.ExecContext(ctx, pt.qPurge, h[:]); err != nil {
-		return 0, err
+	if _, err = t.tx.ExecContext(ctx, t.q.qPurge, key); err != nil {
+		return
 	}
-	var live, firstUS int64
-	if err := tx.QueryRowContext(ctx, pt.qCount, h[:]).Scan(&live, &firstUS); err != nil {
-		return 0, err
-	}
-	if err := sqllock.Admit(live, have, permits, firstUS); err != nil {
-		if cerr := tx.Commit(); cerr != nil { // keep the expired permits' deletion
-			return 0, cerr
-		}
-		return 0, err
-	}
-	res, err := tx.ExecContext(ctx, pt.qFence, permits, h[:])
+	err = t.tx.QueryRowContext(ctx, t.q.qCount, key).Scan(&live, &firstUS)
+	return
+}
+
+// Grant raises the fence through LAST_INSERT_ID, then inserts the permit.
+func (t *permitTx) Grant(ctx context.Context, key, id []byte, permits int, ttlUS int64) (uint64, error) {
+	res, err := t.tx.ExecContext(ctx, t.q.qFence, permits, key)
 	if err != nil {
 		return 0, err
 	}
@@ -146,58 +151,17 @@ func (d *rowDriver) grantPermit(ctx context.Context, pt *permitTable, h [32]byte
 		return 0, err
 	}
 	if fence <= 0 {
-		return 0, fmt.Errorf("%w: semaphore fence statement returned %d (is %s the distlock permit table?)", backend.ErrUnavailable, fence, pt.Table)
+		return 0, fmt.Errorf("%w: semaphore fence statement returned %d (is %s the distlock permit table?)", backend.ErrUnavailable, fence, t.q.table)
 	}
-	if _, err := tx.ExecContext(ctx, pt.qGrant, h[:], id, ttlMicros(ttl), fence, permits); err != nil {
-		return 0, err
-	}
-	if err := tx.Commit(); err != nil {
+	if _, err := t.tx.ExecContext(ctx, t.q.qGrant, key, id, ttlUS, fence, permits); err != nil {
 		return 0, err
 	}
 	return uint64(fence), nil
 }
 
-// permitLock is one held permit.
-type permitLock struct {
-	d     *rowDriver
-	pt    *permitTable
-	hash  [32]byte
-	id    []byte
-	token uint64
-}
+func (t *permitTx) Commit(context.Context) error { return t.tx.Commit() }
 
-func (l *permitLock) Token() uint64 { return l.token }
-
-// Refresh extends the permit to at least ttl from now by the database
-// clock, if it has not expired.
-func (l *permitLock) Refresh(ctx context.Context, ttl time.Duration) error {
-	if err := sqllock.CheckTTL(ttl); err != nil {
-		return err
-	}
-	res, err := l.d.db.ExecContext(ctx, l.pt.qRefresh, ttlMicros(ttl), l.hash[:], l.id)
-	return permitOutcome(ctx, res, err, func(r sql.Result) (int64, error) { return r.LastInsertId() })
-}
-
-// Release gives the permit back, if it has not expired.
-func (l *permitLock) Release(ctx context.Context) error {
-	res, err := l.d.db.ExecContext(ctx, l.pt.qRelease, l.hash[:], l.id)
-	return permitOutcome(ctx, res, err, func(r sql.Result) (int64, error) { return r.RowsAffected() })
-}
-
-// permitOutcome is ErrNotHeld when the statement matched no permit (n is 0).
-func permitOutcome(ctx context.Context, res sql.Result, err error, n func(sql.Result) (int64, error)) error {
-	if err != nil {
-		return sqllock.Failed(ctx, err)
-	}
-	v, err := n(res)
-	if err != nil {
-		return sqllock.Failed(ctx, err)
-	}
-	if v == 0 {
-		return sqllock.ErrPermitNotHeld
-	}
-	return nil
-}
+func (t *permitTx) Rollback(context.Context) { _ = t.tx.Rollback() }
 
 // NoSemaphore: forupdate mode refuses semaphores.
 func (d *fuDriver) NoSemaphore() error {

@@ -57,9 +57,20 @@ func pgCode(err error) string {
 
 // failed is sqllock.Failed with a hint when the lock table is missing.
 func failed(ctx context.Context, err error) error {
+	return missing(ctx, err, "the lock table is missing: create it with the statement postgres.DDL returns")
+}
+
+// permitFailed is sqllock.Failed with a hint when the permit table is
+// missing (the permit statements name no other table).
+func permitFailed(ctx context.Context, err error) error {
+	return missing(ctx, err, "the permit table is missing: create it with the statement under Semaphores in docs/backends/postgres.md")
+}
+
+// missing is sqllock.Failed, with hint when a table is missing.
+func missing(ctx context.Context, err error, hint string) error {
 	err = sqllock.Failed(ctx, err)
 	if pgCode(err) == "42P01" {
-		return fmt.Errorf("%w (the lock table is missing: create it with the statement postgres.DDL returns, or let the Locker create it with create_table=true / WithCreateTable(true))", err)
+		return fmt.Errorf("%w (%s, or let the Locker create it with create_table=true / WithCreateTable(true))", err, hint)
 	}
 	return err
 }

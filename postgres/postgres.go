@@ -187,13 +187,8 @@ func (b *base) ErrorCode(err error) backend.Code { return errorCode(err) }
 func (b *base) ready(ctx context.Context) error {
 	return b.Ready(ctx, func(ctx context.Context) error {
 		if b.Create {
-			if _, err := b.pool.Exec(ctx, b.CreateSQL); err != nil {
-				// Two sessions creating the table at once collide on a
-				// catalog's unique index (the loser waits for the winner's
-				// commit): the table exists then.
-				if c := pgCode(err); c != "23505" && c != "42P07" && c != "42710" {
-					return fmt.Errorf("create lock table: %w", failed(ctx, err))
-				}
+			if err := createTable(ctx, b.pool, b.CreateSQL); err != nil {
+				return fmt.Errorf("create lock table: %w", err)
 			}
 		}
 		if err := b.Upgrade(ctx, modeColumns[Mode(b.Mode)], b.schemaExec()); err != nil {
@@ -204,6 +199,18 @@ func (b *base) ready(ctx context.Context) error {
 		}
 		return nil
 	})
+}
+
+// createTable runs ddl, a CREATE TABLE IF NOT EXISTS. Two sessions
+// creating a table at once collide on a catalog's unique index (the loser
+// waits for the winner's commit): the table exists then.
+func createTable(ctx context.Context, pool *pgxpool.Pool, ddl string) error {
+	if _, err := pool.Exec(ctx, ddl); err != nil {
+		if c := pgCode(err); c != "23505" && c != "42P07" && c != "42710" {
+			return failed(ctx, err)
+		}
+	}
+	return nil
 }
 
 // modeColumns are the columns a mode's table of an older release may lack.

@@ -82,7 +82,7 @@ type rowDriver struct {
 	notify                                         bool
 	channel                                        string // quoted LISTEN channel: the table name
 	listen                                         *listener
-	sem                                            permitTable // semaphore.go
+	sem                                            *sqllock.Permits // semaphore.go
 }
 
 func newRowDriver(b *base, notify bool) *rowDriver {
@@ -94,6 +94,7 @@ func newRowDriver(b *base, notify bool) *rowDriver {
 		qRefresh: fmt.Sprintf(rowRefreshSQL, b.Table),
 		qBatch:   fmt.Sprintf(rowRefreshBatchSQL, b.Table),
 	}
+	d.sem = sqllock.NewPermits(dialect, b.Base, b.ready, func(t string) sqllock.PermitSQL { return newPermitSQL(b.pool, t) })
 	extra := ""
 	if notify {
 		extra = fmt.Sprintf(notifyFreed, quoteLiteral(b.Name))

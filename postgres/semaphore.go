@@ -2,22 +2,19 @@ package postgres
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/distlock/distlock/backend"
 	"github.com/distlock/distlock/internal/sqllock"
 )
 
-// Semaphores (Locker.Semaphore), row mode only, in a permit table named
-// after the lock table with the suffix "_permits". An acquisition is one
-// transaction that runs one at a time per key; a permit's token is its
-// semaphore's fence + 1. Capabilities: Fencing, Expiring, Durable.
-// Advisory mode refuses semaphores.
+// Semaphores (Locker.Semaphore), row mode only: sqllock.Permits runs them
+// on these statements, in a permit table named after the lock table with
+// the suffix "_permits". Advisory mode refuses semaphores.
 const (
 	permitTableDDL = `CREATE TABLE IF NOT EXISTS %s (
   sem_key    bytea       NOT NULL,
@@ -48,133 +45,92 @@ WHERE sem_key = $1 AND id = $2 AND id <> ''::bytea AND expires_at > clock_timest
 	permitAbandonSQL = `DELETE FROM %[1]s WHERE sem_key = $1 AND id = $2 AND id <> ''::bytea`
 )
 
-// permitTable is a row-mode driver's permit table and its statements,
-// made once.
-type permitTable struct {
-	sqllock.Permits
-	qLock, qCount, qGrant, qRefresh, qRelease, qAbandon, ddl string
+// permitSQL is row mode's dialect of the permit table (sqllock.PermitSQL).
+type permitSQL struct {
+	pool *pgxpool.Pool
+
+	ddl, qLock, qCount, qGrant, qRefresh, qRelease, qAbandon string
 }
 
-func (d *rowDriver) permits(ctx context.Context) (*permitTable, error) {
-	pt := &d.sem
-	if err := pt.Init(dialect, d.Name, func(t string) {
-		pt.ddl = fmt.Sprintf(permitTableDDL, t)
-		pt.qLock, pt.qCount, pt.qGrant = fmt.Sprintf(semLockSQL, t), fmt.Sprintf(semCountSQL, t), fmt.Sprintf(semGrantSQL, t)
-		pt.qRefresh, pt.qRelease, pt.qAbandon = fmt.Sprintf(permitRefreshSQL, t), fmt.Sprintf(permitReleaseSQL, t), fmt.Sprintf(permitAbandonSQL, t)
-	}); err != nil {
-		return nil, err
+func newPermitSQL(pool *pgxpool.Pool, t string) sqllock.PermitSQL {
+	return &permitSQL{
+		pool: pool, ddl: fmt.Sprintf(permitTableDDL, t),
+		qLock: fmt.Sprintf(semLockSQL, t), qCount: fmt.Sprintf(semCountSQL, t), qGrant: fmt.Sprintf(semGrantSQL, t),
+		qRefresh: fmt.Sprintf(permitRefreshSQL, t), qRelease: fmt.Sprintf(permitReleaseSQL, t), qAbandon: fmt.Sprintf(permitAbandonSQL, t),
 	}
-	if err := d.ready(ctx); err != nil {
-		return nil, err
-	}
-	return pt, pt.Ready(ctx, d.Create, func(ctx context.Context) error {
-		if _, err := d.pool.Exec(ctx, pt.ddl); err != nil {
-			if c := pgCode(err); c != "23505" && c != "42P07" && c != "42710" {
-				return failed(ctx, err)
-			}
-		}
-		return nil
-	})
 }
 
 // PermitCapabilities: Fencing, Expiring, Durable.
-func (d *rowDriver) PermitCapabilities() backend.Capabilities {
-	return backend.Capabilities{Fencing: true, Expiring: true, Durable: true}
-}
+func (d *rowDriver) PermitCapabilities() backend.Capabilities { return d.sem.Capabilities() }
 
 // TryAcquirePermit takes one of permits permits of req.Key in one
-// transaction (see above).
+// transaction (sqllock.Permits).
 func (d *rowDriver) TryAcquirePermit(ctx context.Context, req backend.Request, permits int) (backend.Lock, error) {
-	pt, err := d.permits(ctx)
+	return d.sem.TryAcquire(ctx, req, permits)
+}
+
+// Key is the semaphore key itself.
+func (q *permitSQL) Key(key string) []byte { return []byte(key) }
+
+func (q *permitSQL) Create(ctx context.Context) error { return createTable(ctx, q.pool, q.ddl) }
+
+func (q *permitSQL) Begin(ctx context.Context) (sqllock.PermitTx, error) {
+	tx, err := q.pool.Begin(ctx)
 	if err != nil {
 		return nil, err
 	}
-	key := []byte(req.Key)
-	id := make([]byte, 16)
-	_, _ = rand.Read(id)
-	token, err := d.grantPermit(ctx, pt, key, id, permits, req.TTL)
-	if err != nil {
-		if sqllock.Refused(err, req.Key) {
-			return nil, err
-		}
-		if !serverRejected(err) {
-			d.Undo(req.TTL, func(ctx context.Context) (bool, error) {
-				tag, err := d.pool.Exec(ctx, pt.qAbandon, key, id)
-				return err == nil && tag.RowsAffected() > 0, err
-			})
-		}
-		return nil, failed(ctx, err)
-	}
-	return &permitLock{d: d, pt: pt, key: key, id: id, token: token}, nil
+	return &permitTx{q: q, tx: tx}, nil
 }
 
-// grantPermit runs the acquisition's transaction.
-func (d *rowDriver) grantPermit(ctx context.Context, pt *permitTable, key, id []byte, permits int, ttl time.Duration) (uint64, error) {
-	tx, err := d.pool.Begin(ctx)
-	if err != nil {
-		return 0, err
-	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	var have int
-	if err := tx.QueryRow(ctx, pt.qLock, key, permits).Scan(&have); err != nil {
-		return 0, err
-	}
-	var live, firstUS int64
-	if err := tx.QueryRow(ctx, pt.qCount, key).Scan(&live, &firstUS); err != nil {
-		return 0, err
-	}
-	if err := sqllock.Admit(live, have, permits, firstUS); err != nil {
-		if cerr := tx.Commit(ctx); cerr != nil { // keep the expired permits' deletion
-			return 0, cerr
-		}
-		return 0, err
-	}
+func (q *permitSQL) Refresh(ctx context.Context, key, id []byte, ttlUS int64) (bool, error) {
 	var fence int64
-	if err := tx.QueryRow(ctx, pt.qGrant, key, permits, id, ttlMicros(ttl)).Scan(&fence); err != nil {
-		return 0, err
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return 0, err
-	}
-	return uint64(fence), nil
-}
-
-// permitLock is one held permit.
-type permitLock struct {
-	d     *rowDriver
-	pt    *permitTable
-	key   []byte
-	id    []byte
-	token uint64
-}
-
-func (l *permitLock) Token() uint64 { return l.token }
-
-// Refresh extends the permit to at least ttl from now by the database
-// clock, if it has not expired.
-func (l *permitLock) Refresh(ctx context.Context, ttl time.Duration) error {
-	if err := sqllock.CheckTTL(ttl); err != nil {
-		return err
-	}
-	var fence int64
-	err := l.d.pool.QueryRow(ctx, l.pt.qRefresh, l.key, l.id, ttlMicros(ttl)).Scan(&fence)
+	err := q.pool.QueryRow(ctx, q.qRefresh, key, id, ttlUS).Scan(&fence)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return sqllock.ErrPermitNotHeld
+		return false, nil
 	}
-	return failed(ctx, err)
+	return err == nil, err
 }
 
-// Release gives the permit back, if it has not expired.
-func (l *permitLock) Release(ctx context.Context) error {
-	tag, err := l.d.pool.Exec(ctx, l.pt.qRelease, l.key, l.id)
-	if err != nil {
-		return failed(ctx, err)
-	}
-	if tag.RowsAffected() == 0 {
-		return sqllock.ErrPermitNotHeld
-	}
-	return nil
+func (q *permitSQL) Release(ctx context.Context, key, id []byte) (bool, error) {
+	tag, err := q.pool.Exec(ctx, q.qRelease, key, id)
+	return err == nil && tag.RowsAffected() > 0, err
 }
+
+func (q *permitSQL) Abandon(ctx context.Context, key, id []byte) (bool, error) {
+	tag, err := q.pool.Exec(ctx, q.qAbandon, key, id)
+	return err == nil && tag.RowsAffected() > 0, err
+}
+
+func (q *permitSQL) Rejected(err error) bool { return serverRejected(err) }
+
+func (q *permitSQL) Failed(ctx context.Context, err error) error { return permitFailed(ctx, err) }
+
+// permitTx is an acquisition's transaction (sqllock.PermitTx).
+type permitTx struct {
+	q  *permitSQL
+	tx pgx.Tx
+}
+
+// Count locks the semaphore's row in its upsert, and deletes the expired
+// permits in the count's statement.
+func (t *permitTx) Count(ctx context.Context, key []byte, permits int) (have int, live, firstUS int64, err error) {
+	if err = t.tx.QueryRow(ctx, t.q.qLock, key, permits).Scan(&have); err != nil {
+		return
+	}
+	err = t.tx.QueryRow(ctx, t.q.qCount, key).Scan(&live, &firstUS)
+	return
+}
+
+// Grant raises the fence and inserts the permit in one statement.
+func (t *permitTx) Grant(ctx context.Context, key, id []byte, permits int, ttlUS int64) (uint64, error) {
+	var fence int64
+	err := t.tx.QueryRow(ctx, t.q.qGrant, key, permits, id, ttlUS).Scan(&fence)
+	return uint64(fence), err
+}
+
+func (t *permitTx) Commit(ctx context.Context) error { return t.tx.Commit(ctx) }
+
+func (t *permitTx) Rollback(ctx context.Context) { _ = t.tx.Rollback(ctx) }
 
 // NoSemaphore: advisory mode refuses semaphores.
 func (d *advDriver) NoSemaphore() error {

@@ -29,6 +29,14 @@
 //     with the ALTER TABLE statement.
 //   - HoldRecorder: a Server that records nested holds for operators, and
 //     tells whether its record still names the joined tenure.
+//   - Permits, PermitSQL, PermitTx: semaphores in a permit table named
+//     after the lock table: an acquisition is one transaction that locks
+//     the semaphore's own row, deletes its expired permits and counts the
+//     live ones, then refuses (every permit held: Busy with the first
+//     expiry; another count: *backend.PermitsError), keeping the deletion,
+//     or raises the fence and inserts the permit; an acquisition whose
+//     outcome is unknown is undone in the background; Refresh and Release
+//     touch only an unexpired permit. The driver writes the statements.
 //   - NetCode, NoAnswer, OpenError: the error shapes both drivers use in
 //     their backend.ErrorClassifier.
 package sqllock

@@ -2,10 +2,8 @@ package sqllock
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
-	"time"
 
 	"github.com/distlock/distlock/backend"
 )
@@ -14,38 +12,103 @@ import (
 // lock table.
 const PermitSuffix = "_permits"
 
-// Permits is a SQL driver's permit table: its name derived from the lock
-// table's and checked once, its statements made once, the table created
-// once when the driver creates its tables. The zero value is ready to use.
+// PermitSQL is a driver's dialect of its permit table: the statements that
+// Permits runs, in the order and transactions that make a semaphore's
+// guarantees. A semaphore is its own row (the empty permit id: its count
+// and its fence) and one row per permit (a 16-byte id, an expiry by the
+// database clock).
+type PermitSQL interface {
+	// Key is the semaphore key as the table stores it.
+	Key(key string) []byte
+	// Create creates the permit table if it does not exist.
+	Create(ctx context.Context) error
+	// Begin starts the transaction of one acquisition.
+	Begin(ctx context.Context) (PermitTx, error)
+	// Refresh extends the unexpired permit id of key to at least ttlUS µs
+	// from now by the database clock: held is false when no such permit
+	// matched.
+	Refresh(ctx context.Context, key, id []byte, ttlUS int64) (held bool, err error)
+	// Release deletes the unexpired permit id of key: held is false when
+	// no such permit matched.
+	Release(ctx context.Context, key, id []byte) (held bool, err error)
+	// Abandon deletes the permit id of key, expired or not: done is true
+	// when it deleted it.
+	Abandon(ctx context.Context, key, id []byte) (done bool, err error)
+	// Rejected reports whether err is the server's answer (the statement
+	// certainly took nothing) or a request certainly never sent.
+	Rejected(err error) bool
+	// Failed is the error the driver returns for err from a call to the
+	// server (Failed with the driver's hints).
+	Failed(ctx context.Context, err error) error
+}
+
+// PermitTx is the transaction of one acquisition: the semaphore's own row
+// stays locked from Count to its end, so acquisitions of one key run one at
+// a time.
+type PermitTx interface {
+	// Count locks the semaphore's own row of key (made with the count
+	// permits if there is none), deletes its expired permits, and returns
+	// the count its row records (have), its live permits, and the µs until
+	// the first of them expires (0 with none).
+	Count(ctx context.Context, key []byte, permits int) (have int, live, firstUS int64, err error)
+	// Grant raises the semaphore's fence, records permits as its count,
+	// inserts permit id expiring ttlUS µs from now by the database clock,
+	// and returns the fence raised: the permit's token.
+	Grant(ctx context.Context, key, id []byte, permits int, ttlUS int64) (fence uint64, err error)
+	// Commit commits the transaction.
+	Commit(ctx context.Context) error
+	// Rollback ends the transaction unless it was committed; ctx does not
+	// end with the caller's.
+	Rollback(ctx context.Context)
+}
+
+// Permits is a SQL driver's permit table (semaphores): its name derived
+// from the lock table's and checked on first use, its statements made
+// once (PermitSQL), the table created once when the driver creates its
+// tables. Acquisitions, refreshes and releases of permits run here; the
+// driver keeps only its dialect. Safe for concurrent use.
 type Permits struct {
-	once  sync.Once
-	err   error
-	Table string // quoted
+	dialect Dialect
+	base    *Base
+	ready   func(ctx context.Context) error
+	build   func(quoted string) PermitSQL
+
+	once sync.Once
+	err  error
+	sql  PermitSQL
 
 	mu      sync.Mutex
 	created bool
 }
 
-// Init derives the permit table from the lock table name (unquoted) once,
-// and calls build with its quoted name to make the statements. Its error
-// wraps ErrInvalidOption when the derived name is not valid (too long).
-func (p *Permits) Init(d Dialect, lockTable string, build func(quoted string)) error {
+// NewPermits returns the permit table of a driver on base (whose lock table
+// names it), in dialect d: ready sets up the lock table (Base.Ready) before
+// the permit table is used; build makes the driver's statements on the
+// permit table (quoted).
+func NewPermits(d Dialect, base *Base, ready func(ctx context.Context) error, build func(quoted string) PermitSQL) *Permits {
+	return &Permits{dialect: d, base: base, ready: ready, build: build}
+}
+
+// open derives the permit table once (an error wrapping ErrInvalidOption
+// when its name is not valid: too long), sets up the lock table, and
+// creates the permit table until that succeeds once, when the driver
+// creates its tables.
+func (p *Permits) open(ctx context.Context) error {
 	p.once.Do(func() {
-		name := lockTable + PermitSuffix
-		if err := d.Check(name); err != nil {
+		name := p.base.Name + PermitSuffix
+		if err := p.dialect.Check(name); err != nil {
 			p.err = fmt.Errorf("%w: the permit table's name %q (the lock table's with %q): %v; use a shorter table name", backend.ErrInvalidOption, name, PermitSuffix, err)
 			return
 		}
-		p.Table = d.QuoteTable(name)
-		build(p.Table)
+		p.sql = p.build(p.dialect.QuoteTable(name))
 	})
-	return p.err
-}
-
-// Ready runs create (the CREATE TABLE IF NOT EXISTS) once it succeeds, when
-// the driver creates its tables; else it does nothing.
-func (p *Permits) Ready(ctx context.Context, createTables bool, create func(ctx context.Context) error) error {
-	if !createTables {
+	if p.err != nil {
+		return p.err
+	}
+	if err := p.ready(ctx); err != nil {
+		return err
+	}
+	if !p.base.Create {
 		return nil
 	}
 	p.mu.Lock()
@@ -53,38 +116,15 @@ func (p *Permits) Ready(ctx context.Context, createTables bool, create func(ctx 
 	if p.created {
 		return nil
 	}
-	if err := create(ctx); err != nil {
+	if err := p.sql.Create(ctx); err != nil {
 		return fmt.Errorf("create permit table: %w", err)
 	}
 	p.created = true
 	return nil
 }
 
-// Admit decides an acquisition of one of want permits, made while the
-// semaphore's own row is locked: live permits are held now, with the count
-// have, the first of them expiring in firstUS µs. nil: grant a permit.
-func Admit(live int64, have, want int, firstUS int64) error {
-	switch {
-	case live > 0 && have != want:
-		return &backend.PermitsError{Have: have, Want: want}
-	case live >= int64(want):
-		return backend.Busy(time.Duration(firstUS) * time.Microsecond)
-	}
-	return nil
-}
-
-// ErrPermitNotHeld is the error of Refresh and Release of a permit that has
-// expired or was given back.
-var ErrPermitNotHeld = fmt.Errorf("%w: the permit has expired or was given back", backend.ErrNotHeld)
-
-// Refused reports whether err, from an acquisition of a permit of key, is
-// an answer that took nothing (Admit's: another count, which it then names
-// key in, or every permit held), to be returned as it is.
-func Refused(err error, key string) bool {
-	var pe *backend.PermitsError
-	if errors.As(err, &pe) {
-		pe.Key = key
-		return true
-	}
-	return errors.Is(err, backend.ErrNotAcquired)
+// Capabilities are the guarantees of a SQL driver's permits: Fencing,
+// Expiring, Durable.
+func (p *Permits) Capabilities() backend.Capabilities {
+	return backend.Capabilities{Fencing: true, Expiring: true, Durable: true}
 }
