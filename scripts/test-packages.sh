@@ -6,7 +6,7 @@
 # inside a command string (scripts/run-all.sh runs it with bash -c, where a
 # newline would end the go test command).
 set -euo pipefail
-slow=(redis mysql memcached postgres zookeeper etcd redlock cmd/distlock file internal/tests/jobs conformance internal/testkit/testserver)
+slow=(redis postgres memcached zookeeper mysql etcd redlock cmd/distlock conformance internal/tests/jobs file internal/testkit/testserver)
 mod=$(go list -m)
 all=$(go list ./...)
 {
