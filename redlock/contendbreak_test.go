@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/distlock/distlock/conformance"
-
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/internal/testkit/netfault"
 	"github.com/distlock/distlock/internal/testkit/slack"
@@ -22,7 +20,6 @@ import (
 // tracks anything, no hold is left on any node, and after Close no
 // goroutine of theirs is left.
 func TestContendedLockerSettles(t *testing.T) {
-	conformance.Parallel(t)
 	c := startCluster(t, 5)
 	g, err := netfault.ListenGroup(c.addrs()[:2]...)
 	if err != nil {

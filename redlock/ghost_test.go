@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/distlock/distlock/conformance"
-
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock"
@@ -25,7 +23,6 @@ import (
 // request lands there behind the late grant, before the undo, and the
 // attempt fails with 3 of 5 nodes busy on a lock nobody holds.
 func TestRetryAfterFailedAttemptFindsNoOwnHold(t *testing.T) {
-	conformance.Parallel(t)
 	c := startCluster(t, 5)
 	addrs := c.addrs()
 	pb, err := netfault.ListenGroup(addrs[0]) // b's link to node 0

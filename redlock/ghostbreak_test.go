@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/distlock/distlock/conformance"
-
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock"
@@ -172,7 +170,6 @@ func TestSecondFailedAttemptKeepsFirstsGiveBack(t *testing.T) {
 // timeout and the background undo's bound, without a panic, and the late
 // grant is gone from node 0 by its TTL at the latest.
 func TestCloseDuringGiveBack(t *testing.T) {
-	conformance.Parallel(t)
 	T := slack.D(time.Second)
 	r := newGhostRig(t, T, 1, 2, 3, 4)
 	rt := trackRoundTrips(r.l, 0)[0]
@@ -207,7 +204,6 @@ func TestCloseDuringGiveBack(t *testing.T) {
 // the held request lands late and its grant is undone: nothing of the
 // Locker is left on any node and nothing stays tracked.
 func TestNextAttemptBoundedWhenFailedNodeSilent(t *testing.T) {
-	conformance.Parallel(t)
 	T := slack.D(500 * time.Millisecond)
 	r := newGhostRig(t, T, 1, 2, 3, 4)
 	r.link.Blackhole()

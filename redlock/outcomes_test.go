@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/distlock/distlock/conformance"
-
 	"github.com/distlock/distlock"
 )
 
@@ -16,7 +14,6 @@ import (
 // granted as well as the ones that failed (an error that listed only the
 // failures read "0 of 5 nodes succeeded" while naming 3 nodes).
 func TestErrorListsEveryNode(t *testing.T) {
-	conformance.Parallel(t)
 	c := startCluster(t, 2)
 	addrs := append(c.addrs(), closedPorts(t, 3)...)
 	l := newTestLocker(t, addrs, WithNodeTimeout(time.Second))

@@ -450,7 +450,6 @@ func TestSlowNodesBounded(t *testing.T) {
 // on the reachable nodes; a lease held before the outage is lost by its
 // validity deadline.
 func TestMajorityDown(t *testing.T) {
-	conformance.Parallel(t)
 	c := startCluster(t, 5)
 	c.controllable(t)
 	// A generous node timeout: the first acquisition dials and loads the
@@ -578,7 +577,6 @@ func restartSetup(t *testing.T, key string, opts ...distlock.Option) (*cluster, 
 // owners hold the lock. This is why the package documents the delayed
 // restart.
 func TestRestartHazard(t *testing.T) {
-	conformance.Parallel(t)
 	c, _, b, a := restartSetup(t, "restart", distlock.WithTTL(30*time.Second), distlock.WithAutoRefresh(false))
 	c.kill(t, 2)
 	c.restart(t, 2) // at once: no delay
@@ -613,7 +611,6 @@ func TestRestartHazard(t *testing.T) {
 // cannot refresh on a quorum and loses its lease at its validity deadline;
 // B, trying all along, gets the lock only after that.
 func TestDelayedRestartRemedy(t *testing.T) {
-	conformance.Parallel(t)
 	const ttl = 2 * time.Second // the max TTL in use
 	c, _, b, a := restartSetup(t, "restart", distlock.WithTTL(ttl))
 	ctx := tctx(t, time.Minute)
@@ -774,7 +771,6 @@ func (c *acquireCounter) ProcessPipelineHook(next goredis.ProcessPipelineHook) g
 // longest, on every node alike), not all of them; the others are served in
 // turn, each woken by a release or handed the wake-up by the one before.
 func TestWakeOne(t *testing.T) {
-	conformance.Parallel(t)
 	c := startCluster(t, 5)
 	// A generous node timeout: this test is about wake-ups, and under a
 	// loaded -race run a 50ms timeout can fail an attempt on every node.

@@ -99,7 +99,6 @@ func holdMinorities(t *testing.T, c *cluster, key string, ttl time.Duration, nod
 // frees nothing usable must not wake it), and ends with ErrNotAcquired —
 // every node answered — never ErrUnavailable, in each of 10 runs.
 func TestNoQuorumPossible(t *testing.T) {
-	conformance.Parallel(t)
 	c := startCluster(t, 5)
 	const runs, maxAttempts = 10, 20
 	type result struct {
