@@ -9,6 +9,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/backend"
+	"github.com/stretchr/testify/require"
 )
 
 // busyThenClose answers every attempt "busy"; from the second on it runs
@@ -44,9 +45,7 @@ func TestCloseDuringWaitingAttempt(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_, err := l.Acquire(ctx, "k", distlock.WithRetry(distlock.Backoff{Min: time.Millisecond, Max: time.Millisecond}))
-	if !errors.Is(err, distlock.ErrClosed) {
-		t.Fatalf("Acquire whose attempt Close raced ended with %v, want ErrClosed", err)
-	}
+	require.ErrorIs(t, err, distlock.ErrClosed, "Acquire whose attempt Close raced ended")
 }
 
 // busyThenStall answers "busy" once, then holds every attempt until its
@@ -99,9 +98,7 @@ func TestLateGrantReturnsAtOnce(t *testing.T) {
 	start := time.Now()
 	_, err := l.TryAcquire(context.Background(), "k", distlock.WithTTL(50*time.Millisecond))
 	took := time.Since(start)
-	if !errors.Is(err, distlock.ErrUnavailable) {
-		t.Fatalf("late grant: %v, want ErrUnavailable", err)
-	}
+	require.ErrorIs(t, err, distlock.ErrUnavailable, "late grant")
 	if took > 2*time.Second {
 		t.Fatalf("late grant returned after %v: the caller waited for the give-back", took)
 	}

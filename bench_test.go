@@ -12,6 +12,7 @@ import (
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/backend"
 	"github.com/distlock/distlock/memory"
+	"github.com/stretchr/testify/require"
 )
 
 // nopDriver grants every request at once and keeps no state, so a benchmark
@@ -37,12 +38,8 @@ func benchCycle(b *testing.B, l *distlock.Locker, opts ...distlock.Option) {
 	b.ReportAllocs()
 	for b.Loop() {
 		lease, err := l.TryAcquire(ctx, "bench/key", opts...)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := lease.Release(ctx); err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, err)
+		require.NoError(b, lease.Release(ctx))
 	}
 }
 
@@ -72,9 +69,7 @@ func BenchmarkMemory(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			lease, err := l.Acquire(ctx, "bench/key")
-			if err != nil {
-				b.Fatal(err)
-			}
+			require.NoError(b, err)
 			_ = lease.Release(ctx)
 		}
 	})
@@ -99,9 +94,7 @@ func BenchmarkHeldLeases(b *testing.B) {
 				m0 := heap()
 				for i, k := range keys {
 					lease, err := l.TryAcquire(ctx, k, distlock.WithTTL(3*time.Second))
-					if err != nil {
-						b.Fatal(err)
-					}
+					require.NoError(b, err)
 					leases[i] = lease
 				}
 				time.Sleep(1500 * time.Millisecond) // at least one refresh round
@@ -109,9 +102,7 @@ func BenchmarkHeldLeases(b *testing.B) {
 				perLease = float64(m1-m0) / float64(n)
 				goroutines = float64(runtime.NumGoroutine() - g0)
 				for _, lease := range leases {
-					if lease.Err() != nil {
-						b.Fatalf("lease lost: %v", lease.Err())
-					}
+					require.NoError(b, lease.Err(), "lease lost")
 					_ = lease.Release(ctx)
 				}
 				_ = l.Close()

@@ -11,6 +11,8 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/memory"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestNewElectionChecks(t *testing.T) {
@@ -61,9 +63,7 @@ func TestElectionOneLeaderAtATime(t *testing.T) {
 		defer l.Close()
 		id := fmt.Sprintf("candidate-%d", c)
 		e, err := distlock.NewElection(l, "leader", id, distlock.WithRecampaignBackoff(distlock.Backoff{Min: time.Millisecond, Max: 2 * time.Millisecond}))
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -107,9 +107,7 @@ func TestElectionRecampaignsAfterLoss(t *testing.T) {
 	operator := memory.MustNew(ns)
 	defer operator.Close()
 	e, err := distlock.NewElection(l, "leader", "me", distlock.WithRecampaignBackoff(distlock.Backoff{Min: time.Millisecond, Max: time.Millisecond}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var tokens []uint64
 	err = e.Lead(t.Context(), func(ctx context.Context, term *distlock.Term) error {
 		tokens = append(tokens, term.Token())
@@ -136,19 +134,13 @@ func TestElectionLeadEnds(t *testing.T) {
 	defer holder.Close()
 	l := memory.MustNew(ns)
 	e, err := distlock.NewElection(l, "leader", "me")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	lease, err := holder.TryAcquire(t.Context(), "leader")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer lease.Release(context.Background())
 	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
 	defer cancel()
-	if err := e.Lead(ctx, func(context.Context, *distlock.Term) error { return nil }); !errors.Is(err, context.DeadlineExceeded) {
-		t.Errorf("Lead while another candidate leads, ctx ends: %v, want DeadlineExceeded", err)
-	}
+	assert.ErrorIs(t, e.Lead(ctx, func(context.Context, *distlock.Term) error { return nil }), context.DeadlineExceeded, "Lead while another candidate leads, ctx ends")
 	boom := errors.New("boom")
 	lease.Release(t.Context())
 	if err := e.Lead(t.Context(), func(context.Context, *distlock.Term) error { return boom }); !errors.Is(err, boom) {
@@ -170,27 +162,19 @@ func TestElectionObserve(t *testing.T) {
 	defer b.Close()
 	ea, _ := distlock.NewElection(a, "leader", "host-a pid=1")
 	eb, err := distlock.NewElection(b, "leader", "host-b pid=2", distlock.WithObserveInterval(5*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(t.Context())
 	seen := eb.Observe(ctx)
 	if first := <-seen; first.Held {
 		t.Errorf("first observation %+v, want nobody leading", first)
 	}
 	term, err := ea.Campaign(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if got := <-seen; !got.Held || got.Metadata != "host-a pid=1" || got.Token != term.Token() {
 		t.Errorf("observed %+v, want host-a with token %d", got, term.Token())
 	}
-	if err := term.Resign(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	if err := term.Resign(t.Context()); !errors.Is(err, distlock.ErrNotHeld) {
-		t.Errorf("second Resign: %v, want ErrNotHeld", err)
-	}
+	require.NoError(t, term.Resign(t.Context()))
+	assert.ErrorIs(t, term.Resign(t.Context()), distlock.ErrNotHeld, "second Resign")
 	if got := <-seen; got.Held {
 		t.Errorf("observed %+v after Resign, want nobody", got)
 	}
@@ -213,18 +197,12 @@ func TestElectionLockerDefaultOwner(t *testing.T) {
 	defer a.Close()
 	defer b.Close()
 	ea, err := distlock.NewElection(a, "leader", "host-a")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	eb, err := distlock.NewElection(b, "leader", "host-b")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	ctx := t.Context()
 	ta, err := ea.Campaign(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer ta.Resign(ctx)
 	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()

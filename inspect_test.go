@@ -11,6 +11,8 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/memory"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestWithMetadataBounds(t *testing.T) {
@@ -24,9 +26,7 @@ func TestWithMetadataBounds(t *testing.T) {
 	}
 	md := strings.Repeat("é", distlock.MaxMetadataLen/2)
 	lease, err := l.TryAcquire(ctx, "k", distlock.WithMetadata(md))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer lease.Release(ctx)
 	if info, err := l.Inspect(ctx, "k"); err != nil || info.Metadata != md {
 		t.Errorf("Inspect: metadata of %d bytes, err %v; want the %d bytes given", len(info.Metadata), err, len(md))
@@ -39,9 +39,7 @@ func TestInspectReachesTheDriver(t *testing.T) {
 	l := memory.MustNew(ns)
 	defer l.Close()
 	lease, err := l.TryAcquire(ctx, "k")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer lease.Release(ctx)
 	if info, err := l.Inspect(ctx, "k"); err != nil || !info.Held || info.Owner != lease.Owner() {
 		t.Errorf("Inspect = %+v, %v", info, err)
@@ -87,9 +85,7 @@ func TestForceReleaseLogsAndEndsTheLease(t *testing.T) {
 	operator := memory.MustNew(ns, memory.WithDefaults(distlock.WithLogger(logger)))
 	defer operator.Close()
 	lease, err := holder.TryAcquire(ctx, "k", distlock.WithMetadata("job=nightly"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	info, err := operator.ForceRelease(ctx, "k")
 	if err != nil || !info.Held || info.Token != lease.Token() || info.Metadata != "job=nightly" {
 		t.Fatalf("ForceRelease = %+v, %v", info, err)
@@ -99,9 +95,7 @@ func TestForceReleaseLogsAndEndsTheLease(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the memory backend tells the evicted lease at once; still not Done after 5s")
 	}
-	if !errors.Is(lease.Err(), distlock.ErrLockLost) {
-		t.Errorf("evicted lease: %v, want ErrLockLost", lease.Err())
-	}
+	assert.ErrorIs(t, lease.Err(), distlock.ErrLockLost, "evicted lease")
 	if out := buf.String(); !strings.Contains(out, "level=WARN") || !strings.Contains(out, "job=nightly") || !strings.Contains(out, lease.Owner()) {
 		t.Errorf("log of a forced release = %q", out)
 	}

@@ -15,6 +15,8 @@ import (
 	"github.com/distlock/distlock/internal/testkit/slack"
 	"github.com/distlock/distlock/internal/testkit/soak"
 	"github.com/distlock/distlock/memory"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // slowEndObserver counts events and holds LeaseEnded for hold, telling
@@ -76,9 +78,7 @@ func TestEndingRacesEveryMethod(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		key := "ending-" + strconv.Itoa(round)
 		lease, err := l.TryAcquire(ctx, key, distlock.WithTTL(time.Minute))
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		done := lease.Done()
 		lctx := lease.Context()
 		ns.Expire(key)
@@ -89,9 +89,7 @@ func TestEndingRacesEveryMethod(t *testing.T) {
 			t.Fatal("LeaseEnded never called")
 		}
 		// LeaseEnded is running now.
-		if lease.Err() == nil {
-			t.Fatal("Err nil while LeaseEnded runs")
-		}
+		require.Error(t, lease.Err(), "Err nil while LeaseEnded runs")
 		var wg sync.WaitGroup
 		quick := func(name string, fn func()) {
 			wg.Add(1)
@@ -105,19 +103,13 @@ func TestEndingRacesEveryMethod(t *testing.T) {
 			}()
 		}
 		quick("Release", func() {
-			if err := lease.Release(ctx); !errors.Is(err, distlock.ErrNotHeld) {
-				t.Errorf("Release during ending: %v, want ErrNotHeld", err)
-			}
+			assert.ErrorIs(t, lease.Release(ctx), distlock.ErrNotHeld, "Release during ending")
 		})
 		quick("Refresh", func() {
-			if err := lease.Refresh(ctx, time.Minute); !errors.Is(err, distlock.ErrNotHeld) {
-				t.Errorf("Refresh during ending: %v, want ErrNotHeld", err)
-			}
+			assert.ErrorIs(t, lease.Refresh(ctx, time.Minute), distlock.ErrNotHeld, "Refresh during ending")
 		})
 		quick("Err", func() {
-			if lease.Err() == nil {
-				t.Error("Err nil during ending")
-			}
+			assert.Error(t, lease.Err(), "Err nil during ending")
 		})
 		quick("Deadline", func() { _ = lease.Deadline() })
 		quick("Done", func() { _ = lease.Done() })
@@ -125,9 +117,7 @@ func TestEndingRacesEveryMethod(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := l.Close(); err != nil {
-				t.Errorf("Close: %v", err)
-			}
+			assert.NoError(t, l.Close(), "Close")
 		}()
 		wg.Wait()
 		select {
@@ -140,9 +130,7 @@ func TestEndingRacesEveryMethod(t *testing.T) {
 		case <-time.After(5 * time.Second):
 			t.Fatal("Context not cancelled after LeaseEnded returned")
 		}
-		if !errors.Is(context.Cause(lctx), distlock.ErrLockLost) {
-			t.Errorf("Context cause %v, want ErrLockLost", context.Cause(lctx))
-		}
+		assert.ErrorIs(t, context.Cause(lctx), distlock.ErrLockLost, "Context cause")
 		if n, r := obs.ended.Load(), obs.released.Load(); n != 1 || r != 0 {
 			t.Errorf("round %d: %d LeaseEnded, %d ReleaseStart; want 1 and 0", round, n, r)
 		}
@@ -185,9 +173,7 @@ func TestManyObservedLeasesClose(t *testing.T) {
 		if err != nil {
 			// Late: the grant reached a starved process after its validity
 			// (9 s!) had ended, correctly refused. Anything else fails.
-			if distlock.Cause(err) != "late" {
-				t.Fatalf("lease %d: %v", i, err)
-			}
+			require.Equal(t, "late", distlock.Cause(err), "lease %d: %v", i, err)
 			late++
 			continue
 		}
@@ -227,9 +213,7 @@ func TestManyObservedLeasesClose(t *testing.T) {
 	}
 	endedBefore := obs.ended.Load()
 	start = time.Now()
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, l.Close())
 	// Close's bound is on waiting (the release bound, 5 s), not on its
 	// CPU work: ending 100,000 leases and telling their Observer took
 	// 14.8 s of a starved process. So the bound counts from the last
@@ -266,14 +250,10 @@ func TestManyObservedLeasesClose(t *testing.T) {
 func TestLeaseErrNamesKey(t *testing.T) {
 	ctx := context.Background()
 	l, err := distlock.Open(ctx, "mem://lease-err")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer l.Close()
 	lease, err := l.Acquire(ctx, "named/key")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	_ = lease.Release(ctx)
 	var e *distlock.Error
 	if err := lease.Err(); !errors.As(err, &e) || e.Key != "named/key" || !strings.Contains(err.Error(), `"named/key"`) || !errors.Is(err, distlock.ErrNotHeld) {

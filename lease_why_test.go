@@ -14,6 +14,7 @@ import (
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/backend"
 	"github.com/distlock/distlock/internal/testkit/slack"
+	"github.com/stretchr/testify/require"
 )
 
 // failingDriver is a ctlDriver whose refreshes fail with fail's error once
@@ -80,9 +81,7 @@ func lostAfterRefreshFailure(t *testing.T, d backend.Driver, ttl time.Duration, 
 	logs := &logRecords{}
 	l := distlock.New(d, "ctl", distlock.WithLogger(slog.New(logs)))
 	lease, err := l.TryAcquire(context.Background(), "k", distlock.WithTTL(ttl))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	breakRefresh()
 	select {
 	case <-lease.Done():
@@ -90,9 +89,7 @@ func lostAfterRefreshFailure(t *testing.T, d backend.Driver, ttl time.Duration, 
 		t.Fatal("lease not lost")
 	}
 	// Close waits for a refresh still in flight at the loss.
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, l.Close())
 	return lease.Err(), logs.warnings()
 }
 

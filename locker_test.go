@@ -16,6 +16,8 @@ import (
 	"github.com/distlock/distlock/backend"
 	"github.com/distlock/distlock/internal/testkit/slack"
 	"github.com/distlock/distlock/memory"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestOpenErrors(t *testing.T) {
@@ -34,12 +36,8 @@ func TestOpenErrors(t *testing.T) {
 			t.Errorf("Open(%q) succeeded", tc.url)
 			continue
 		}
-		if !errors.Is(err, distlock.ErrInvalidOption) {
-			t.Errorf("Open(%q) = %v, want ErrInvalidOption", tc.url, err)
-		}
-		if !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("Open(%q) = %q, want it to contain %q", tc.url, err, tc.want)
-		}
+		assert.ErrorIs(t, err, distlock.ErrInvalidOption, "Open(%q)", tc.url)
+		assert.Contains(t, err.Error(), tc.want, "Open(%q) = %q, want it to contain %q", tc.url, err, tc.want)
 		var de *distlock.Error
 		if !errors.As(err, &de) || de.Op != "open" {
 			t.Errorf("Open(%q) error %T is not a *distlock.Error with Op open", tc.url, err)
@@ -71,9 +69,7 @@ func TestRegisterPanics(t *testing.T) {
 func TestParams(t *testing.T) {
 	u, _ := backend.ParseURL("x://h/?a=1&b=2s&b=3s&c=zz&d=1")
 	p := backend.NewParams(u)
-	if v := backend.Parse(p, "a", 0, atoi); v != 1 {
-		t.Errorf("a = %d", v)
-	}
+	assert.Equal(t, 1, backend.Parse(p, "a", 0, atoi), "a")
 	_ = backend.Parse(p, "b", time.Duration(0), time.ParseDuration)
 	_ = backend.Parse(p, "c", 0, atoi)
 	err := p.Done()
@@ -133,9 +129,7 @@ func TestErrorFormat(t *testing.T) {
 	l := memory.MustNew(memory.NewNamespace())
 	defer l.Close()
 	lease, err := l.TryAcquire(context.Background(), strings.Repeat("ж", 100))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	_, err = l.TryAcquire(context.Background(), lease.Key())
 	var de *distlock.Error
 	if !errors.As(err, &de) || de.Backend != "mem" || de.Op != "try-acquire" || de.Key != lease.Key() {
@@ -161,9 +155,7 @@ func TestNoLeaks(t *testing.T) {
 	var leases []*distlock.Lease
 	for i := 0; i < 2000; i++ {
 		lease, err := l.TryAcquire(ctx, "leak/"+itoa(i), distlock.WithTTL(1500*time.Millisecond))
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		_ = lease.Context() // materialise the context
 		leases = append(leases, lease)
 	}
@@ -177,9 +169,7 @@ func TestNoLeaks(t *testing.T) {
 		}
 	}
 	// The rest are released by Close.
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, l.Close())
 	for _, lease := range leases {
 		if lease.Err() == nil || lease.Context().Err() == nil {
 			t.Fatalf("lease %s still held after Close", lease.Key())
@@ -267,13 +257,9 @@ func TestLeakAfterReleaseWithoutClose(t *testing.T) {
 	l := memory.MustNew(memory.NewNamespace())
 	defer l.Close()
 	lease, err := l.Acquire(context.Background(), "k", distlock.WithTTL(600*time.Millisecond), distlock.WithObserver(refreshes))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	refreshes.waitFor(t, 1) // at least one automatic refresh
-	if err := lease.Release(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, lease.Release(context.Background()))
 	waitGoroutines(t, before)
 }
 
@@ -284,15 +270,11 @@ func TestLossSeenAfterPause(t *testing.T) {
 	l := distlock.New(&stuckDriver{}, "stuck")
 	defer l.Close()
 	lease, err := l.TryAcquire(context.Background(), "k", distlock.WithTTL(50*time.Millisecond), distlock.WithAutoRefresh(false))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for time.Now().Before(lease.Deadline()) {
 		// Busy-wait on this goroutine so nothing else is needed to run.
 	}
-	if err := lease.Err(); !errors.Is(err, distlock.ErrLockLost) {
-		t.Fatalf("Err() right after the deadline = %v, want ErrLockLost", err)
-	}
+	require.ErrorIs(t, lease.Err(), distlock.ErrLockLost, "Err() right after the deadline")
 }
 
 // TestLateGrant: a grant whose reply arrives after the lease's validity has
@@ -306,9 +288,7 @@ func TestLateGrant(t *testing.T) {
 		t.Fatalf("late grant: %v, want ErrUnavailable", err)
 	}
 	waitFor(t, 5*time.Second, "late grant released", func() bool { return d.released.Load() > 0 }) // in the background
-	if d.released.Load() != 1 {
-		t.Errorf("late grant released %d times, want 1", d.released.Load())
-	}
+	assert.Equal(t, int32(1), d.released.Load(), "late grant released %d times, want 1", d.released.Load())
 }
 
 // stuckDriver grants after delay and counts releases.
@@ -470,15 +450,11 @@ func TestCloseBounded(t *testing.T) {
 		defer d.free()
 		l := distlock.New(d, "ctl")
 		lease, err := l.TryAcquire(context.Background(), "k", distlock.WithTTL(6*time.Second))
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		d.hang.Store(true)
 		waitFor(t, 5*time.Second, "automatic refresh sent", func() bool { return d.stalls.Load() > 0 })
 		closeWithin(t, l)
-		if !errors.Is(lease.Err(), distlock.ErrClosed) {
-			t.Errorf("lease after Close: %v, want ErrClosed", lease.Err())
-		}
+		assert.ErrorIs(t, lease.Err(), distlock.ErrClosed, "lease after Close")
 	})
 	t.Run("acquire-in-flight", func(t *testing.T) {
 		d := newCtlDriver()

@@ -8,13 +8,13 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/memory"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestWithMinHoldChecks(t *testing.T) {
 	for _, d := range []time.Duration{-time.Second, distlock.MaxTTL + 1} {
-		if err := distlock.CheckOptions(distlock.WithMinHold(d)); !errors.Is(err, distlock.ErrInvalidOption) {
-			t.Errorf("WithMinHold(%v): %v, want ErrInvalidOption", d, err)
-		}
+		assert.ErrorIs(t, distlock.CheckOptions(distlock.WithMinHold(d)), distlock.ErrInvalidOption, "WithMinHold(%v)", d)
 	}
 }
 
@@ -61,13 +61,9 @@ func TestMinHoldKeepsTheLock(t *testing.T) {
 	}
 	// Past the minimum hold, Release frees at once.
 	lease, err := a.TryAcquire(ctx, "nightly", distlock.WithMinHold(time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	time.Sleep(5 * time.Millisecond)
-	if err := lease.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, lease.Release(ctx))
 	if l2, err := b.TryAcquire(ctx, "nightly"); err != nil {
 		t.Errorf("after a release past the minimum hold: %v, want free", err)
 	} else {
@@ -81,9 +77,7 @@ func TestTryDoReportsWhetherItRan(t *testing.T) {
 	defer a.Close()
 	ctx := t.Context()
 	holder, err := a.TryAcquire(ctx, "k")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	ran, err := a.TryDo(ctx, "k", func(context.Context) error { return nil })
 	if ran || err != nil {
 		t.Errorf("TryDo on a held lock: ran %v, %v; want false, nil", ran, err)

@@ -16,6 +16,7 @@ import (
 	"github.com/distlock/distlock/backend"
 	"github.com/distlock/distlock/internal/testkit/slack"
 	"github.com/distlock/distlock/internal/testkit/soak"
+	"github.com/stretchr/testify/require"
 )
 
 // The randomized model checker of the shared machinery (issue 14). Each
@@ -128,12 +129,8 @@ func runSchedules(t *testing.T, budget time.Duration, run func(seed uint64) stri
 		n := 0
 		for ; n < scheduleLimit() && time.Since(start) < budget; n++ {
 			goroutines := runtime.NumGoroutine()
-			if res := run(*modelSeed); res != "" {
-				t.Fatalf("replay %d:\n%s", n+1, res)
-			}
-			if msg := goroutinesBack(goroutines); msg != "" {
-				t.Fatalf("replay %d: %s", n+1, msg)
-			}
+			require.Empty(t, run(*modelSeed), "replay %d", n+1)
+			require.Empty(t, goroutinesBack(goroutines), "replay %d", n+1)
 		}
 		t.Logf("seed %d replayed %d times without a violation", *modelSeed, n)
 		return
@@ -154,13 +151,9 @@ func runSchedules(t *testing.T, budget time.Duration, run func(seed uint64) stri
 		}
 		wg.Wait()
 		for i, msg := range res {
-			if msg != "" {
-				t.Fatalf("schedule %d of this run (%d schedules before its batch of %d passed):\n%s", n+i+1, n, batch, msg)
-			}
+			require.Empty(t, msg, "schedule %d of this run (%d schedules before its batch of %d passed)", n+i+1, n, batch)
 		}
-		if msg := goroutinesBack(goroutines); msg != "" {
-			t.Fatalf("schedules %d to %d (seeds %d to %d): %s", n, n+batch-1, base+uint64(n), base+uint64(n+batch-1), msg)
-		}
+		require.Empty(t, goroutinesBack(goroutines), "schedules %d to %d (seeds %d to %d)", n, n+batch-1, base+uint64(n), base+uint64(n+batch-1))
 		n += batch
 	}
 	t.Logf("%d schedules in %v without a violation (seeds %d to %d)", n, time.Since(start).Round(time.Millisecond), base, base+uint64(n)-1)

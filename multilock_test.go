@@ -13,6 +13,8 @@ import (
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/backend"
 	"github.com/distlock/distlock/memory"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestAcquireAllOverlappingSetsNeverDeadlockOrOverlap(t *testing.T) {
@@ -62,9 +64,7 @@ func TestAcquireAllGivesBackOnCtxEnd(t *testing.T) {
 	a, b := memLocker(t, ns), memLocker(t, ns)
 	ctx := context.Background()
 	held, err := b.TryAcquire(ctx, "m2")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	cctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	_, err = a.AcquireAll(cctx, []string{"m3", "m1", "m2"})
 	cancel()
@@ -85,18 +85,12 @@ func TestAcquireAllGivesBackOnCtxEnd(t *testing.T) {
 	}
 	_ = held.Release(ctx)
 	m, err := a.TryAcquireAll(ctx, []string{"m2", "m1", "m2"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if got := fmt.Sprint(m.Keys()); got != "[m1 m2]" {
 		t.Fatalf("Keys %s, want [m1 m2]", got)
 	}
-	if err := m.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := m.Release(ctx); !errors.Is(err, distlock.ErrNotHeld) {
-		t.Fatalf("second Release: %v", err)
-	}
+	require.NoError(t, m.Release(ctx))
+	require.ErrorIs(t, m.Release(ctx), distlock.ErrNotHeld, "second Release")
 }
 
 func TestMultiLeaseEndsWhenAMemberIsLost(t *testing.T) {
@@ -105,9 +99,7 @@ func TestMultiLeaseEndsWhenAMemberIsLost(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	m, err := a.AcquireAll(ctx, []string{"x", "y", "z"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if _, err := op.ForceRelease(ctx, "y"); err != nil {
 		t.Fatal(err)
 	}
@@ -121,15 +113,9 @@ func TestMultiLeaseEndsWhenAMemberIsLost(t *testing.T) {
 	}
 	// The other members are given back: another owner takes all three.
 	n, err := op.AcquireAll(ctx, []string{"x", "y", "z"})
-	if err != nil {
-		t.Fatalf("members of an ended MultiLease not given back: %v", err)
-	}
-	if err := m.Release(ctx); !errors.Is(err, distlock.ErrLockLost) {
-		t.Fatalf("Release after the loss: %v, want ErrLockLost", err)
-	}
-	if err := n.Err(); err != nil {
-		t.Fatalf("the stale Release touched the new holder: %v", err)
-	}
+	require.NoError(t, err, "members of an ended MultiLease not given back")
+	require.ErrorIs(t, m.Release(ctx), distlock.ErrLockLost, "Release after the loss")
+	require.NoError(t, n.Err(), "the stale Release touched the new holder")
 }
 
 func TestAcquireAllBadKeys(t *testing.T) {
@@ -151,9 +137,7 @@ func TestTryAcquireAllFailedKeepsNoMinHold(t *testing.T) {
 	a, b := memLocker(t, ns), memLocker(t, ns)
 	ctx := t.Context()
 	held, err := b.TryAcquire(ctx, "mh-b")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer held.Release(ctx)
 	if _, err := a.TryAcquireAll(ctx, []string{"mh-a", "mh-b"}, distlock.WithMinHold(time.Minute)); !errors.Is(err, distlock.ErrNotAcquired) {
 		t.Fatalf("TryAcquireAll with mh-b held: %v, want ErrNotAcquired", err)
@@ -168,9 +152,7 @@ func TestAcquireAllCtxEndKeepsNoMinHold(t *testing.T) {
 	a, b := memLocker(t, ns), memLocker(t, ns)
 	ctx := t.Context()
 	held, err := b.TryAcquire(ctx, "mh-b")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer held.Release(ctx)
 	cctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
 	defer cancel()
@@ -189,20 +171,14 @@ func TestAcquireAllCtxEndKeepsNoMinHold(t *testing.T) {
 // found it taken and TryAcquireAll failed against its own leftover.
 func TestAcquireAllOneShotRollbackKeepsNoMinHold(t *testing.T) {
 	open, err := backend.Lookup("mem")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	u, _ := url.Parse("mem://oneshot-rollback")
 	drv, err := open(t.Context(), u)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	l := distlock.New(shortMulti{drv}, "mem")
 	t.Cleanup(func() { _ = l.Close() })
 	m, err := l.TryAcquireAll(t.Context(), []string{"os-a", "os-b"}, distlock.WithMinHold(time.Minute))
-	if err != nil {
-		t.Fatalf("TryAcquireAll after the one-shot attempt was undone: %v; want both held (nothing left over)", err)
-	}
+	require.NoError(t, err, "TryAcquireAll after the one-shot attempt was undone: %v; want both held (nothing left over)", err)
 	_ = m.Release(t.Context())
 }
 
@@ -242,9 +218,7 @@ func TestAcquireAllMemberLostWhileWaitingHoldsNothing(t *testing.T) {
 	a, b := memLocker(t, ns), memLocker(t, ns)
 	ctx := t.Context()
 	blocker, err := b.TryAcquire(ctx, "lw-b")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	obs := &lostWhileWaiting{key: "lw-a", granted: make(chan struct{})}
 	type result struct {
 		m   *distlock.MultiLease
@@ -259,17 +233,13 @@ func TestAcquireAllMemberLostWhileWaitingHoldsNothing(t *testing.T) {
 	if _, err := b.ForceRelease(ctx, "lw-a"); err != nil {
 		t.Fatal(err)
 	}
-	if err := blocker.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, blocker.Release(ctx))
 	r := <-done
 	if r.err == nil {
 		_ = r.m.Release(ctx)
 		t.Fatalf("AcquireAll returned a set whose first member was lost while it waited (Err %v)", r.m.Err())
 	}
-	if !errors.Is(r.err, distlock.ErrLockLost) {
-		t.Errorf("AcquireAll: %v, want ErrLockLost", r.err)
-	}
+	assert.ErrorIs(t, r.err, distlock.ErrLockLost, "AcquireAll")
 	if info, err := b.Inspect(ctx, "lw-b"); err != nil || info.Held {
 		t.Fatalf("lw-b after AcquireAll failed: %+v, %v; want free (all or nothing, no minimum hold)", info, err)
 	}

@@ -14,6 +14,8 @@ import (
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/backend"
 	"github.com/distlock/distlock/memory"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // resultRecorder keeps AcquireResults and the causes of LeaseEnded.
@@ -55,9 +57,7 @@ func TestObserverResultAndCauses(t *testing.T) {
 	l := memory.MustNew(ns, memory.WithDefaults(distlock.WithObserver(rec)))
 	defer l.Close()
 	lease, err := l.TryAcquire(ctx, "k")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	results, _ := rec.snapshot()
 	if len(results) != 1 || results[0].Token != lease.Token() || results[0].Owner != lease.Owner() || results[0].Attempts != 1 ||
 		results[0].Backend != "mem" || results[0].Op != "try-acquire" || results[0].Outcome() != "acquired" {
@@ -73,9 +73,7 @@ func TestObserverResultAndCauses(t *testing.T) {
 	}
 	memory.Crash(crashing)
 	_, ended := rec.snapshot()
-	if strings.Join(ended, " ") != "refused session" {
-		t.Fatalf("LeaseEnded causes %v, want refused then session", ended)
-	}
+	require.Equal(t, "refused session", strings.Join(ended, " "), "LeaseEnded causes %v, want refused then session", ended)
 }
 
 // losingDriver grants every request and reports the lock lost at once,
@@ -122,9 +120,7 @@ func TestObserverEndAfterAcquireEnd(t *testing.T) {
 	}
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
-	if strings.Join(rec.order, " ") != "acquired ended" {
-		t.Fatalf("events %v, want acquired then ended", rec.order)
-	}
+	require.Equal(t, "acquired ended", strings.Join(rec.order, " "), "events %v, want acquired then ended", rec.order)
 }
 
 // TestLoggerWarnsOnLossOnly: a healthy acquire/release logs nothing; a lost
@@ -137,26 +133,16 @@ func TestLoggerWarnsOnLossOnly(t *testing.T) {
 	l := memory.MustNew(ns, memory.WithDefaults(distlock.WithLogger(log)))
 	defer l.Close()
 	lease, err := l.Acquire(ctx, "quiet")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := lease.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if buf.Len() != 0 {
-		t.Fatalf("a healthy cycle logged: %s", buf.String())
-	}
+	require.NoError(t, err)
+	require.NoError(t, lease.Release(ctx))
+	require.Equal(t, 0, buf.Len(), "a healthy cycle logged: %s", buf.String())
 	lease, err = l.Acquire(ctx, "lost", distlock.WithOwner("worker-1"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	ns.Expire("lost")
 	_ = lease.Refresh(ctx, time.Minute)
 	out := buf.String()
 	for _, want := range []string{"level=WARN", "lease lost", "key=lost", "owner=worker-1", "cause=refused"} {
-		if !strings.Contains(out, want) {
-			t.Errorf("log %q lacks %q", out, want)
-		}
+		assert.Contains(t, out, want, "log %q lacks %q", out, want)
 	}
 	if n := strings.Count(out, "\n"); n != 1 {
 		t.Errorf("%d log lines, want 1: %s", n, out)
@@ -236,9 +222,7 @@ func TestLeaseEndedBeforeDone(t *testing.T) {
 		d := &doneChecker{}
 		l := memory.MustNew(memory.NewNamespace())
 		lease, err := l.TryAcquire(context.Background(), "k", distlock.WithObserver(d), distlock.WithTTL(200*time.Millisecond), distlock.WithAutoRefresh(false))
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		d.lease.Store(lease)
 		<-lease.Done()
 		if got := d.closedSeen.Load(); got != 1 {

@@ -12,6 +12,8 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/backend"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // outageDriver is a backend that is down: its first acquisition attempt
@@ -28,9 +30,7 @@ type outageDriver struct {
 
 func newOutageDriver(t *testing.T, hang bool) *outageDriver {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	addr := ln.Addr().String()
 	_ = ln.Close()
 	c, err := net.Dial("tcp", addr)
@@ -67,17 +67,13 @@ func TestRetryUnavailableKeepsCause(t *testing.T) {
 		_, err := l.Acquire(ctx, "k", distlock.WithRetryUnavailable(true))
 		cancel()
 		l.Close()
-		if err == nil {
-			t.Fatal("Acquire while the backend is down: no error")
-		}
+		require.Error(t, err, "Acquire while the backend is down: no error")
 		for _, want := range []error{distlock.ErrNotAcquired, distlock.ErrUnavailable, context.DeadlineExceeded} {
 			if !errors.Is(err, want) {
 				t.Errorf("attempt cut short %v: %v: not %v", hang, err, want)
 			}
 		}
-		if !strings.Contains(err.Error(), "connection refused") {
-			t.Errorf("attempt cut short %v: %q: the last attempt's cause (connection refused) is lost", hang, err)
-		}
+		assert.Contains(t, err.Error(), "connection refused", "attempt cut short %v: %q: the last attempt's cause (connection refused) is lost", hang, err)
 	}
 }
 
@@ -92,9 +88,7 @@ func TestOutageLogged(t *testing.T) {
 	l := distlock.New(d, "ctl", distlock.WithLogger(slog.New(logs)))
 	defer l.Close()
 	lease, err := l.Acquire(context.Background(), "k", distlock.WithRetryUnavailable(true))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	_ = lease.Release(context.Background())
 	logs.mu.Lock()
 	defer logs.mu.Unlock()

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/backend"
+	"github.com/stretchr/testify/require"
 )
 
 // idleDriver is never called: the schedule tests drive the scheduler's
@@ -105,12 +106,8 @@ func TestRefreshScheduleEveryTTL(t *testing.T) {
 			base := time.Now().Add(10 * 365 * 24 * time.Hour) // virtual time: no real timer fires during the test
 			for _, ttl := range ttls[i] {
 				v, err := l.validityFor(ttl)
-				if err != nil {
-					t.Fatalf("ttl %v: %v", ttl, err)
-				}
-				if msg := checkSchedule(s, l, ttl, v, base); msg != "" {
-					t.Fatalf("ttl %d (%v), validity %v: %s", ttl, ttl, v, msg)
-				}
+				require.NoError(t, err, "ttl %v", ttl)
+				require.Empty(t, checkSchedule(s, l, ttl, v, base), "ttl %d (%v), validity %v", ttl, ttl, v)
 			}
 			s.stop()
 			t.Logf("%d TTLs from %v to %v", len(ttls[i]), minTTL(l), MaxTTL)

@@ -9,6 +9,7 @@ import (
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/backend"
 	"github.com/distlock/distlock/memory"
+	"github.com/stretchr/testify/require"
 )
 
 // TestAutoRefreshCreditedWithItsOwnTTL (issue 14, defect 1): a manual
@@ -24,25 +25,19 @@ func TestAutoRefreshCreditedWithItsOwnTTL(t *testing.T) {
 	defer l.Close()
 	ctx := context.Background()
 	lease, err := l.TryAcquire(ctx, "k", distlock.WithTTL(ttl))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	// The manual refresh is in flight from +0 to +500ms; the automatic
 	// one, due at +300ms with the old ttl, from +300ms to +800ms. At
 	// +650ms the backend stops answering (a partition): later refreshes
 	// do not reach it.
 	partition := time.AfterFunc(650*time.Millisecond, func() { d.hang.Store(true) })
 	defer partition.Stop()
-	if err := lease.Refresh(ctx, long); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, lease.Refresh(ctx, long))
 	waitFor(t, 5*time.Second, "automatic refresh done", func() bool {
 		calls, _, inflight := d.refreshCalls()
 		return calls >= 2 && inflight == 0 && d.hang.Load()
 	})
-	if lease.Err() != nil {
-		t.Fatalf("lease lost: %v", lease.Err())
-	}
+	require.NoError(t, lease.Err(), "lease lost")
 	if dl, exp := lease.Deadline(), d.onlyExpiry(); dl.After(exp) {
 		t.Fatalf("lease deadline %v after the server's expiry: the lease would say held while the server has freed the lock", dl.Sub(exp))
 	}
@@ -65,9 +60,7 @@ func TestManualRefreshKeepsAutoInflight(t *testing.T) {
 	defer l.Close()
 	ctx := context.Background()
 	lease, err := l.TryAcquire(ctx, "k", distlock.WithTTL(ttl))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	waitFor(t, 5*time.Second, "automatic refresh sent", func() bool {
 		calls, _, _ := d.refreshCalls()
 		return calls >= 1
@@ -137,9 +130,7 @@ func TestNoHeldPastDeadline(t *testing.T) {
 	stopAt := d.at.Add(ttl / 2) // well before the common deadline, however loaded the machine
 	for i := 0; i < n && time.Now().Before(stopAt); i++ {
 		ls, err := l.TryAcquire(ctx, "k"+itoa(i), distlock.WithTTL(ttl), distlock.WithAutoRefresh(false))
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		leases = append(leases, ls)
 	}
 	if len(leases) < 1000 {
@@ -230,9 +221,7 @@ func TestRefreshedWhenValidityShort(t *testing.T) {
 	defer l.Close()
 	ctx := context.Background()
 	lease, err := l.TryAcquire(ctx, "k", distlock.WithTTL(4*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	waitFor(t, 5*time.Second, "a refresh or the lease's end", func() bool {
 		calls, _, _ := d.refreshCalls()
 		return calls > 0 || lease.Err() != nil

@@ -9,6 +9,7 @@ import (
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/backend"
 	"github.com/distlock/distlock/memory"
+	"github.com/stretchr/testify/require"
 )
 
 func newSem(t *testing.T, l *distlock.Locker, key string, n int) *distlock.Semaphore {
@@ -36,9 +37,7 @@ func TestSemaphoreAtMostNPermits(t *testing.T) {
 	for i := range 3 {
 		l := []*distlock.Locker{a, b}[i%2]
 		p, err := newSem(t, l, "jobs", 3).TryAcquire(ctx)
-		if err != nil {
-			t.Fatalf("permit %d: %v", i, err)
-		}
+		require.NoError(t, err, "permit %d", i)
 		if p.Token() <= last {
 			t.Fatalf("token %d after %d: not increasing", p.Token(), last)
 		}
@@ -50,20 +49,12 @@ func TestSemaphoreAtMostNPermits(t *testing.T) {
 	}
 	// A lock of the same key is another namespace.
 	lk, err := a.TryAcquire(ctx, "jobs")
-	if err != nil {
-		t.Fatalf("lock of the semaphore's key: %v", err)
-	}
+	require.NoError(t, err, "lock of the semaphore's key")
 	_ = lk.Release(ctx)
-	if err := held[1].Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := held[1].Release(ctx); !errors.Is(err, distlock.ErrNotHeld) {
-		t.Fatalf("second Release: %v, want ErrNotHeld", err)
-	}
+	require.NoError(t, held[1].Release(ctx))
+	require.ErrorIs(t, held[1].Release(ctx), distlock.ErrNotHeld, "second Release")
 	p, err := newSem(t, b, "jobs", 3).TryAcquire(ctx)
-	if err != nil {
-		t.Fatalf("permit after a release: %v", err)
-	}
+	require.NoError(t, err, "permit after a release")
 	if p.Token() <= last {
 		t.Fatalf("token %d after %d", p.Token(), last)
 	}
@@ -73,9 +64,7 @@ func TestSemaphoreCountIsIdentity(t *testing.T) {
 	l := memLocker(t, memory.NewNamespace())
 	ctx := context.Background()
 	p, err := newSem(t, l, "k", 2).TryAcquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	_, err = newSem(t, l, "k", 3).TryAcquire(ctx)
 	var pe *backend.PermitsError
 	if !errors.Is(err, distlock.ErrInvalidOption) || !errors.As(err, &pe) || pe.Have != 2 || pe.Want != 3 {
@@ -104,9 +93,7 @@ func TestSemaphoreWaitsAndIsWoken(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	p, err := newSem(t, a, "w", 1).Acquire(ctx, distlock.WithTTL(time.Minute))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	got := make(chan error, 1)
 	go func() {
 		q, err := newSem(t, b, "w", 1).Acquire(ctx, distlock.WithTTL(time.Minute))
@@ -115,12 +102,8 @@ func TestSemaphoreWaitsAndIsWoken(t *testing.T) {
 		}
 		got <- err
 	}()
-	if err := p.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-got; err != nil {
-		t.Fatalf("waiter: %v", err)
-	}
+	require.NoError(t, p.Release(ctx))
+	require.NoError(t, <-got, "waiter")
 }
 
 func TestSemaphoreCancelLeavesNothing(t *testing.T) {
@@ -129,9 +112,7 @@ func TestSemaphoreCancelLeavesNothing(t *testing.T) {
 	s := newSem(t, l, "c", 2)
 	p1, _ := s.TryAcquire(ctx)
 	p2, err := s.TryAcquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	cctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	_, err = s.Acquire(cctx)
 	cancel()
@@ -155,31 +136,17 @@ func TestSemaphoreExpiredPermitReissued(t *testing.T) {
 	ctx := context.Background()
 	s := newSem(t, l, "e", 1)
 	p, err := s.TryAcquire(ctx, distlock.WithTTL(50*time.Millisecond), distlock.WithAutoRefresh(false))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	<-p.Done()
-	if !errors.Is(p.Err(), distlock.ErrLockLost) {
-		t.Fatalf("expired permit: %v", p.Err())
-	}
+	require.ErrorIs(t, p.Err(), distlock.ErrLockLost, "expired permit")
 	q, err := s.Acquire(ctx)
-	if err != nil {
-		t.Fatalf("permit after the expiry: %v", err)
-	}
-	if err := p.Release(ctx); !errors.Is(err, distlock.ErrNotHeld) {
-		t.Fatalf("stale Release: %v", err)
-	}
-	if q.Err() != nil {
-		t.Fatalf("new holder's permit hurt by the stale Release: %v", q.Err())
-	}
+	require.NoError(t, err, "permit after the expiry")
+	require.ErrorIs(t, p.Release(ctx), distlock.ErrNotHeld, "stale Release")
+	require.NoError(t, q.Err(), "new holder's permit hurt by the stale Release")
 	// Auto-refresh keeps a permit past its TTL: the one refresh machinery.
-	if err := q.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, q.Release(ctx))
 	r, err := s.Acquire(ctx, distlock.WithTTL(400*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	first := r.Deadline()
 	for limit := time.Now().Add(10 * time.Second); !r.Deadline().After(first); time.Sleep(10 * time.Millisecond) {
 		if r.Err() != nil || time.Now().After(limit) {
@@ -196,30 +163,18 @@ func TestSemaphoreSessionEnd(t *testing.T) {
 	crashed, other := memory.MustNew(ns), memLocker(t, ns)
 	ctx := context.Background()
 	p, err := newSem(t, crashed, "s", 1).TryAcquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	memory.Crash(crashed)
 	<-p.Done()
-	if !errors.Is(p.Err(), distlock.ErrNotHeld) {
-		t.Fatalf("permit of a crashed session: %v", p.Err())
-	}
+	require.ErrorIs(t, p.Err(), distlock.ErrNotHeld, "permit of a crashed session")
 	q, err := newSem(t, other, "s", 1).TryAcquire(ctx)
-	if err != nil {
-		t.Fatalf("permit of a crashed session not given back: %v", err)
-	}
+	require.NoError(t, err, "permit of a crashed session not given back")
 	closing := memory.MustNew(ns)
 	_ = q.Release(ctx)
 	r, err := newSem(t, closing, "s", 1).TryAcquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := closing.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if !errors.Is(r.Err(), distlock.ErrClosed) {
-		t.Fatalf("permit after Close: %v", r.Err())
-	}
+	require.NoError(t, err)
+	require.NoError(t, closing.Close())
+	require.ErrorIs(t, r.Err(), distlock.ErrClosed, "permit after Close")
 	if _, err := newSem(t, other, "s", 1).TryAcquire(ctx); err != nil {
 		t.Fatalf("permit of a closed Locker not given back: %v", err)
 	}
@@ -234,7 +189,5 @@ func TestSemaphoreRefusedWithoutDriverSupport(t *testing.T) {
 	l := distlock.New(d, "ctl")
 	defer l.Close()
 	_, err := l.Semaphore("k", 2)
-	if !errors.Is(err, distlock.ErrInvalidOption) {
-		t.Fatalf("semaphore on a driver without one: %v, want ErrInvalidOption", err)
-	}
+	require.ErrorIs(t, err, distlock.ErrInvalidOption, "semaphore on a driver without one")
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
 )
 
 func TestRedactURL(t *testing.T) {
@@ -18,9 +20,7 @@ func TestRedactURL(t *testing.T) {
 		"redis://:p@h":                "redis://:xxxxx@h",
 		"not a url at all":            "not a url at all",
 	} {
-		if got := RedactURL(raw); got != want {
-			t.Errorf("RedactURL(%q) = %q, want %q", raw, got, want)
-		}
+		assert.Equal(t, want, RedactURL(raw), "RedactURL(%q)", raw)
 	}
 }
 
@@ -35,9 +35,7 @@ func TestScrubError(t *testing.T) {
 	if ScrubError(raw, clean) != clean {
 		t.Error("ScrubError changed an error that shows no password")
 	}
-	if s := Scrub("redis://:a@h/0", "invalid option: a bad value"); s != "invalid option: a bad value" {
-		t.Errorf("a one-byte password garbled the message: %q", s)
-	}
+	assert.Equal(t, "invalid option: a bad value", Scrub("redis://:a@h/0", "invalid option: a bad value"), "a one-byte password garbled the message")
 }
 
 // TestScrubShortPiece: a password piece of 1 or 2 bytes that url.Parse
@@ -45,7 +43,5 @@ func TestScrubError(t *testing.T) {
 func TestScrubShortPiece(t *testing.T) {
 	raw := "redis://:ab#cdefgh@h:6379/0"
 	got := Scrub(raw, `malformed URL "redis://:xxxxx@h:6379/0": invalid port ":ab" after host`)
-	if want := `malformed URL "redis://:xxxxx@h:6379/0": invalid port "xxxxx" after host`; got != want {
-		t.Errorf("Scrub = %q, want %q", got, want)
-	}
+	assert.Equal(t, `malformed URL "redis://:xxxxx@h:6379/0": invalid port "xxxxx" after host`, got, "Scrub")
 }

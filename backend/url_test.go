@@ -1,9 +1,10 @@
 package backend
 
 import (
-	"errors"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
 )
 
 func TestHosts(t *testing.T) {
@@ -23,16 +24,12 @@ func TestHosts(t *testing.T) {
 	} {
 		u, err := ParseURL(tc.in)
 		if err != nil {
-			if !tc.bad {
-				t.Errorf("parse %q: %v", tc.in, err)
-			}
+			assert.True(t, tc.bad, "parse %q: %v", tc.in, err)
 			continue
 		}
 		hosts, err := Hosts(u, "6379")
 		if tc.bad {
-			if !errors.Is(err, ErrInvalidOption) {
-				t.Errorf("Hosts(%q) = %v, %v; want ErrInvalidOption", tc.in, hosts, err)
-			}
+			assert.ErrorIs(t, err, ErrInvalidOption, "Hosts(%q) = %v", tc.in, hosts)
 			continue
 		}
 		if err != nil || strings.Join(hosts, " ") != tc.want {

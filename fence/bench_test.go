@@ -13,6 +13,7 @@ import (
 
 	"github.com/distlock/distlock/fence"
 	"github.com/distlock/distlock/internal/testkit/sqltest"
+	"github.com/stretchr/testify/require"
 )
 
 // way is one way of doing the same write; i counts up from 1 across every
@@ -35,9 +36,7 @@ func interleave(b *testing.B, ways ...way) {
 		i++
 		for k, w := range ways {
 			start := time.Now()
-			if err := w.write(i); err != nil {
-				b.Fatalf("%s: %v", w.name, err)
-			}
+			require.NoError(b, w.write(i), "%s", w.name)
 			spent[k] += time.Since(start)
 		}
 		n++
@@ -109,14 +108,10 @@ func benchSQL(b *testing.B, d fence.Dialect, db *sql.DB, pool *pgxpool.Pool) {
 	mustExec(b, db, "CREATE TABLE "+data+" (id INT PRIMARY KEY, v BIGINT NOT NULL, fence_token BIGINT NOT NULL DEFAULT 0)")
 	mustExec(b, db, "INSERT INTO "+data+" (id, v) VALUES (1, 0), (2, 0), (3, 0), (4, 0)")
 	table, err := fence.NewSQLTable(d, sqltest.UniqueTable("btok"))
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	mustExec(b, db, table.DDL())
 	column, err := fence.NewSQLColumn(d, data, "id", "fence_token")
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	// Each way updates its own row, so no way waits for another's lock.
 	update := rebind(d, "UPDATE "+data+" SET v = ? WHERE id = ?")
 

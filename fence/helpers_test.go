@@ -16,6 +16,7 @@ import (
 
 	"github.com/distlock/distlock/internal/testkit/sqltest"
 	"github.com/distlock/distlock/internal/testkit/testserver"
+	"github.com/stretchr/testify/require"
 )
 
 // stops are the shared servers' Stop calls, run after the tests.
@@ -73,14 +74,10 @@ func ctxT(t testing.TB) context.Context { return sqltest.Ctx(t, 2*time.Minute) }
 func mysqlDB(t testing.TB) *sql.DB {
 	t.Helper()
 	cfg, err := gomysql.ParseDSN(mariadb.Get(t).DSN())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	cfg.InterpolateParams = true // one round trip per statement, as the mysql backend runs it
 	c, err := gomysql.NewConnector(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	db := sql.OpenDB(c)
 	t.Cleanup(func() { _ = db.Close() })
 	return db
@@ -90,9 +87,7 @@ func mysqlDB(t testing.TB) *sql.DB {
 func pgPool(t testing.TB) *pgxpool.Pool {
 	t.Helper()
 	p, err := pgxpool.New(context.Background(), postgres.Get(t).DSN())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(p.Close)
 	return p
 }

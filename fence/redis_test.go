@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/distlock/distlock/fence"
+	"github.com/stretchr/testify/require"
 )
 
 // TestRedisTokensAbove2To53: tokens compare exactly over the whole uint64
@@ -16,13 +17,9 @@ func TestRedisTokensAbove2To53(t *testing.T) {
 	g := fence.NewRedis(redisClient(t))
 	const big = 1 << 53
 	must(t, g.Set(ctx, "r", big+1, "k", "newer", 0))
-	if err := g.Set(ctx, "r", big, "k", "older", 0); !errors.Is(err, fence.ErrStale) {
-		t.Fatalf("token 2^53 after 2^53+1: %v, want ErrStale", err)
-	}
+	require.ErrorIs(t, g.Set(ctx, "r", big, "k", "older", 0), fence.ErrStale, "token 2^53 after 2^53+1")
 	must(t, g.Set(ctx, "r", 1<<64-1, "k", "max", 0))
-	if err := g.Set(ctx, "r", 1<<64-2, "k", "older", 0); !errors.Is(err, fence.ErrStale) {
-		t.Fatalf("token 2^64-2 after 2^64-1: %v, want ErrStale", err)
-	}
+	require.ErrorIs(t, g.Set(ctx, "r", 1<<64-2, "k", "older", 0), fence.ErrStale, "token 2^64-2 after 2^64-1")
 	if h, err := g.Highest(ctx, "r"); err != nil || h != 1<<64-1 {
 		t.Fatalf("Highest %d, %v", h, err)
 	}
@@ -44,9 +41,7 @@ func TestRedisHSetAndScript(t *testing.T) {
 	if _, err := g.HSet(ctx, "r", 5, "h", "a"); !errors.Is(err, fence.ErrInvalidArgument) {
 		t.Fatal("HSet with an odd number of values: nil error")
 	}
-	if v := c.HGet(ctx, "h", "a").Val(); v != "1" {
-		t.Fatalf("h.a = %q", v)
-	}
+	require.Equal(t, "1", c.HGet(ctx, "h", "a").Val(), "h.a")
 	echo := fence.NewScript(`return KEYS[1] .. '=' .. ARGV[1] .. ',' .. #KEYS .. ',' .. #ARGV`)
 	res, err := g.Eval(ctx, "r", 5, echo, []string{"k"}, "v")
 	if err != nil || res != "k=v,1,1" {
@@ -70,16 +65,10 @@ func TestRedisHSetAndScript(t *testing.T) {
 	if h, _ := g.Highest(ctx, "r"); h == 20 {
 		t.Fatal("a script that raised recorded its token")
 	}
-	if c.Exists(ctx, "f:r").Val() != 1 {
-		t.Fatal("WithPrefix: no token record at f:r")
-	}
-	if err := g.Set(ctx, "r", 5, "k", "v", -1); !errors.Is(err, fence.ErrInvalidArgument) {
-		t.Fatalf("negative ttl: %v", err)
-	}
+	require.Equal(t, int64(1), c.Exists(ctx, "f:r").Val(), "WithPrefix: no token record at f:r")
+	require.ErrorIs(t, g.Set(ctx, "r", 5, "k", "v", -1), fence.ErrInvalidArgument, "negative ttl")
 	if _, err := g.Eval(ctx, "r", 5, nil, nil); !errors.Is(err, fence.ErrInvalidArgument) {
 		t.Fatal("Eval(nil script): nil error")
 	}
-	if err := g.Set(ctx, "", 5, "k", "v", 0); !errors.Is(err, fence.ErrInvalidResource) {
-		t.Fatalf("empty resource: %v", err)
-	}
+	require.ErrorIs(t, g.Set(ctx, "", 5, "k", "v", 0), fence.ErrInvalidResource, "empty resource")
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/fence"
 	"github.com/distlock/distlock/memory"
+	"github.com/stretchr/testify/require"
 )
 
 // takeover is the seeds' scenario on the memory backend: holder A acquires
@@ -24,16 +25,10 @@ func takeover(t *testing.T, ctx context.Context) (a, b *distlock.Lease) {
 	l := memory.MustNew(ns)
 	t.Cleanup(func() { _ = l.Close() })
 	a, err := l.Acquire(ctx, "res", distlock.WithAutoRefresh(false))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !ns.Expire("res") {
-		t.Fatal("Expire: lock not held")
-	}
+	require.NoError(t, err)
+	require.True(t, ns.Expire("res"), "Expire: lock not held")
 	b, err = l.Acquire(ctx, "res", distlock.WithAutoRefresh(false))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if b.Token() <= a.Token() {
 		t.Fatalf("tokens: A %d, B %d", a.Token(), b.Token())
 	}
@@ -49,15 +44,9 @@ func TestPausedHolderRefused(t *testing.T) {
 		t.Run(tg.name, func(t *testing.T) {
 			ctx := ctxT(t)
 			a, b := takeover(t, ctx)
-			if err := tg.set(ctx, a.Token(), "A1"); err != nil {
-				t.Fatalf("A's first write (before its pause): %v", err)
-			}
-			if err := tg.set(ctx, b.Token(), "B"); err != nil {
-				t.Fatalf("B's write: %v", err)
-			}
-			if err := tg.incr(ctx, b.Token()); err != nil {
-				t.Fatalf("B's increment: %v", err)
-			}
+			require.NoError(t, tg.set(ctx, a.Token(), "A1"), "A's first write (before its pause)")
+			require.NoError(t, tg.set(ctx, b.Token(), "B"), "B's write")
+			require.NoError(t, tg.incr(ctx, b.Token()), "B's increment")
 			err := tg.set(ctx, a.Token(), "A2")
 			var se *fence.StaleError
 			if !errors.Is(err, fence.ErrStale) || !errors.As(err, &se) {
@@ -66,17 +55,13 @@ func TestPausedHolderRefused(t *testing.T) {
 			if se.Token != a.Token() || se.Highest != b.Token() {
 				t.Errorf("StaleError %+v: want token %d, highest %d", se, a.Token(), b.Token())
 			}
-			if err := tg.incr(ctx, a.Token()); !errors.Is(err, fence.ErrStale) {
-				t.Fatalf("A's increment after B's: %v, want ErrStale", err)
-			}
+			require.ErrorIs(t, tg.incr(ctx, a.Token()), fence.ErrStale, "A's increment after B's")
 			if v, err := tg.get(ctx); err != nil || v != "B" {
 				t.Fatalf("value %q, %v: want B's", v, err)
 			}
 			// B's retry: same token, same write.
 			for range 2 {
-				if err := tg.set(ctx, b.Token(), "B"); err != nil {
-					t.Fatalf("B's retry: %v", err)
-				}
+				require.NoError(t, tg.set(ctx, b.Token(), "B"), "B's retry")
 			}
 			if v, err := tg.get(ctx); err != nil || v != "B" {
 				t.Fatalf("value after B's retries %q, %v", v, err)
@@ -95,12 +80,8 @@ func TestZeroTokenRefused(t *testing.T) {
 	for _, tg := range targets(t) {
 		t.Run(tg.name, func(t *testing.T) {
 			ctx := ctxT(t)
-			if err := tg.set(ctx, 0, "zero"); !errors.Is(err, fence.ErrZeroToken) {
-				t.Fatalf("set with token 0: %v, want ErrZeroToken", err)
-			}
-			if err := tg.incr(ctx, 0); !errors.Is(err, fence.ErrZeroToken) {
-				t.Fatalf("incr with token 0: %v, want ErrZeroToken", err)
-			}
+			require.ErrorIs(t, tg.set(ctx, 0, "zero"), fence.ErrZeroToken, "set with token 0")
+			require.ErrorIs(t, tg.incr(ctx, 0), fence.ErrZeroToken, "incr with token 0")
 			if v, err := tg.get(ctx); err != nil || v != "" {
 				t.Fatalf("value %q, %v: want nothing written", v, err)
 			}
@@ -156,9 +137,7 @@ func TestConcurrentHoldersNoLostUpdate(t *testing.T) {
 			}
 			wg.Wait()
 			n, toks, err := tg.state(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			t.Logf("%d increments, %d refused as stale", ok.Load(), stale.Load())
 			if n != ok.Load() || int64(len(toks)) != n {
 				t.Fatalf("counter %d, %d logged, %d increments succeeded", n, len(toks), ok.Load())

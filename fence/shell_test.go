@@ -6,10 +6,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/distlock/distlock/fence"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestShellInstallInteroperates: testdata/fenced-install.sh (the shell
@@ -42,18 +43,14 @@ func TestShellInstallInteroperates(t *testing.T) {
 	if c := install(4, "sh 4"); c != 3 || read() != "go 5" {
 		t.Fatalf("shell install with token 4 after 5: status %d, out %q", c, read())
 	}
-	if c := install(0, "sh 0"); c != 64 {
-		t.Fatalf("shell install with token 0: status %d", c)
-	}
+	require.Equal(t, 64, install(0, "sh 0"), "shell install with token 0: status")
 	if c := install(5, "sh 5"); c != 0 || read() != "sh 5" {
 		t.Fatalf("shell install with the same token: status %d, out %q", c, read())
 	}
 	if c := install(7, "sh 7"); c != 0 || read() != "sh 7" {
 		t.Fatalf("shell install with token 7: status %d, out %q", c, read())
 	}
-	if err := d.WriteFile(ctx, "out", 6, []byte("go 6"), 0o644); !errors.Is(err, fence.ErrStale) {
-		t.Fatalf("Dir write with token 6 after the script's 7: %v", err)
-	}
+	require.ErrorIs(t, d.WriteFile(ctx, "out", 6, []byte("go 6"), 0o644), fence.ErrStale, "Dir write with token 6 after the script's 7")
 	if h, err := d.Highest(); err != nil || h != 7 || read() != "sh 7" {
 		t.Fatalf("highest %d, %v, out %q", h, err, read())
 	}
@@ -63,14 +60,8 @@ func TestShellInstallInteroperates(t *testing.T) {
 // verbatim.
 func TestFencingDocQuotesScripts(t *testing.T) {
 	doc, err := os.ReadFile("../docs/FENCING.md")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	script, err := os.ReadFile("testdata/fenced-install.sh")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(string(doc), string(script)) {
-		t.Error("docs/FENCING.md does not quote fence/testdata/fenced-install.sh verbatim")
-	}
+	require.NoError(t, err)
+	assert.Contains(t, string(doc), string(script), "docs/FENCING.md does not quote fence/testdata/fenced-install.sh verbatim")
 }

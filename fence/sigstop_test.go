@@ -19,6 +19,7 @@ import (
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/fence"
 	_ "github.com/distlock/distlock/redis" // redis:// lock backend for the child
+	"github.com/stretchr/testify/require"
 )
 
 // Environment of the child process of TestPausedProcessSIGSTOP.
@@ -125,29 +126,17 @@ func TestPausedProcessSIGSTOP(t *testing.T) {
 			cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
 			cmd.Env = append(os.Environ(), childEnv+"="+lockURL, childGuardEnv+"="+g.kind+":"+g.where)
 			stdin, err := cmd.StdinPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			stdout, err := cmd.StdoutPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			cmd.Stderr = os.Stderr
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, cmd.Start())
 			defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
 			out := bufio.NewScanner(stdout)
-			if !out.Scan() {
-				t.Fatalf("child said nothing: %v", out.Err())
-			}
+			require.True(t, out.Scan(), "child said nothing: %v", out.Err())
 			childToken, err := strconv.ParseUint(out.Text(), 10, 64)
-			if err != nil {
-				t.Fatalf("child: %s", out.Text())
-			}
-			if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err, "child: %s", out.Text())
+			require.NoError(t, cmd.Process.Signal(syscall.SIGSTOP))
 			stopped := true
 			defer func() {
 				if stopped {
@@ -156,32 +145,22 @@ func TestPausedProcessSIGSTOP(t *testing.T) {
 			}()
 
 			l, err := distlock.Open(ctx, lockURL)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			defer l.Close()
 			lease, err := l.Acquire(ctx, childLockKey, distlock.WithTTL(time.Minute)) // after the stopped child's lease expired
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			defer lease.Release(context.Background())
 			if lease.Token() <= childToken {
 				t.Fatalf("parent token %d, child %d", lease.Token(), childToken)
 			}
-			if err := guardedWrite(ctx, g.kind, g.where, lease.Token(), "parent"); err != nil {
-				t.Fatalf("parent's write: %v", err)
-			}
+			require.NoError(t, guardedWrite(ctx, g.kind, g.where, lease.Token(), "parent"), "parent's write")
 
-			if err := cmd.Process.Signal(syscall.SIGCONT); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, cmd.Process.Signal(syscall.SIGCONT))
 			stopped = false
 			if _, err := stdin.Write([]byte("go\n")); err != nil {
 				t.Fatal(err)
 			}
-			if !out.Scan() {
-				t.Fatalf("child said nothing after SIGCONT: %v", out.Err())
-			}
+			require.True(t, out.Scan(), "child said nothing after SIGCONT: %v", out.Err())
 			if got := out.Text(); got != "stale" {
 				t.Fatalf("child's write with token %d after the parent's %d: %q, want stale", childToken, lease.Token(), got)
 			}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/distlock/distlock/fence"
 	"github.com/distlock/distlock/internal/testkit/sqltest"
+	"github.com/stretchr/testify/require"
 )
 
 // target is one guarded store the scenario tests run against: a value a
@@ -120,9 +121,7 @@ func sqlTarget(t *testing.T, name string, d fence.Dialect, column, usePgx bool) 
 	} else {
 		g, err = fence.NewSQLTable(d, sqltest.UniqueTable("ftok"))
 	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	mustExec(t, db, g.DDL())
 
 	run := func(ctx context.Context, token uint64, fn func(ops) error) error {
@@ -243,9 +242,7 @@ func parseTokens(ss []string) ([]uint64, error) {
 func dirTarget(t *testing.T) target {
 	dir := t.TempDir()
 	g, err := fence.OpenDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return target{
 		name: "dir",
 		set: func(ctx context.Context, token uint64, v string) error {

@@ -11,6 +11,8 @@ import (
 
 	"github.com/distlock/distlock/fence"
 	"github.com/distlock/distlock/internal/testkit/sqltest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestSQLIdentifiers: table and column names are validated, never quoted
@@ -46,13 +48,9 @@ func TestSQLIdentifiers(t *testing.T) {
 		t.Errorf("unknown dialect: %v", err)
 	}
 	g, _ := fence.NewSQLTable(fence.MySQL, "t")
-	if err := g.TxPgx(ctxT(t), nil, "r", 1, nil); !errors.Is(err, fence.ErrDialect) {
-		t.Errorf("pgx on a MySQL guard: %v, want ErrDialect", err)
-	}
+	assert.ErrorIs(t, g.TxPgx(ctxT(t), nil, "r", 1, nil), fence.ErrDialect, "pgx on a MySQL guard")
 	var zero *fence.SQL
-	if err := zero.Check(ctxT(t), nil, "r", 1); !errors.Is(err, fence.ErrDialect) {
-		t.Errorf("nil guard: %v", err)
-	}
+	assert.ErrorIs(t, zero.Check(ctxT(t), nil, "r", 1), fence.ErrDialect, "nil guard")
 }
 
 // TestSQLArguments: resource names and tokens are checked before the
@@ -110,9 +108,7 @@ func TestSQLColumnNoRow(t *testing.T) {
 			data := sqltest.UniqueTable("fdata")
 			mustExec(t, db, "CREATE TABLE "+data+" (id INT PRIMARY KEY)")
 			g, err := fence.NewSQLColumn(d, data, "id", "fence_token")
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			mustExec(t, db, g.DDL())
 			called := false
 			err = g.Tx(ctxT(t), db, 42, 1, func(*sql.Tx) error { called = true; return nil })
@@ -131,12 +127,8 @@ func TestSQLWriteErrorRollsBack(t *testing.T) {
 			ctx := ctxT(t)
 			db, g := tokenTable(t, d)
 			boom := errors.New("boom")
-			if err := g.Tx(ctx, db, "r", 10, func(*sql.Tx) error { return boom }); !errors.Is(err, boom) {
-				t.Fatalf("failing write: %v", err)
-			}
-			if err := g.Tx(ctx, db, "r", 5, func(*sql.Tx) error { return nil }); err != nil {
-				t.Fatalf("token 5 after token 10's write failed: %v", err)
-			}
+			require.ErrorIs(t, g.Tx(ctx, db, "r", 10, func(*sql.Tx) error { return boom }), boom, "failing write")
+			require.NoError(t, g.Tx(ctx, db, "r", 5, func(*sql.Tx) error { return nil }), "token 5 after token 10's write failed")
 		})
 	}
 }
@@ -149,26 +141,16 @@ func TestSQLInFlightNewerWrite(t *testing.T) {
 		t.Run(d.String(), func(t *testing.T) {
 			ctx := ctxT(t)
 			db, g := tokenTable(t, d)
-			if err := g.Tx(ctx, db, "r", 1, func(*sql.Tx) error { return nil }); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, g.Tx(ctx, db, "r", 1, func(*sql.Tx) error { return nil }))
 			newer, err := db.BeginTx(ctx, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := g.Check(ctx, newer, "r", 3); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
+			require.NoError(t, g.Check(ctx, newer, "r", 3))
 			older := make(chan error, 1)
 			go func() { older <- g.Tx(ctx, db, "r", 2, func(*sql.Tx) error { return nil }) }()
 			// Whether older has reached the row lock yet or not, it must
 			// end refused once newer commits.
-			if err := newer.Commit(); err != nil {
-				t.Fatal(err)
-			}
-			if err := <-older; !errors.Is(err, fence.ErrStale) {
-				t.Fatalf("token 2 during token 3's transaction: %v, want ErrStale", err)
-			}
+			require.NoError(t, newer.Commit())
+			require.ErrorIs(t, <-older, fence.ErrStale, "token 2 during token 3's transaction")
 		})
 	}
 }
@@ -177,13 +159,9 @@ func TestSQLInFlightNewerWrite(t *testing.T) {
 func TestDirNames(t *testing.T) {
 	ctx := ctxT(t)
 	d, err := fence.OpenDir(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for _, name := range []string{"", ".", "..", "a/b", "../x", ".distlock-fence", ".distlock-fence.lock", "a\x00"} {
-		if err := d.WriteFile(ctx, name, 1, nil, 0o644); !errors.Is(err, fence.ErrInvalidResource) {
-			t.Errorf("name %q: %v, want ErrInvalidResource", name, err)
-		}
+		assert.ErrorIs(t, d.WriteFile(ctx, name, 1, nil, 0o644), fence.ErrInvalidResource, "name %q", name)
 	}
 	if _, err := fence.OpenDir(filepath.Join(t.TempDir(), "missing")); err == nil {
 		t.Error("OpenDir of a missing directory: nil error")
@@ -200,9 +178,7 @@ func TestDirInstall(t *testing.T) {
 	must(t, os.WriteFile(src, []byte("new"), 0o644))
 	must(t, d.Install(ctx, 7, src, "out"))
 	must(t, os.WriteFile(src, []byte("old"), 0o644))
-	if err := d.Install(ctx, 6, src, "out"); !errors.Is(err, fence.ErrStale) {
-		t.Fatalf("install with token 6 after 7: %v", err)
-	}
+	require.ErrorIs(t, d.Install(ctx, 6, src, "out"), fence.ErrStale, "install with token 6 after 7")
 	if _, err := os.Stat(src); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("stale source left behind: %v", err)
 	}
@@ -213,16 +189,12 @@ func TestDirInstall(t *testing.T) {
 		t.Errorf("Highest %d, %v", h, err)
 	}
 	left, _ := filepath.Glob(filepath.Join(dir, ".distlock-fence-tmp-*"))
-	if len(left) != 0 {
-		t.Errorf("temporary files left: %v", left)
-	}
+	assert.Len(t, left, 0, "temporary files left")
 }
 
 func must(t testing.TB, err error) {
 	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 }
 
 // dialectDB is a database/sql pool on the shared server of d.
@@ -237,9 +209,7 @@ func dialectDB(t *testing.T, d fence.Dialect) *sql.DB {
 func tokenTable(t *testing.T, d fence.Dialect) (*sql.DB, *fence.SQL) {
 	db := dialectDB(t, d)
 	g, err := fence.NewSQLTable(d, sqltest.UniqueTable("ftok"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	mustExec(t, db, g.DDL())
 	return db, g
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/internal/testkit/slack"
+	"github.com/stretchr/testify/require"
 )
 
 // lockFree reports whether the lock file of key in dir is free in the kernel.

@@ -16,6 +16,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/distlock/distlock"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // Handoff latency across processes: this process holds the lock, a waiter
@@ -32,9 +34,7 @@ func BenchmarkHandoff(b *testing.B) {
 		l := newT(b, dir)
 		ctx := context.Background()
 		lease, err := l.Acquire(ctx, "h")
-		if err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, err)
 		raw, _ := json.Marshal(helperCfg{Mode: "wait1", URL: "file://" + dir, Key: "h"})
 		handoffs(b, func() *exec.Cmd {
 			cmd := exec.Command(os.Args[0], "-test.run=^$")
@@ -52,9 +52,7 @@ func BenchmarkHandoff(b *testing.B) {
 		}
 		path := filepath.Join(b.TempDir(), "h.lock")
 		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
-		if err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, err)
 		defer f.Close()
 		lock := func(how int) {
 			if err := unix.Flock(int(f.Fd()), how); err != nil {
@@ -77,13 +75,9 @@ func handoffs(b *testing.B, waiter func() *exec.Cmd, release, reacquire func()) 
 		b.StopTimer()
 		cmd := waiter()
 		out, err := cmd.StdoutPipe()
-		if err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, err)
 		cmd.Stderr = os.Stderr
-		if err := cmd.Start(); err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, cmd.Start())
 		r := bufio.NewReader(out)
 		if line, _ := r.ReadString('\n'); strings.TrimSpace(line) != "ready" {
 			b.Fatalf("waiter said %q", line)
@@ -95,9 +89,7 @@ func handoffs(b *testing.B, waiter func() *exec.Cmd, release, reacquire func()) 
 		line, _ := r.ReadString('\n')
 		d := time.Since(start)
 		b.StopTimer()
-		if strings.TrimSpace(line) != "x" {
-			b.Fatalf("waiter said %q", line)
-		}
+		require.Equal(b, "x", strings.TrimSpace(line), "waiter said %q", line)
 		lat = append(lat, d)
 		_, _ = io.Copy(io.Discard, r)
 		_ = cmd.Wait()
@@ -119,15 +111,11 @@ func BenchmarkHandoffInProcess(b *testing.B) {
 	var lat []time.Duration
 	for range b.N {
 		lease, err := a.Acquire(ctx, "h")
-		if err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, err)
 		got := make(chan time.Time, 1)
 		go func() {
 			l, err := w.Acquire(ctx, "h")
-			if err != nil {
-				b.Error(err)
-			}
+			assert.NoError(b, err)
 			got <- time.Now()
 			_ = l.Release(ctx)
 		}()

@@ -14,6 +14,8 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/internal/testkit/slack"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // takeRelease acquires key on l and releases it, returning the token.
@@ -435,9 +437,7 @@ func TestForceReleaseWakesWaiter(t *testing.T) {
 	got := make(chan *distlock.Lease, 1)
 	go func() {
 		lw, err := w.Acquire(ctx, "k")
-		if err != nil {
-			t.Error(err)
-		}
+		assert.NoError(t, err)
 		got <- lw
 	}()
 	<-asleep

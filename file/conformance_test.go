@@ -11,6 +11,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/conformance"
+	"github.com/stretchr/testify/require"
 )
 
 func TestConformance(t *testing.T) {
@@ -57,9 +58,7 @@ func TestConformance(t *testing.T) {
 			Held: func(ctx context.Context) ([]string, error) { return heldFiles(dir) },
 		},
 	}
-	if err := os.WriteFile(filepath.Join(dir, "a-file"), nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "a-file"), nil, 0o644))
 	conformance.Run(t, h)
 }
 

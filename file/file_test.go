@@ -14,6 +14,7 @@ import (
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/backend"
 	"github.com/distlock/distlock/internal/testkit/slack"
+	"github.com/stretchr/testify/require"
 )
 
 // A forced release ends the evicted holder's lease at once, refuses its

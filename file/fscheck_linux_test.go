@@ -1,6 +1,10 @@
 package file
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
 
 func TestMountInfoUnescape(t *testing.T) {
 	require.Equal(t, "/mnt/my dir", unescapeMount(`/mnt/my\040dir`))

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/stretchr/testify/require"
 )
 
 // The test binary doubles as a helper process (helperEnv set): it opens
@@ -84,17 +85,11 @@ func startHelper(t testing.TB, c helperCfg) *helper {
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), helperEnv+"="+string(raw))
 	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, cmd.Start())
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	return &helper{cmd: cmd, stdin: stdin, lines: bufio.NewScanner(stdout)}
 }
@@ -112,9 +107,7 @@ func (h *helper) expect(t testing.TB, want string, within time.Duration) {
 	}()
 	select {
 	case line := <-got:
-		if line != want {
-			t.Fatalf("helper said %q, want %q", line, want)
-		}
+		require.Equal(t, want, line, "helper said")
 	case <-time.After(within):
 		t.Fatalf("helper silent for %v, want %q", within, want)
 	}

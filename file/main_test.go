@@ -8,6 +8,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/conformance"
+	"github.com/stretchr/testify/require"
 )
 
 func TestMain(m *testing.M) {
@@ -20,9 +21,7 @@ func TestMain(m *testing.M) {
 func newT(t testing.TB, dir string, opts ...Option) *distlock.Locker {
 	t.Helper()
 	l, err := New(dir, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { _ = l.Close() })
 	return l
 }

@@ -11,6 +11,8 @@ import (
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/backend"
 	"github.com/distlock/distlock/internal/testkit/testserver"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // releaseModes are the URL queries of the two final-release paths, with
@@ -26,9 +28,7 @@ var releaseModes = []struct {
 func inspectT(t *testing.T, l *distlock.Locker, key string) distlock.LockInfo {
 	t.Helper()
 	info, err := l.Inspect(ctxT(t, 10*time.Second), key)
-	if err != nil {
-		t.Fatalf("Inspect(%q): %v", key, err)
-	}
+	require.NoError(t, err, "Inspect(%q)", key)
 	return info
 }
 
@@ -43,9 +43,7 @@ func TestInspect(t *testing.T) {
 		t.Fatalf("Inspect of a free key = %+v", info)
 	}
 	lease, err := holder.TryAcquire(ctxT(t, 10*time.Second), key, distlock.WithOwner("job-1"), distlock.WithMetadata("host=a ✓ pid 7"), distlock.WithTTL(10*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	check := func(info distlock.LockInfo, holds int, lo, hi time.Duration) {
 		t.Helper()
 		if !info.Held || info.Owner != "job-1" || info.Metadata != "host=a ✓ pid 7" || info.Holds != holds || info.Token != 0 || info.Waiters != -1 || info.SessionBound {
@@ -58,23 +56,17 @@ func TestInspect(t *testing.T) {
 	// The server was sent ttl + 1s; it counts whole seconds.
 	check(inspectT(t, operator, key), 1, 8*time.Second, 11*time.Second)
 	nested, err := holder.TryAcquire(ctxT(t, 10*time.Second), key, distlock.WithOwner("job-1"), distlock.WithMetadata("nested"), distlock.WithTTL(10*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	check(inspectT(t, operator, key), 2, 8*time.Second, 11*time.Second)
 	// The TTL is the server's: touched to 100s behind the record's back,
 	// the server's count shows, the record's expiry does not.
-	if err := admin.Touch(ItemKey(DefaultPrefix, key), 100); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, admin.Touch(ItemKey(DefaultPrefix, key), 100))
 	check(inspectT(t, operator, key), 2, 98*time.Second, 100*time.Second)
 	// Without the key's server (New on a client, no WithSelector): the
 	// expiry recorded by the last writer, by this machine's clock.
 	c := memcache.New(srv.Addr())
 	blind, err := New(c)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { _ = blind.Close(); _ = c.Close() })
 	check(inspectT(t, blind, key), 2, 8*time.Second, 10*time.Second)
 	_ = nested.Release(ctxT(t, 10*time.Second))
@@ -95,14 +87,10 @@ func TestForceRelease(t *testing.T) {
 			holder, operator := openURL(t, mcURL(srv, m.query)), openURL(t, mcURL(srv, m.query))
 			key := "force-" + m.name
 			victim, err := holder.TryAcquire(ctxT(t, 10*time.Second), key, distlock.WithMetadata("md"), distlock.WithTTL(time.Minute), distlock.WithAutoRefresh(false))
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			before := m.used.Load()
 			info, err := operator.ForceRelease(ctxT(t, 10*time.Second), key)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			if !info.Held || info.Owner != victim.Owner() || info.Metadata != "md" || info.Holds != 1 || info.TTL <= 0 || info.TTL > 61*time.Second {
 				t.Errorf("ForceRelease = %+v, want the victim %q", info, victim.Owner())
 			}
@@ -110,21 +98,13 @@ func TestForceRelease(t *testing.T) {
 				t.Errorf("ForceRelease did not delete through the %s path", m.name)
 			}
 			next, err := operator.TryAcquire(ctxT(t, 10*time.Second), key, distlock.WithTTL(time.Minute))
-			if err != nil {
-				t.Fatalf("TryAcquire after the forced release: %v", err)
-			}
-			if err := victim.Refresh(ctxT(t, 10*time.Second), time.Minute); !errors.Is(err, distlock.ErrNotHeld) {
-				t.Errorf("evicted Refresh: %v", err)
-			}
-			if err := victim.Release(ctxT(t, 10*time.Second)); !errors.Is(err, distlock.ErrNotHeld) {
-				t.Errorf("evicted Release: %v", err)
-			}
+			require.NoError(t, err, "TryAcquire after the forced release")
+			assert.ErrorIs(t, victim.Refresh(ctxT(t, 10*time.Second), time.Minute), distlock.ErrNotHeld, "evicted Refresh")
+			assert.ErrorIs(t, victim.Release(ctxT(t, 10*time.Second)), distlock.ErrNotHeld, "evicted Release")
 			if info := inspectT(t, operator, key); info.Owner != next.Owner() {
 				t.Errorf("the new holder's lock after the evicted one's calls: %+v", info)
 			}
-			if err := next.Release(ctxT(t, 10*time.Second)); err != nil {
-				t.Error(err)
-			}
+			assert.NoError(t, next.Release(ctxT(t, 10*time.Second)))
 			if info, err := operator.ForceRelease(ctxT(t, 10*time.Second), key); err != nil || info.Held {
 				t.Errorf("ForceRelease of a free key = %+v, %v", info, err)
 			}
@@ -144,9 +124,7 @@ func TestForceReleaseCASGuard(t *testing.T) {
 			key := "force-cas-" + m.name
 			const ttl = time.Minute
 			first, err := holder.TryAcquire(ctxT(t, 10*time.Second), backend.Request{Key: key, Owner: "first", TTL: ttl, Metadata: "1st"})
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			held := []backend.Lock{first}
 			var second backend.Lock
 			calls := 0
@@ -166,24 +144,18 @@ func TestForceReleaseCASGuard(t *testing.T) {
 						_ = l.Release(ctx)
 					}
 					second, err = holder.TryAcquire(ctx, backend.Request{Key: key, Owner: "second", TTL: ttl, Metadata: "2nd"})
-					if err != nil {
-						t.Errorf("second owner: %v", err)
-					}
+					assert.NoError(t, err, "second owner")
 				}
 			}
 			info, err := op.ForceRelease(ctxT(t, 10*time.Second), key, backend.Holder{})
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			if second == nil {
 				t.Fatal("the second owner's acquisition in the hook failed")
 			}
 			if calls != 3 || !info.Held || info.Owner != "second" || info.Metadata != "2nd" || info.Holds != 1 {
 				t.Errorf("after %d reads ForceRelease = %+v, want 3 reads and the second owner", calls, info)
 			}
-			if err := second.Release(ctxT(t, 10*time.Second)); !errors.Is(err, backend.ErrNotHeld) {
-				t.Errorf("the evicted second owner's Release: %v", err)
-			}
+			assert.ErrorIs(t, second.Release(ctxT(t, 10*time.Second)), backend.ErrNotHeld, "the evicted second owner's Release")
 		})
 	}
 }
@@ -197,9 +169,7 @@ func TestAdminForeignValue(t *testing.T) {
 		d := openDriver(t, mcURL(srv, m.query))
 		key := "foreign-" + m.name
 		mk := ItemKey(DefaultPrefix, key)
-		if err := admin.Set(&memcache.Item{Key: mk, Value: []byte("not a lock")}); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, admin.Set(&memcache.Item{Key: mk, Value: []byte("not a lock")}))
 		if _, err := d.Inspect(ctxT(t, 10*time.Second), key); !errors.Is(err, errForeign) {
 			t.Errorf("%s: Inspect of a foreign value: %v", m.name, err)
 		}

@@ -19,6 +19,8 @@ import (
 	"github.com/distlock/distlock/backend"
 	"github.com/distlock/distlock/internal/testkit/slack"
 	"github.com/distlock/distlock/internal/testkit/testserver"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // writeCounter counts the writes on every connection a client (and the
@@ -66,9 +68,7 @@ func (c *countedConn) Write(p []byte) (int, error) {
 func countedClient(t testing.TB, addrs ...string) (*memcache.Client, *memcache.ServerList, *writeCounter) {
 	t.Helper()
 	ss := new(memcache.ServerList)
-	if err := ss.SetServers(addrs...); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, ss.SetServers(addrs...))
 	w := &writeCounter{writes: map[string]int{}}
 	c := memcache.NewFromSelector(ss)
 	c.Timeout = 2 * time.Second
@@ -83,9 +83,7 @@ func countedDriver(t testing.TB, addrs ...string) (*driver, *writeCounter) {
 	t.Helper()
 	c, ss, w := countedClient(t, addrs...)
 	d, err := newDriver(c, []Option{WithSelector(ss), WithCloseClient()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { _ = d.Close() })
 	return d, w
 }
@@ -127,9 +125,7 @@ func acquireN(t testing.TB, d *driver, prefix, owner string, n int, ttl time.Dur
 	locks := make([]*lock, n)
 	for i := range n {
 		l, err := d.TryAcquire(ctx, req(fmt.Sprintf("%s/%d", prefix, i), owner, ttl))
-		if err != nil {
-			t.Fatalf("acquire %s/%d: %v", prefix, i, err)
-		}
+		require.NoError(t, err, "acquire %s/%d", prefix, i)
 		locks[i] = l.(*lock)
 	}
 	return locks
@@ -154,14 +150,10 @@ func TestRefreshBatch(t *testing.T) {
 	perServer := map[string]int{}
 	for _, l := range locks {
 		a, err := d.sel.PickServer(l.key)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		perServer[a.String()]++
 	}
-	if len(perServer) != 2 {
-		t.Fatalf("300 keys on %d servers", len(perServer))
-	}
+	require.Len(t, perServer, 2, "300 keys on %d servers", len(perServer))
 	admin1, admin2 := adminClient(t, s1.Addr()), adminClient(t, s2.Addr())
 	st1, st2 := serverStats(t, s1.Addr()), serverStats(t, s2.Addr())
 	w0 := w.snapshot()
@@ -170,9 +162,7 @@ func TestRefreshBatch(t *testing.T) {
 	took := time.Since(start)
 	w1 := w.snapshot()
 	for i, err := range errs {
-		if err != nil {
-			t.Errorf("item %d: %v", i, err)
-		}
+		assert.NoError(t, err, "item %d", i)
 	}
 	for _, s := range []struct {
 		addr   string
@@ -225,9 +215,7 @@ func TestRefreshBatch(t *testing.T) {
 	// Never shorter: a batch with a shorter TTL leaves the expiry alone.
 	errs = d.RefreshBatch(ctxT(t, 30*time.Second), itemsOf(locks[:10], 2*time.Second))
 	for i, err := range errs {
-		if err != nil {
-			t.Errorf("short refresh item %d: %v", i, err)
-		}
+		assert.NoError(t, err, "short refresh item %d", i)
 		if secs, _ := remainingTTL(t, s1.Addr(), locks[i].key); secs > 0 && secs < 55 {
 			t.Errorf("lock %d shortened to %ds", i, secs)
 		}
@@ -249,9 +237,7 @@ func TestRefreshBatchMixed(t *testing.T) {
 	acq := func(key, owner string, ttl time.Duration) *lock {
 		t.Helper()
 		l, err := d.TryAcquire(ctx, req(key, owner, ttl))
-		if err != nil {
-			t.Fatalf("acquire %s as %s: %v", key, owner, err)
-		}
+		require.NoError(t, err, "acquire %s as %s", key, owner)
 		return l.(*lock)
 	}
 	// Short locks first, to expire them.
@@ -268,16 +254,12 @@ func TestRefreshBatchMixed(t *testing.T) {
 	}
 	taker := acq("mixed/taken", "B", 30*time.Second)
 	released := acq("mixed/released", "R", 30*time.Second)
-	if err := released.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, released.Release(ctx))
 	nest1 := acq("mixed/nested", "N", 30*time.Second)
 	nest2 := acq("mixed/nested", "N", 30*time.Second)
 	half1 := acq("mixed/half", "H", 30*time.Second)
 	half2 := acq("mixed/half", "H", 30*time.Second)
-	if err := half1.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, half1.Release(ctx))
 	held := acquireN(t, d, "mixed/held", "G", 20, 30*time.Second)
 
 	type want int
@@ -354,9 +336,7 @@ func TestRefreshBatchMixed(t *testing.T) {
 		t.Errorf("taken-over record %+v (cas %d, was %d): want B's, refreshed once", rec, after.CasID, takerBefore.CasID)
 	}
 	for _, k := range []string{expired.key, released.key} {
-		if !gone(k) {
-			t.Errorf("%s recreated by the batch", k)
-		}
+		assert.True(t, gone(k), "%s recreated by the batch", k)
 	}
 	// The same answers as Refresh, item by item.
 	for i, it := range items {
@@ -403,9 +383,7 @@ func TestRefreshBatchConflict(t *testing.T) {
 					return
 				}
 				rec := record{expMs: time.Now().Add(time.Minute).UnixMilli(), tenure: randomID(tenureBytes), holds: []string{randomID(holdBytes)}, owner: "other"}
-				if err := admin.Set(&memcache.Item{Key: victim.key, Value: rec.encode(), Expiration: 61}); err != nil {
-					t.Errorf("set in the hook: %v", err)
-				}
+				assert.NoError(t, admin.Set(&memcache.Item{Key: victim.key, Value: rec.encode(), Expiration: 61}), "set in the hook")
 			}
 			fb := statBatchFallbacks.Load()
 			errs := d.RefreshBatch(ctx, itemsOf(locks, time.Minute))
@@ -424,9 +402,7 @@ func TestRefreshBatchConflict(t *testing.T) {
 					}
 					continue
 				}
-				if err != nil {
-					t.Errorf("item %d: %v", i, err)
-				}
+				assert.NoError(t, err, "item %d", i)
 				a, _ := d.sel.PickServer(l.key)
 				rec, _ := readRecord(t, adminClient(t, a.String()), l.key)
 				if rec.expMs < now+55_000 {
@@ -459,9 +435,7 @@ func TestRefreshBatchContext(t *testing.T) {
 	cctx, cancel := context.WithCancel(t.Context())
 	cancel()
 	for i, err := range d.RefreshBatch(cctx, items) {
-		if !errors.Is(err, context.Canceled) {
-			t.Errorf("cancelled: item %d: %v, want context.Canceled", i, err)
-		}
+		assert.ErrorIs(t, err, context.Canceled, "cancelled: item %d", i)
 	}
 
 	t.Run("ends while a server is stopped", func(t *testing.T) {
@@ -491,24 +465,16 @@ func TestRefreshBatchContext(t *testing.T) {
 		if stopped == 0 || stopped == len(errs) {
 			t.Fatalf("%d of %d items on the stopped server %s: the keys should spread over both", stopped, len(errs), s1.Addr())
 		}
-		if err := s1.Resume(); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, s1.Resume())
 		// Still usable afterwards.
 		for i, err := range d.RefreshBatch(ctxT(t, 30*time.Second), items) {
-			if err != nil {
-				t.Errorf("after resume: item %d: %v", i, err)
-			}
+			assert.NoError(t, err, "after resume: item %d", i)
 		}
 	})
 
-	if err := d.Close(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, d.Close())
 	for i, err := range d.RefreshBatch(ctxT(t, 10*time.Second), items) {
-		if !errors.Is(err, backend.ErrClosed) {
-			t.Errorf("closed: item %d: %v, want ErrClosed", i, err)
-		}
+		assert.ErrorIs(t, err, backend.ErrClosed, "closed: item %d", i)
 	}
 	if !waitFor(5*time.Second, func() bool { return runtime.NumGoroutine() <= before }) {
 		buf := make([]byte, 1<<20)
@@ -529,13 +495,9 @@ func TestRefreshBatchRestart(t *testing.T) {
 	locks := acquireN(t, d, "restart", "X", 60, time.Minute)
 	// Leave a pooled batch connection to each server.
 	for i, err := range d.RefreshBatch(ctxT(t, 30*time.Second), itemsOf(locks, time.Minute)) {
-		if err != nil {
-			t.Fatalf("item %d: %v", i, err)
-		}
+		require.NoError(t, err, "item %d", i)
 	}
-	if err := s1.Restart(ctxT(t, 30*time.Second)); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, s1.Restart(ctxT(t, 30*time.Second)))
 	fb := statBatchFallbacks.Load()
 	w0 := w.snapshot()
 	errs := d.RefreshBatch(ctxT(t, 30*time.Second), itemsOf(locks, time.Minute))
@@ -543,9 +505,7 @@ func TestRefreshBatchRestart(t *testing.T) {
 	for i, err := range errs {
 		a, _ := d.sel.PickServer(locks[i].key)
 		if a.String() == s1.Addr() {
-			if !errors.Is(err, backend.ErrNotHeld) {
-				t.Errorf("item %d on the restarted server: %v, want ErrNotHeld", i, err)
-			}
+			assert.ErrorIs(t, err, backend.ErrNotHeld, "item %d on the restarted server", i)
 		} else if err != nil {
 			t.Errorf("item %d on the other server: %v", i, err)
 		}
@@ -567,9 +527,7 @@ func TestRefreshBatchNoSelector(t *testing.T) {
 	c := memcache.New(srv.Addr())
 	c.Timeout = 2 * time.Second
 	l, err := New(c, WithCloseClient())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { _ = l.Close() })
 	d := driverOf(l)
 	if d.raw != nil {
@@ -578,12 +536,8 @@ func TestRefreshBatchNoSelector(t *testing.T) {
 	ctx := ctxT(t, time.Minute)
 	locks := acquireN(t, d, "nosel", "A", 30, 30*time.Second)
 	extra, err := d.TryAcquire(ctx, req("nosel/0", "A", 30*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := locks[1].Release(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	require.NoError(t, locks[1].Release(ctx))
 	items := append(itemsOf(locks, time.Minute), backend.RefreshItem{Lock: extra, TTL: time.Minute})
 	var fired atomic.Bool
 	d.batchHook = func(net.Addr) { // a conflict on lock 2
@@ -603,9 +557,7 @@ func TestRefreshBatchNoSelector(t *testing.T) {
 	}
 	for i, err := range errs {
 		if i == 1 {
-			if !errors.Is(err, backend.ErrNotHeld) {
-				t.Errorf("released item: %v, want ErrNotHeld", err)
-			}
+			assert.ErrorIs(t, err, backend.ErrNotHeld, "released item")
 			continue
 		}
 		if err != nil {
@@ -631,9 +583,7 @@ func TestRefreshBatchLocker(t *testing.T) {
 	c, ss, w := countedClient(t, s1.Addr(), s2.Addr())
 	const ttl = 6 * time.Second // validity 5s, refreshed every 2s
 	lk, err := New(c, WithSelector(ss), WithCloseClient(), WithDefaults(distlock.WithTTL(ttl)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { _ = lk.Close() })
 	const n = 1000
 	ctx := ctxT(t, 2*time.Minute)
@@ -730,8 +680,6 @@ func TestRefreshBatchNoEvict(t *testing.T) {
 		if _, err := admin.Get(l.key); err != nil {
 			t.Errorf("lock item %s gone after the failed refreshes: %v", l.key, err)
 		}
-		if err := l.Release(ctx); err != nil {
-			t.Errorf("release with memory full: %v", err)
-		}
+		assert.NoError(t, l.Release(ctx), "release with memory full")
 	}
 }

@@ -2,7 +2,6 @@ package memcached
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"slices"
@@ -18,6 +17,7 @@ import (
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/internal/testkit/benchkit"
 	"github.com/distlock/distlock/internal/testkit/testserver"
+	"github.com/stretchr/testify/require"
 )
 
 // BenchmarkMemcached runs every memcached benchmark against one local
@@ -54,26 +54,20 @@ func BenchmarkMemcached(b *testing.B) {
 		_ = c.Set(&memcache.Item{Key: "bench/rtt", Value: []byte("v"), Expiration: 60})
 		b.ReportAllocs()
 		for b.Loop() {
-			if err := c.Add(&memcache.Item{Key: "bench/rtt", Value: []byte("v"), Expiration: 15}); !errors.Is(err, memcache.ErrNotStored) {
-				b.Fatal(err)
-			}
+			require.ErrorIs(b, c.Add(&memcache.Item{Key: "bench/rtt", Value: []byte("v"), Expiration: 15}), memcache.ErrNotStored)
 		}
 	})
 	b.Run("floor/add+gets+md", func(b *testing.B) {
 		c := memcache.New(srv.Addr())
 		defer c.Close()
 		addr, err := net.ResolveTCPAddr("tcp", srv.Addr())
-		if err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, err)
 		p := newRawPool(nil, time.Second, 2)
 		defer p.close()
 		b.ReportAllocs()
 		for b.Loop() {
 			val := []byte(randomID(tenureBytes))
-			if err := c.Add(&memcache.Item{Key: "bench/floor", Value: val, Expiration: 15}); err != nil {
-				b.Fatal(err)
-			}
+			require.NoError(b, c.Add(&memcache.Item{Key: "bench/floor", Value: val, Expiration: 15}))
 			it, err := c.Get("bench/floor")
 			if err != nil || string(it.Value) != string(val) {
 				b.Fatal(err)
@@ -95,9 +89,7 @@ func BenchmarkMemcached(b *testing.B) {
 	inspect := func(b *testing.B, l *distlock.Locker) {
 		holder := open(b, "")
 		lease, err := holder.TryAcquire(ctx, "bench/inspect", distlock.WithMetadata("bench"))
-		if err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, err)
 		defer func() { _ = lease.Release(ctx) }()
 		b.ReportAllocs()
 		for b.Loop() {
@@ -110,9 +102,7 @@ func BenchmarkMemcached(b *testing.B) {
 	b.Run("inspect/no-selector", func(b *testing.B) {
 		c := memcache.New(srv.Addr())
 		l, err := New(c)
-		if err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, err)
 		defer func() { _ = l.Close(); _ = c.Close() }()
 		inspect(b, l)
 	})
@@ -138,9 +128,7 @@ func benchHandoff(b *testing.B, srv *testserver.Server, query string) {
 	const key = "bench/hot"
 	for _, l := range ls { // warm up: connections dialled, server pinned
 		lease, err := l.Acquire(ctx, key)
-		if err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, err)
 		_ = lease.Release(ctx)
 	}
 	var before int64
@@ -186,9 +174,7 @@ func BenchmarkNaturalBatching(b *testing.B) {
 			var ls [2]*distlock.Locker
 			for i := range ls {
 				ls[i], _ = benchLocker(b, srv, i == 1)
-				if err := batchCycle(ls[i], "bench/batch/warm"); err != nil {
-					b.Fatal(err)
-				}
+				require.NoError(b, batchCycle(ls[i], "bench/batch/warm"))
 			}
 			per := 10 // cycles per goroutine and block
 			if n == 1 {
@@ -250,13 +236,9 @@ func benchLocker(b *testing.B, srv *testserver.Server, batched bool) (*distlock.
 		return &countingConn{Conn: c, writes: &cnt.writes}, nil
 	}
 	ss := new(memcache.ServerList)
-	if err := ss.SetServers(srv.Addr()); err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, ss.SetServers(srv.Addr()))
 	l, err := New(client, WithSelector(ss), WithCloseClient())
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	b.Cleanup(func() { _ = l.Close() })
 	if !batched {
 		driverOf(l).pipes = nil

@@ -14,6 +14,7 @@ import (
 	"github.com/distlock/distlock/conformance"
 	"github.com/distlock/distlock/internal/testkit/netfault"
 	"github.com/distlock/distlock/internal/testkit/testserver"
+	"github.com/stretchr/testify/require"
 )
 
 // confTTL is the TTL of the suite's expiry checks. Its validity is 2s
@@ -60,9 +61,7 @@ var badTTLs = []time.Duration{
 // closedPortURL returns a memcached URL of a loopback port nothing listens on.
 func closedPortURL(t *testing.T) string {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	addr := ln.Addr().String()
 	ln.Close()
 	return "memcached://" + addr

@@ -17,6 +17,8 @@ import (
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/backend"
 	"github.com/distlock/distlock/internal/testkit/testserver"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // ErrorCode classifies what the driver returns unwrapped. Needs no server:
@@ -25,18 +27,14 @@ func TestErrorCode(t *testing.T) {
 	d := &driver{}
 	refused := func() error {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		addr := ln.Addr().String()
 		ln.Close()
 		c := memcache.New(addr)
 		_, err = c.Get("k")
 		return err
 	}()
-	if !errors.Is(refused, syscall.ECONNREFUSED) {
-		t.Fatalf("get from a closed port: %v, want connection refused", refused)
-	}
+	require.ErrorIs(t, refused, syscall.ECONNREFUSED, "get from a closed port: %v, want connection refused", refused)
 	timeout := &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}
 	for _, c := range []struct {
 		name string
@@ -60,13 +58,9 @@ func TestErrorCode(t *testing.T) {
 		{"pool closed", errPoolClosed, backend.CodeClosed},
 		{"pool closed, wrapped", fmt.Errorf("md: %w", errPoolClosed), backend.CodeClosed},
 	} {
-		if got := d.ErrorCode(c.err); got != c.want {
-			t.Errorf("%s: ErrorCode(%v) = %v, want %v", c.name, c.err, got, c.want)
-		}
+		assert.Equal(t, c.want, d.ErrorCode(c.err), "%s: ErrorCode(%v)", c.name, c.err)
 	}
-	if err := shape(errors.New("SERVER_ERROR out of memory storing object")); !errors.Is(err, errOutOfMemory) {
-		t.Errorf("shape does not mark out of memory: %v", err)
-	}
+	assert.ErrorIs(t, shape(errors.New("SERVER_ERROR out of memory storing object")), errOutOfMemory, "shape does not mark out of memory")
 	if err := shape(timeout); err != timeout {
 		t.Errorf("shape changed a network error: %v", err)
 	}
@@ -103,15 +97,11 @@ func TestConnectTimeoutIsTransient(t *testing.T) {
 	c := memcache.New(srv.Addr())
 	c.DialContext = td.dial
 	l, err := New(c, WithCloseClient())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { _ = l.Close() })
 	ctx := ctxT(t, 10*time.Second)
 	lease, err := l.Acquire(ctx, "connect-timeout", distlock.WithRetryUnavailable(true))
-	if err != nil {
-		t.Fatalf("Acquire with WithRetryUnavailable over two connect timeouts: %v", err)
-	}
+	require.NoError(t, err, "Acquire with WithRetryUnavailable over two connect timeouts")
 	_ = lease.Release(ctx)
 
 	_ = c.Close() // no idle connection: the next request dials

@@ -17,6 +17,8 @@ import (
 	"github.com/distlock/distlock/conformance"
 	"github.com/distlock/distlock/internal/testkit/slack"
 	"github.com/distlock/distlock/internal/testkit/testserver"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // fillSlab stores items shaped like the lock item (same key and value
@@ -25,9 +27,7 @@ import (
 func fillSlab(t *testing.T, addr string, keyLen, valueLen, from, n int) (refused int) {
 	t.Helper()
 	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(60 * time.Second))
 	value := strings.Repeat("f", valueLen)
@@ -78,9 +78,7 @@ func TestEviction(t *testing.T) {
 	ik := ItemKey(DefaultPrefix, key)
 	// TTL 12s: the first automatic refresh runs about 4s after the grant.
 	lease, err := a.TryAcquire(ctxT(t, 10*time.Second), key, distlock.WithTTL(12*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	granted := time.Now()
 	_, it := readRecord(t, admin, ik)
 	evicted := false
@@ -89,20 +87,14 @@ func TestEviction(t *testing.T) {
 		_, err := admin.Get(ik)
 		evicted = errors.Is(err, memcache.ErrCacheMiss)
 	}
-	if !evicted {
-		t.Fatalf("lock item not evicted after filling its slab class")
-	}
+	require.True(t, evicted, "lock item not evicted after filling its slab class")
 	if time.Since(granted) > 3500*time.Millisecond {
 		t.Skipf("filling took %v, past the first refresh: the window is not observable", time.Since(granted))
 	}
 	// Documented unsafe window: the item is gone, the holder does not know.
-	if err := lease.Err(); err != nil {
-		t.Fatalf("lease already ended before its refresh: %v", err)
-	}
+	require.NoError(t, lease.Err(), "lease already ended before its refresh")
 	other, err := b.TryAcquire(ctxT(t, 10*time.Second), key, distlock.WithTTL(time.Minute), distlock.WithAutoRefresh(false))
-	if err != nil {
-		t.Fatalf("second owner after the eviction: %v", err)
-	}
+	require.NoError(t, err, "second owner after the eviction")
 	t.Logf("documented: after the eviction a second owner acquired while the first lease still looked valid (Err=%v)", lease.Err())
 	select {
 	case <-lease.Done():
@@ -110,12 +102,8 @@ func TestEviction(t *testing.T) {
 	case <-time.After(slack.D(10 * time.Second)):
 		t.Fatalf("first lease still open %v after the grant: its refresh must find the lock gone", slack.D(10*time.Second))
 	}
-	if err := lease.Err(); !errors.Is(err, distlock.ErrLockLost) {
-		t.Errorf("first lease ended with %v, want ErrLockLost", err)
-	}
-	if err := other.Release(ctxT(t, 5*time.Second)); err != nil {
-		t.Errorf("second owner's Release: %v", err)
-	}
+	assert.ErrorIs(t, lease.Err(), distlock.ErrLockLost, "first lease ended")
+	assert.NoError(t, other.Release(ctxT(t, 5*time.Second)), "second owner's Release")
 }
 
 // With -M memcached refuses to store instead of evicting: the lock item
@@ -131,16 +119,12 @@ func TestNoEvict(t *testing.T) {
 	// Pin the server for b before memory runs out (the pin record is an
 	// item too).
 	warm, err := b.TryAcquire(ctx, "warm-up")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	_ = warm.Release(ctx)
 	key := "kept"
 	ik := ItemKey(DefaultPrefix, key)
 	lease, err := a.TryAcquire(ctx, key, distlock.WithTTL(time.Minute), distlock.WithAutoRefresh(false))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	_, it := readRecord(t, admin, ik)
 	refused := 0
 	for i := 0; i < 10 && refused == 0; i++ {
@@ -156,23 +140,17 @@ func TestNoEvict(t *testing.T) {
 	if !errors.Is(err, distlock.ErrUnavailable) || errors.Is(err, distlock.ErrNotAcquired) {
 		t.Errorf("acquire with memory full = %v, want ErrUnavailable (not ErrNotAcquired)", err)
 	}
-	if !strings.Contains(err.Error(), "SERVER_ERROR out of memory") {
-		t.Errorf("error %q does not carry memcached's reply", err)
-	}
+	assert.Contains(t, err.Error(), "SERVER_ERROR out of memory", "error %q does not carry memcached's reply", err)
 	if err := lease.Refresh(ctx, time.Minute); !errors.Is(err, distlock.ErrUnavailable) {
 		t.Errorf("refresh with memory full = %v, want ErrUnavailable", err)
 	} else {
 		t.Logf("documented: with -M and a full slab class the refresh fails: %v", err)
 	}
-	if err := lease.Err(); err != nil {
-		t.Errorf("lease ended after a transient refresh failure: %v", err)
-	}
+	assert.NoError(t, lease.Err(), "lease ended after a transient refresh failure")
 	if _, err := admin.Get(ik); err != nil {
 		t.Fatalf("lock item gone after the failed refresh: %v", err)
 	}
-	if err := lease.Release(ctx); err != nil {
-		t.Errorf("meta release with memory full: %v", err)
-	}
+	assert.NoError(t, lease.Release(ctx), "meta release with memory full")
 	if _, err := admin.Get(ik); !errors.Is(err, memcache.ErrCacheMiss) {
 		t.Errorf("lock item after release: %v, want a miss", err)
 	}
@@ -188,29 +166,19 @@ func TestRestartWhileHeld(t *testing.T) {
 	admin := adminClient(t, srv.Addr())
 	key := "restart"
 	lease, err := a.TryAcquire(ctxT(t, 10*time.Second), key, distlock.WithTTL(9*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for i := range 50 { // move the CAS counter along
 		_ = admin.Set(&memcache.Item{Key: "counter/" + strconv.Itoa(i), Value: []byte("x"), Expiration: 60})
 	}
 	_, it := readRecord(t, admin, ItemKey(DefaultPrefix, key))
-	if err := admin.Set(&memcache.Item{Key: "cas-probe", Value: []byte("x"), Expiration: 60}); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, admin.Set(&memcache.Item{Key: "cas-probe", Value: []byte("x"), Expiration: 60}))
 	probe, err := admin.Get("cas-probe")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Restart(ctxT(t, time.Minute)); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	require.NoError(t, srv.Restart(ctxT(t, time.Minute)))
 	// CAS values start again after a restart: they cannot be fencing
 	// tokens.
 	_ = admin.Close() // its pooled connections died with the server
-	if err := admin.Set(&memcache.Item{Key: "cas-probe", Value: []byte("x"), Expiration: 60}); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, admin.Set(&memcache.Item{Key: "cas-probe", Value: []byte("x"), Expiration: 60}))
 	if again, err := admin.Get("cas-probe"); err != nil || again.CasID >= probe.CasID {
 		t.Errorf("CAS after the restart %v (%v), before %d: want it to start again", again, err, probe.CasID)
 	} else {
@@ -218,31 +186,21 @@ func TestRestartWhileHeld(t *testing.T) {
 	}
 	restarted := time.Now()
 	other, err := b.TryAcquire(ctxT(t, 10*time.Second), key, distlock.WithAutoRefresh(false))
-	if err != nil {
-		t.Fatalf("second owner after the restart: %v", err)
-	}
+	require.NoError(t, err, "second owner after the restart")
 	t.Logf("documented: after the restart a second owner acquired while the first lease's Err was %v", lease.Err())
-	if err := other.Release(ctxT(t, 5*time.Second)); err != nil {
-		t.Errorf("second owner's Release: %v", err)
-	}
+	assert.NoError(t, other.Release(ctxT(t, 5*time.Second)), "second owner's Release")
 	select {
 	case <-lease.Done():
 		t.Logf("first lease ended %v after the restart: %v", time.Since(restarted).Round(time.Millisecond), lease.Err())
 	case <-time.After(15 * time.Second):
 		t.Fatalf("first lease still open 15s after the restart (TTL 9s, refresh every 3s)")
 	}
-	if err := lease.Err(); !errors.Is(err, distlock.ErrLockLost) {
-		t.Errorf("first lease ended with %v, want ErrLockLost", err)
-	}
+	assert.ErrorIs(t, lease.Err(), distlock.ErrLockLost, "first lease ended")
 	// The Locker keeps working: its dead pooled connections are replaced.
 	for i := range 3 {
 		l2, err := a.TryAcquire(ctxT(t, 10*time.Second), key+"/after")
-		if err != nil {
-			t.Fatalf("TryAcquire %d after the restart: %v", i, err)
-		}
-		if err := l2.Release(ctxT(t, 5*time.Second)); err != nil {
-			t.Fatalf("Release %d after the restart: %v", i, err)
-		}
+		require.NoError(t, err, "TryAcquire %d after the restart", i)
+		require.NoError(t, l2.Release(ctxT(t, 5*time.Second)), "Release %d after the restart", i)
 	}
 }
 
@@ -257,23 +215,15 @@ func TestFlushAll(t *testing.T) {
 		t.Errorf("capabilities %+v, want Expiring and Reentrant only", caps)
 	}
 	lease, err := a.TryAcquire(ctxT(t, 10*time.Second), "flushed", distlock.WithTTL(3*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if lease.Token() != 0 {
-		t.Errorf("Token() = %d without fencing, want 0", lease.Token())
-	}
-	if err := admin.FlushAll(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	assert.Equal(t, uint64(0), lease.Token(), "Token() = %d without fencing, want 0", lease.Token())
+	require.NoError(t, admin.FlushAll())
 	select {
 	case <-lease.Done():
 	case <-time.After(5 * time.Second):
 		t.Fatalf("lease still open 5s after flush_all (refresh every 1s)")
 	}
-	if err := lease.Err(); !errors.Is(err, distlock.ErrLockLost) {
-		t.Errorf("lease ended with %v, want ErrLockLost", err)
-	}
+	assert.ErrorIs(t, lease.Err(), distlock.ErrLockLost, "lease ended")
 }
 
 // A server that is down while a lease is held: refreshes fail with
@@ -284,13 +234,9 @@ func TestDownWhileHeld(t *testing.T) {
 	srv := testserver.Memcached(t, testserver.MemcachedConfig{NoEvict: true})
 	a := openURL(t, mcURL(srv, ""))
 	lease, err := a.TryAcquire(ctxT(t, 10*time.Second), "down", distlock.WithTTL(3*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	deadline := lease.Deadline()
-	if err := srv.Kill(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, srv.Kill())
 	select {
 	case <-lease.Done():
 	case <-time.After(10 * time.Second):
@@ -299,19 +245,13 @@ func TestDownWhileHeld(t *testing.T) {
 	if late := time.Since(deadline); late > time.Second {
 		t.Errorf("lease ended %v after its validity deadline", late)
 	}
-	if err := lease.Err(); !errors.Is(err, distlock.ErrLockLost) {
-		t.Errorf("lease ended with %v, want ErrLockLost", err)
-	}
+	assert.ErrorIs(t, lease.Err(), distlock.ErrLockLost, "lease ended")
 	if _, err := a.TryAcquire(ctxT(t, 2*time.Second), "down/2"); !errors.Is(err, distlock.ErrUnavailable) {
 		t.Errorf("TryAcquire with the server down = %v, want ErrUnavailable", err)
 	}
-	if err := srv.Restart(ctxT(t, time.Minute)); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, srv.Restart(ctxT(t, time.Minute)))
 	l2, err := a.TryAcquire(ctxT(t, 10*time.Second), "down")
-	if err != nil {
-		t.Fatalf("TryAcquire after the server came back: %v", err)
-	}
+	require.NoError(t, err, "TryAcquire after the server came back")
 	_ = l2.Release(ctxT(t, 5*time.Second))
 }
 
@@ -323,9 +263,7 @@ func TestUnreachable(t *testing.T) {
 	l := openURL(t, closedPortURL(t))
 	start := time.Now()
 	_, err := l.Acquire(ctxT(t, 2*time.Second), "k")
-	if !errors.Is(err, distlock.ErrUnavailable) {
-		t.Errorf("closed port: %v, want ErrUnavailable", err)
-	}
+	assert.ErrorIs(t, err, distlock.ErrUnavailable, "closed port")
 	var opErr *net.OpError
 	if !errors.As(err, &opErr) {
 		t.Errorf("closed port: the client's error is not reachable with errors.As: %v", err)
@@ -337,16 +275,12 @@ func TestUnreachable(t *testing.T) {
 	srv := testserver.Memcached(t, testserver.MemcachedConfig{})
 	p := openURL(t, mcURL(srv, "timeout=300ms"))
 	warm, err := p.TryAcquire(ctxT(t, 5*time.Second), "warm")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	_ = warm.Release(ctxT(t, 5*time.Second))
 	pause(t, srv)
 	start = time.Now()
 	_, err = p.TryAcquire(ctxT(t, 5*time.Second), "k")
-	if !errors.Is(err, distlock.ErrUnavailable) {
-		t.Errorf("stopped server: %v, want ErrUnavailable", err)
-	}
+	assert.ErrorIs(t, err, distlock.ErrUnavailable, "stopped server")
 	var netErr net.Error
 	if !errors.As(err, &netErr) || !netErr.Timeout() {
 		t.Errorf("stopped server: want the client's timeout reachable with errors.As, got %v", err)
@@ -364,9 +298,7 @@ func TestUnreachable(t *testing.T) {
 	if took := time.Since(start); took > time.Second {
 		t.Errorf("stopped server, short ctx: answered after %v", took)
 	}
-	if err := srv.Resume(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, srv.Resume())
 	// Nothing is left behind by the attempts whose outcome was unknown.
 	other := openURL(t, mcURL(srv, ""))
 	for _, k := range []string{"k", "k2"} {
@@ -391,19 +323,13 @@ func TestNoLeaks(t *testing.T) {
 	runtime.GC()
 	before := runtime.NumGoroutine()
 	l, err := distlock.Open(ctxT(t, 10*time.Second), mcURL(srv, "timeout=500ms"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	ctx := ctxT(t, time.Minute)
 	held, err := l.TryAcquire(ctx, "leak/held", distlock.WithTTL(3*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for range 10 {
 		lease, err := l.Acquire(ctx, "leak/cycle")
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		_ = lease.Release(ctx)
 	}
 	waiting := make(chan error, 1)
@@ -416,9 +342,7 @@ func TestNoLeaks(t *testing.T) {
 	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 	_, _ = l.TryAcquire(short, "leak/abandoned")
 	cancel()
-	if err := srv.Resume(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, srv.Resume())
 	// The held lease refreshes meanwhile (every second): its record's
 	// expiry moves on.
 	heldKey := ItemKey(DefaultPrefix, "leak/held")
@@ -433,15 +357,9 @@ func TestNoLeaks(t *testing.T) {
 	}) {
 		t.Errorf("the held lease was not refreshed within 5s")
 	}
-	if err := l.Close(); err != nil {
-		t.Fatalf("Close: %v", err)
-	}
-	if err := <-waiting; !errors.Is(err, distlock.ErrClosed) {
-		t.Errorf("waiting Acquire after Close = %v, want ErrClosed", err)
-	}
-	if !errors.Is(held.Err(), distlock.ErrClosed) {
-		t.Errorf("held lease after Close: %v", held.Err())
-	}
+	require.NoError(t, l.Close(), "Close")
+	assert.ErrorIs(t, <-waiting, distlock.ErrClosed, "waiting Acquire after Close")
+	assert.ErrorIs(t, held.Err(), distlock.ErrClosed, "held lease after Close")
 	if _, err := admin.Get(ItemKey(DefaultPrefix, "leak/held")); !errors.Is(err, memcache.ErrCacheMiss) {
 		t.Errorf("held lock left on the server after Close: %v", err)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/backend"
 	"github.com/distlock/distlock/internal/testkit/testserver"
+	"github.com/stretchr/testify/require"
 )
 
 // ctxT returns a context that ends after d or with the test.
@@ -32,9 +33,7 @@ func ctxT(t testing.TB, d time.Duration) context.Context {
 func openURL(t testing.TB, url string, opts ...distlock.Option) *distlock.Locker {
 	t.Helper()
 	l, err := distlock.Open(ctxT(t, 10*time.Second), url, opts...)
-	if err != nil {
-		t.Fatalf("Open(%q): %v", url, err)
-	}
+	require.NoError(t, err, "Open(%q)", url)
 	t.Cleanup(func() { _ = l.Close() })
 	return l
 }
@@ -44,13 +43,9 @@ func openURL(t testing.TB, url string, opts ...distlock.Option) *distlock.Locker
 func openDriver(t testing.TB, url string) *driver {
 	t.Helper()
 	u, err := neturl.Parse(url)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	d, err := open(ctxT(t, 10*time.Second), u)
-	if err != nil {
-		t.Fatalf("open(%q): %v", url, err)
-	}
+	require.NoError(t, err, "open(%q)", url)
 	t.Cleanup(func() { _ = d.Close() })
 	return d.(*driver)
 }
@@ -76,9 +71,7 @@ func mcURL(srv *testserver.Server, query string) string {
 func rawCmd(t testing.TB, addr, cmd string, last func(line string) bool) []string {
 	t.Helper()
 	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
-	if err != nil {
-		t.Fatalf("dial %s: %v", addr, err)
-	}
+	require.NoError(t, err, "dial %s", addr)
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
 	if _, err := fmt.Fprintf(c, "%s\r\n", cmd); err != nil {
@@ -110,9 +103,7 @@ func remainingTTL(t testing.TB, addr, key string) (secs int64, ok bool) {
 		return 0, false
 	case len(f) == 2 && f[0] == "HD" && strings.HasPrefix(f[1], "t"):
 		n, err := strconv.ParseInt(f[1][1:], 10, 64)
-		if err != nil {
-			t.Fatalf("mg reply %q", lines[0])
-		}
+		require.NoError(t, err, "mg reply %q", lines[0])
 		return n, true
 	}
 	t.Fatalf("mg reply %q", lines[0])
@@ -123,13 +114,9 @@ func remainingTTL(t testing.TB, addr, key string) (secs int64, ok bool) {
 func readRecord(t testing.TB, admin *memcache.Client, key string) (record, *memcache.Item) {
 	t.Helper()
 	it, err := admin.Get(key)
-	if err != nil {
-		t.Fatalf("get %s: %v", key, err)
-	}
+	require.NoError(t, err, "get %s", key)
 	rec, ok := decodeRecord(it.Value)
-	if !ok {
-		t.Fatalf("item %s holds %q, not a lock record", key, it.Value)
-	}
+	require.True(t, ok, "item %s holds %q, not a lock record", key, it.Value)
 	return rec, it
 }
 
@@ -161,9 +148,7 @@ func pause(t testing.TB, srv *testserver.Server) {
 	if !srv.Controllable() {
 		t.Skip("external memcached: cannot pause it")
 	}
-	if err := srv.Pause(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, srv.Pause())
 	t.Cleanup(func() { _ = srv.Resume() })
 	pid := strconv.Itoa(srv.PID())
 	stopped := waitFor(5*time.Second, func() bool {
@@ -185,9 +170,7 @@ func pause(t testing.TB, srv *testserver.Server) {
 		}
 		return true
 	})
-	if !stopped {
-		t.Fatalf("memcached %s not stopped 5s after SIGSTOP", pid)
-	}
+	require.True(t, stopped, "memcached %s not stopped 5s after SIGSTOP", pid)
 }
 
 // classified is err as distlock returns it from the driver (its classify):

@@ -12,6 +12,8 @@ import (
 	"github.com/distlock/distlock/backend"
 	"github.com/distlock/distlock/conformance"
 	"github.com/distlock/distlock/internal/testkit/testserver"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // The seeds' scenario (003, and 000's single-instance discussion) with
@@ -32,26 +34,16 @@ func TestSeedsScenario(t *testing.T) {
 			ik := ItemKey(DefaultPrefix, key)
 			ctx := ctxT(t, 30*time.Second)
 			la, err := a.TryAcquire(ctx, req(key, "A", 2*time.Second))
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			if !waitFor(5*time.Second, func() bool { _, err := admin.Get(ik); return errors.Is(err, memcache.ErrCacheMiss) }) {
 				t.Fatalf("A's item did not expire within 5s of its 2s TTL")
 			}
 			lb, err := b.TryAcquire(ctx, req(key, "B", time.Minute))
-			if err != nil {
-				t.Fatalf("B after A's expiry: %v", err)
-			}
+			require.NoError(t, err, "B after A's expiry")
 			recB, itB := readRecord(t, admin, ik)
-			if recB.owner != "B" {
-				t.Fatalf("item owner %q, want B", recB.owner)
-			}
-			if err := la.Release(ctx); !errors.Is(err, backend.ErrNotHeld) {
-				t.Errorf("A's Release after expiry = %v, want ErrNotHeld", err)
-			}
-			if err := la.Refresh(ctx, time.Hour); !errors.Is(err, backend.ErrNotHeld) {
-				t.Errorf("A's Refresh after expiry = %v, want ErrNotHeld", err)
-			}
+			require.Equal(t, "B", recB.owner, "item owner %q, want B", recB.owner)
+			assert.ErrorIs(t, la.Release(ctx), backend.ErrNotHeld, "A's Release after expiry")
+			assert.ErrorIs(t, la.Refresh(ctx, time.Hour), backend.ErrNotHeld, "A's Refresh after expiry")
 			_, after := readRecord(t, admin, ik)
 			if after.CasID != itB.CasID || string(after.Value) != string(itB.Value) {
 				t.Errorf("B's item changed by A's stale calls: %q (cas %d) -> %q (cas %d)", itB.Value, itB.CasID, after.Value, after.CasID)
@@ -59,9 +51,7 @@ func TestSeedsScenario(t *testing.T) {
 			if secs, _ := remainingTTL(t, srv.Addr(), ik); secs > 61 {
 				t.Errorf("B's expiry extended to %ds by A's stale Refresh", secs)
 			}
-			if err := lb.Release(ctx); err != nil {
-				t.Fatalf("B's Release: %v", err)
-			}
+			require.NoError(t, lb.Release(ctx), "B's Release")
 			if _, err := admin.Get(ik); !errors.Is(err, memcache.ErrCacheMiss) {
 				t.Errorf("item after B's Release: %v, want a miss", err)
 			}
@@ -78,35 +68,21 @@ func TestSeedsScenarioLeases(t *testing.T) {
 	a, b := openURL(t, mcURL(srv, "")), openURL(t, mcURL(srv, ""))
 	key := "seeds/leases"
 	la, err := a.TryAcquire(ctxT(t, 10*time.Second), key, distlock.WithTTL(2*time.Second), distlock.WithAutoRefresh(false))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	lb, err := b.Acquire(ctxT(t, 10*time.Second), key)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	select {
 	case <-la.Done():
 	default:
 		t.Fatalf("B acquired while A's lease was still open")
 	}
-	if err := la.Err(); !errors.Is(err, distlock.ErrLockLost) {
-		t.Errorf("A ended with %v, want ErrLockLost", err)
-	}
+	assert.ErrorIs(t, la.Err(), distlock.ErrLockLost, "A ended")
 	_, itB := readRecord(t, admin, ItemKey(DefaultPrefix, key))
-	if err := la.Release(ctxT(t, 5*time.Second)); !errors.Is(err, distlock.ErrNotHeld) {
-		t.Errorf("A's Release = %v, want ErrNotHeld", err)
-	}
-	if err := la.Refresh(ctxT(t, 5*time.Second), time.Minute); !errors.Is(err, distlock.ErrNotHeld) {
-		t.Errorf("A's Refresh = %v, want ErrNotHeld", err)
-	}
+	assert.ErrorIs(t, la.Release(ctxT(t, 5*time.Second)), distlock.ErrNotHeld, "A's Release")
+	assert.ErrorIs(t, la.Refresh(ctxT(t, 5*time.Second), time.Minute), distlock.ErrNotHeld, "A's Refresh")
 	_, after := readRecord(t, admin, ItemKey(DefaultPrefix, key))
-	if after.CasID != itB.CasID {
-		t.Errorf("B's item rewritten by A's stale calls")
-	}
-	if err := lb.Release(ctxT(t, 5*time.Second)); err != nil {
-		t.Fatal(err)
-	}
+	assert.Equal(t, itB.CasID, after.CasID, "B's item rewritten by A's stale calls")
+	require.NoError(t, lb.Release(ctxT(t, 5*time.Second)))
 }
 
 // A later tenure of the same WithOwner id is a different acquisition: a
@@ -122,13 +98,9 @@ func TestTenureNonce(t *testing.T) {
 	ik := ItemKey(DefaultPrefix, key)
 
 	first, err := d.TryAcquire(ctx, req(key, "worker-1", time.Minute))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	nested, err := d.TryAcquire(ctx, req(key, "worker-1", time.Minute))
-	if err != nil {
-		t.Fatalf("nested acquire: %v", err)
-	}
+	require.NoError(t, err, "nested acquire")
 	rec, _ := readRecord(t, admin, ik)
 	f, n := first.(*lock), nested.(*lock)
 	if f.tenure != n.tenure || rec.tenure != f.tenure {
@@ -137,38 +109,24 @@ func TestTenureNonce(t *testing.T) {
 	if f.hold == n.hold || len(rec.holds) != 2 || !rec.has(f.hold) || !rec.has(n.hold) {
 		t.Errorf("holds %v, want the two distinct holds %q and %q", rec.holds, f.hold, n.hold)
 	}
-	if err := n.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, n.Release(ctx))
 	if rec, _ = readRecord(t, admin, ik); len(rec.holds) != 1 || rec.holds[0] != f.hold {
 		t.Errorf("after the nested release: holds %v, want [%s]", rec.holds, f.hold)
 	}
-	if err := n.Release(ctx); !errors.Is(err, backend.ErrNotHeld) {
-		t.Errorf("second release of the nested hold = %v, want ErrNotHeld", err)
-	}
+	assert.ErrorIs(t, n.Release(ctx), backend.ErrNotHeld, "second release of the nested hold")
 
 	// The lock is lost (deleted behind the holder's back) and the same
 	// owner id acquires again: a new tenure.
-	if err := admin.Delete(ik); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, admin.Delete(ik))
 	second, err := d.TryAcquire(ctx, req(key, "worker-1", time.Minute))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	_, before := readRecord(t, admin, ik)
-	if err := first.Refresh(ctx, time.Hour); !errors.Is(err, backend.ErrNotHeld) {
-		t.Errorf("stale tenure's Refresh = %v, want ErrNotHeld", err)
-	}
-	if err := first.Release(ctx); !errors.Is(err, backend.ErrNotHeld) {
-		t.Errorf("stale tenure's Release = %v, want ErrNotHeld", err)
-	}
+	assert.ErrorIs(t, first.Refresh(ctx, time.Hour), backend.ErrNotHeld, "stale tenure's Refresh")
+	assert.ErrorIs(t, first.Release(ctx), backend.ErrNotHeld, "stale tenure's Release")
 	if _, after := readRecord(t, admin, ik); after.CasID != before.CasID {
 		t.Errorf("the new tenure's item was rewritten by the stale handle")
 	}
-	if err := second.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, second.Release(ctx))
 }
 
 // Nested holds of one owner, taken and released concurrently from two
@@ -183,9 +141,7 @@ func TestReentrantConcurrent(t *testing.T) {
 	const key, owner = "reentrant/concurrent", "shared-owner"
 	ctx := ctxT(t, time.Minute)
 	anchor, err := ls[0].TryAcquire(ctx, key, distlock.WithOwner(owner))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var wg sync.WaitGroup
 	errs := make(chan error, 100)
 	for g := range 8 {
@@ -221,16 +177,10 @@ func TestReentrantConcurrent(t *testing.T) {
 		t.Error(err)
 	}
 	rec, _ := readRecord(t, admin, ItemKey(DefaultPrefix, key))
-	if len(rec.holds) != 1 {
-		t.Errorf("%d holds left, want the anchor's only: %v", len(rec.holds), rec.holds)
-	}
-	if err := anchor.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
+	assert.Len(t, rec.holds, 1, "%d holds left, want the anchor's only: %v", len(rec.holds), rec.holds)
+	require.NoError(t, anchor.Release(ctx))
 	lease, err := other.TryAcquire(ctx, key)
-	if err != nil {
-		t.Fatalf("lock not free after every hold was released: %v", err)
-	}
+	require.NoError(t, err, "lock not free after every hold was released")
 	_ = lease.Release(ctx)
 }
 
@@ -249,9 +199,7 @@ func TestQueuedSameOwnerNestsAtOnce(t *testing.T) {
 	ctx := ctxT(t, 30*time.Second)
 	const key = "owner-wait"
 	other, err := l.TryAcquire(ctx, key, distlock.WithTTL(10*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	slow := distlock.WithRetry(distlock.Backoff{Min: 2 * time.Second, Max: 2 * time.Second})
 	type grant struct {
 		ls  *distlock.Lease
@@ -272,24 +220,16 @@ func TestQueuedSameOwnerNestsAtOnce(t *testing.T) {
 	if !waitFor(5*time.Second, func() bool { return cd.attempts.Load() >= 3 }) {
 		t.Fatalf("%d attempts after 5s, want 3", cd.attempts.Load())
 	}
-	if err := other.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, other.Release(ctx))
 	first := <-got
-	if first.err != nil {
-		t.Fatal(first.err)
-	}
+	require.NoError(t, first.err)
 	select {
 	case second := <-got:
-		if second.err != nil {
-			t.Fatal(second.err)
-		}
+		require.NoError(t, second.err)
 		if gap := second.at.Sub(first.at); gap > 400*time.Millisecond {
 			t.Errorf("second acquisition of the holding owner came %v after the first", gap)
 		}
-		if second.ls.Token() != first.ls.Token() {
-			t.Errorf("nested hold has token %d, holder %d", second.ls.Token(), first.ls.Token())
-		}
+		assert.Equal(t, first.ls.Token(), second.ls.Token(), "nested hold has token %d, holder %d", second.ls.Token(), first.ls.Token())
 		_ = second.ls.Release(ctx)
 	case <-time.After(3 * time.Second):
 		t.Fatalf("second acquisition of the holding owner still waiting 3s after the first was granted")
@@ -317,44 +257,30 @@ func TestNestAfterForceRelease(t *testing.T) {
 			key := "nest-after-force/" + tc.takeover
 			opts := []distlock.Option{distlock.WithOwner("o"), distlock.WithTTL(time.Minute), distlock.WithAutoRefresh(false)}
 			lost, err := first.TryAcquire(ctxT(t, 10*time.Second), key, opts...)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			if _, err := second.ForceRelease(ctxT(t, 10*time.Second), key); err != nil {
 				t.Fatal(err)
 			}
 			taken, err := second.TryAcquire(ctxT(t, 10*time.Second), key, distlock.WithOwner(tc.takeover), distlock.WithTTL(time.Minute), distlock.WithAutoRefresh(false))
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			nested, err := first.TryAcquire(ctxT(t, 10*time.Second), key, opts...)
 			if tc.takeover != "o" {
-				if !errors.Is(err, distlock.ErrNotAcquired) {
-					t.Fatalf("nested acquisition while %q holds = %v, %v; want ErrNotAcquired", tc.takeover, nested, err)
-				}
+				require.ErrorIs(t, err, distlock.ErrNotAcquired, "nested acquisition while %q holds = %v", tc.takeover, nested)
 				if info := inspectT(t, second, key); info.Owner != tc.takeover || info.Holds != 1 {
 					t.Errorf("after the refused nest: %+v, want %q's single hold", info, tc.takeover)
 				}
 			} else {
-				if err != nil {
-					t.Fatalf("nested acquisition of owner %q, which holds the lock: %v", "o", err)
-				}
+				require.NoError(t, err, "nested acquisition of owner %q, which holds the lock", "o")
 				if info := inspectT(t, second, key); info.Owner != "o" || info.Holds != 2 {
 					t.Errorf("after the nest: %+v, want owner o with 2 holds (the new tenure's)", info)
 				}
-				if err := nested.Release(ctxT(t, 10*time.Second)); err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, nested.Release(ctxT(t, 10*time.Second)))
 			}
-			if err := lost.Release(ctxT(t, 10*time.Second)); !errors.Is(err, distlock.ErrNotHeld) {
-				t.Errorf("the force-released lease's Release = %v, want ErrNotHeld", err)
-			}
+			assert.ErrorIs(t, lost.Release(ctxT(t, 10*time.Second)), distlock.ErrNotHeld, "the force-released lease's Release")
 			if info := inspectT(t, second, key); !info.Held || info.Owner != tc.takeover || info.Holds != 1 {
 				t.Errorf("the new holder's lock after the lost lease's calls: %+v", info)
 			}
-			if err := taken.Release(ctxT(t, 10*time.Second)); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, taken.Release(ctxT(t, 10*time.Second)))
 		})
 	}
 }

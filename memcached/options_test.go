@@ -11,6 +11,8 @@ import (
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/conformance"
 	"github.com/distlock/distlock/internal/testkit/testserver"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // Bad URLs get typed errors and no panic.
@@ -43,56 +45,38 @@ func TestNew(t *testing.T) {
 	plain := memcache.New(srv.Addr())
 	defer plain.Close()
 	l, err := New(plain, WithDefaults(distlock.WithTTL(3*time.Second)), WithPrefix("typed:"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer l.Close()
 	tomb := releaseStats[ReleaseAuto].tombstones.Load()
 	start := time.Now()
 	lease, err := l.TryAcquire(ctx, "typed")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if v := lease.Deadline().Sub(start); v > 2100*time.Millisecond || v < 2*time.Second {
 		t.Errorf("WithDefaults(WithTTL(3s)): validity %v, want 2s", v)
 	}
-	if itemNames(l).Key("typed") != ItemKey("typed:", "typed") {
-		t.Errorf("ItemKey ignores the prefix")
-	}
+	assert.Equal(t, ItemKey("typed:", "typed"), itemNames(l).Key("typed"), "ItemKey ignores the prefix")
 	if _, err := admin.Get(itemNames(l).Key("typed")); err != nil {
 		t.Errorf("item under the prefix: %v", err)
 	}
-	if err := lease.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, lease.Release(ctx))
 	if releaseStats[ReleaseAuto].tombstones.Load() == tomb {
 		t.Errorf("without a selector the release did not use the tombstone")
 	}
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, l.Close())
 	if _, err := plain.Get("anything"); !errors.Is(err, memcache.ErrCacheMiss) {
 		t.Errorf("caller's client unusable after Close: %v", err)
 	}
 
 	ss := new(memcache.ServerList)
-	if err := ss.SetServers(srv.Addr()); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, ss.SetServers(srv.Addr()))
 	sc := memcache.NewFromSelector(ss)
 	ml, err := New(sc, WithSelector(ss), WithCloseClient())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer ml.Close()
 	meta := releaseStats[ReleaseAuto].metaDeletes.Load()
 	lease, err = ml.TryAcquire(ctx, "typed")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := lease.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	require.NoError(t, lease.Release(ctx))
 	if releaseStats[ReleaseAuto].metaDeletes.Load() == meta {
 		t.Errorf("with the selector the release did not use md")
 	}

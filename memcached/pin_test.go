@@ -11,6 +11,8 @@ import (
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/conformance"
 	"github.com/distlock/distlock/internal/testkit/testserver"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // serverOf returns which of the given addresses holds the item key.
@@ -46,18 +48,14 @@ func TestSameKeySameServer(t *testing.T) {
 	for i := range 40 {
 		key := fmt.Sprintf("spread/%d", i)
 		lease, err := a.TryAcquire(ctx, key)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		if _, err := b.TryAcquire(ctx, key); !errors.Is(err, distlock.ErrNotAcquired) {
 			t.Errorf("%s: second Locker with the same list = %v, want ErrNotAcquired", key, err)
 		}
 		ik := ItemKey(DefaultPrefix, key)
 		on := serverOf(t, ik, s1.Addr(), s2.Addr())
 		want, err := d.sel.PickServer(ik)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		for range 3 {
 			if again, _ := d.sel.PickServer(ik); again.String() != want.String() {
 				t.Fatalf("%s mapped to %v, then %v", key, want, again)
@@ -67,13 +65,9 @@ func TestSameKeySameServer(t *testing.T) {
 			t.Errorf("%s stored on %v, want only on %v", key, on, want)
 		}
 		count[want.String()]++
-		if err := lease.Release(ctx); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, lease.Release(ctx))
 	}
-	if len(count) != 2 {
-		t.Errorf("40 keys all on one server: %v", count)
-	}
+	assert.Len(t, count, 2, "40 keys all on one server")
 }
 
 // A changed server list moves keys to other servers, where their locks look
@@ -101,9 +95,7 @@ func TestServerPin(t *testing.T) {
 			moved = key
 		}
 		lease, err := old.TryAcquire(ctx, key, distlock.WithTTL(time.Minute))
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		leases = append(leases, lease)
 		if i > 100 {
 			t.Fatalf("no key moves between the two lists")
@@ -113,9 +105,7 @@ func TestServerPin(t *testing.T) {
 	// The guard: a Locker with the reordered list is refused on both.
 	reordered := openURL(t, "memcached://"+newList)
 	_, err := reordered.TryAcquire(ctx, moved)
-	if !errors.Is(err, distlock.ErrInvalidOption) {
-		t.Errorf("acquire with a changed server list = %v, want ErrInvalidOption", err)
-	}
+	assert.ErrorIs(t, err, distlock.ErrInvalidOption, "acquire with a changed server list")
 	t.Logf("refused: %v", err)
 	shrunk := openURL(t, "memcached://"+s1.Addr())
 	if _, err := shrunk.TryAcquire(ctx, "pin/other"); !errors.Is(err, distlock.ErrInvalidOption) {
@@ -125,9 +115,7 @@ func TestServerPin(t *testing.T) {
 	// Without the guard: two owners of one lock.
 	unguarded := openURL(t, "memcached://"+newList+"?pin=off")
 	lease, err := unguarded.TryAcquire(ctx, moved)
-	if err != nil {
-		t.Fatalf("unguarded acquire: %v", err)
-	}
+	require.NoError(t, err, "unguarded acquire")
 	if on := serverOf(t, ItemKey(DefaultPrefix, moved), s1.Addr(), s2.Addr()); len(on) != 2 {
 		t.Errorf("%q held on %v, want on both servers", moved, on)
 	}
@@ -137,16 +125,12 @@ func TestServerPin(t *testing.T) {
 	// After every old holder is gone, pin=reset adopts the new list; the
 	// old list is then the one refused.
 	for _, l := range leases {
-		if err := l.Release(ctx); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, l.Release(ctx))
 	}
 	reset := openURL(t, "memcached://"+newList+"?pin=reset")
 	for i := range 8 { // reaches both servers
 		lease, err := reset.TryAcquire(ctx, fmt.Sprintf("pin/%d", i))
-		if err != nil {
-			t.Fatalf("acquire with pin=reset: %v", err)
-		}
+		require.NoError(t, err, "acquire with pin=reset")
 		_ = lease.Release(ctx)
 	}
 	if lease, err := openURL(t, "memcached://"+newList).TryAcquire(ctx, moved); err != nil {

@@ -19,6 +19,8 @@ import (
 	"github.com/distlock/distlock/backend"
 	"github.com/distlock/distlock/internal/testkit/soak"
 	"github.com/distlock/distlock/internal/testkit/testserver"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // gate records every write on the connections of a client (and of the
@@ -151,28 +153,18 @@ func gatedDriver(t *testing.T, srv *testserver.Server) (*driver, *gate, *pipe) {
 func dialledDriver(t *testing.T, srv *testserver.Server, dial func(ctx context.Context, network, addr string) (net.Conn, error)) (*driver, *pipe) {
 	t.Helper()
 	ss := new(memcache.ServerList)
-	if err := ss.SetServers(srv.Addr()); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, ss.SetServers(srv.Addr()))
 	c := memcache.NewFromSelector(ss)
 	c.Timeout = 10 * time.Second
 	c.DialContext = dial
 	d, err := newDriver(c, []Option{WithSelector(ss), WithCloseClient()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { _ = d.Close() })
 	l, err := d.TryAcquire(ctxT(t, 10*time.Second), req("pipe/warm", "warm", time.Minute))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := l.Release(ctxT(t, 10*time.Second)); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	require.NoError(t, l.Release(ctxT(t, 10*time.Second)))
 	addr, err := ss.PickServer("any")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return d, d.pipes.to(addr)
 }
 
@@ -237,9 +229,7 @@ func TestPipeCancelledQueuedAcquireNeverSent(t *testing.T) {
 	}
 	release()
 	_ = d.Close() // waits for the flusher and any undo
-	if sentKey(g.written(), "pipe/queued") {
-		t.Error("the cancelled queued acquisition was sent")
-	}
+	assert.False(t, sentKey(g.written(), "pipe/queued"), "the cancelled queued acquisition was sent")
 	if _, err := adminClient(t, srv.Addr()).Get(ItemKey(DefaultPrefix, "pipe/queued")); !errors.Is(err, memcache.ErrCacheMiss) {
 		t.Errorf("the item of the cancelled acquisition: %v, want a miss", err)
 	}
@@ -254,9 +244,7 @@ func TestPipeBatchedAcquireAbandonedUndone(t *testing.T) {
 	d, g, p := gatedDriver(t, srv)
 	admin := adminClient(t, srv.Addr())
 	taken, err := d.TryAcquire(ctxT(t, 10*time.Second), req("pipe/taken", "other", time.Minute))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(t.Context())
 	var abandoned, kept, busy <-chan acquired
 	release := queueBehind(t, d, g, p, 3, func() {
@@ -290,9 +278,7 @@ func TestPipeBatchedAcquireAbandonedUndone(t *testing.T) {
 			batched = true
 		}
 	}
-	if !batched {
-		t.Error("the three queued acquisitions did not go out in one write")
-	}
+	assert.True(t, batched, "the three queued acquisitions did not go out in one write")
 	if !waitFor(10*time.Second, func() bool {
 		_, err := admin.Get(ItemKey(DefaultPrefix, "pipe/abandoned"))
 		return errors.Is(err, memcache.ErrCacheMiss)
@@ -303,9 +289,7 @@ func TestPipeBatchedAcquireAbandonedUndone(t *testing.T) {
 	for _, w := range g.written() {
 		undone = undone || bytes.Contains(w, []byte("md "+ItemKey(DefaultPrefix, "pipe/abandoned")+" "))
 	}
-	if !undone {
-		t.Error("the abandoned acquisition's lock went without the undo's delete")
-	}
+	assert.True(t, undone, "the abandoned acquisition's lock went without the undo's delete")
 	if _, err := admin.Get(ItemKey(DefaultPrefix, "pipe/kept")); err != nil {
 		t.Errorf("the neighbour's lock: %v", err)
 	}
@@ -456,9 +440,7 @@ func TestPipeConcurrentNestedReleasesOneKey(t *testing.T) {
 	locks := make([]backend.Lock, n)
 	for i := range locks {
 		l, err := d.TryAcquire(ctxT(t, 10*time.Second), req("pipe/nested", "a", time.Minute))
-		if err != nil {
-			t.Fatalf("nested hold %d: %v", i, err)
-		}
+		require.NoError(t, err, "nested hold %d", i)
 		locks[i] = l
 	}
 	var wg sync.WaitGroup
@@ -506,9 +488,7 @@ func TestPipeConcurrentNestedAcquiresOneKey(t *testing.T) {
 			t.Errorf("acquisition %d: %v", i, err)
 			continue
 		}
-		if err := locks[i].Release(ctxT(t, 30*time.Second)); err != nil {
-			t.Errorf("release %d: %v", i, err)
-		}
+		assert.NoError(t, locks[i].Release(ctxT(t, 30*time.Second)), "release %d", i)
 	}
 	if _, err := adminClient(t, srv.Addr()).Get(ItemKey(DefaultPrefix, "pipe/nestacq")); !errors.Is(err, memcache.ErrCacheMiss) {
 		t.Errorf("the item after every release: %v, want a miss", err)
@@ -554,9 +534,7 @@ func TestPipeOutOfStepLaterRequestsUnknown(t *testing.T) {
 	release()
 	gerr, aerr := <-getErr, <-addErr
 	t.Logf("gets: %v; add: %v", gerr, aerr)
-	if gerr == nil {
-		t.Fatal("a gets of a 300-byte key succeeded")
-	}
+	require.Error(t, gerr, "a gets of a 300-byte key succeeded")
 	_, err := adminClient(t, srv.Addr()).Get(key)
 	applied := err == nil
 	if applied && aerr != nil && !ioError(aerr) {
@@ -592,9 +570,7 @@ func TestPipeCloseWhileQueuedAndInFlight(t *testing.T) {
 	for i, ch := range got {
 		select {
 		case r := <-ch:
-			if r.err == nil {
-				t.Errorf("acquisition %d got a lock after its ctx ended", i)
-			}
+			assert.Error(t, r.err, "acquisition %d got a lock after its ctx ended", i)
 		case <-time.After(10 * time.Second):
 			t.Fatalf("acquisition %d did not return at its ctx's end", i)
 		}
@@ -612,9 +588,7 @@ func TestPipeCloseWhileQueuedAndInFlight(t *testing.T) {
 		}
 	}
 	for i, k := range keys[1:] {
-		if sentKey(g.written(), k) {
-			t.Errorf("queued acquisition %d was sent", i+1)
-		}
+		assert.False(t, sentKey(g.written(), k), "queued acquisition %d was sent", i+1)
 	}
 	if !waitFor(10*time.Second, func() bool { return runtime.NumGoroutine() <= base+2 }) {
 		t.Errorf("%d goroutines after Close, %d before the driver", runtime.NumGoroutine(), base)
@@ -819,14 +793,10 @@ func TestPipeSameKeyOneBatch(t *testing.T) {
 	if ra.err != nil {
 		win, lose = rb, ra
 	}
-	if !errors.Is(lose.err, backend.ErrNotAcquired) {
-		t.Errorf("the loser: %v, want ErrNotAcquired", lose.err)
-	}
+	assert.ErrorIs(t, lose.err, backend.ErrNotAcquired, "the loser")
 	l := win.l.(*lock)
 	it, err := adminClient(t, srv.Addr()).Get(l.key)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if rec, ok := decodeRecord(it.Value); !ok || len(rec.holds) != 1 || rec.holds[0] != l.hold || rec.owner != l.owner {
 		t.Errorf("the item records %+v, want just the winner's hold %s", rec, l.hold)
 	}

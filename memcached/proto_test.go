@@ -13,6 +13,8 @@ import (
 	"github.com/bradfitz/gomemcache/memcache"
 
 	"github.com/distlock/distlock/internal/testkit/testserver"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestParseMDReply(t *testing.T) {
@@ -45,20 +47,14 @@ func TestMetaDelete(t *testing.T) {
 	srv := testserver.Memcached(t, testserver.MemcachedConfig{})
 	admin := adminClient(t, srv.Addr())
 	addr, err := net.ResolveTCPAddr("tcp", srv.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	p := newRawPool(nil, 2*time.Second, 2)
 	defer p.close()
 	ctx := ctxT(t, 30*time.Second)
 	const key = "md-test"
-	if err := admin.Set(&memcache.Item{Key: key, Value: []byte("v"), Expiration: 60}); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, admin.Set(&memcache.Item{Key: key, Value: []byte("v"), Expiration: 60}))
 	it, err := admin.Get(key)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if res, err := p.metaDelete(ctx, addr, key, it.CasID+1); err != nil || res != mdExists {
 		t.Errorf("md with a wrong CAS = %v, %v; want EX", res, err)
 	}
@@ -78,9 +74,7 @@ func TestMetaDelete(t *testing.T) {
 	p.mu.Lock()
 	idle := len(p.idle[addr.String()])
 	p.mu.Unlock()
-	if idle != 1 {
-		t.Errorf("%d idle connections, want 1 reused", idle)
-	}
+	assert.Equal(t, 1, idle, "%d idle connections, want 1 reused", idle)
 
 	// A paused server: md returns when its context ends.
 	pause(t, srv)
@@ -88,9 +82,7 @@ func TestMetaDelete(t *testing.T) {
 	defer cancel()
 	start := time.Now()
 	_, err = p.metaDelete(short, addr, key, 1)
-	if !errors.Is(err, context.DeadlineExceeded) {
-		t.Errorf("md against a paused server = %v, want DeadlineExceeded", err)
-	}
+	assert.ErrorIs(t, err, context.DeadlineExceeded, "md against a paused server")
 	if took := time.Since(start); took > time.Second {
 		t.Errorf("md returned %v after a 200ms deadline", took)
 	}
@@ -177,13 +169,9 @@ func TestItemKey(t *testing.T) {
 			seen[ik] = k
 		}
 	}
-	if ItemKey(DefaultPrefix, "x") != ItemKey(DefaultPrefix, "x") {
-		t.Errorf("ItemKey is not deterministic")
-	}
+	assert.Equal(t, ItemKey(DefaultPrefix, "x"), ItemKey(DefaultPrefix, "x"), "ItemKey is not deterministic")
 	for _, bad := range []string{"a b", "a\tb", "a\x7f", "a\x00", strings.Repeat("p", maxPrefixLen+1)} {
-		if checkPrefix(bad) == nil {
-			t.Errorf("prefix %q accepted", bad)
-		}
+		assert.Error(t, checkPrefix(bad), "prefix %q accepted", bad)
 	}
 	if pinKey(DefaultPrefix) == ItemKey(DefaultPrefix, "servers") || len(pinKey(DefaultPrefix)) == len(DefaultPrefix)+hashLen {
 		t.Errorf("pin key can collide with a lock item")

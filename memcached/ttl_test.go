@@ -12,6 +12,8 @@ import (
 	"github.com/distlock/distlock/conformance"
 	"github.com/distlock/distlock/internal/testkit/history"
 	"github.com/distlock/distlock/internal/testkit/testserver"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestValidity(t *testing.T) {
@@ -40,9 +42,7 @@ func TestValidity(t *testing.T) {
 	} {
 		got, err := d.Validity(c.ttl)
 		if c.want == 0 {
-			if !errors.Is(err, backend.ErrInvalidTTL) {
-				t.Errorf("Validity(%v) = %v, %v; want ErrInvalidTTL", c.ttl, got, err)
-			}
+			assert.ErrorIs(t, err, backend.ErrInvalidTTL, "Validity(%v) = %v", c.ttl, got)
 			continue
 		}
 		if err != nil || got != c.want {
@@ -55,15 +55,9 @@ func TestValidity(t *testing.T) {
 	if got := expSeconds(1001, 0); got != 3 {
 		t.Errorf("expSeconds(1.001s) = %d, want rounded up to 2, plus a tick", got)
 	}
-	if got := ttlSeconds(2 * time.Second); got != 3 {
-		t.Errorf("ttlSeconds(2s) = %d, want 3", got)
-	}
-	if got := ttlSeconds(MaxTTL); got != 2592000 {
-		t.Errorf("ttlSeconds(30 days) = %d, want 2592000", got)
-	}
-	if got := expSeconds(0, 5000); got != 1 {
-		t.Errorf("expSeconds(past) = %d, want 1", got)
-	}
+	assert.Equal(t, int32(3), ttlSeconds(2*time.Second), "ttlSeconds(2s)")
+	assert.Equal(t, int32(2592000), ttlSeconds(MaxTTL), "ttlSeconds(30 days)")
+	assert.Equal(t, int32(1), expSeconds(0, 5000), "expSeconds(past)")
 	if got := expSeconds(int64(MaxTTL/time.Millisecond)+1, 0); got != 2592000 {
 		t.Errorf("expSeconds(30d+1ms) = %d, want clamped to 2592000 (more is an absolute time)", got)
 	}
@@ -101,9 +95,7 @@ func TestTTLEdges(t *testing.T) {
 
 	start := time.Now()
 	lease, err := l.TryAcquire(ctx, "ttl/2s", distlock.WithTTL(2*time.Second), distlock.WithAutoRefresh(false))
-	if err != nil {
-		t.Fatalf("TTL 2s: %v", err)
-	}
+	require.NoError(t, err, "TTL 2s")
 	if v := lease.Deadline().Sub(start); v > 1100*time.Millisecond || v < time.Second {
 		t.Errorf("TTL 2s: validity %v, want 1s", v)
 	}
@@ -114,9 +106,7 @@ func TestTTLEdges(t *testing.T) {
 
 	// 30 days less a second: the tick of padding just fits.
 	edge, err := l.TryAcquire(ctx, "ttl/30d-1s", distlock.WithTTL(MaxTTL-time.Second))
-	if err != nil {
-		t.Fatalf("TTL 30 days - 1s: %v", err)
-	}
+	require.NoError(t, err, "TTL 30 days - 1s")
 	if secs, ok := remainingTTL(t, srv.Addr(), ItemKey(DefaultPrefix, "ttl/30d-1s")); !ok || secs < 2592000-5 || secs > 2592000 {
 		t.Errorf("TTL 30 days - 1s: server TTL %d (present %v), want about 2592000", secs, ok)
 	}
@@ -124,32 +114,22 @@ func TestTTLEdges(t *testing.T) {
 
 	ik := ItemKey(DefaultPrefix, "ttl/30d")
 	lease, err = l.TryAcquire(ctx, "ttl/30d", distlock.WithTTL(MaxTTL), distlock.WithOwner("long"))
-	if err != nil {
-		t.Fatalf("TTL 30 days: %v", err)
-	}
+	require.NoError(t, err, "TTL 30 days")
 	secs, ok := remainingTTL(t, srv.Addr(), ik)
 	if !ok || secs < 2592000-5 || secs > 2592000 {
 		t.Errorf("TTL 30 days: server TTL %d (present %v), want about 2592000", secs, ok)
 	}
 	// Refresh at the limit: expiry stays relative (2592000), not 2592001.
 	time.Sleep(1100 * time.Millisecond)
-	if err := lease.Refresh(ctx, MaxTTL); err != nil {
-		t.Fatalf("Refresh(30 days): %v", err)
-	}
+	require.NoError(t, lease.Refresh(ctx, MaxTTL), "Refresh(30 days)")
 	if secs, ok := remainingTTL(t, srv.Addr(), ik); !ok || secs < 2592000-5 {
 		t.Errorf("after Refresh(30 days): server TTL %d (present %v)", secs, ok)
 	}
-	if err := lease.Refresh(ctx, MaxTTL+time.Second); !errors.Is(err, distlock.ErrInvalidTTL) {
-		t.Errorf("Refresh(30 days + 1s) = %v, want ErrInvalidTTL", err)
-	}
+	assert.ErrorIs(t, lease.Refresh(ctx, MaxTTL+time.Second), distlock.ErrInvalidTTL, "Refresh(30 days + 1s)")
 	// A nested acquire and a refresh with a short TTL never shorten it.
 	nested, err := l.TryAcquire(ctx, "ttl/30d", distlock.WithTTL(2*time.Second), distlock.WithOwner("long"))
-	if err != nil {
-		t.Fatalf("nested acquire: %v", err)
-	}
-	if err := nested.Refresh(ctx, 2*time.Second); err != nil {
-		t.Fatalf("nested refresh: %v", err)
-	}
+	require.NoError(t, err, "nested acquire")
+	require.NoError(t, nested.Refresh(ctx, 2*time.Second), "nested refresh")
 	if secs, ok := remainingTTL(t, srv.Addr(), ik); !ok || secs < 2592000-10 {
 		t.Errorf("after a nested 2s acquire and refresh: server TTL %d (present %v), want still about 30 days", secs, ok)
 	}
@@ -157,9 +137,7 @@ func TestTTLEdges(t *testing.T) {
 	if secs, ok := remainingTTL(t, srv.Addr(), ik); !ok || secs < 2592000-10 {
 		t.Errorf("after the nested release: server TTL %d (present %v), want still about 30 days", secs, ok)
 	}
-	if err := lease.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, lease.Release(ctx))
 }
 
 // mono is CLOCK_MONOTONIC in seconds, the clock memcached ticks on.
@@ -177,9 +155,7 @@ func sleepUntil(at float64) {
 // tick.
 func tickPhase(t *testing.T, admin *memcache.Client, addr string) float64 {
 	t.Helper()
-	if err := admin.Set(&memcache.Item{Key: "phase-probe", Value: []byte("x"), Expiration: 1}); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, admin.Set(&memcache.Item{Key: "phase-probe", Value: []byte("x"), Expiration: 1}))
 	deadline := mono() + 3
 	for mono() < deadline {
 		if _, ok := remainingTTL(t, addr, "phase-probe"); !ok {
@@ -255,9 +231,7 @@ func clockJump(t *testing.T, srv *testserver.Server, admin *memcache.Client, lea
 			next++
 		}
 		sleepUntil(next)
-		if err := srv.Resume(); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, srv.Resume())
 		phase = tickPhase(t, admin, srv.Addr())
 	}
 	t.Logf("memcached ticks at phase %.3f", phase)
@@ -273,9 +247,7 @@ func clockJump(t *testing.T, srv *testserver.Server, admin *memcache.Client, lea
 		t.Skipf("stopped memcached only at %.3f, after its tick at %.3f: machine too slow", now, m+phase)
 	}
 	sleepUntil(m + 1.02)
-	if err := srv.Resume(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, srv.Resume())
 	return sent
 }
 

@@ -2,7 +2,6 @@ package memcached
 
 import (
 	"context"
-	"errors"
 	"testing"
 	"time"
 
@@ -10,6 +9,8 @@ import (
 	"github.com/distlock/distlock/conformance"
 	"github.com/distlock/distlock/internal/testkit/netfault"
 	"github.com/distlock/distlock/internal/testkit/testserver"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestCloseAfterAbandonedAcquireLeavesNoLock: an acquisition whose request
@@ -27,13 +28,9 @@ func TestCloseAfterAbandonedAcquireLeavesNoLock(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
 	_, err = l.TryAcquire(ctx, key, distlock.WithTTL(10*time.Minute))
 	cancel()
-	if !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("TryAcquire with its request in flight: %v, want the ctx error", err)
-	}
+	require.ErrorIs(t, err, context.DeadlineExceeded, "TryAcquire with its request in flight: %v, want the ctx error", err)
 	start := time.Now()
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, l.Close())
 	if took := time.Since(start); took > 6*time.Second {
 		t.Errorf("Close took %v", took)
 	}
@@ -76,13 +73,9 @@ func TestCloseWithRequestInFlightLeavesNoLock(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 150*time.Millisecond)
 	_, err = l.TryAcquire(ctx, key, distlock.WithTTL(10*time.Minute))
 	cancel()
-	if !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("TryAcquire with its request in flight: %v, want the ctx error", err)
-	}
+	require.ErrorIs(t, err, context.DeadlineExceeded, "TryAcquire with its request in flight: %v, want the ctx error", err)
 	start := time.Now()
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, l.Close())
 	t.Logf("Close took %v", time.Since(start).Round(time.Millisecond))
 	expectFreedWithin(t, srv, key, 6*time.Second, "the in-flight acquisition's lock (TTL 10m)")
 }
@@ -94,23 +87,15 @@ func warmProxied(t *testing.T, name string) (*testserver.Server, *netfault.Proxy
 	t.Helper()
 	srv := testserver.Memcached(t, testserver.MemcachedConfig{})
 	p, err := netfault.Listen(srv.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { _ = p.Close() })
 	l, err := distlock.Open(ctxT(t, 10*time.Second), "memcached://"+p.Addr()+"/?pin=off")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { _ = l.Close() })
 	key := name + "-" + t.Name()
 	lease, err := l.TryAcquire(ctxT(t, 5*time.Second), key) // opens the connection
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := lease.Release(ctxT(t, 5*time.Second)); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	require.NoError(t, lease.Release(ctxT(t, 5*time.Second)))
 	return srv, p, l, key
 }
 
@@ -124,23 +109,17 @@ func TestAmbiguousAcquire(t *testing.T) {
 	admin := adminClient(t, srv.Addr())
 	l := openURL(t, mcURL(srv, "timeout=500ms"))
 	warm, err := l.TryAcquire(ctxT(t, 5*time.Second), "warm")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	_ = warm.Release(ctxT(t, 5*time.Second))
 	pause(t, srv)
 	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
 	defer cancel()
 	_, err = l.TryAcquire(ctx, "ambiguous", distlock.WithTTL(time.Minute))
-	if !errors.Is(err, context.DeadlineExceeded) {
-		t.Errorf("TryAcquire against a stopped server = %v, want the ctx error", err)
-	}
+	assert.ErrorIs(t, err, context.DeadlineExceeded, "TryAcquire against a stopped server = %v, want the ctx error", err)
 	// Past the client's I/O timeout: gomemcache has closed the connection,
 	// but the add sits unread in the server's socket buffer.
 	time.Sleep(1500 * time.Millisecond)
-	if err := srv.Resume(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, srv.Resume())
 	resumed := time.Now()
 	seen := false
 	other := openURL(t, mcURL(srv, ""))

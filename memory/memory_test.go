@@ -10,6 +10,8 @@ import (
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/conformance"
 	"github.com/distlock/distlock/memory"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func harness(ns *memory.Namespace) conformance.Harness {
@@ -48,9 +50,7 @@ func TestQueuedSameOwnerNests(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	held, err := x.TryAcquire(ctx, "k")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	owner := distlock.WithOwner("O")
 	type result struct {
 		lease *distlock.Lease
@@ -65,35 +65,25 @@ func TestQueuedSameOwnerNests(t *testing.T) {
 	}
 	// All three are queued behind x.
 	waitQueued(t, ns, "k", 3)
-	if err := held.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, held.Release(ctx))
 	var leases []*distlock.Lease
 	for range 3 {
 		select {
 		case r := <-results:
-			if r.err != nil {
-				t.Fatalf("queued Acquire of the owner: %v", r.err)
-			}
+			require.NoError(t, r.err, "queued Acquire of the owner")
 			leases = append(leases, r.lease)
 		case <-time.After(5 * time.Second):
 			t.Fatalf("%d of 3 queued acquisitions of owner O returned while O holds the lock; the others still wait for their own owner", len(leases))
 		}
 	}
 	for _, l := range leases[1:] {
-		if l.Token() != leases[0].Token() {
-			t.Errorf("nested token %d, want the holder's %d", l.Token(), leases[0].Token())
-		}
+		assert.Equal(t, leases[0].Token(), l.Token(), "nested token %d, want the holder's %d", l.Token(), leases[0].Token())
 	}
 	for _, l := range leases {
-		if err := l.Release(ctx); err != nil {
-			t.Errorf("Release: %v", err)
-		}
+		assert.NoError(t, l.Release(ctx), "Release")
 	}
 	free, err := x.TryAcquire(ctx, "k")
-	if err != nil {
-		t.Fatalf("after every nested hold was released: %v", err)
-	}
+	require.NoError(t, err, "after every nested hold was released")
 	_ = free.Release(ctx)
 }
 

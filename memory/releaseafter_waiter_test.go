@@ -7,6 +7,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/memory"
+	"github.com/stretchr/testify/require"
 )
 
 // TestReleaseAfterWakesQueuedWaiter: a lease with a one-minute TTL is
@@ -24,9 +25,7 @@ func TestReleaseAfterWakesQueuedWaiter(t *testing.T) {
 	defer b.Close()
 	ctx := t.Context()
 	lease, err := a.Acquire(ctx, "job", distlock.WithTTL(time.Minute), distlock.WithMinHold(200*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	got := make(chan error, 1)
 	go func() {
 		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -40,9 +39,7 @@ func TestReleaseAfterWakesQueuedWaiter(t *testing.T) {
 	// Wait until b is queued.
 	for i := 0; ; i++ {
 		info, err := a.Inspect(ctx, "job")
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		if info.Waiters == 1 {
 			break
 		}
@@ -52,9 +49,7 @@ func TestReleaseAfterWakesQueuedWaiter(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	start := time.Now()
-	if err := lease.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, lease.Release(ctx))
 	if err := <-got; err != nil {
 		t.Errorf("queued Acquire after a release within a 200ms minimum hold: %v after %v (the lock was free for TryAcquire from 200ms on)", err, time.Since(start).Round(time.Millisecond))
 	}

@@ -9,6 +9,8 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/internal/testkit/testserver"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestOperatorSeesName: the lock keys are hashed, but an operator who scans
@@ -19,9 +21,7 @@ func TestOperatorSeesName(t *testing.T) {
 	l := newTestLocker(t, &goredis.Options{Addr: srv.Addr()})
 	ctx := tctx(t, 30*time.Second)
 	lease, err := l.TryAcquire(ctx, "invoices/2026-11 {eu}", distlock.WithMetadata("host=a pid=7"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer lease.Release(ctx)
 	var found []map[string]string
 	iter := admin.Scan(ctx, 0, "distlock:*", 100).Iterator()
@@ -52,17 +52,13 @@ func TestForceReleaseHandsOn(t *testing.T) {
 		ctx := tctx(t, time.Minute)
 		key := "force/hands-on"
 		victim, err := holder.TryAcquire(ctx, key, distlock.WithTTL(time.Minute))
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		got := make(chan *distlock.Lease, 1)
 		go func() {
 			wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 			defer cancel()
 			lease, err := waiter.Acquire(wctx, key, distlock.WithMetadata("waiter"))
-			if err != nil {
-				t.Errorf("fair %v: waiter: %v", fair, err)
-			}
+			assert.NoError(t, err, "fair %v: waiter", fair)
 			got <- lease
 		}()
 		eventually(t, 10*time.Second, "waiter queued or subscribed", func() bool {

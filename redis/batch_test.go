@@ -1,7 +1,6 @@
 package redis
 
 import (
-	"errors"
 	"fmt"
 	"strconv"
 	"testing"
@@ -12,6 +11,8 @@ import (
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/backend"
 	"github.com/distlock/distlock/internal/testkit/testserver"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestBatchRefresh: many leases refreshed in one pipeline — one round
@@ -27,20 +28,14 @@ func TestBatchRefresh(t *testing.T) {
 	items := make([]backend.RefreshItem, n)
 	for i := range items {
 		lk, err := l.d.TryAcquire(ctx, backend.Request{Key: fmt.Sprintf("batch/%d", i), Owner: "o" + strconv.Itoa(i), TTL: 2 * time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		items[i] = backend.RefreshItem{Lock: lk, TTL: time.Minute}
 	}
 	// One lock lost meanwhile (deleted behind its holder's back).
 	lost := 7
-	if err := admin.Del(ctx, items[lost].Lock.(*lock).keys.Lock).Err(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, admin.Del(ctx, items[lost].Lock.(*lock).keys.Lock).Err())
 	// Warm up: load the refresh script and dial the pipeline connection.
-	if err := items[0].Lock.Refresh(ctx, time.Minute); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, items[0].Lock.Refresh(ctx, time.Minute))
 	_ = l.d.RefreshBatch(ctx, items[:2])
 	counter.single.Store(0)
 	counter.pipelines.Store(0)
@@ -55,26 +50,18 @@ func TestBatchRefresh(t *testing.T) {
 	}
 	for i, err := range errs {
 		if i == lost {
-			if !errors.Is(err, backend.ErrNotHeld) {
-				t.Errorf("lost lock in the batch: %v, want ErrNotHeld", err)
-			}
+			assert.ErrorIs(t, err, backend.ErrNotHeld, "lost lock in the batch")
 			continue
 		}
-		if err != nil {
-			t.Errorf("item %d: %v", i, err)
-		}
+		assert.NoError(t, err, "item %d", i)
 		if pttl := admin.PTTL(ctx, items[i].Lock.(*lock).keys.Lock).Val(); pttl < 50*time.Second {
 			t.Errorf("item %d: PTTL %v after a refresh to 1m", i, pttl)
 		}
 	}
-	if admin.Exists(ctx, items[lost].Lock.(*lock).keys.Lock).Val() != 0 {
-		t.Errorf("refresh of a lost lock recreated it")
-	}
+	assert.Equal(t, int64(0), admin.Exists(ctx, items[lost].Lock.(*lock).keys.Lock).Val(), "refresh of a lost lock recreated it")
 
 	// After SCRIPT FLUSH: EVALSHA gets NOSCRIPT, one more pipeline with EVAL.
-	if err := admin.ScriptFlush(ctx).Err(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, admin.ScriptFlush(ctx).Err())
 	counter.pipelines.Store(0)
 	errs = l.d.RefreshBatch(ctx, items)
 	if p := counter.pipelines.Load(); p != 2 {
@@ -86,16 +73,10 @@ func TestBatchRefresh(t *testing.T) {
 		}
 	}
 	// Single operations fall back too.
-	if err := admin.ScriptFlush(ctx).Err(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, admin.ScriptFlush(ctx).Err())
 	lease, err := l.TryAcquire(ctx, "batch/noscript")
-	if err != nil {
-		t.Fatalf("acquire after SCRIPT FLUSH: %v", err)
-	}
-	if err := lease.Release(ctx); err != nil {
-		t.Fatalf("release after SCRIPT FLUSH: %v", err)
-	}
+	require.NoError(t, err, "acquire after SCRIPT FLUSH")
+	require.NoError(t, lease.Release(ctx), "release after SCRIPT FLUSH")
 }
 
 // TestAutoRefreshBatches: leases granted together are refreshed together
@@ -113,21 +94,15 @@ func TestAutoRefreshBatches(t *testing.T) {
 	var leases []*distlock.Lease
 	for i := range n {
 		lease, err := l.TryAcquire(ctx, fmt.Sprintf("auto/%d", i), distlock.WithTTL(3*time.Second))
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		leases = append(leases, lease)
 	}
 	piped := counter.piped.Load()
 	// Two refresh rounds of every lease, carried in pipelines.
 	eventually(t, 20*time.Second, "two rounds of refreshes in pipelines", func() bool { return counter.piped.Load()-piped >= 2*n })
 	for _, lease := range leases {
-		if err := lease.Err(); err != nil {
-			t.Fatalf("auto-refreshed lease ended: %v", err)
-		}
-		if err := lease.Release(ctx); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, lease.Err(), "auto-refreshed lease ended")
+		require.NoError(t, lease.Release(ctx))
 	}
 	t.Logf("%d leases: %d pipelines carrying %d commands", n, counter.pipelines.Load(), counter.piped.Load())
 }

@@ -14,6 +14,8 @@ import (
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/internal/redislua"
 	"github.com/distlock/distlock/internal/testkit/testserver"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // pauseServer stops the server from processing commands for d (CLIENT
@@ -21,9 +23,7 @@ import (
 // queue behind it.
 func pauseServer(t *testing.T, admin *goredis.Client, d time.Duration) {
 	t.Helper()
-	if err := admin.Do(t.Context(), "CLIENT", "PAUSE", d.Milliseconds(), "ALL").Err(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, admin.Do(t.Context(), "CLIENT", "PAUSE", d.Milliseconds(), "ALL").Err())
 }
 
 // TestCancelledQueuedAcquireNeverSent: an acquisition whose ctx ends while
@@ -35,15 +35,9 @@ func TestCancelledQueuedAcquireNeverSent(t *testing.T) {
 	l := newTestLocker(t, &goredis.Options{Addr: srv.Addr()})
 	ctx := tctx(t, time.Minute)
 	warm, err := l.TryAcquire(ctx, "warm-up") // loads the scripts
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := warm.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := admin.ConfigResetStat(ctx).Err(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	require.NoError(t, warm.Release(ctx))
+	require.NoError(t, admin.ConfigResetStat(ctx).Err())
 	rt0, _ := l.d.batch.Stats()
 	pauseServer(t, admin, 2*time.Second)
 	first := make(chan error, 1)
@@ -66,9 +60,7 @@ func TestCancelledQueuedAcquireNeverSent(t *testing.T) {
 	if err := <-second; !errors.Is(err, context.Canceled) || !errors.Is(err, distlock.ErrNotAcquired) {
 		t.Fatalf("cancelled queued acquisition: %v, want ErrNotAcquired wrapping context.Canceled", err)
 	}
-	if err := <-first; err != nil {
-		t.Fatalf("the acquisition in flight: %v", err)
-	}
+	require.NoError(t, <-first, "the acquisition in flight")
 	time.Sleep(200 * time.Millisecond) // room for an undo, which must not come
 	if n := commandCalls(t, admin, "evalsha") + commandCalls(t, admin, "eval"); n != 2 {
 		t.Errorf("server ran %d scripts, want 2 (the first acquisition and its release; nothing of the cancelled one)", n)
@@ -108,17 +100,13 @@ func TestConcurrentRequestsBatched(t *testing.T) {
 	wg.Wait()
 	rt, reqs := l.d.batch.Stats()
 	t.Logf("%d requests in %d round trips", reqs, rt)
-	if reqs != 2*workers*rounds {
-		t.Errorf("%d requests, want %d", reqs, 2*workers*rounds)
-	}
+	assert.Equal(t, uint64(2*workers*rounds), reqs, "%d requests, want %d", reqs, 2*workers*rounds)
 	if rt >= reqs {
 		t.Errorf("%d round trips for %d requests: no batching", rt, reqs)
 	}
 	if left := admin.Keys(ctx, redislua.DefaultPrefix+"{*").Val(); len(left) != 0 {
 		t.Errorf("%d locks left after every release", len(left))
 	}
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, l.Close())
 	eventually(t, 10*time.Second, "goroutines back to their number before the Locker", func() bool { return runtime.NumGoroutine() <= base })
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/distlock/distlock/internal/redissub"
 	"github.com/distlock/distlock/internal/testkit/benchkit"
 	"github.com/distlock/distlock/internal/testkit/testserver"
+	"github.com/stretchr/testify/require"
 )
 
 // randomValue is the seeds' my_random_value: 128 random bits, as distlock's
@@ -69,9 +70,7 @@ func BenchmarkRedis(b *testing.B) {
 		c := goredis.NewClient(&goredis.Options{Addr: srv.Addr()})
 		defer c.Close()
 		del := goredis.NewScript(floorDelSrc)
-		if err := del.Load(ctx, c).Err(); err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, del.Load(ctx, c).Err())
 		b.ReportAllocs()
 		for b.Loop() {
 			val := randomValue()
@@ -105,18 +104,12 @@ func benchPaired(b *testing.B, addr string) {
 	c := goredis.NewClient(&goredis.Options{Addr: addr})
 	defer c.Close()
 	del := goredis.NewScript(floorDelSrc)
-	if err := del.Load(ctx, c).Err(); err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, del.Load(ctx, c).Err())
 	l, err := distlock.Open(ctx, "redis://"+addr+"/0")
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	defer l.Close()
 	fair, err := distlock.Open(ctx, "redis://"+addr+"/0?fair=true")
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	defer fair.Close()
 	cycles := []struct {
 		name string
@@ -158,9 +151,7 @@ func benchPaired(b *testing.B, addr string) {
 		for i, cy := range cycles {
 			start := time.Now()
 			for range block {
-				if err := cy.fn(); err != nil {
-					b.Fatal(err)
-				}
+				require.NoError(b, cy.fn())
 			}
 			per[i] = append(per[i], float64(time.Since(start))/block/float64(time.Microsecond))
 		}
@@ -204,13 +195,9 @@ func benchHandoff(b *testing.B, addr string, lockers, goroutines int) {
 		counters[i] = newAcquireCounter()
 		client.AddHook(counters[i])
 		c, err := newConfig([]Option{WithPrefix("bench:"), WithCloseClient()})
-		if err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, err)
 		d, err := newDriver(client, c)
-		if err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, err)
 		ls[i] = &testLocker{Locker: distlock.New(d, "redis"), d: d, client: client}
 	}
 	defer func() {
@@ -222,9 +209,7 @@ func benchHandoff(b *testing.B, addr string, lockers, goroutines int) {
 	// Warm up: scripts loaded, subscriptions dialled.
 	for _, l := range ls {
 		lease, err := l.Acquire(ctx, key)
-		if err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, err)
 		_ = lease.Release(ctx)
 	}
 	rtt := medianRTT(ctx, ls[0].client, 500)

@@ -11,6 +11,7 @@ import (
 	"github.com/distlock/distlock/conformance"
 	"github.com/distlock/distlock/internal/redislua"
 	"github.com/distlock/distlock/internal/testkit/testserver"
+	"github.com/stretchr/testify/require"
 )
 
 // TestClusterFenceSlots: on a Redis Cluster of three masters, with plain
@@ -32,20 +33,14 @@ func TestClusterFenceSlots(t *testing.T) {
 			opts = append(opts, WithFair())
 		}
 		l, err := New(goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: cluster.Addrs()}), opts...)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		t.Cleanup(func() { _ = l.Close() })
 		prefix := driverOf(l).prefix
 		cycle := func(key string) uint64 {
 			t.Helper()
 			lease, err := l.TryAcquire(ctx, key, distlock.WithAutoRefresh(false))
-			if err != nil {
-				t.Fatalf("fair %v: %q: %v", fair, key, err)
-			}
-			if err := lease.Release(ctx); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err, "fair %v: %q", fair, key)
+			require.NoError(t, lease.Release(ctx))
 			return lease.Token()
 		}
 
@@ -82,9 +77,7 @@ func TestClusterFenceSlots(t *testing.T) {
 
 		// A legacy per-key counter in the cluster.
 		kl := redislua.KeysFor(prefix, "legacy")
-		if err := admin.Set(ctx, kl.Legacy, 1000, 0).Err(); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, admin.Set(ctx, kl.Legacy, 1000, 0).Err())
 		if tok := cycle("legacy"); tok <= 1000 {
 			t.Errorf("fair %v: token %d over a legacy counter at 1000", fair, tok)
 		}

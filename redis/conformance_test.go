@@ -19,6 +19,7 @@ import (
 	"github.com/distlock/distlock/internal/testkit/netfault"
 	"github.com/distlock/distlock/internal/testkit/slack"
 	"github.com/distlock/distlock/internal/testkit/testserver"
+	"github.com/stretchr/testify/require"
 )
 
 // confTTL is the shortest TTL the expiry checks use: Redis honours
@@ -160,12 +161,8 @@ func TestConformanceCluster(t *testing.T) {
 	t.Parallel()
 	cluster := testserver.RedisClusterWith(t, testserver.ClusterConfig{Masters: 3, Replicas: 1, Persistence: true})
 	masters, err := noFailover(tctx(t, time.Minute), cluster)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(masters) != 3 {
-		t.Fatalf("%d masters, want 3", len(masters))
-	}
+	require.NoError(t, err)
+	require.Len(t, masters, 3, "%d masters, want 3", len(masters))
 	addrs := cluster.Addrs()
 	admin := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: addrs})
 	t.Cleanup(func() { _ = admin.Close() })

@@ -17,6 +17,8 @@ import (
 	"github.com/distlock/distlock/internal/redislua"
 	"github.com/distlock/distlock/internal/testkit/slack"
 	"github.com/distlock/distlock/internal/testkit/testserver"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // failoverTopo is a replicated deployment the failover tests act on: a
@@ -74,25 +76,17 @@ func runFailover(t *testing.T, topo failoverTopo, query, key string, unreplicate
 	ttl := slack.D(10 * time.Second)
 	var r failoverRound
 	first, err := a.TryAcquire(ctx, key, distlock.WithTTL(ttl), distlock.WithAutoRefresh(false))
-	if err != nil {
-		t.Fatalf("%s: first acquisition: %v", topo.name, err)
-	}
+	require.NoError(t, err, "%s: first acquisition", topo.name)
 	r.tokBefore = first.Token()
-	if err := first.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, first.Release(ctx))
 	primary, replicas, err := topo.nodes(ctx, key)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if unreplicated {
 		resumed := false
 		resume := func() {
 			resumed = true
 			for _, n := range replicas {
-				if err := n.Resume(); err != nil {
-					t.Error(err)
-				}
+				assert.NoError(t, n.Resume())
 			}
 		}
 		defer func() {
@@ -101,16 +95,12 @@ func runFailover(t *testing.T, topo failoverTopo, query, key string, unreplicate
 			}
 		}()
 		for _, n := range replicas {
-			if err := n.Pause(); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, n.Pause())
 		}
 		admin := goredis.NewClient(&goredis.Options{Addr: primary.Addr()})
 		err := admin.ClientKillByFilter(ctx, "TYPE", "replica").Err()
 		_ = admin.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		// No automatic refresh: the lease stays valid in its holder's
 		// eyes until its TTL, as between two refreshes, so that a
 		// second grant within the TTL is a double grant whatever the
@@ -121,9 +111,7 @@ func runFailover(t *testing.T, topo failoverTopo, query, key string, unreplicate
 			r.tokA = la.Token()
 			t.Cleanup(func() { _ = la.Release(context.Background()) })
 		}
-		if err := primary.Kill(); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, primary.Kill())
 		resume()
 		r.runSecond(t, ctx, topo, b, key, ttl, la, primary, replicas)
 	} else {
@@ -133,14 +121,10 @@ func runFailover(t *testing.T, topo failoverTopo, query, key string, unreplicate
 			r.tokA = la.Token()
 			t.Cleanup(func() { _ = la.Release(context.Background()) })
 		}
-		if err := primary.Kill(); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, primary.Kill())
 		r.runSecond(t, ctx, topo, b, key, ttl, la, primary, replicas)
 	}
-	if err := topo.rejoin(ctx, primary); err != nil {
-		t.Fatalf("rejoin %s: %v", primary, err)
-	}
+	require.NoError(t, topo.rejoin(ctx, primary), "rejoin %s", primary)
 	return r
 }
 
@@ -149,9 +133,7 @@ func runFailover(t *testing.T, topo failoverTopo, query, key string, unreplicate
 func (r *failoverRound) runSecond(t *testing.T, ctx context.Context, topo failoverTopo, b *distlock.Locker, key string, ttl time.Duration, la *distlock.Lease, primary *testserver.Server, replicas []*testserver.Server) {
 	t.Helper()
 	killed := time.Now()
-	if err := topo.promoted(ctx, primary, replicas); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, topo.promoted(ctx, primary, replicas))
 	r.promoted = time.Since(killed)
 	var (
 		lb  *distlock.Lease
@@ -181,9 +163,7 @@ func (r *failoverRound) runSecond(t *testing.T, ctx context.Context, topo failov
 		lb, err = b.Acquire(actx, key, distlock.WithTTL(ttl))
 		cancel()
 	}
-	if err != nil {
-		t.Fatalf("%s: second acquisition after failover: %v", topo.name, err)
-	}
+	require.NoError(t, err, "%s: second acquisition after failover", topo.name)
 	granted := time.Now()
 	r.failover = granted.Sub(killed)
 	r.tokB = lb.Token()
@@ -362,12 +342,8 @@ func failoverDoubleGrant(t *testing.T, topo failoverTopo) {
 	t.Run("async", func(t *testing.T) {
 		r := runFailover(t, topo, "", "fo-async", true)
 		t.Logf("%s, unreplicated grant, no WAIT: %v", topo.name, r)
-		if r.errA != nil {
-			t.Fatalf("first grant: %v", r.errA)
-		}
-		if !r.double {
-			t.Errorf("no double grant: the unreplicated grant survived the failover?")
-		}
+		require.NoError(t, r.errA, "first grant")
+		assert.True(t, r.double, "no double grant: the unreplicated grant survived the failover?")
 		if r.tokB > r.tokA {
 			t.Errorf("token %d after the failover, above the lost grant's %d: the lost INCR was replicated?", r.tokB, r.tokA)
 		}
@@ -378,9 +354,7 @@ func failoverDoubleGrant(t *testing.T, topo failoverTopo) {
 		if !errors.Is(r.errA, ErrNotReplicated) || !errors.Is(r.errA, distlock.ErrUnavailable) {
 			t.Errorf("first grant: %v, want ErrNotReplicated (ErrUnavailable)", r.errA)
 		}
-		if r.double {
-			t.Errorf("double grant with wait_replicas=1")
-		}
+		assert.False(t, r.double, "double grant with wait_replicas=1")
 		if r.tokB <= r.tokBefore {
 			t.Errorf("token %d after the failover, not above the confirmed %d", r.tokB, r.tokBefore)
 		}

@@ -14,6 +14,8 @@ import (
 	"github.com/distlock/distlock/internal/redislua"
 	"github.com/distlock/distlock/internal/testkit/slack"
 	"github.com/distlock/distlock/internal/testkit/testserver"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestFairOrderAcrossLockers: 12 waiters in 4 Lockers (4 clients, as 4
@@ -24,9 +26,7 @@ func TestFairOrderAcrossLockers(t *testing.T) {
 	srv := testserver.Redis(t, testserver.RedisConfig{})
 	ctx := tctx(t, 2*time.Minute)
 	holder := newTestLocker(t, &goredis.Options{Addr: srv.Addr()}, WithFair())
-	if !holder.Capabilities().Fair {
-		t.Fatal("WithFair: Capabilities().Fair is false")
-	}
+	require.True(t, holder.Capabilities().Fair, "WithFair: Capabilities().Fair is false")
 	const lockers, n = 4, 12
 	var (
 		ls      [lockers]*testLocker
@@ -44,9 +44,7 @@ func TestFairOrderAcrossLockers(t *testing.T) {
 		return s
 	}
 	first, err := holder.TryAcquire(ctx, "fair/order", distlock.WithTTL(time.Minute))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	admin := adminClient(t, srv.Addr())
 	k := redislua.KeysFor(redislua.DefaultPrefix, "fair/order").Fair()
 	type got struct {
@@ -81,9 +79,7 @@ func TestFairOrderAcrossLockers(t *testing.T) {
 		return landed >= 2*n
 	})
 	before := scripts()
-	if err := first.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, first.Release(ctx))
 	prev := first.Token()
 	for want := range n {
 		var g got
@@ -95,9 +91,7 @@ func TestFairOrderAcrossLockers(t *testing.T) {
 		if g.lease == nil {
 			t.FailNow()
 		}
-		if g.i != want {
-			t.Errorf("waiter %d acquired in turn %d: not in arrival order", g.i, want)
-		}
+		assert.Equal(t, want, g.i, "waiter %d acquired in turn %d: not in arrival order", g.i, want)
 		if g.lease.Token() <= prev {
 			t.Errorf("token %d after %d", g.lease.Token(), prev)
 		}
@@ -105,18 +99,14 @@ func TestFairOrderAcrossLockers(t *testing.T) {
 		if s := scripts(); s != before {
 			t.Errorf("turn %d: the waiters' clients sent %d scripts between the release and the lease: not a direct grant", want, s-before)
 		}
-		if err := g.lease.Release(ctx); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, g.lease.Release(ctx))
 		before = scripts()
 	}
 	var grants int64
 	for _, l := range ls {
 		grants += l.d.sub.Stats().Grants
 	}
-	if grants != n {
-		t.Errorf("%d grants delivered, want %d", grants, n)
-	}
+	assert.Equal(t, int64(n), grants, "%d grants delivered, want %d", grants, n)
 	if c := admin.ZCard(ctx, k.Queue).Val(); c != 0 {
 		t.Errorf("queue has %d entries after every waiter was served", c)
 	}
@@ -132,9 +122,7 @@ func TestFairGrantValidity(t *testing.T) {
 	done := acquireAsync(t, ctx, b.Locker, "fair/validity", distlock.WithTTL(2*time.Second), distlock.WithAutoRefresh(false))
 	eventually(t, 10*time.Second, "waiter queued", func() bool { return admin.ZCard(ctx, k.Queue).Val() == 1 })
 	time.Sleep(700 * time.Millisecond) // the grant comes well after the last attempt
-	if err := held.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, held.Release(ctx))
 	l := <-done
 	if l == nil {
 		t.FailNow()
@@ -176,9 +164,7 @@ func TestFairLeaveAndPoll(t *testing.T) {
 	wg.Wait()
 	eventually(t, 5*time.Second, "quitter left the queue", func() bool { return admin.ZCard(ctx, k.Queue).Val() == 1 })
 	released := time.Now()
-	if err := held.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, held.Release(ctx))
 	select {
 	case l := <-got:
 		if l == nil {
@@ -211,9 +197,7 @@ func TestFairCrashedWaiterSkipped(t *testing.T) {
 	got := acquireAsync(t, ctx, b.Locker, "fair/crash")
 	eventually(t, 10*time.Second, "waiter queued behind the ghost", func() bool { return admin.ZCard(ctx, k.Queue).Val() == 2 })
 	time.Sleep(queueTTL + 100*time.Millisecond) // the scenario: the ghost's entry outlives its last renewal by queueTTL
-	if err := held.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, held.Release(ctx))
 	select {
 	case l := <-got:
 		if l == nil {
@@ -234,9 +218,7 @@ func acquireAsync(t *testing.T, ctx context.Context, l *distlock.Locker, key str
 	got := make(chan *distlock.Lease, 1)
 	go func() {
 		lease, err := l.Acquire(ctx, key, opts...)
-		if err != nil {
-			t.Error(err)
-		}
+		assert.NoError(t, err)
 		got <- lease
 	}()
 	return got
@@ -255,13 +237,9 @@ func TestFairGrantMessageLost(t *testing.T) {
 		_, c := b.d.sub.Active()
 		return c == 1 && admin.ZCard(ctx, k.Queue).Val() == 1
 	})
-	if err := admin.ClientKillByFilter(ctx, "TYPE", "pubsub").Err(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, admin.ClientKillByFilter(ctx, "TYPE", "pubsub").Err())
 	released := time.Now()
-	if err := held.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, held.Release(ctx))
 	select {
 	case l := <-got:
 		if l == nil {
@@ -369,24 +347,18 @@ func TestFairPollerShortTTL(t *testing.T) {
 		before := admin.ZCard(ctx, k.Queue).Val()
 		go func() {
 			l, err := w.l.Acquire(ctx, "fair/poller", distlock.WithTTL(w.ttl))
-			if err != nil {
-				t.Error(err)
-			}
+			assert.NoError(t, err)
 			out <- served{w.who, l}
 		}()
 		eventually(t, 10*time.Second, w.who+" queued", func() bool { return admin.ZCard(ctx, k.Queue).Val() == before+1 })
 	}
-	if err := held.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, held.Release(ctx))
 	for _, want := range []string{"poller", "b"} {
 		s := <-out
 		if s.lease == nil {
 			t.FailNow()
 		}
-		if s.who != want {
-			t.Errorf("%s served, want %s (arrival order)", s.who, want)
-		}
+		assert.Equal(t, want, s.who, "%s served, want %s (arrival order)", s.who, want)
 		_ = s.lease.Release(ctx)
 	}
 }
@@ -427,9 +399,7 @@ func (f *fairFixture) locker(t *testing.T, o *goredis.Options, opts ...Option) *
 func (f *fairFixture) releaseToNoOne(t *testing.T) {
 	t.Helper()
 	eventually(t, 5*time.Second, "every departed waiter out of the queue", func() bool { return f.admin.ZCard(f.ctx, f.k.Queue).Val() == 0 })
-	if err := f.held.Release(f.ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, f.held.Release(f.ctx))
 	if o, err := f.admin.HGet(f.ctx, f.k.Lock, "o").Result(); !errors.Is(err, goredis.Nil) {
 		t.Errorf("lock granted to a departed waiter: owner %q (%v)", o, err)
 	}
@@ -457,9 +427,7 @@ func TestFairSameOwnerQueued(t *testing.T) {
 		return c == 1 && bScripts.landed.Load() >= 2 && admin.ZCard(ctx, k.Queue).Val() == 2
 	}) // B's renewal is about 1s away
 	released := time.Now()
-	if err := held.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, held.Release(ctx))
 	var leases [2]*distlock.Lease
 	for i, got := range []<-chan *distlock.Lease{gotA, gotB} {
 		select {
@@ -474,9 +442,7 @@ func TestFairSameOwnerQueued(t *testing.T) {
 	if took := time.Since(released); took > 300*time.Millisecond {
 		t.Errorf("the owner's second queued waiter nested %v after the release, want at once (< 300ms)", took)
 	}
-	if leases[0].Token() != leases[1].Token() {
-		t.Errorf("tokens %d and %d: a nested hold keeps the holder's token", leases[0].Token(), leases[1].Token())
-	}
+	assert.Equal(t, leases[1].Token(), leases[0].Token(), "tokens %d and %d: a nested hold keeps the holder's token", leases[0].Token(), leases[1].Token())
 	if h := admin.HGetAll(ctx, k.Lock).Val(); len(holds(h)) != 2 || h["o"] != "same-owner" {
 		t.Errorf("lock in Redis = %v, want two holds of same-owner", h)
 	}
@@ -484,11 +450,7 @@ func TestFairSameOwnerQueued(t *testing.T) {
 		t.Errorf("queue has %d entries after both waiters were served", c)
 	}
 	for _, l := range leases {
-		if err := l.Release(ctx); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, l.Release(ctx))
 	}
-	if admin.Exists(ctx, k.Lock).Val() != 0 {
-		t.Error("lock left after both holds were released")
-	}
+	assert.Equal(t, int64(0), admin.Exists(ctx, k.Lock).Val(), "lock left after both holds were released")
 }

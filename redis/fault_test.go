@@ -13,6 +13,7 @@ import (
 	"github.com/distlock/distlock/internal/redislua"
 	"github.com/distlock/distlock/internal/testkit/netfault"
 	"github.com/distlock/distlock/internal/testkit/testserver"
+	"github.com/stretchr/testify/require"
 )
 
 // proxied starts a Redis server and a fault proxy in front of it.
@@ -20,9 +21,7 @@ func proxied(t *testing.T) (*testserver.Server, *netfault.Proxy) {
 	t.Helper()
 	srv := testserver.Redis(t, testserver.RedisConfig{})
 	p, err := netfault.Listen(srv.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { _ = p.Close() })
 	return srv, p
 }
@@ -58,9 +57,7 @@ func delayedRequestUndone(t *testing.T, closeAfter bool) {
 	actx, cancel := context.WithTimeout(ctx, 150*time.Millisecond)
 	_, err := l.TryAcquire(actx, key, distlock.WithTTL(10*time.Minute))
 	cancel()
-	if err == nil {
-		t.Fatal("TryAcquire with its request delayed past its ctx succeeded")
-	}
+	require.Error(t, err, "TryAcquire with its request delayed past its ctx succeeded")
 	if closeAfter {
 		start := time.Now()
 		_ = l.Close()

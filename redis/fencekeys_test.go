@@ -14,6 +14,7 @@ import (
 	"github.com/distlock/distlock/conformance"
 	"github.com/distlock/distlock/internal/testkit/soak"
 	"github.com/distlock/distlock/internal/testkit/testserver"
+	"github.com/stretchr/testify/require"
 )
 
 // TestFenceKeysBounded: 100,000 distinct short-lived locks (TryAcquire +
@@ -34,9 +35,7 @@ func TestFenceKeysBounded(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
 	l, err := distlock.Open(ctx, "redis://"+srv.Addr()+"/0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer l.Close()
 	var next atomic.Int64
 	var wg sync.WaitGroup
@@ -61,9 +60,7 @@ func TestFenceKeysBounded(t *testing.T) {
 		t.Fatalf("did not finish: %v", ctx.Err())
 	}
 	n, err := admin.DBSize(ctx).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Logf("%d distinct locks acquired and released in %v: %d keys left in Redis", locks, time.Since(start).Round(time.Millisecond), n)
 	if n > slots {
 		t.Errorf("%d keys left after %d distinct locks, want at most %d (one fencing counter per slot)", n, locks, slots)

@@ -12,6 +12,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock"
+	"github.com/stretchr/testify/require"
 )
 
 // testLocker is a Locker over its own client, with the driver at hand.
@@ -25,13 +26,9 @@ func newTestLocker(t *testing.T, o *goredis.Options, opts ...Option) *testLocker
 	t.Helper()
 	client := goredis.NewClient(o)
 	c, err := newConfig(append(opts, WithCloseClient()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	d, err := newDriver(client, c)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	l := &testLocker{Locker: distlock.New(d.backend(), "redis", c.defaults...), d: d, client: client}
 	t.Cleanup(func() { _ = l.Close() })
 	return l

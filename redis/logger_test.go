@@ -12,6 +12,7 @@ import (
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
 )
 
 // TestClientLogRouted: in a program that imports this package and leaves
@@ -31,12 +32,8 @@ func TestClientLogRouted(t *testing.T) {
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("child: %v; stdout %q stderr %q", err, stdout.String(), stderr.String())
 	}
-	if strings.Contains(stderr.String(), "dial") {
-		t.Errorf("go-redis wrote to stderr: %q", stderr.String())
-	}
-	if !strings.Contains(stdout.String(), "routed: ") {
-		t.Errorf("go-redis's line did not reach slog's default logger at Debug; child stdout %q", stdout.String())
-	}
+	assert.NotContains(t, stderr.String(), "dial", "go-redis wrote to stderr: %q", stderr.String())
+	assert.Contains(t, stdout.String(), "routed: ", "go-redis's line did not reach slog's default logger at Debug; child stdout %q", stdout.String())
 }
 
 // clientLogChild makes go-redis log a failed dial, and prints on stdout

@@ -10,6 +10,8 @@ import (
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/internal/redissub/redialgate"
 	"github.com/distlock/distlock/internal/testkit/testserver"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestMinHoldReleaseWakesWaiter: a release within a minimum hold
@@ -42,9 +44,7 @@ func testMinHoldReleaseWakesWaiter(t *testing.T, fair bool) {
 			key += "/nested"
 		}
 		h, err := holder.TryAcquire(ctx, key, long, distlock.WithMinHold(time.Second), distlock.WithOwner("h"))
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		var inner *distlock.Lease
 		if nested {
 			if inner, err = holder.TryAcquire(ctx, key, long, distlock.WithOwner("h")); err != nil {
@@ -58,17 +58,11 @@ func testMinHoldReleaseWakesWaiter(t *testing.T, fair bool) {
 		} else {
 			got = waitFor(tctx(t, 20*time.Second), t, waiter, admin, key)
 		}
-		if err := h.Release(ctx); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, h.Release(ctx))
 		if nested {
-			if err := inner.Release(ctx); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, inner.Release(ctx))
 		}
-		if err := <-got; err != nil {
-			t.Fatalf("nested=%v: waiter not woken when the minimum hold cut the lock's life short: %v", nested, err)
-		}
+		require.NoError(t, <-got, "nested=%v: waiter not woken when the minimum hold cut the lock's life short", nested)
 	}
 }
 
@@ -89,18 +83,12 @@ func TestBlockedObserverHoldsNoWakeUp(t *testing.T) {
 	k := l.d.keys(key)
 
 	h, err := holders.TryAcquire(ctx, key, long)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	observer, err := distlock.NewElection(l.Locker, key, "observer", distlock.WithObserveInterval(time.Minute))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	_ = observer.Observe(ctx) // never read: its buffer of one takes the first look, the next send blocks
 	eventually(t, 10*time.Second, "the observer marks the lock", func() bool { return admin.HExists(ctx, k.Lock, "w").Val() })
-	if err := h.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, h.Release(ctx))
 	// Woken, the observer arms again (ahead of any later waiter), sees
 	// the lock free and blocks sending that.
 	eventually(t, 10*time.Second, "the observer is woken", func() bool { return l.d.sub.Stats().Wakes >= 1 })
@@ -108,16 +96,10 @@ func TestBlockedObserverHoldsNoWakeUp(t *testing.T) {
 	time.Sleep(200 * time.Millisecond) // its look and blocked send
 
 	h, err = holders.TryAcquire(ctx, key, long)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	got := waitFor(tctx(t, 20*time.Second), t, l, admin, key)
-	if err := h.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-got; err != nil {
-		t.Fatalf("waiter not woken: the release's wake-up went to the blocked observer: %v", err)
-	}
+	require.NoError(t, h.Release(ctx))
+	require.NoError(t, <-got, "waiter not woken: the release's wake-up went to the blocked observer")
 }
 
 // startWaiter starts an Acquire of key on l (a minute-long retry delay
@@ -164,28 +146,18 @@ func TestWakeUpsReachWaiters(t *testing.T) {
 	bounded := func() context.Context { return tctx(t, 20*time.Second) }
 	check := func(what string, got <-chan error) {
 		t.Helper()
-		if err := <-got; err != nil {
-			t.Fatalf("%s: waiter not woken: %v", what, err)
-		}
+		require.NoError(t, <-got, "%s: waiter not woken", what)
 	}
 
 	t.Run("nested", func(t *testing.T) {
 		const key = "lostwake/nested"
 		h1, err := holder.TryAcquire(ctx, key, long, distlock.WithOwner("o"))
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		h2, err := holder.TryAcquire(ctx, key, long, distlock.WithOwner("o"))
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		got := waitFor(bounded(), t, a, admin, key)
-		if err := h1.Release(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if err := h2.Release(ctx); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, h1.Release(ctx))
+		require.NoError(t, h2.Release(ctx))
 		check("nested holds released one by one", got)
 	})
 
@@ -204,14 +176,10 @@ func TestWakeUpsReachWaiters(t *testing.T) {
 	t.Run("two lockers", func(t *testing.T) {
 		const key = "lostwake/two"
 		h, err := holder.TryAcquire(ctx, key, long)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		wctx := bounded()
 		got := []<-chan error{waitFor(wctx, t, a, admin, key), waitFor(wctx, t, a, admin, key), waitFor(wctx, t, b, admin, key), waitFor(wctx, t, b, admin, key)}
-		if err := h.Release(ctx); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, h.Release(ctx))
 		for i, g := range got {
 			check("waiter "+string(rune('0'+i))+" of two Lockers", g)
 		}
@@ -220,17 +188,13 @@ func TestWakeUpsReachWaiters(t *testing.T) {
 	t.Run("head gives up", func(t *testing.T) {
 		const key = "lostwake/giveup"
 		h, err := holder.TryAcquire(ctx, key, long)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		// The head's ctx ends right after the release (it may be woken
 		// first or not); the second waiter must still acquire.
 		hctx, hcancel := context.WithCancel(ctx)
 		head := waitFor(hctx, t, a, admin, key)
 		got := waitFor(bounded(), t, a, admin, key)
-		if err := h.Release(ctx); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, h.Release(ctx))
 		hcancel()
 		<-head
 		check("the waiter behind a head that gave up", got)
@@ -252,40 +216,26 @@ func TestObserverSeesHandoverWithoutWaiter(t *testing.T) {
 	long := distlock.WithTTL(time.Minute)
 	const key = "lostwake/handover"
 	e1, err := distlock.NewElection(l1.Locker, key, "one", distlock.WithTermOptions(long))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	observer, err := distlock.NewElection(lo.Locker, key, "observer", distlock.WithObserveInterval(time.Minute))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	term, err := e1.Campaign(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	seen := observer.Observe(tctx(t, 20*time.Second))
 	if info := <-seen; !info.Held || info.Token != term.Token() {
 		t.Fatalf("observer saw %+v first, want leader one's term %d", info, term.Token())
 	}
-	if err := term.Resign(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, term.Resign(ctx))
 	second, err := l2.TryAcquire(ctx, key, long, distlock.WithOwner("two"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for {
 		info, ok := <-seen
-		if !ok {
-			t.Fatal("observer never saw leader two within 20s")
-		}
+		require.True(t, ok, "observer never saw leader two within 20s")
 		if info.Held && info.Token == second.Token() {
 			break
 		}
 	}
-	if err := second.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, second.Release(ctx))
 	if info, ok := <-seen; !ok || info.Held {
 		t.Fatalf("observer not told of leader two's release before its interval (%+v, %v)", info, ok)
 	}
@@ -307,9 +257,7 @@ func TestReleaseWhileResubscribingWakesWaiter(t *testing.T) {
 	ctx := tctx(t, time.Minute)
 	const key = "lostwake/resubscribe"
 	h, err := holder.TryAcquire(ctx, key, distlock.WithTTL(time.Minute))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	got := waitFor(tctx(t, 20*time.Second), t, w, admin, key)
 	eventually(t, 10*time.Second, "the waiter subscribed and attempted again", func() bool { return counter.landed.Load() == 2 })
 	if n := admin.ClientKillByFilter(ctx, "TYPE", "pubsub").Val(); n != 1 {
@@ -319,9 +267,7 @@ func TestReleaseWhileResubscribingWakesWaiter(t *testing.T) {
 	if err := h.Release(ctx); err != nil { // go-redis resubscribes 50ms or more after the break
 		t.Fatal(err)
 	}
-	if err := <-got; err != nil {
-		t.Fatalf("waiter not woken after the resubscription: %v", err)
-	}
+	require.NoError(t, <-got, "waiter not woken after the resubscription")
 }
 
 // TestWokenReentrantAcquirerMarksForOthers: two waiters A (owner "o") and
@@ -344,16 +290,12 @@ func TestWokenReentrantAcquirerMarksForOthers(t *testing.T) {
 	const key = "lostwake/reentrant"
 	k := l.d.keys(key)
 	x, err := holder.TryAcquire(ctx, key, long)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	wctx := tctx(t, 20*time.Second)
 	leaseA := make(chan *distlock.Lease, 1)
 	go func() {
 		a, err := l.Acquire(wctx, key, slow, long, distlock.WithOwner("o"))
-		if err != nil {
-			t.Error(err)
-		}
+		assert.NoError(t, err)
 		leaseA <- a
 	}()
 	eventually(t, 10*time.Second, "A waits", func() bool { return l.d.sub.Watching(k.Channel) })
@@ -369,9 +311,7 @@ func TestWokenReentrantAcquirerMarksForOthers(t *testing.T) {
 		p.Publish(ctx, k.Channel, x.Token())
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	a := <-leaseA
 	if a == nil {
 		t.Fatal("A did not acquire")
@@ -379,12 +319,8 @@ func TestWokenReentrantAcquirerMarksForOthers(t *testing.T) {
 	if err := admin.HDel(ctx, k.Lock, "hother").Err(); err != nil { // the other process's release of its hold (no publication: A's hold remains)
 		t.Fatal(err)
 	}
-	if err := a.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-gotB; err != nil {
-		t.Fatalf("B not woken by the release of the lock A nested into: %v", err)
-	}
+	require.NoError(t, a.Release(ctx))
+	require.NoError(t, <-gotB, "B not woken by the release of the lock A nested into")
 }
 
 // TestReleaseDuringResubscription: the waiter's pub/sub connection is
@@ -407,9 +343,7 @@ func TestReleaseDuringResubscription(t *testing.T) {
 	ctx := tctx(t, 2*time.Minute)
 	const key = "lostwake/resubscribe"
 	h, err := holder.TryAcquire(ctx, key, distlock.WithTTL(time.Minute))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	got := startWaiter(tctx(t, 20*time.Second), t, waiter, key)
 	eventually(t, 10*time.Second, "the waiter attempts, subscribes and attempts again", func() bool {
 		return attempts.landed.Load() >= 2 && waiter.d.sub.Watching(waiter.d.keys(key).Channel)
@@ -425,11 +359,7 @@ func TestReleaseDuringResubscription(t *testing.T) {
 		t.Fatal("no second redial")
 	}
 	eventually(t, 10*time.Second, "the break's wake-up: the waiter attempts again", func() bool { return attempts.landed.Load() >= 3 })
-	if err := h.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, h.Release(ctx))
 	gate.Open()
-	if err := <-got; err != nil {
-		t.Fatalf("waiter not woken after the resubscription: the release made while it was pending is lost: %v", err)
-	}
+	require.NoError(t, <-got, "waiter not woken after the resubscription: the release made while it was pending is lost")
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/distlock/distlock/conformance"
 	"github.com/distlock/distlock/internal/testkit/testserver"
+	"github.com/stretchr/testify/require"
 )
 
 // quietLogger drops go-redis's log lines (dial failures while a test has
@@ -53,9 +54,7 @@ func sharedCluster(t *testing.T) *testserver.Cluster {
 		defer cancel()
 		shared.cluster, shared.err = testserver.StartRedisCluster(ctx, "", 3)
 	})
-	if shared.err != nil {
-		t.Fatalf("start the shared redis cluster: %v", shared.err)
-	}
+	require.NoError(t, shared.err, "start the shared redis cluster")
 	return shared.cluster
 }
 

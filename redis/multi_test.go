@@ -9,6 +9,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/internal/testkit/testserver"
+	"github.com/stretchr/testify/require"
 )
 
 // TestAcquireAllInOneScript: uncontended, AcquireAll of four keys sends one
@@ -23,15 +24,11 @@ func TestAcquireAllInOneScript(t *testing.T) {
 	ctx := tctx(t, 30*time.Second)
 	keys := []string{"m/d", "m/a", "m/c", "m/b"}
 	warm, err := l.AcquireAll(ctx, []string{"w/1", "w/2"}) // loads the script (EVALSHA, NOSCRIPT, EVAL)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	_ = warm.Release(ctx)
 	scripts.n.Store(0)
 	m, err := l.AcquireAll(ctx, keys, distlock.WithTTL(10*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if n := scripts.n.Load(); n != 1 {
 		t.Errorf("AcquireAll of 4 free keys sent %d scripts, want 1", n)
 	}
@@ -47,21 +44,15 @@ func TestAcquireAllInOneScript(t *testing.T) {
 			t.Fatalf("%s not held by the MultiLease: %v", k, err)
 		}
 	}
-	if err := m.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, m.Release(ctx))
 	held, err := other.TryAcquire(ctx, "m/c")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if _, err := l.TryAcquireAll(ctx, keys); !errors.Is(err, distlock.ErrNotAcquired) {
 		t.Fatalf("TryAcquireAll with m/c held: %v", err)
 	}
 	for _, k := range []string{"m/a", "m/b", "m/d"} {
 		ls, err := other.TryAcquire(ctx, k)
-		if err != nil {
-			t.Fatalf("%s left behind by the failed TryAcquireAll: %v", k, err)
-		}
+		require.NoError(t, err, "%s left behind by the failed TryAcquireAll", k)
 		_ = ls.Release(ctx)
 	}
 	got := make(chan error, 1)
@@ -78,7 +69,5 @@ func TestAcquireAllInOneScript(t *testing.T) {
 		got <- err
 	}()
 	_ = held.Release(ctx)
-	if err := <-got; err != nil {
-		t.Fatalf("AcquireAll waiting for m/c: %v", err)
-	}
+	require.NoError(t, <-got, "AcquireAll waiting for m/c")
 }

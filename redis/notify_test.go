@@ -2,7 +2,6 @@ package redis
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"runtime"
 	"strconv"
@@ -16,6 +15,8 @@ import (
 	"github.com/distlock/distlock/internal/redislua"
 	"github.com/distlock/distlock/internal/testkit/slack"
 	"github.com/distlock/distlock/internal/testkit/testserver"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestNotifySharedSubscription: waiters are woken by the release's pub/sub
@@ -46,9 +47,7 @@ func TestNotifySharedSubscription(t *testing.T) {
 					break
 				}
 				l, err := holder.TryAcquire(ctx, keyOf(i), distlock.WithTTL(time.Minute))
-				if err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, err)
 				held = append(held, l)
 			}
 			before := counter.n.Load()
@@ -78,9 +77,7 @@ func TestNotifySharedSubscription(t *testing.T) {
 			}
 			numsub := admin.PubSubNumSub(ctx, redislua.KeysFor(redislua.DefaultPrefix, keyOf(0)).Channel).Val()
 			for _, c := range numsub {
-				if c != 1 {
-					t.Errorf("PUBSUB NUMSUB = %v, want 1 subscriber", numsub)
-				}
+				assert.Equal(t, int64(1), c, "PUBSUB NUMSUB = %v, want 1 subscriber", numsub)
 			}
 			time.Sleep(100 * time.Millisecond)
 			if got := counter.n.Load() - before; got != 2*n {
@@ -89,14 +86,10 @@ func TestNotifySharedSubscription(t *testing.T) {
 			// Release: every waiter acquires promptly, woken by messages.
 			for _, l := range held {
 				released := time.Now()
-				if err := l.Release(ctx); err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, l.Release(ctx))
 				if shape == "distinct keys" {
 					r := <-results
-					if r.err != nil {
-						t.Fatal(r.err)
-					}
+					require.NoError(t, r.err)
 					if lag := r.at.Sub(released); lag > 2*time.Second {
 						t.Errorf("waiter woke %v after the release", lag)
 					}
@@ -107,12 +100,8 @@ func TestNotifySharedSubscription(t *testing.T) {
 				for range n {
 					select {
 					case r := <-results:
-						if r.err != nil {
-							t.Fatal(r.err)
-						}
-						if err := r.lease.Release(ctx); err != nil {
-							t.Fatal(err)
-						}
+						require.NoError(t, r.err)
+						require.NoError(t, r.lease.Release(ctx))
 					case <-time.After(10 * time.Second):
 						t.Fatal("waiters on one key not all served within 10s of the releases: notifications lost")
 					}
@@ -161,12 +150,8 @@ func TestSubscriptionLifecycle(t *testing.T) {
 		active, _ := w.d.sub.Active()
 		return active && len(pubsubClients(t, admin)) == 1
 	})
-	if err := held.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, held.Release(ctx))
+	require.NoError(t, <-done)
 	eventually(t, 5*time.Second, "subscription closed after the last waiter left", func() bool {
 		active, _ := w.d.sub.Active()
 		return !active && len(pubsubClients(t, admin)) == 0
@@ -175,14 +160,10 @@ func TestSubscriptionLifecycle(t *testing.T) {
 	// Close while a waiter waits: the waiter ends with ErrClosed, the
 	// reader goroutine and every connection are gone.
 	done, held = wait("life/2")
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, w.Close())
 	select {
 	case err := <-done:
-		if !errors.Is(err, distlock.ErrClosed) {
-			t.Errorf("waiter after Close: %v, want ErrClosed", err)
-		}
+		assert.ErrorIs(t, err, distlock.ErrClosed, "waiter after Close")
 	case <-time.After(5 * time.Second):
 		t.Fatal("waiter not ended 5s after Close")
 	}
@@ -203,9 +184,7 @@ func TestLingerStopsGoroutine(t *testing.T) {
 	holder := newTestLocker(t, &goredis.Options{Addr: srv.Addr()})
 	w := newTestLocker(t, &goredis.Options{Addr: srv.Addr()}, WithSubscriptionLinger(300*time.Millisecond))
 	held, err := holder.TryAcquire(ctx, "linger", distlock.WithTTL(time.Minute))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	ch, cancel := w.d.Watch(t.Context(), "linger")
 	if ch == nil {
 		t.Fatal("nil channel")
@@ -213,9 +192,7 @@ func TestLingerStopsGoroutine(t *testing.T) {
 	if active, c := w.d.sub.Active(); !active || c != 1 {
 		t.Fatalf("Watch returned before subscribing: active=%v channels=%d", active, c)
 	}
-	if err := held.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, held.Release(ctx))
 	select {
 	case <-ch:
 	case <-time.After(5 * time.Second):
@@ -246,9 +223,7 @@ func TestSubscriptionSurvivesReconnect(t *testing.T) {
 	holder := newTestLocker(t, &goredis.Options{Addr: srv.Addr()})
 	w := newTestLocker(t, &goredis.Options{Addr: srv.Addr()})
 	held, err := holder.TryAcquire(ctx, "reconnect", distlock.WithTTL(time.Minute))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	ch, cancel := w.d.Watch(t.Context(), "reconnect")
 	defer cancel()
 	if n := admin.ClientKillByFilter(ctx, "TYPE", "pubsub").Val(); n != 1 {
@@ -263,9 +238,7 @@ func TestSubscriptionSurvivesReconnect(t *testing.T) {
 	// A second watcher of the same key waits for the resubscription.
 	ch2, cancel2 := w.d.Watch(t.Context(), "reconnect")
 	defer cancel2()
-	if err := held.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, held.Release(ctx))
 	// The release wakes the head of the queue (the first watcher); when it
 	// leaves, it hands the wake-up on to the second.
 	for i, c := range []<-chan struct{}{ch, ch2} {
@@ -297,26 +270,20 @@ func TestWokenAcquirerHandsNothingOn(t *testing.T) {
 	slow := distlock.WithRetry(distlock.Backoff{Min: time.Minute, Max: time.Minute})
 	const key = "notify/handon"
 	h, err := holder.TryAcquire(ctx, key, distlock.WithTTL(time.Minute))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	leases := make(chan *distlock.Lease, 2)
 	wctx, wcancel := context.WithTimeout(ctx, 20*time.Second)
 	defer wcancel()
 	for i := range 2 {
 		go func() {
 			lease, err := w.Acquire(wctx, key, slow, distlock.WithTTL(time.Minute))
-			if err != nil {
-				t.Error(err)
-			}
+			assert.NoError(t, err)
 			leases <- lease
 		}()
 		// in order: first try, then the retry after subscribing
 		eventually(t, 10*time.Second, "waiter subscribed and retried", func() bool { return counter.n.Load() == int64(2*(i+1)) })
 	}
-	if err := h.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, h.Release(ctx))
 	first := <-leases
 	// The winner's attempt: 5 in all. A hand-on would make the other
 	// waiter attempt within milliseconds; wait well past that.
@@ -324,9 +291,7 @@ func TestWokenAcquirerHandsNothingOn(t *testing.T) {
 	if n := counter.n.Load(); n != 5 {
 		t.Fatalf("%d acquire attempts after the handoff, want 5 (2 per waiter, the winner's 1): the woken winner handed its wake-up on", n)
 	}
-	if err := first.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, first.Release(ctx))
 	second := <-leases
 	if second == nil {
 		t.Fatal("the second waiter did not acquire after the release")

@@ -13,6 +13,8 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/backend"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestNewChecksOptions (no server: New does not connect): a refused option
@@ -38,18 +40,12 @@ func TestNewChecksOptions(t *testing.T) {
 	}
 	l, err := New(client, WithPrefix(""), WithSubscribeTimeout(time.Nanosecond), WithSubscriptionLinger(-time.Second), WithFair(),
 		WithDefaults(distlock.WithTTL(time.Minute)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if !l.Capabilities().Fair || driverOf(l).prefix != "" || driverOf(l).owned {
 		t.Errorf("Locker %+v: options not applied", driverOf(l))
 	}
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := client.Ping(context.Background()).Err(); errors.Is(err, goredis.ErrClosed) {
-		t.Error("Close closed the caller's client without WithCloseClient")
-	}
+	require.NoError(t, l.Close())
+	assert.NotErrorIs(t, client.Ping(context.Background()).Err(), goredis.ErrClosed, "Close closed the caller's client without WithCloseClient")
 }
 
 // TestURLSharesNewChecks (no server): the URL's parameters become the
@@ -61,9 +57,7 @@ func TestURLSharesNewChecks(t *testing.T) {
 	}
 	u, _ = url.Parse("redis://127.0.0.1:1/0?prefix=x:&fair=true&subscription_linger=0s")
 	d, err := open(context.Background(), u)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer d.Close()
 	f, ok := d.(*fairDriver)
 	if !ok || f.prefix != "x:" || !f.owned {
@@ -76,10 +70,6 @@ func TestURLSharesNewChecks(t *testing.T) {
 func TestErrorCodeTLS(t *testing.T) {
 	var d driver
 	err := fmt.Errorf("dial: %w", &tlsError{addr: "h:6379", err: context.DeadlineExceeded})
-	if c := d.ErrorCode(err); c != backend.CodeUnavailable {
-		t.Errorf("ErrorCode(%v) = %v, want CodeUnavailable", err, c)
-	}
-	if c := d.ErrorCode(goredis.ErrPoolTimeout); c != backend.CodeTransient {
-		t.Errorf("ErrorCode(pool timeout) = %v, want CodeTransient", c)
-	}
+	assert.Equal(t, backend.CodeUnavailable, d.ErrorCode(err), "ErrorCode(%v)", err)
+	assert.Equal(t, backend.CodeTransient, d.ErrorCode(goredis.ErrPoolTimeout), "ErrorCode(pool timeout)")
 }

@@ -16,6 +16,8 @@ import (
 	"github.com/distlock/distlock/internal/redislua"
 	"github.com/distlock/distlock/internal/testkit/slack"
 	"github.com/distlock/distlock/internal/testkit/testserver"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // cutter makes connections whose reply to the next acquire script is lost
@@ -77,21 +79,15 @@ func TestAmbiguousAcquire(t *testing.T) {
 		if err == nil || !errors.Is(err, distlock.ErrUnavailable) {
 			t.Fatalf("acquire with its reply lost = %v, want ErrUnavailable", err)
 		}
-		if cut.cuts.Load() != 1 {
-			t.Fatalf("the reply was not cut")
-		}
-		if admin.Get(ctx, k.Fence).Val() != "1" {
-			t.Fatalf("the script did not run on the server: the test proves nothing")
-		}
+		require.Equal(t, int32(1), cut.cuts.Load(), "the reply was not cut")
+		require.Equal(t, "1", admin.Get(ctx, k.Fence).Val(), "the script did not run on the server: the test proves nothing")
 		eventually(t, 10*time.Second, "orphan hold removed in the background", func() bool {
 			return admin.Exists(ctx, k.Lock).Val() == 0
 		})
 		// Another owner gets it at once, not after the hour-long TTL.
 		other := newTestLocker(t, &goredis.Options{Addr: srv.Addr()})
 		lease, err := other.TryAcquire(ctx, key)
-		if err != nil {
-			t.Fatalf("lock after an undone ambiguous acquire: %v", err)
-		}
+		require.NoError(t, err, "lock after an undone ambiguous acquire")
 		_ = lease.Release(ctx)
 	})
 
@@ -102,22 +98,14 @@ func TestAmbiguousAcquire(t *testing.T) {
 		k := redislua.KeysFor(redislua.DefaultPrefix, key)
 		cut.armed.Store(true)
 		lease, err := l.TryAcquire(ctx, key, distlock.WithTTL(time.Hour))
-		if err != nil {
-			t.Fatalf("acquire retried by go-redis after a lost reply: %v", err)
-		}
-		if cut.cuts.Load() != 1 {
-			t.Fatalf("the reply was not cut")
-		}
+		require.NoError(t, err, "acquire retried by go-redis after a lost reply")
+		require.Equal(t, int32(1), cut.cuts.Load(), "the reply was not cut")
 		h := admin.HGetAll(ctx, k.Lock).Val()
 		if len(holds(h)) != 1 || h["o"] != lease.Owner() {
 			t.Fatalf("lock after a retried acquire = %v, want one hold of %q", h, lease.Owner())
 		}
-		if err := lease.Release(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if admin.Exists(ctx, k.Lock).Val() != 0 {
-			t.Errorf("lock key left after the only release")
-		}
+		require.NoError(t, lease.Release(ctx))
+		assert.Equal(t, int64(0), admin.Exists(ctx, k.Lock).Val(), "lock key left after the only release")
 	})
 }
 
@@ -135,18 +123,14 @@ func TestNoLeftoverKeys(t *testing.T) {
 	ctx := tctx(t, time.Minute)
 	const key = "leftover"
 	holder, err := ls[0].TryAcquire(ctx, key, distlock.WithTTL(time.Minute))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var wg sync.WaitGroup
 	for i := range 12 {
 		wg.Go(func() {
 			l := ls[1+i%2]
 			if i%3 == 0 {
 				_, err := l.TryAcquire(ctx, key)
-				if !errors.Is(err, distlock.ErrNotAcquired) {
-					t.Errorf("TryAcquire: %v", err)
-				}
+				assert.ErrorIs(t, err, distlock.ErrNotAcquired, "TryAcquire")
 				return
 			}
 			c, cancel := context.WithTimeout(ctx, time.Duration(50+20*i)*time.Millisecond)
@@ -161,9 +145,7 @@ func TestNoLeftoverKeys(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if err := holder.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, holder.Release(ctx))
 	// An expiry, too.
 	if _, err := ls[1].TryAcquire(ctx, key, distlock.WithTTL(50*time.Millisecond), distlock.WithAutoRefresh(false)); err != nil {
 		t.Fatal(err)
@@ -188,12 +170,8 @@ func TestServerKilled(t *testing.T) {
 	other := newTestLocker(t, &goredis.Options{Addr: srv.Addr()})
 	ctx := tctx(t, 2*time.Minute)
 	held, err := holderL.TryAcquire(ctx, "killed", distlock.WithTTL(2*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Kill(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	require.NoError(t, srv.Kill())
 	for _, op := range []string{"Acquire", "TryAcquire"} {
 		actx, cancel := context.WithTimeout(ctx, 20*time.Second)
 		start := time.Now()
@@ -206,12 +184,8 @@ func TestServerKilled(t *testing.T) {
 		took := time.Since(start)
 		ctxErr := actx.Err()
 		cancel()
-		if !errors.Is(err, distlock.ErrUnavailable) {
-			t.Errorf("%s with the server down = %v, want ErrUnavailable", op, err)
-		}
-		if ctxErr != nil {
-			t.Errorf("%s with the server down took %v: it must fail within its ctx", op, took)
-		}
+		assert.ErrorIs(t, err, distlock.ErrUnavailable, "%s with the server down", op)
+		assert.NoError(t, ctxErr, "%s with the server down took %v: it must fail within its ctx", op, took)
 		var opErr *net.OpError
 		if !errors.As(err, &opErr) {
 			t.Errorf("%s error %v: the network error is not reachable with errors.As", op, err)
@@ -221,14 +195,10 @@ func TestServerKilled(t *testing.T) {
 			t.Errorf("%s error %v is not a *distlock.Error from redis", op, err)
 		}
 	}
-	if err := srv.Restart(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, srv.Restart(ctx))
 	select {
 	case <-held.Done():
-		if !errors.Is(held.Err(), distlock.ErrLockLost) {
-			t.Errorf("held lease ended with %v, want ErrLockLost", held.Err())
-		}
+		assert.ErrorIs(t, held.Err(), distlock.ErrLockLost, "held lease ended")
 	case <-time.After(10 * time.Second):
 		t.Fatal("held lease still open 10s after a restart that lost its lock")
 	}
@@ -237,9 +207,7 @@ func TestServerKilled(t *testing.T) {
 		lease, err = other.TryAcquire(ctx, "killed")
 		return err == nil
 	})
-	if err := lease.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, lease.Release(ctx))
 }
 
 // TestServerPaused: a stopped (SIGSTOP) server makes TryAcquire return with
@@ -250,12 +218,8 @@ func TestServerPaused(t *testing.T) {
 		t.Skip("external server")
 	}
 	l := newTestLocker(t, &goredis.Options{Addr: srv.Addr()})
-	if err := l.client.Ping(t.Context()).Err(); err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Pause(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, l.client.Ping(t.Context()).Err())
+	require.NoError(t, srv.Pause())
 	defer func() { _ = srv.Resume() }()
 	ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
 	defer cancel()
@@ -271,15 +235,11 @@ func TestServerPaused(t *testing.T) {
 
 func TestUnreachableAtOpen(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	addr := ln.Addr().String()
 	_ = ln.Close() // nothing listens there now
 	l, err := distlock.Open(t.Context(), "redis://"+addr+"/0?dial_timeout=1s")
-	if err != nil {
-		t.Fatalf("Open is lazy, want no error for an unreachable server: %v", err)
-	}
+	require.NoError(t, err, "Open is lazy, want no error for an unreachable server")
 	defer l.Close()
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
@@ -300,22 +260,14 @@ func TestDownServerReportedPromptly(t *testing.T) {
 	ls := map[string]*distlock.Locker{}
 	for _, q := range []string{"", "fair=true"} {
 		l, err := distlock.Open(t.Context(), "redis://"+srv.Addr()+"/0?"+q)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		t.Cleanup(func() { _ = l.Close() })
 		lease, err := l.TryAcquire(t.Context(), "down") // connected
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := lease.Release(t.Context()); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
+		require.NoError(t, lease.Release(t.Context()))
 		ls[q] = l
 	}
-	if err := srv.Kill(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, srv.Kill())
 	for q, l := range ls {
 		for i := range 2 { // a stale pooled connection, then fresh dials
 			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)

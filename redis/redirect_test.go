@@ -6,6 +6,8 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock/backend"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // redirectReply is an ASK or MOVED error reply, as go-redis returns it.
@@ -22,21 +24,13 @@ func (redirectReply) RedisError()     {}
 // cures.
 func TestClusterRedirectTransientForClusterClientsOnly(t *testing.T) {
 	cluster, err := New(goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}}), WithCloseClient())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer cluster.Close()
 	single, err := New(goredis.NewClient(&goredis.Options{Addr: "127.0.0.1:1"}), WithCloseClient())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer single.Close()
 	for _, r := range []redirectReply{"ASK 3808 127.0.0.1:7001", "MOVED 3808 127.0.0.1:7001"} {
-		if got := driverOf(cluster).ErrorCode(r); got != backend.CodeTransient {
-			t.Errorf("Cluster client, %q: %v, want CodeTransient", r, got)
-		}
-		if got := driverOf(single).ErrorCode(r); got != backend.CodeUnavailable {
-			t.Errorf("single-server client, %q: %v, want CodeUnavailable", r, got)
-		}
+		assert.Equal(t, backend.CodeTransient, driverOf(cluster).ErrorCode(r), "Cluster client, %q", r)
+		assert.Equal(t, backend.CodeUnavailable, driverOf(single).ErrorCode(r), "single-server client, %q", r)
 	}
 }

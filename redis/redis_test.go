@@ -13,15 +13,15 @@ import (
 	"github.com/distlock/distlock/backend"
 	"github.com/distlock/distlock/internal/redislua"
 	"github.com/distlock/distlock/internal/testkit/testserver"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestKeysFor(t *testing.T) {
 	seen := map[string]string{}
 	for _, key := range []string{"a", "A", "a ", "{x}", "}{", "a\x00b", "a\x00c", strings.Repeat("k", 1024), strings.Repeat("k", 1023) + "j", "🔒"} {
 		k := redislua.KeysFor("p:", key)
-		if len(k.Lock) != len("p:")+2+redislua.TagLen {
-			t.Errorf("KeysFor(%q).Lock = %q: not fixed length", key, k.Lock)
-		}
+		assert.Len(t, k.Lock, len("p:")+2+redislua.TagLen, "KeysFor(%q).Lock = %q: not fixed length", key, k.Lock)
 		if k.Legacy != k.Lock+":fence" || k.Channel != k.Lock+":wake" || k.Name != key {
 			t.Errorf("KeysFor(%q) = %+v: names do not share the lock name", key, k)
 		}
@@ -48,9 +48,7 @@ func TestKeysFor(t *testing.T) {
 			names = names[:1]
 		}
 		for _, name := range names {
-			if redislua.Slot(name) != redislua.Slot(k.Lock) {
-				t.Errorf("prefix %q: %q and %q in different slots", prefix, name, k.Lock)
-			}
+			assert.Equal(t, redislua.Slot(k.Lock), redislua.Slot(name), "prefix %q: %q and %q in different slots", prefix, name, k.Lock)
 		}
 	}
 }
@@ -71,20 +69,12 @@ func TestTTLValidation(t *testing.T) {
 		t.Errorf("Validity(3ms) = %v, %v; want 970µs", v, err)
 	}
 	lease, err := l.TryAcquire(ctx, "ttl", distlock.WithTTL(1001*time.Millisecond), distlock.WithAutoRefresh(false))
-	if err != nil {
-		t.Fatalf("TTL 1001ms: %v", err)
-	}
+	require.NoError(t, err, "TTL 1001ms")
 	_ = lease.Release(ctx)
 	lease, err = l.TryAcquire(ctx, "ttl", distlock.WithTTL(time.Minute))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := lease.Refresh(ctx, 1500*time.Microsecond); !errors.Is(err, distlock.ErrInvalidTTL) {
-		t.Errorf("Refresh(1.5ms) = %v, want ErrInvalidTTL", err)
-	}
-	if err := lease.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	assert.ErrorIs(t, lease.Refresh(ctx, 1500*time.Microsecond), distlock.ErrInvalidTTL, "Refresh(1.5ms)")
+	require.NoError(t, lease.Release(ctx))
 	// The driver refuses too, even when called directly.
 	if _, err := l.d.TryAcquire(ctx, backend.Request{Key: "ttl", Owner: "o", TTL: 1500 * time.Microsecond}); !errors.Is(err, backend.ErrInvalidTTL) {
 		t.Errorf("driver TryAcquire with 1.5ms = %v, want ErrInvalidTTL", err)
@@ -103,9 +93,7 @@ func TestSeedsExpiryScenario(t *testing.T) {
 	name := redislua.KeysFor(redislua.DefaultPrefix, key).Lock
 
 	leaseA, err := a.TryAcquire(ctx, key, distlock.WithTTL(300*time.Millisecond), distlock.WithAutoRefresh(false))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	h := admin.HGetAll(ctx, name).Val()
 	if h["o"] != leaseA.Owner() || h["t"] != strconv.FormatUint(leaseA.Token(), 10) || len(holds(h)) != 1 {
 		t.Fatalf("A's lock in Redis = %v, want owner %q token %d and one hold", h, leaseA.Owner(), leaseA.Token())
@@ -119,9 +107,7 @@ func TestSeedsExpiryScenario(t *testing.T) {
 		t.Fatal("A's lease not ended after its TTL")
 	}
 	leaseB, err := b.Acquire(ctx, key, distlock.WithTTL(time.Minute))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	want := map[string]string{"o": leaseB.Owner(), "t": strconv.FormatUint(leaseB.Token(), 10)}
 	check := func(when string) {
 		t.Helper()
@@ -137,23 +123,15 @@ func TestSeedsExpiryScenario(t *testing.T) {
 	if leaseB.Token() <= leaseA.Token() {
 		t.Errorf("B's token %d not above A's %d", leaseB.Token(), leaseA.Token())
 	}
-	if err := leaseA.Release(ctx); !errors.Is(err, distlock.ErrNotHeld) {
-		t.Errorf("A's stale Release = %v, want ErrNotHeld", err)
-	}
+	assert.ErrorIs(t, leaseA.Release(ctx), distlock.ErrNotHeld, "A's stale Release")
 	check("after A's stale Release")
 	// The driver's own check, bypassing distlock's lease state: A's
 	// backend lock (same owner id, old token) must change nothing.
 	stale := &lock{d: a.d, keys: redislua.KeysFor(redislua.DefaultPrefix, key), owner: leaseB.Owner(), token: leaseA.Token(), hold: "hstale"}
-	if err := stale.Release(ctx); !errors.Is(err, backend.ErrNotHeld) {
-		t.Errorf("release with B's owner but A's token = %v, want ErrNotHeld", err)
-	}
-	if err := stale.Refresh(ctx, time.Hour); !errors.Is(err, backend.ErrNotHeld) {
-		t.Errorf("refresh with B's owner but A's token = %v, want ErrNotHeld", err)
-	}
+	assert.ErrorIs(t, stale.Release(ctx), backend.ErrNotHeld, "release with B's owner but A's token")
+	assert.ErrorIs(t, stale.Refresh(ctx, time.Hour), backend.ErrNotHeld, "refresh with B's owner but A's token")
 	check("after stale driver calls")
-	if err := leaseB.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, leaseB.Release(ctx))
 	if n := admin.Exists(ctx, name).Val(); n != 0 {
 		t.Errorf("lock key still exists after B's Release")
 	}
@@ -169,43 +147,29 @@ func TestReentrantNeverShortens(t *testing.T) {
 	name := redislua.KeysFor(redislua.DefaultPrefix, "re").Lock
 	me := distlock.WithOwner("me")
 	l1, err := l.TryAcquire(ctx, "re", me, distlock.WithTTL(time.Minute), distlock.WithAutoRefresh(false))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	l2, err := l.TryAcquire(ctx, "re", me, distlock.WithTTL(time.Second), distlock.WithAutoRefresh(false))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if pttl := admin.PTTL(ctx, name).Val(); pttl < 50*time.Second {
 		t.Errorf("nested acquire with a 1s TTL shortened the expiry to %v", pttl)
 	}
-	if err := l2.Refresh(ctx, time.Second); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, l2.Refresh(ctx, time.Second))
 	if pttl := admin.PTTL(ctx, name).Val(); pttl < 50*time.Second {
 		t.Errorf("refresh with a 1s TTL shortened the expiry to %v", pttl)
 	}
-	if err := l1.Refresh(ctx, 2*time.Minute); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, l1.Refresh(ctx, 2*time.Minute))
 	if pttl := admin.PTTL(ctx, name).Val(); pttl < 110*time.Second {
 		t.Errorf("refresh with 2m: expiry %v", pttl)
 	}
 	if n := len(holds(admin.HGetAll(ctx, name).Val())); n != 2 {
 		t.Errorf("%d holds in the hash, want 2", n)
 	}
-	if err := l1.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, l1.Release(ctx))
 	if n := len(holds(admin.HGetAll(ctx, name).Val())); n != 1 {
 		t.Errorf("%d holds after one release, want 1", n)
 	}
-	if err := l2.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if admin.Exists(ctx, name).Val() != 0 {
-		t.Errorf("lock key left after the last release")
-	}
+	require.NoError(t, l2.Release(ctx))
+	assert.Equal(t, int64(0), admin.Exists(ctx, name).Val(), "lock key left after the last release")
 }
 
 // TestBusyReportsRemainingTTL: TryAcquire on a held lock returns the
@@ -218,9 +182,7 @@ func TestBusyReportsRemainingTTL(t *testing.T) {
 	b := newTestLocker(t, &goredis.Options{Addr: srv.Addr()})
 	ctx := tctx(t, time.Minute)
 	holder, err := a.TryAcquire(ctx, "busy", distlock.WithTTL(1500*time.Millisecond), distlock.WithAutoRefresh(false))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	_, err = b.TryAcquire(ctx, "busy")
 	var busy *backend.BusyError
 	if !errors.As(err, &busy) || !errors.Is(err, distlock.ErrNotAcquired) {
@@ -232,14 +194,10 @@ func TestBusyReportsRemainingTTL(t *testing.T) {
 	start := time.Now()
 	slow := distlock.WithRetry(distlock.Backoff{Min: time.Minute, Max: time.Minute})
 	lease, err := b.Acquire(ctx, "busy", slow)
-	if err != nil {
-		t.Fatalf("waiter: %v", err)
-	}
+	require.NoError(t, err, "waiter")
 	if took := time.Since(start); took > 5*time.Second {
 		t.Errorf("waiter took %v to notice the expired holder (TTL 1.5s)", took)
 	}
-	if !errors.Is(holder.Err(), distlock.ErrLockLost) {
-		t.Errorf("holder's lease: %v, want ErrLockLost", holder.Err())
-	}
+	assert.ErrorIs(t, holder.Err(), distlock.ErrLockLost, "holder's lease")
 	_ = lease.Release(ctx)
 }

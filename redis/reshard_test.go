@@ -14,6 +14,8 @@ import (
 	"github.com/distlock/distlock/internal/redislua"
 	"github.com/distlock/distlock/internal/testkit/slack"
 	"github.com/distlock/distlock/internal/testkit/testserver"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestReshardWhileHeld moves the slot of a held lock, for which another
@@ -55,9 +57,7 @@ func TestReshardWhileHeld(t *testing.T) {
 	m := newSlotMigration(t, ctx, cluster, slot, src, dst)
 
 	lease, err := a.Acquire(ctx, key, distlock.WithTTL(slack.D(10*time.Second)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	before := lease.Token()
 	type result struct {
 		l   *distlock.Lease
@@ -79,9 +79,7 @@ func TestReshardWhileHeld(t *testing.T) {
 
 	// Stage 1: the slot is migrating, its keys still on the source.
 	m.begin()
-	if err := lease.Refresh(ctx, slack.D(10*time.Second)); err != nil {
-		t.Errorf("refresh while the slot is migrating, keys on the source: %v", err)
-	}
+	assert.NoError(t, lease.Refresh(ctx, slack.D(10*time.Second)), "refresh while the slot is migrating, keys on the source")
 	_, err = c.TryAcquire(short(), key)
 	t.Logf("a third client's attempt while the slot is migrating, keys on the source: %v", err)
 	if !errors.Is(err, distlock.ErrNotAcquired) && !errors.Is(err, distlock.ErrUnavailable) {
@@ -90,9 +88,7 @@ func TestReshardWhileHeld(t *testing.T) {
 
 	// Stage 2: the lock's hash moved, its slot's fence counter not yet.
 	m.move(keys.Lock)
-	if err := lease.Refresh(ctx, slack.D(10*time.Second)); err != nil {
-		t.Errorf("refresh with the lock on the target (ASK): %v", err)
-	}
+	assert.NoError(t, lease.Refresh(ctx, slack.D(10*time.Second)), "refresh with the lock on the target (ASK)")
 	_, err = c.TryAcquire(short(), key)
 	t.Logf("a third client's attempt with the slot's keys split: %v", err)
 	if !errors.Is(err, distlock.ErrNotAcquired) && !errors.Is(err, distlock.ErrUnavailable) {
@@ -101,22 +97,16 @@ func TestReshardWhileHeld(t *testing.T) {
 
 	// Stage 3: every key moved, the slot assigned to the target.
 	m.finish()
-	if err := lease.Refresh(ctx, slack.D(10*time.Second)); err != nil {
-		t.Errorf("refresh after the move (MOVED): %v", err)
-	}
+	assert.NoError(t, lease.Refresh(ctx, slack.D(10*time.Second)), "refresh after the move (MOVED)")
 	select {
 	case r := <-waiter:
 		t.Fatalf("the waiter returned while the lock was held: %v", r.err)
 	default:
 	}
-	if err := lease.Release(ctx); err != nil {
-		t.Fatalf("release after the move: %v", err)
-	}
+	require.NoError(t, lease.Release(ctx), "release after the move")
 	select {
 	case r := <-waiter:
-		if r.err != nil {
-			t.Fatalf("waiter: %v", r.err)
-		}
+		require.NoError(t, r.err, "waiter")
 		if r.l.Token() <= before {
 			t.Errorf("token %d after the move, %d before", r.l.Token(), before)
 		}
@@ -136,9 +126,7 @@ func slotMasters(t *testing.T, ctx context.Context, cluster *testserver.Cluster,
 	admin := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: cluster.Addrs()})
 	defer func() { _ = admin.Close() }()
 	m, err := admin.MasterForKey(ctx, key)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for _, addr := range cluster.Addrs() {
 		if addr != m.Options().Addr {
 			return adminClient(t, m.Options().Addr), adminClient(t, addr)

@@ -15,6 +15,8 @@ import (
 	"github.com/distlock/distlock/internal/redislua"
 	"github.com/distlock/distlock/internal/testkit/slack"
 	"github.com/distlock/distlock/internal/testkit/testserver"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // tryAgainCounter counts the TRYAGAIN replies a client received, and the
@@ -95,9 +97,7 @@ func TestReshardTryAgainRetried(t *testing.T) {
 	ttl := distlock.WithTTL(slack.D(time.Minute))
 
 	lease, err := a.Acquire(ctx, key, ttl)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	before := lease.Token()
 	type result struct {
 		l   *distlock.Lease
@@ -147,9 +147,7 @@ func TestReshardTryAgainRetried(t *testing.T) {
 	back.begin()
 	back.move(keys.Lock)
 	b0 := bTried.n.Load()
-	if err := lease.Release(ctx); err != nil {
-		t.Fatalf("release during the split: %v", err)
-	}
+	require.NoError(t, lease.Release(ctx), "release during the split")
 	eventually(t, slack.D(5*time.Second), "the woken waiter got TRYAGAIN", func() bool { return bTried.n.Load() > b0 })
 	select {
 	case r := <-waiter:
@@ -159,9 +157,7 @@ func TestReshardTryAgainRetried(t *testing.T) {
 	back.finish()
 	select {
 	case r := <-waiter:
-		if r.err != nil {
-			t.Fatalf("waiter: %v", r.err)
-		}
+		require.NoError(t, r.err, "waiter")
 		if r.l.Token() <= before {
 			t.Errorf("token %d after the split, %d before", r.l.Token(), before)
 		}
@@ -204,7 +200,5 @@ func TestReshardTryAgainRetried(t *testing.T) {
 		t.Errorf("TryAcquire whose ctx (100ms) ended during a split returned after %v: its ctx did not cut the retries (up to %v) short", took, tryAgainBound)
 	}
 	again.finish()
-	if err := lease.Release(ctx); err != nil {
-		t.Errorf("release after the moves: %v", err)
-	}
+	assert.NoError(t, lease.Release(ctx), "release after the moves")
 }

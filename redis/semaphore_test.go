@@ -1,7 +1,6 @@
 package redis
 
 import (
-	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +10,7 @@ import (
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/internal/redislua"
 	"github.com/distlock/distlock/internal/testkit/testserver"
+	"github.com/stretchr/testify/require"
 )
 
 // semKeysLeft returns the semaphore keys (":sem…") in the database.
@@ -34,28 +34,18 @@ func TestSemaphoreKeysGoWithLastHolder(t *testing.T) {
 	l := newTestLocker(t, &goredis.Options{Addr: srv.Addr()})
 	ctx := tctx(t, 30*time.Second)
 	s, err := l.Semaphore("sem/keys", 2)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	p, err := s.TryAcquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	require.NoError(t, p.Release(ctx))
 	if left := semKeysLeft(t, admin); len(left) != 0 {
 		t.Fatalf("keys left after the last release: %v", left)
 	}
 	short := []distlock.Option{distlock.WithTTL(200 * time.Millisecond), distlock.WithAutoRefresh(false)}
 	a, err := s.TryAcquire(ctx, short...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	b, err := s.TryAcquire(ctx, distlock.WithTTL(time.Minute))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	<-a.Done()
 	k := redislua.SemKeysFor("distlock:", "sem/keys")
 	eventually(t, 10*time.Second, "the expired holder is past its score", func() bool {
@@ -69,16 +59,12 @@ func TestSemaphoreKeysGoWithLastHolder(t *testing.T) {
 	if n, err := admin.HLen(ctx, k.Tokens).Result(); err != nil || n != 1 {
 		t.Fatalf("tokens hash has %d entries (%v), want only the live holder's", n, err)
 	}
-	if err := b.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, b.Release(ctx))
 	if _, err := s.TryAcquire(ctx, short...); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 10*time.Second, "the keys of a semaphore whose holders all expired are gone", func() bool {
 		return len(semKeysLeft(t, admin)) == 0
 	})
-	if err := a.Release(ctx); !errors.Is(err, distlock.ErrNotHeld) {
-		t.Fatalf("Release of an expired permit: %v", err)
-	}
+	require.ErrorIs(t, a.Release(ctx), distlock.ErrNotHeld, "Release of an expired permit")
 }

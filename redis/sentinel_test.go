@@ -9,6 +9,7 @@ import (
 	"github.com/distlock/distlock/conformance"
 	"github.com/distlock/distlock/internal/testkit/slack"
 	"github.com/distlock/distlock/internal/testkit/testserver"
+	"github.com/stretchr/testify/require"
 )
 
 // TestOpenSentinelURL: a redis+sentinel:// URL finds the primary through
@@ -19,31 +20,21 @@ func TestOpenSentinelURL(t *testing.T) {
 	set := testserver.RedisSentinel(t, testserver.SentinelConfig{Replicas: 1, Sentinels: 3})
 	ctx := tctx(t, 2*time.Minute)
 	a, err := distlock.Open(ctx, set.URL("prefix=so:"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { _ = a.Close() })
 	b, err := distlock.Open(ctx, set.URL("prefix=so:"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { _ = b.Close() })
 	lease, err := a.TryAcquire(ctx, "k", distlock.WithAutoRefresh(false))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if _, err := b.TryAcquire(ctx, "k"); !errors.Is(err, distlock.ErrNotAcquired) {
 		t.Fatalf("second Locker: %v, want ErrNotAcquired", err)
 	}
-	if err := lease.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, lease.Release(ctx))
 	before := lease.Token()
 
 	old := set.Nodes[0]
-	if err := old.Kill(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, old.Kill())
 	if _, err := set.WaitPrimaryChange(ctx, old.Addr()); err != nil {
 		t.Fatal(err)
 	}
@@ -57,13 +48,9 @@ func TestOpenSentinelURL(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	if err != nil {
-		t.Fatalf("after failover: %v", err)
-	}
+	require.NoError(t, err, "after failover")
 	if lease.Token() <= before {
 		t.Errorf("token %d after failover, %d before (replicated)", lease.Token(), before)
 	}
-	if err := lease.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, lease.Release(ctx))
 }

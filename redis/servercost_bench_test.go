@@ -13,6 +13,7 @@ import (
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/internal/testkit/benchkit"
 	"github.com/distlock/distlock/internal/testkit/testserver"
+	"github.com/stretchr/testify/require"
 )
 
 // BenchmarkServerCost measures what one uncontended cycle costs the
@@ -82,13 +83,9 @@ func BenchmarkServerCost(b *testing.B) {
 	b.Run("handoff", func(b *testing.B) {
 		ls := []*distlock.Locker{open(b, url), open(b, url)}
 		for _, l := range ls { // scripts loaded, subscriptions dialled
-			if err := locker(l, "bench/cost/hot")(); err != nil {
-				b.Fatal(err)
-			}
+			require.NoError(b, locker(l, "bench/cost/hot")())
 		}
-		if err := admin.ConfigResetStat(ctx).Err(); err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, admin.ConfigResetStat(ctx).Err())
 		cpu0 := serverCPU(b, admin)
 		benchkit.Handoff(b, ctx, ls, "bench/cost/hot", 8)
 		cpu1 := serverCPU(b, admin)
@@ -108,9 +105,7 @@ func BenchmarkServerCost(b *testing.B) {
 func serverCost(b *testing.B, admin *goredis.Client, cycle func() error) {
 	ctx := context.Background()
 	for range 10 {
-		if err := cycle(); err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, cycle())
 	}
 	var cpus, scripts, cmds []float64
 	var last map[string]cmdStat
@@ -118,15 +113,11 @@ func serverCost(b *testing.B, admin *goredis.Client, cycle func() error) {
 	for done := 0; done < b.N; {
 		n := min(costBlock, b.N-done)
 		b.StopTimer()
-		if err := admin.ConfigResetStat(ctx).Err(); err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, admin.ConfigResetStat(ctx).Err())
 		cpu0 := serverCPU(b, admin)
 		b.StartTimer()
 		for range n {
-			if err := cycle(); err != nil {
-				b.Fatal(err)
-			}
+			require.NoError(b, cycle())
 		}
 		b.StopTimer()
 		cpu1 := serverCPU(b, admin)
@@ -183,9 +174,7 @@ func median(v []float64) float64 {
 // serverCPU is the server's used_cpu_user + used_cpu_sys, in seconds.
 func serverCPU(b *testing.B, c *goredis.Client) float64 {
 	s, err := c.Info(context.Background(), "cpu").Result()
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	var cpu float64
 	for _, line := range strings.Split(s, "\n") {
 		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
@@ -204,9 +193,7 @@ type cmdStat struct{ calls, usec float64 }
 // its subcommand as "config|resetstat"), its calls and total usec.
 func commandStats(tb testing.TB, c *goredis.Client) map[string]cmdStat {
 	s, err := c.Info(context.Background(), "commandstats").Result()
-	if err != nil {
-		tb.Fatal(err)
-	}
+	require.NoError(tb, err)
 	out := map[string]cmdStat{}
 	for _, line := range strings.Split(s, "\n") {
 		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")

@@ -13,6 +13,8 @@ import (
 	"github.com/distlock/distlock/backend"
 	"github.com/distlock/distlock/conformance"
 	"github.com/distlock/distlock/internal/redislua"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestBadClusterSentinelURLs: every malformed Cluster or Sentinel URL is
@@ -83,23 +85,15 @@ func TestClusterSentinelURLsParse(t *testing.T) {
 		if caps := l.Capabilities(); !caps.Fencing || !caps.Notify || !caps.Expiring {
 			t.Errorf("Open(%q): Capabilities = %+v", raw, caps)
 		}
-		if err := l.Close(); err != nil {
-			t.Errorf("Close(%q): %v", raw, err)
-		}
+		assert.NoError(t, l.Close(), "Close(%q)", raw)
 	}
 
 	u, err := backend.ParseURL("rediss+cluster://user:p%40ss@h1:7000,h2/?dial_timeout=2s&pool_size=7&prefix=x:")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	co, opts, err := parseClusterURL(u)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	c, err := newConfig(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if strings.Join(co.Addrs, ",") != "h1:7000,h2:6379" || co.Username != "user" || co.Password != "p@ss" ||
 		co.DialTimeout != 2*time.Second || co.PoolSize != 7 || co.TLSConfig == nil || co.TLSConfig.ServerName != "" ||
 		co.Dialer == nil || !co.ContextTimeoutEnabled || co.DialerRetries != 1 || c.prefix != "x:" ||
@@ -108,13 +102,9 @@ func TestClusterSentinelURLsParse(t *testing.T) {
 	}
 
 	u, err = backend.ParseURL("redis+sentinel://:pw@s1,s2:26380/4?master=mm&read_timeout=3s")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	fo, _, err := parseSentinelURL(u)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if strings.Join(fo.SentinelAddrs, ",") != "s1:26379,s2:26380" || fo.MasterName != "mm" || fo.DB != 4 ||
 		fo.Password != "pw" || fo.SentinelPassword != "" || fo.ReadTimeout != 3*time.Second || fo.TLSConfig != nil ||
 		!fo.ContextTimeoutEnabled {
@@ -130,14 +120,10 @@ func TestOpenClusterURL(t *testing.T) {
 	ctx := tctx(t, time.Minute)
 	addrs := cluster.Addrs()
 	a, err := distlock.Open(ctx, "redis+cluster://"+addrs[0]+"/?prefix=ou:")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { _ = a.Close() })
 	b, err := distlock.Open(ctx, "redis+cluster://"+strings.Join(addrs[1:], ",")+"?prefix=ou:")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { _ = b.Close() })
 	admin := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: addrs})
 	t.Cleanup(func() { _ = admin.Close() })
@@ -145,9 +131,7 @@ func TestOpenClusterURL(t *testing.T) {
 	for i := range 30 {
 		key := "open/" + strconv.Itoa(i)
 		lease, err := a.TryAcquire(ctx, key, distlock.WithAutoRefresh(false))
-		if err != nil {
-			t.Fatalf("%s: %v", key, err)
-		}
+		require.NoError(t, err, "%s", key)
 		if _, err := b.TryAcquire(ctx, key); !errors.Is(err, distlock.ErrNotAcquired) {
 			t.Fatalf("%s: second Locker: %v, want ErrNotAcquired", key, err)
 		}
@@ -156,14 +140,10 @@ func TestOpenClusterURL(t *testing.T) {
 			t.Fatalf("%s: EXISTS %s = %d, %v", key, k, n, err)
 		}
 		slots[redislua.Slot(k)] = true
-		if err := lease.Release(ctx); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, lease.Release(ctx))
 	}
 	ranges, err := admin.ClusterSlots(ctx).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	nodes := map[string]bool{}
 	for s := range slots {
 		for _, cs := range ranges {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/conformance"
+	"github.com/stretchr/testify/assert"
 )
 
 func TestBadURLs(t *testing.T) {
@@ -47,9 +48,7 @@ func TestBadURLs(t *testing.T) {
 		if caps := l.Capabilities(); !caps.Fencing || !caps.Reentrant || !caps.Notify || !caps.Expiring || caps.Durable || caps.Fair || caps.SessionBound {
 			t.Errorf("Capabilities = %+v", caps)
 		}
-		if err := l.Close(); err != nil {
-			t.Errorf("Close(%q): %v", u, err)
-		}
+		assert.NoError(t, l.Close(), "Close(%q)", u)
 	}
 	u, _ := parseURLForTest("redis://127.0.0.1:1/0?prefix=app:&subscribe_timeout=3s&subscription_linger=0s&dial_timeout=2s")
 	if u.c.prefix != "app:" || u.c.confirmTimeout != 3*time.Second || u.c.linger >= 0 || u.opt.DialTimeout != 2*time.Second || u.opt.Addr != "127.0.0.1:1" {

@@ -13,6 +13,8 @@ import (
 	"github.com/distlock/distlock/internal/redislua"
 	"github.com/distlock/distlock/internal/testkit/slack"
 	"github.com/distlock/distlock/internal/testkit/testserver"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestWaitReplicasOptions: bad values of WithWaitReplicas and of its URL
@@ -74,9 +76,7 @@ func TestWaitReplicasConfirms(t *testing.T) {
 	ctx := tctx(t, time.Minute)
 	url := "redis://" + srv.Addr() + "/0?prefix=wr:&wait_replicas=1&wait_timeout=" + slack.D(time.Second).String()
 	l, err := distlock.Open(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { _ = l.Close() })
 	admin := goredis.NewClient(&goredis.Options{Addr: srv.Addr()})
 	t.Cleanup(func() { _ = admin.Close() })
@@ -111,9 +111,7 @@ func TestWaitReplicasConfirms(t *testing.T) {
 	})
 	rc := goredis.NewClient(&goredis.Options{Addr: replica.Addr()})
 	t.Cleanup(func() { _ = rc.Close() })
-	if rc.Exists(ctx, lockKey).Val() != 1 {
-		t.Errorf("confirmed grant not on the replica")
-	}
+	assert.Equal(t, int64(1), rc.Exists(ctx, lockKey).Val(), "confirmed grant not on the replica")
 	eventually(t, slack.D(20*time.Second), "a refresh confirmed by the replica", func() bool {
 		err := lease.Refresh(ctx, time.Minute)
 		if err != nil && !errors.Is(err, ErrNotReplicated) {
@@ -121,19 +119,11 @@ func TestWaitReplicasConfirms(t *testing.T) {
 		}
 		return err == nil
 	})
-	if err := replica.Pause(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, replica.Pause())
 	err = lease.Refresh(ctx, time.Minute)
-	if rerr := replica.Resume(); rerr != nil {
-		t.Fatal(rerr)
-	}
-	if !errors.Is(err, distlock.ErrUnavailable) {
-		t.Errorf("Refresh with the replica paused: %v, want ErrUnavailable", err)
-	}
-	if err := lease.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, replica.Resume())
+	assert.ErrorIs(t, err, distlock.ErrUnavailable, "Refresh with the replica paused")
+	require.NoError(t, lease.Release(ctx))
 }
 
 // TestWaitRefreshNotHeld: a refresh whose confirmation finds the hold gone
@@ -144,9 +134,7 @@ func TestWaitRefreshNotHeld(t *testing.T) {
 	srv := testserver.Redis(t, testserver.RedisConfig{})
 	ctx := tctx(t, 30*time.Second)
 	l, err := New(goredis.NewClient(&goredis.Options{Addr: srv.Addr()}), WithCloseClient(), WithWaitReplicas(1, slack.D(50*time.Millisecond)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { _ = l.Close() })
 	gone := &lock{d: driverOf(l), keys: redislua.KeysFor(driverOf(l).prefix, "gone"), owner: "o", hold: "hgone", token: 7}
 	err = driverOf(l).confirmRefresh(ctx, gone)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/internal/testkit/testserver"
+	"github.com/stretchr/testify/require"
 )
 
 // TestReleasePublishesOnlyForWaiters: a release that nobody waits for or
@@ -30,12 +31,8 @@ func TestReleasePublishesOnlyForWaiters(t *testing.T) {
 	before := commandCalls(t, admin, "publish")
 	for range 20 {
 		lease, err := l.TryAcquire(ctx, key, long)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := lease.Release(ctx); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
+		require.NoError(t, lease.Release(ctx))
 	}
 	if n := commandCalls(t, admin, "publish") - before; n != 0 {
 		t.Fatalf("%d PUBLISH for 20 releases nobody waited for, want 0", n)
@@ -47,9 +44,7 @@ func TestReleasePublishesOnlyForWaiters(t *testing.T) {
 	// Two waiters of one Locker: the release wakes one; the other must be
 	// woken by the release of the lock the first one takes.
 	lease, err := l.TryAcquire(ctx, key, long)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	got := make(chan error, 2)
 	for range 2 {
 		go func() {
@@ -66,13 +61,9 @@ func TestReleasePublishesOnlyForWaiters(t *testing.T) {
 	})
 	time.Sleep(50 * time.Millisecond) // let the second waiter reach its wait too (it is woken either way)
 	before = commandCalls(t, admin, "publish")
-	if err := lease.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, lease.Release(ctx))
 	for range 2 {
-		if err := <-got; err != nil {
-			t.Fatalf("waiter not woken by the release (its TTL fallback is a minute away): %v", err)
-		}
+		require.NoError(t, <-got, "waiter not woken by the release (its TTL fallback is a minute away)")
 	}
 	if n := commandCalls(t, admin, "publish") - before; n < 1 {
 		t.Fatalf("%d PUBLISH for releases with waiters", n)
@@ -82,25 +73,17 @@ func TestReleasePublishesOnlyForWaiters(t *testing.T) {
 	// marks the held lock), so the leader's resignation wakes it; its poll
 	// interval and the term's TTL are a minute away.
 	leader, err := distlock.NewElection(l.Locker, key, "leader", distlock.WithTermOptions(long))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	observer, err := distlock.NewElection(waiters.Locker, key, "observer", distlock.WithObserveInterval(time.Minute))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	term, err := leader.Campaign(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	octx := tctx(t, 30*time.Second)
 	seen := observer.Observe(octx)
 	if info := <-seen; !info.Held || info.Token != term.Token() {
 		t.Fatalf("observer saw %+v first, want the leader's term %d", info, term.Token())
 	}
-	if err := term.Resign(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, term.Resign(ctx))
 	if info, ok := <-seen; !ok || info.Held {
 		t.Fatalf("observer not told of the resignation before its poll interval (%+v, %v)", info, ok)
 	}

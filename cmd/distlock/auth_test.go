@@ -10,6 +10,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock/internal/testkit/testserver"
+	"github.com/stretchr/testify/require"
 )
 
 // authRedis is a redis-server that wants the password "right-password".
@@ -17,9 +18,7 @@ func authRedis(t *testing.T) *testserver.Server {
 	srv := testserver.Redis(t, testserver.RedisConfig{})
 	admin := goredis.NewClient(&goredis.Options{Addr: srv.Addr()})
 	defer admin.Close()
-	if err := admin.ConfigSet(context.Background(), "requirepass", "right-password").Err(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, admin.ConfigSet(context.Background(), "requirepass", "right-password").Err())
 	return srv
 }
 

@@ -17,6 +17,8 @@ import (
 
 	"github.com/distlock/distlock/conformance"
 	"github.com/distlock/distlock/internal/testkit/testserver"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestConformanceChecksConnectionFirst: against a server it cannot reach,
@@ -27,9 +29,7 @@ func TestConformanceChecksConnectionFirst(t *testing.T) {
 	srv := testserver.Redis(t, testserver.RedisConfig{})
 	admin := goredis.NewClient(&goredis.Options{Addr: srv.Addr()})
 	defer admin.Close()
-	if err := admin.ConfigSet(context.Background(), "requirepass", "right-password").Err(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, admin.ConfigSet(context.Background(), "requirepass", "right-password").Err())
 	for _, tc := range []struct {
 		url, want string
 		status    int
@@ -45,9 +45,7 @@ func TestConformanceChecksConnectionFirst(t *testing.T) {
 		if strings.Contains(r.stdout, "violated") || strings.Contains(r.stdout, "=== ") {
 			t.Errorf("conformance against %s ran checks: %s", tc.url, r.stdout)
 		}
-		if strings.Contains(r.stderr, "wrong-password") {
-			t.Errorf("password shown: %s", r.stderr)
-		}
+		assert.NotContains(t, r.stderr, "wrong-password", "password shown: %s", r.stderr)
 	}
 }
 
@@ -68,9 +66,7 @@ func TestConformanceJSON(t *testing.T) {
 		t.Fatalf("%v\n%s", err, r.stdout)
 	}
 	res, _ := rep["results"].([]any)
-	if len(res) != 1 {
-		t.Fatalf("results %v", rep["results"])
-	}
+	require.Len(t, res, 1, "results %v", rep["results"])
 	one, _ := res[0].(map[string]any)
 	for _, k := range []string{"name", "contract", "status", "duration"} {
 		if _, ok := one[k]; !ok {
@@ -97,13 +93,9 @@ func TestPrintResultsShowsWhy(t *testing.T) {
 	})
 	out := b.String()
 	for _, want := range []string{"FAIL mutual-exclusion: contract violated: 2 overlapping | " + long + " END", "UNAVAILABLE ttl: backend unavailable during the check: WRONGPASS", "1 passed, 1 failed, 1 unavailable, 0 skipped"} {
-		if !strings.Contains(out, want) {
-			t.Errorf("output lacks %q:\n%s", want, out)
-		}
+		assert.Contains(t, out, want, "output lacks %q:\n%s", want, out)
 	}
-	if got := statusOf([]conformance.Result{{Status: conformance.Pass}, {Status: conformance.Unavailable}}); got != ExitUnavailable {
-		t.Errorf("statusOf(pass, unavailable) = %d, want %d", got, ExitUnavailable)
-	}
+	assert.Equal(t, ExitUnavailable, statusOf([]conformance.Result{{Status: conformance.Pass}, {Status: conformance.Unavailable}}), "statusOf(pass, unavailable)")
 }
 
 // TestConformanceInterrupted: Ctrl-C while a check runs ends the run with
@@ -116,14 +108,10 @@ func TestConformanceInterrupted(t *testing.T) {
 	cmd := exec.Command(bin, "conformance", "--run", "^(refresh-extends|keys)$", "--ttl", "5s")
 	cmd.Env = append(os.Environ(), "DISTLOCK_BACKEND=")
 	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var errb bytes.Buffer
 	cmd.Stderr = &errb
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, cmd.Start())
 	timer := time.AfterFunc(2*time.Minute, func() { _ = cmd.Process.Kill() })
 	defer timer.Stop()
 	var stdout strings.Builder
@@ -155,9 +143,7 @@ func TestConformanceSummary(t *testing.T) {
 	url, _ := redisURL(t)
 	r := runBin(t, 2*time.Minute, nil, "conformance", "--backend", url, "--run", "^(keys|late-grant|partitioned-holder)$")
 	for _, want := range []string{"summary: 1 of 3 checks verified; 2 not verifiable from outside", "only the test harness", "warning: appendonly is off", "fencing tokens restart at 1"} {
-		if !strings.Contains(r.stdout, want) {
-			t.Errorf("stdout lacks %q:\n%s", want, r.stdout)
-		}
+		assert.Contains(t, r.stdout, want, "stdout lacks %q:\n%s", want, r.stdout)
 	}
 	if strings.Contains(r.stdout, "Faults.") || r.status != ExitOK {
 		t.Errorf("status %d, stdout shows harness jargon or the run failed:\n%s\n%s", r.status, r.stdout, r.stderr)

@@ -15,6 +15,7 @@ import (
 	"github.com/distlock/distlock/conformance"
 	"github.com/distlock/distlock/internal/testkit/slack"
 	"github.com/distlock/distlock/internal/testkit/testserver"
+	"github.com/stretchr/testify/require"
 )
 
 // TestDemoLocalPostgres: demo --local has both PostgreSQL modes; each entry
@@ -40,26 +41,20 @@ func TestDemoLocalPostgres(t *testing.T) {
 			if errors.Is(err, testserver.ErrMissingBinary) {
 				t.Skip(err)
 			}
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			defer stop()
 			if lb.scheme != "postgres" || !strings.HasPrefix(url, "postgres://") {
 				t.Fatalf("scheme %q, URL %q", lb.scheme, redactURL(url))
 			}
 			l, err := distlock.Open(ctx, url)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			caps := l.Capabilities()
 			_ = l.Close()
 			if !modeOK(caps) {
 				t.Errorf("%s: capabilities %+v are not this mode's", redactURL(url), caps)
 			}
 			h, err := cliHarness(ctx, url, 0, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			results := conformance.RunChecks(ctx, h, conformance.Options{Match: regexp.MustCompile(`^(keys|mutual-exclusion)$`)})
 			if len(results) == 0 {
 				t.Fatal("no check ran")
@@ -82,9 +77,7 @@ func TestDemoLocalPostgres(t *testing.T) {
 func TestMySQLDriverLogSilenced(t *testing.T) {
 	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer ln.Close()
 	go func() {
 		for {

@@ -11,6 +11,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // bin is the distlock binary built once for the tests that run it.
@@ -82,9 +85,7 @@ func TestRunStatusAndEnvironment(t *testing.T) {
 		t.Errorf("command killed by SIGKILL: status %d (want 137), stdout %q", r.status, r.stdout)
 	}
 	r = runBin(t, time.Minute, env, "run", "--key", "k", "--", "/nonexistent/cmd")
-	if r.status != 127 {
-		t.Errorf("missing command: status %d, want 127", r.status)
-	}
+	assert.Equal(t, 127, r.status, "missing command: status")
 }
 
 func TestUsageErrors(t *testing.T) {
@@ -156,20 +157,14 @@ func TestRunForwardsSignals(t *testing.T) {
 	url, _ := redisURL(t)
 	cmd := exec.Command(bin, "run", "--backend", url, "--key", "sig", "--", "sh", "-c", `trap 'echo got TERM; exit 3' TERM; echo ready; while :; do sleep 0.05; done`)
 	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
 	defer cmd.Process.Kill()
 	buf := make([]byte, 6)
 	if _, err := out.Read(buf); err != nil || string(buf) != "ready\n" {
 		t.Fatalf("command did not start: %q %v", buf, err)
 	}
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
 	rest := make([]byte, 64)
 	n, _ := out.Read(rest)
 	done := make(chan error, 1)
@@ -191,9 +186,7 @@ func TestConformanceCommandOnMemory(t *testing.T) {
 		t.Fatalf("status %d\nstdout:\n%s\nstderr:\n%s", r.status, r.stdout, r.stderr)
 	}
 	for _, want := range []string{"=== mutual-exclusion", "--- PASS mutual-exclusion", "CHECK", "RESULT", "DURATION", "destructive: run with --destructive", "0 failed"} {
-		if !strings.Contains(r.stdout, want) {
-			t.Errorf("output lacks %q:\n%s", want, r.stdout)
-		}
+		assert.Contains(t, r.stdout, want, "output lacks %q:\n%s", want, r.stdout)
 	}
 	r = runBin(t, 5*time.Minute, []string{"DISTLOCK_BACKEND=mem://other"}, "conformance", "--json", "--run", "^(keys|ttl|fair)$")
 	var rep struct {
@@ -207,9 +200,7 @@ func TestConformanceCommandOnMemory(t *testing.T) {
 		t.Errorf("report %+v", rep)
 	}
 	for _, res := range rep.Results {
-		if res.Status != "pass" {
-			t.Errorf("%s: %s", res.Name, res.Status)
-		}
+		assert.Equal(t, "pass", res.Status, "%s", res.Name)
 	}
 }
 
@@ -227,15 +218,11 @@ func TestBenchCommand(t *testing.T) {
 		t.Errorf("implausible report %+v", rep)
 	}
 	for _, want := range []string{"distlock bench: uncontended: 1 client", "distlock bench: contended: 8 clients", "handoffs"} {
-		if !strings.Contains(r.stderr, want) {
-			t.Errorf("bench progress on stderr lacks %q: %q", want, r.stderr)
-		}
+		assert.Contains(t, r.stderr, want, "bench progress on stderr lacks %q: %q", want, r.stderr)
 	}
 	r = runBin(t, time.Minute, nil, "bench", "--duration", "200ms")
 	for _, want := range []string{"uncontended cycles/s", "contended handoff p50 / p99"} {
-		if !strings.Contains(r.stdout, want) {
-			t.Errorf("table lacks %q:\n%s", want, r.stdout)
-		}
+		assert.Contains(t, r.stdout, want, "table lacks %q:\n%s", want, r.stdout)
 	}
 }
 

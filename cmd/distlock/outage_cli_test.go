@@ -7,6 +7,7 @@ import (
 
 	"github.com/distlock/distlock/internal/testkit/slack"
 	"github.com/distlock/distlock/internal/testkit/sqltest"
+	"github.com/stretchr/testify/assert"
 )
 
 // TestUnreachableZooKeeper: against a ZooKeeper port where nothing listens,
@@ -51,9 +52,7 @@ func TestRunVerboseOutage(t *testing.T) {
 	for _, l := range lines[:len(lines)-1] {
 		progress = progress || (strings.HasPrefix(l, "distlock run: ") && strings.Contains(l, "retrying") && strings.Contains(l, "connection refused"))
 	}
-	if !progress {
-		t.Errorf("stderr %q: no progress line (retrying, with the dial error) while waiting out the outage", r.stderr)
-	}
+	assert.True(t, progress, "stderr %q: no progress line (retrying, with the dial error) while waiting out the outage", r.stderr)
 }
 
 // TestRunOutageQuiet: without -v, a run that waits out an outage prints

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/internal/testkit/testserver"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestRunPermitsAcrossProcesses: six `distlock run --permits 2` processes
@@ -20,9 +22,7 @@ func TestRunPermitsAcrossProcesses(t *testing.T) {
 	url := testserver.PostgresServer(t).DSN() + "&create_table=true&table=cli_permits"
 	dir := t.TempDir()
 	present := filepath.Join(dir, "present")
-	if err := os.Mkdir(present, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.Mkdir(present, 0o755))
 	log := filepath.Join(dir, "log")
 	script := `mkdir "$P/$$"; ls "$P" | wc -l >> "$LOG"; sleep 0.2; rmdir "$P/$$"`
 	var wg sync.WaitGroup
@@ -36,9 +36,7 @@ func TestRunPermitsAcrossProcesses(t *testing.T) {
 	}
 	wg.Wait()
 	b, err := os.ReadFile(log)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	lines := strings.Fields(string(b))
 	if len(lines) != 6 {
 		t.Fatalf("%d commands ran, want 6: %q", len(lines), b)
@@ -55,13 +53,9 @@ func TestRunPermitsAcrossProcesses(t *testing.T) {
 	// Another count on the same key while held is refused; bad values are
 	// usage errors.
 	r := runBin(t, time.Minute, nil, "run", "--backend", url, "--key", "k", "--permits", "-1", "--", "true")
-	if r.status != ExitUsage {
-		t.Errorf("--permits -1: status %d, want %d", r.status, ExitUsage)
-	}
+	assert.Equal(t, ExitUsage, r.status, "--permits -1: status")
 	r = runBin(t, time.Minute, nil, "run", "--backend", url, "--key", "k", "--permits", "2", "--owner", "me", "--", "true")
-	if r.status != ExitUsage {
-		t.Errorf("--permits with --owner: status %d, want %d", r.status, ExitUsage)
-	}
+	assert.Equal(t, ExitUsage, r.status, "--permits with --owner: status")
 	r = runBin(t, time.Minute, nil, "run", "--backend", "redlock://127.0.0.1:1,127.0.0.1:2,127.0.0.1:3", "--key", "k", "--permits", "2", "--", "true")
 	if r.status == 0 || !strings.Contains(r.stderr, "semaphore") {
 		t.Errorf("--permits on redlock: status %d, stderr %q: want a refusal naming semaphores", r.status, r.stderr)

@@ -15,6 +15,8 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock/internal/redislua"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // alive reports whether pid is a live process (a zombie is not).
@@ -49,15 +51,11 @@ func startRun(t *testing.T, args []string, script string) (*exec.Cmd, string) {
 	cmd := exec.Command(bin, append(append([]string{"run"}, args...), "--", "sh", "-c", script)...)
 	cmd.Env = append(os.Environ(), "DISTLOCK_BACKEND=")
 	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	cmd.WaitDelay = 5 * time.Second // a surviving grandchild must not hold Wait up
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, cmd.Start())
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	line := make(chan string, 1)
 	go func() {
@@ -89,9 +87,7 @@ func TestRunKillsGroupOnLoss(t *testing.T) {
 	script := `(trap '' TERM; while :; do echo tick >> "` + ticks + `"; sleep 0.05; done) >/dev/null 2>&1 & echo $!; trap 'exit 0' TERM; while :; do sleep 0.05; done`
 	cmd, line := startRun(t, []string{"--backend", url, "--key", "group", "--grace", grace.String()}, script)
 	pid, err := strconv.Atoi(line)
-	if err != nil {
-		t.Fatalf("grandchild pid %q: %v", line, err)
-	}
+	require.NoError(t, err, "grandchild pid %q", line)
 	if n, err := admin.Del(context.Background(), redislua.KeysFor(redislua.DefaultPrefix, "group").Lock).Result(); err != nil || n != 1 {
 		t.Fatalf("delete the lock key: %d %v", n, err)
 	}
@@ -99,9 +95,7 @@ func TestRunKillsGroupOnLoss(t *testing.T) {
 	go func() { done <- cmd.Wait() }()
 	select {
 	case err := <-done:
-		if st := exitStatus(err); st != ExitLost {
-			t.Errorf("status %d, want %d", st, ExitLost)
-		}
+		assert.Equal(t, ExitLost, exitStatus(err), "status")
 	case <-time.After(time.Minute):
 		t.Fatal("distlock did not exit after the loss")
 	}
@@ -119,12 +113,8 @@ func TestRunChildDiesWithDistlock(t *testing.T) {
 	url, _ := redisURL(t)
 	cmd, line := startRun(t, []string{"--backend", url, "--key", "pdeath"}, `echo $$; while :; do sleep 0.05; done`)
 	pid, err := strconv.Atoi(line)
-	if err != nil {
-		t.Fatalf("child pid %q: %v", line, err)
-	}
-	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "child pid %q", line)
+	require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
 	_ = cmd.Wait()
 	if !waitGone(pid, 30*time.Second) {
 		_ = syscall.Kill(pid, syscall.SIGKILL)

@@ -17,6 +17,8 @@ import (
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/internal/redislua"
 	"github.com/distlock/distlock/internal/testkit/testserver"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // The tests below run several distlock processes against one real
@@ -44,9 +46,7 @@ func TestRunContention(t *testing.T) {
 	}
 	wg.Wait()
 	b, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
 	if len(lines) != 12 {
 		t.Fatalf("%d lines, want 12:\n%s", len(lines), b)
@@ -70,14 +70,10 @@ func TestRunContention(t *testing.T) {
 // holdLock takes key from this process and returns the lease.
 func holdLock(t *testing.T, url, key string) *distlock.Lease {
 	l, err := distlock.Open(context.Background(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { _ = l.Close() })
 	lease, err := l.TryAcquire(context.Background(), key, distlock.WithTTL(time.Minute))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return lease
 }
 
@@ -109,14 +105,10 @@ func TestRunLostLease(t *testing.T) {
 	cmd := exec.Command(bin, "run", "--backend", url, "--key", "lost", "--ttl", "1500ms", "--grace", "2s", "--",
 		"sh", "-c", `trap 'echo got TERM; exit 0' TERM; echo ready; while :; do sleep 0.05; done`)
 	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, cmd.Start())
 	defer cmd.Process.Kill()
 	buf := make([]byte, 6)
 	if _, err := out.Read(buf); err != nil || string(buf) != "ready\n" {
@@ -149,13 +141,9 @@ func TestConformanceCommandOnRedis(t *testing.T) {
 		t.Fatalf("status %d\n%s\n%s", r.status, r.stdout, r.stderr)
 	}
 	for _, want := range []string{"mutual-exclusion  pass", "processes         pass", "crash-holder      pass", "notify            pass", "durable           skip"} {
-		if !strings.Contains(r.stdout, want) {
-			t.Errorf("table lacks %q:\n%s", want, r.stdout)
-		}
+		assert.Contains(t, r.stdout, want, "table lacks %q:\n%s", want, r.stdout)
 	}
-	if !strings.Contains(r.stdout, strconv.Itoa(0)+" failed") {
-		t.Errorf("summary line missing:\n%s", r.stdout)
-	}
+	assert.Contains(t, r.stdout, strconv.Itoa(0)+" failed", "summary line missing:\n%s", r.stdout)
 }
 
 // TestRunTLSAgainstPlainServer: rediss:// naming a plain-text redis-server
@@ -183,25 +171,19 @@ func TestRunTLSAgainstPlainServer(t *testing.T) {
 func TestRunWaitsOutOutage(t *testing.T) {
 	srv := testserver.Redis(t, testserver.RedisConfig{})
 	addr := srv.Addr()
-	if err := srv.Kill(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, srv.Kill())
 	done := make(chan result, 1)
 	go func() {
 		done <- runBin(t, 3*time.Minute, nil, "run", "--backend", "redis://"+addr+"/0", "--key", "outage", "--wait", "2m", "--", "echo", "ran")
 	}()
 	time.Sleep(1500 * time.Millisecond) // distlock is retrying against the stopped server
-	if err := srv.Restart(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, srv.Restart(context.Background()))
 	r := <-done
 	if r.status != 0 || strings.TrimSpace(r.stdout) != "ran" {
 		t.Errorf("status %d, stdout %q, stderr %q; want the command run once the server is back", r.status, r.stdout, r.stderr)
 	}
 	// Without --wait the outage fails at once with the unavailable status.
-	if err := srv.Kill(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, srv.Kill())
 	r = runBin(t, time.Minute, nil, "run", "--backend", "redis://"+addr+"/0", "--key", "outage", "--no-wait", "--", "echo", "ran")
 	if r.status != ExitUnavailable || strings.Count(r.stderr, "backend unavailable") != 1 {
 		t.Errorf("--no-wait against a stopped server: status %d, stderr %q; want %d and one \"backend unavailable\"", r.status, r.stderr, ExitUnavailable)
@@ -232,7 +214,5 @@ func TestRunRedlockErrorOneLine(t *testing.T) {
 	if r.status != ExitUnavailable || strings.Count(r.stderr, "\n") != 1 || !strings.Contains(r.stderr, "; node ") {
 		t.Errorf("status %d, stderr %q; want %d and one line joining the node errors", r.status, r.stderr, ExitUnavailable)
 	}
-	if strings.HasPrefix(r.stderr, "distlock run: backend unavailable:") {
-		t.Errorf("run adds its own \"backend unavailable\": %q", r.stderr)
-	}
+	assert.False(t, strings.HasPrefix(r.stderr, "distlock run: backend unavailable:"), "run adds its own \"backend unavailable\": %q", r.stderr)
 }

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/internal/testkit/testserver"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestStatusAndUnlockUsage(t *testing.T) {
@@ -85,9 +87,7 @@ func TestOperatorCommandsOnEveryBackend(t *testing.T) {
 			if errors.Is(err, testserver.ErrMissingBinary) {
 				t.Skip(err)
 			}
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			defer stop()
 			t.Run("status-unlock", func(t *testing.T) { statusAndForcedUnlock(t, url) })
 			t.Run("min-hold", func(t *testing.T) { minHold(t, url) })
@@ -105,14 +105,10 @@ func statusAndForcedUnlock(t *testing.T, url string) {
 	holder := exec.Command(bin, "run", "--key", key, "--ttl", "3s", "--grace", "1s", "--", "sh", "-c", `echo ready; exec sleep 60`)
 	holder.Env = append(os.Environ(), env...)
 	out, err := holder.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var holderErr strings.Builder
 	holder.Stderr = &holderErr
-	if err := holder.Start(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, holder.Start())
 	defer holder.Process.Kill()
 	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "ready\n" {
 		t.Fatalf("holder did not start: %q %v; stderr %s", line, err, holderErr.String())
@@ -187,9 +183,7 @@ func minHold(t *testing.T, url string) {
 		args := append(append([]string{"run", "--no-wait", "--ttl", "4s", "--key", key}, extra...), "--", "sh", "-c", `echo ran >> "$OUT"`)
 		first := exec.Command(bin, args...)
 		first.Env = append(os.Environ(), env...)
-		if err := first.Start(); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, first.Start())
 		exited := make(chan int, 1)
 		go func() { exited <- exitStatus(first.Wait()) }()
 		// The first job has ended once it wrote its line; without a minimum
@@ -231,8 +225,6 @@ func minHold(t *testing.T, url string) {
 func TestCellQuotesWhatIsNotPrintable(t *testing.T) {
 	for in, quoted := range map[string]bool{"host=a pid=1": false, "": false, "a\tb": true, "x\u009b31m": true, "evil\u202ecod": true, "\xff": true, "é ✓": false} {
 		got := cell(in)
-		if isQuoted := strings.HasPrefix(got, `"`); isQuoted != quoted {
-			t.Errorf("cell(%q) = %q, quoted %v, want %v", in, got, isQuoted, quoted)
-		}
+		assert.Equal(t, quoted, strings.HasPrefix(got, `"`), "cell(%q) = %q, quoted", in, got)
 	}
 }

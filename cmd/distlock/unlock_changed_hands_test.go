@@ -9,6 +9,8 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/memory"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // handOverLocker is a Locker that runs before(n) ahead of its n-th call of
@@ -50,9 +52,7 @@ func TestUnlockEvictsAHolderItNeverShowed(t *testing.T) {
 			defer b.Close()
 			defer op.Close()
 			shown, err := a.Acquire(ctx, "k", distlock.WithMetadata("shown holder"), distlock.WithTTL(time.Minute))
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			var next *distlock.Lease
 			forceCall := 3 // inspect, re-inspect after the answer, force
 			if yes {
@@ -63,9 +63,7 @@ func TestUnlockEvictsAHolderItNeverShowed(t *testing.T) {
 					return
 				}
 				// The shown holder finishes; another takes the lock.
-				if err := shown.Release(ctx); err != nil {
-					t.Error(err)
-				}
+				assert.NoError(t, shown.Release(ctx))
 				if next, err = b.Acquire(ctx, "k", distlock.WithMetadata("never shown"), distlock.WithTTL(time.Minute)); err != nil {
 					t.Error(err)
 				}
@@ -96,9 +94,7 @@ func TestUnlockAnsweredNo(t *testing.T) {
 	defer a.Close()
 	defer op.Close()
 	held, err := a.Acquire(ctx, "k", distlock.WithTTL(time.Minute))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	saved := confirmIn
 	confirmIn = strings.NewReader("n\n")
 	defer func() { confirmIn = saved }()

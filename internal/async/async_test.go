@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 )
 
 func TestGroupCloseWaitsAndRefuses(t *testing.T) {
@@ -37,9 +39,7 @@ func TestGroupCloseWaitsAndRefuses(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("Close did not return after the work ended")
 	}
-	if ran.Load() != 1 {
-		t.Fatalf("ran %d, want 1", ran.Load())
-	}
+	require.Equal(t, int32(1), ran.Load(), "ran")
 	if g.GoChild(func() {}) {
 		t.Fatal("GoChild accepted work after Close returned")
 	}
@@ -103,9 +103,7 @@ func TestCallReturnsAtCtxEndAndHandsOnLateResult(t *testing.T) {
 	close(unblock)
 	select {
 	case v := <-late:
-		if v != 7 {
-			t.Fatalf("late result %d, want 7", v)
-		}
+		require.Equal(t, 7, v, "late result")
 	case <-time.After(5 * time.Second):
 		t.Fatal("late result never handed on")
 	}

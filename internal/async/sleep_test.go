@@ -5,12 +5,12 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 )
 
 func TestSleepEndsWithCtx(t *testing.T) {
-	if err := Sleep(context.Background(), time.Millisecond); err != nil {
-		t.Fatalf("Sleep(1ms) = %v", err)
-	}
+	require.NoError(t, Sleep(context.Background(), time.Millisecond), "Sleep(1ms)")
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	start := time.Now()

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"sync"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 type testHold struct {
@@ -54,15 +56,11 @@ func TestKeyStateLivesWhileRefOrHold(t *testing.T) {
 		t.Fatal("GrantLocked did not close Changed")
 	}
 	tab.Unref("k", k)
-	if len(tab.keys) != 1 {
-		t.Fatal("key state dropped while a hold lives")
-	}
+	require.Len(t, tab.keys, 1, "key state dropped while a hold lives")
 	if r := release(tab, mu, h, hd); r != Last || len(tab.keys) != 0 || h.detached != 1 {
 		t.Fatalf("last release: %v, %d keys, detached %d", r, len(tab.keys), h.detached)
 	}
-	if r := release(tab, mu, h, hd); r != Again {
-		t.Fatalf("second release: %v, want Again", r)
-	}
+	require.Equal(t, Again, release(tab, mu, h, hd), "second release")
 }
 
 func TestNestAndLossFanOut(t *testing.T) {
@@ -90,9 +88,7 @@ func TestNestAndLossFanOut(t *testing.T) {
 	if _, ok := tab.Joinable(k, "a"); ok {
 		t.Fatal("a lost hold is joinable")
 	}
-	if r := release(tab, mu, h, hd2); r != WasLost {
-		t.Fatalf("release after loss: %v", r)
-	}
+	require.Equal(t, WasLost, release(tab, mu, h, hd2), "release after loss")
 }
 
 func TestNestOnGoneTenureEndsHold(t *testing.T) {
@@ -141,15 +137,11 @@ func TestGoneTellsEveryHandleButTheFinder(t *testing.T) {
 		}
 		hds = append(hds, hd)
 	}
-	if r := release(tab, mu, h, hds[3]); r != Kept {
-		t.Fatalf("release of a nested handle: %v, want Kept", r)
-	}
+	require.Equal(t, Kept, release(tab, mu, h, hds[3]), "release of a nested handle")
 	tab.Gone(h, errors.New("gone"), hds[2])
 	tab.Gone(h, errors.New("again"), nil)
 	if want := map[int]int{0: 1, 1: 1}; len(told) != len(want) || told[0] != 1 || told[1] != 1 {
 		t.Fatalf("Lost callbacks called %v, want %v", told, want)
 	}
-	if r := release(tab, mu, h, first); r != WasLost {
-		t.Fatalf("release after the loss: %v, want WasLost", r)
-	}
+	require.Equal(t, WasLost, release(tab, mu, h, first), "release after the loss")
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/internal/async"
+	"github.com/stretchr/testify/require"
 )
 
 // req is a test request: its id and the batch it went out in.
@@ -60,12 +61,8 @@ func until(cond func() bool) bool {
 // sent goes to late; the queue is free again when the queue drains.
 func TestQueue(t *testing.T) {
 	r := newRig(t, 2)
-	if !r.q.Own() {
-		t.Fatal("a free queue refused Own")
-	}
-	if r.q.Own() {
-		t.Fatal("Own while a round trip is in flight")
-	}
+	require.True(t, r.q.Own(), "a free queue refused Own")
+	require.False(t, r.q.Own(), "Own while a round trip is in flight")
 	ctx := t.Context()
 	dropCtx, drop := context.WithCancel(ctx)
 	abandonCtx, abandon := context.WithCancel(ctx)
@@ -87,24 +84,16 @@ func TestQueue(t *testing.T) {
 	sent := func(n int) bool {
 		return until(func() bool { r.mu.Lock(); defer r.mu.Unlock(); return len(r.batches) == n })
 	}
-	if !sent(1) {
-		t.Fatal("no batch sent")
-	}
+	require.True(t, sent(1), "no batch sent")
 	r.gate <- struct{}{} // batch [1] (2 was dropped; at most 2 taken) answered
-	if o := <-out; o != Delivered {
-		t.Fatalf("request 1: %v, want Delivered", o)
-	}
-	if !sent(2) {
-		t.Fatal("second batch not sent")
-	}
+	require.Equal(t, Delivered, <-out, "request 1")
+	require.True(t, sent(2), "second batch not sent")
 	abandon()
 	if o := <-out; o != Abandoned {
 		t.Fatalf("cancelled after it was sent: %v, want Abandoned", o)
 	}
 	r.gate <- struct{}{} // batch [3 4] answered
-	if o := <-out; o != Delivered {
-		t.Fatalf("request 4: %v, want Delivered", o)
-	}
+	require.Equal(t, Delivered, <-out, "request 4")
 	if x := <-r.late; x.id != 3 {
 		t.Fatalf("late got %d, want 3", x.id)
 	}
@@ -138,9 +127,7 @@ func TestQueuePatientWait(t *testing.T) {
 	case <-time.After(20 * time.Millisecond):
 	}
 	r.gate <- struct{}{}
-	if o := <-out; o != Delivered {
-		t.Fatalf("%v, want Delivered", o)
-	}
+	require.Equal(t, Delivered, <-out)
 	select {
 	case <-r.late:
 		t.Fatal("late called for a request that was waited for")

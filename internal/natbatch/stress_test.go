@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/internal/async"
+	"github.com/stretchr/testify/assert"
 )
 
 // sreq is a request of the stress test: how often it was sent and
@@ -107,12 +108,8 @@ func TestQueueStress(t *testing.T) {
 	if got := own.Load() + delivered.Load() + dropped.Load() + abandoned.Load(); got != n {
 		t.Errorf("%d outcomes for %d requests", got, n)
 	}
-	if lost.Load() != 0 {
-		t.Errorf("%d Delivered before their answer", lost.Load())
-	}
-	if lates.Load() != abandoned.Load() {
-		t.Errorf("late called %d times for %d abandoned", lates.Load(), abandoned.Load())
-	}
+	assert.Equal(t, int64(0), lost.Load(), "%d Delivered before their answer", lost.Load())
+	assert.Equal(t, abandoned.Load(), lates.Load(), "late called %d times for %d abandoned", lates.Load(), abandoned.Load())
 	if want := own.Load() + delivered.Load() + abandoned.Load(); sentReqs.Load() != want {
 		t.Errorf("%d requests sent, want %d (own, delivered, abandoned)", sentReqs.Load(), want)
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/backend"
+	"github.com/stretchr/testify/assert"
 )
 
 // TestNameAndMetadataStored: a new lock stores its plain name (so an
@@ -134,9 +135,7 @@ func TestForceRelease(t *testing.T) {
 	if msg, err := sub.ReceiveMessage(ctx); err != nil || msg.Payload != "1" {
 		t.Errorf("wake-up after the forced release: %v, %v", msg, err)
 	}
-	if c.Exists(ctx, k.Lock).Val() != 0 {
-		t.Error("lock still there after ForceRelease")
-	}
+	assert.Equal(t, int64(0), c.Exists(ctx, k.Lock).Val(), "lock still there after ForceRelease")
 	if r, _ := Release(ctx, c, k, "A", 1, h1); r != NotHeld {
 		t.Errorf("the evicted holder's release = %v, want NotHeld", r)
 	}

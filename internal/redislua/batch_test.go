@@ -14,6 +14,8 @@ import (
 
 	"github.com/distlock/distlock/internal/async"
 	"github.com/distlock/distlock/internal/testkit/testserver"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // batchServer is a redis-server, a client for the batch and an admin
@@ -31,9 +33,7 @@ func batchServer(t *testing.T) (c, admin *goredis.Client) {
 // a request sent meanwhile stays in flight, and the next ones queue.
 func pause(t *testing.T, admin *goredis.Client, d time.Duration) {
 	t.Helper()
-	if err := admin.Do(t.Context(), "CLIENT", "PAUSE", d.Milliseconds(), "ALL").Err(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, admin.Do(t.Context(), "CLIENT", "PAUSE", d.Milliseconds(), "ALL").Err())
 }
 
 // until polls cond, bounded: false if it never held within 10s.
@@ -62,12 +62,8 @@ func TestBatchDropsCancelledQueued(t *testing.T) {
 	b := NewBatch(c, g)
 	holds := NewHoldSource()
 	ka, kb := KeysFor("t:", "a"), KeysFor("t:", "b")
-	if err := acquireScript.Load(t.Context(), admin).Err(); err != nil {
-		t.Fatal(err)
-	}
-	if err := admin.ConfigResetStat(t.Context()).Err(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, acquireScript.Load(t.Context(), admin).Err())
+	require.NoError(t, admin.ConfigResetStat(t.Context()).Err())
 
 	pause(t, admin, 2*time.Second)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
@@ -86,9 +82,7 @@ func TestBatchDropsCancelledQueued(t *testing.T) {
 		_, abandoned, err := b.Acquire(bctx, kb, "B", holds.Next(), "", time.Minute, func(AcquireResult, error) {
 			t.Error("late called for a request that was never sent")
 		})
-		if abandoned {
-			t.Error("a queued request reported abandoned (sent)")
-		}
+		assert.False(t, abandoned, "a queued request reported abandoned (sent)")
 		second <- err
 	}()
 	if !until(func() bool { return b.Pending() == 1 }) {
@@ -99,9 +93,7 @@ func TestBatchDropsCancelledQueued(t *testing.T) {
 	if !NotSent(err) || Ambiguous(err) || !strings.Contains(err.Error(), "context canceled") {
 		t.Fatalf("cancelled queued request: err %v (NotSent %v, Ambiguous %v), want the ctx error, NotSent", err, NotSent(err), Ambiguous(err))
 	}
-	if err := <-first; err != nil {
-		t.Fatalf("the request in flight: %v", err)
-	}
+	require.NoError(t, <-first, "the request in flight")
 	if !until(func() bool { return b.Pending() == 0 && !b.isBusy() }) {
 		t.Fatal("the batch stayed busy")
 	}
@@ -137,9 +129,7 @@ func TestBatchAbandonedAfterSend(t *testing.T) {
 	go func() {
 		defer close(done)
 		_, abandoned, err = b.Acquire(ctx, k, "A", NewHoldSource().Next(), "", time.Minute, func(r AcquireResult, err error) {
-			if err != nil {
-				t.Errorf("late: %v", err)
-			}
+			assert.NoError(t, err, "late")
 			late <- r
 		})
 	}()
@@ -153,9 +143,7 @@ func TestBatchAbandonedAfterSend(t *testing.T) {
 	}
 	select {
 	case r := <-late:
-		if r.Outcome != Acquired {
-			t.Errorf("late got %+v, want Acquired", r)
-		}
+		assert.Equal(t, Acquired, r.Outcome, "late got %+v, want Acquired", r)
 	case <-time.After(10 * time.Second):
 		t.Fatal("late never called")
 	}
@@ -170,9 +158,7 @@ func TestBatchPipelines(t *testing.T) {
 	g := async.NewGroup()
 	b := NewBatch(c, g)
 	holds := NewHoldSource()
-	if err := admin.ScriptFlush(t.Context()).Err(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, admin.ScriptFlush(t.Context()).Err())
 	pause(t, admin, 300*time.Millisecond) // the first request waits in flight while the rest queue
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
@@ -202,9 +188,7 @@ func TestBatchPipelines(t *testing.T) {
 	wg.Wait()
 	rt, reqs := b.Stats()
 	t.Logf("%d requests in %d round trips", reqs, rt)
-	if reqs != 3*workers*rounds {
-		t.Errorf("%d requests sent, want %d", reqs, 3*workers*rounds)
-	}
+	assert.Equal(t, uint64(3*workers*rounds), reqs, "%d requests sent, want %d", reqs, 3*workers*rounds)
 	if rt >= reqs {
 		t.Errorf("%d round trips for %d requests: no batching", rt, reqs)
 	}

@@ -16,6 +16,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock/backend"
+	"github.com/stretchr/testify/assert"
 )
 
 // reply is an error reply of the server, as go-redis returns it.
@@ -65,9 +66,7 @@ func TestErrorCode(t *testing.T) {
 		{reply("WRONGTYPE Operation against a key holding the wrong kind of value"), backend.CodeUnknown},
 		{nil, backend.CodeUnknown},
 	} {
-		if got := ErrorCode(c.err); got != c.want {
-			t.Errorf("ErrorCode(%v) = %v, want %v", c.err, got, c.want)
-		}
+		assert.Equal(t, c.want, ErrorCode(c.err), "ErrorCode(%v)", c.err)
 	}
 }
 
@@ -87,9 +86,7 @@ func TestOpErrorShapes(t *testing.T) {
 	if err := OpError(ctx, context.Canceled); err != context.Canceled {
 		t.Errorf("ctx's own error: %v", err)
 	}
-	if err := Classify(ctx, context.Canceled); !errors.Is(err, context.Canceled) {
-		t.Errorf("Classify(canceled) = %v", err)
-	}
+	assert.ErrorIs(t, Classify(ctx, context.Canceled), context.Canceled, "Classify(canceled)")
 	if err := OpError(context.Background(), reply("WRONGTYPE x")); IsReply(err) == false || errors.Is(err, backend.ErrUnavailable) {
 		t.Errorf("WRONGTYPE: %v", err)
 	}
@@ -134,9 +131,7 @@ func TestNetTimeoutAtDeadlineIsCtxError(t *testing.T) {
 	}
 	for name, classify := range map[string]func(context.Context, error) error{"OpError": OpError, "Classify": Classify} {
 		err := classify(newLateTimerCtx(20*time.Millisecond), timeout)
-		if !errors.Is(err, context.DeadlineExceeded) {
-			t.Errorf("%s(deadline passed, timer late, i/o timeout) = %v, want the ctx error", name, err)
-		}
+		assert.ErrorIs(t, err, context.DeadlineExceeded, "%s(deadline passed, timer late, i/o timeout) = %v, want the ctx error", name, err)
 	}
 	// A live ctx leaves a timeout what it is, at once.
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -3,6 +3,8 @@ package redislua
 import (
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 )
 
 // TestRefreshReply: refresh.lua's reply is the lock's remaining ms after
@@ -46,9 +48,7 @@ func TestRefreshReply(t *testing.T) {
 	if p := pttl(); p < 50*time.Second {
 		t.Errorf("refresh to 1s shortened the expiry to %v", p)
 	}
-	if err := c.Persist(ctx, k.Lock).Err(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, c.Persist(ctx, k.Lock).Err())
 	if n := refresh(30 * time.Second); n != 30000 {
 		t.Errorf("refresh of a lock without expiry = %d, want 30000", n)
 	}
@@ -89,9 +89,7 @@ func TestReentrantExpiry(t *testing.T) {
 	if p := pttl(); p < 50*time.Second {
 		t.Errorf("nested with 1s shortened the expiry to %v", p)
 	}
-	if err := c.Persist(ctx, k.Lock).Err(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, c.Persist(ctx, k.Lock).Err())
 	nest(30 * time.Second)
 	if p := pttl(); p < 20*time.Second || p > 30*time.Second {
 		t.Errorf("nested with 30s into a lock without expiry: pttl %v, want ~30s", p)

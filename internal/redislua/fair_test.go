@@ -8,6 +8,7 @@ import (
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
 )
 
 // TestFairQueue walks the fair scripts against one server: arrival order,
@@ -28,17 +29,13 @@ func TestFairQueue(t *testing.T) {
 	next := func() string {
 		t.Helper()
 		m, err := ps.ReceiveTimeout(ctx, 5*time.Second)
-		if err != nil {
-			t.Fatalf("no message: %v", err)
-		}
+		require.NoError(t, err, "no message")
 		return m.(*goredis.Message).Payload
 	}
 	attempt := func(owner, hold string, n uint64, enqueue bool, qttl time.Duration) AcquireResult {
 		t.Helper()
 		r, err := FairAcquire(ctx, c, k, owner, time.Minute, FairAttempt{Hold: hold, N: n, Enqueue: enqueue, QueueTTL: qttl})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		return r
 	}
 
@@ -205,9 +202,7 @@ func expired(t *testing.T, c *goredis.Client, k Keys) {
 func entryDead(t *testing.T, c *goredis.Client, k Keys, hold string) {
 	t.Helper()
 	e, err := c.HGet(t.Context(), k.Waiters, hold).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var dl int64
 	if _, err := fmt.Sscan(e, &dl); err != nil {
 		t.Fatalf("entry %q: %v", e, err)

@@ -5,6 +5,9 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestFenceUpgrade: a lock whose per-key counter of the old layout is at
@@ -24,9 +27,7 @@ func TestFenceUpgrade(t *testing.T) {
 	if err != nil || r.Outcome != Acquired || r.Token <= 1000 {
 		t.Fatalf("acquire over a legacy counter at 1000 = %+v, %v; want a token > 1000", r, err)
 	}
-	if c.Exists(ctx, k.Legacy).Val() != 0 {
-		t.Error("legacy counter not deleted")
-	}
+	assert.Equal(t, int64(0), c.Exists(ctx, k.Legacy).Val(), "legacy counter not deleted")
 	if n, _ := c.Get(ctx, k.Fence).Uint64(); n != r.Token {
 		t.Errorf("slot counter %d, want the token %d", n, r.Token)
 	}
@@ -67,9 +68,7 @@ func sameSlot(t *testing.T, prefix string, k Keys) Keys {
 	for i := range 1_000_000 {
 		o := KeysFor(prefix, "other/"+strconv.Itoa(i))
 		if Slot(o.Lock) == slot && o.Lock != k.Lock {
-			if o.Fence != k.Fence {
-				t.Fatalf("same slot, different counters %q and %q", o.Fence, k.Fence)
-			}
+			require.Equal(t, k.Fence, o.Fence, "same slot, different counters %q and %q", o.Fence, k.Fence)
 			return o
 		}
 	}

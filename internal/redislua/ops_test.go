@@ -13,6 +13,8 @@ import (
 
 	"github.com/distlock/distlock/backend"
 	"github.com/distlock/distlock/internal/testkit/testserver"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func client(t *testing.T) *goredis.Client {
@@ -166,9 +168,7 @@ func TestRefreshBatchAndErrors(t *testing.T) {
 		t.Errorf("batch results %+v", res)
 	}
 	// Errors: a WRONGTYPE reply is not "unavailable"; a dead server is.
-	if err := c.Set(ctx, "t:wrong", "x", 0).Err(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, c.Set(ctx, "t:wrong", "x", 0).Err())
 	_, err := Acquire(ctx, c, Keys{Lock: "t:wrong"}, "o", holds.Next(), "", time.Second)
 	if err == nil || !IsReply(err) || Ambiguous(err) || errors.Is(Classify(ctx, err), backend.ErrUnavailable) {
 		t.Errorf("WRONGTYPE: %v (classified %v)", err, Classify(ctx, err))
@@ -181,14 +181,10 @@ func TestRefreshBatchAndErrors(t *testing.T) {
 	if err == nil || Ambiguous(err) || !errors.Is(Classify(ctx, err), backend.ErrUnavailable) {
 		t.Errorf("dead server: %v (ambiguous %v, classified %v)", err, Ambiguous(err), Classify(ctx, err))
 	}
-	if c := ErrorCode(err); c != backend.CodeTransient {
-		t.Errorf("dead server: ErrorCode(%v) = %v, want CodeTransient", err, c)
-	}
+	assert.Equal(t, backend.CodeTransient, ErrorCode(err), "dead server: ErrorCode(%v)", err)
 	// A server that takes the command and never answers: ambiguous.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer ln.Close()
 	go func() {
 		for {
@@ -205,14 +201,10 @@ func TestRefreshBatchAndErrors(t *testing.T) {
 	if !Ambiguous(err) || !errors.Is(Classify(ctx, err), backend.ErrUnavailable) {
 		t.Errorf("mute server: %v (ambiguous %v, classified %v)", err, Ambiguous(err), Classify(ctx, err))
 	}
-	if c := ErrorCode(err); c != backend.CodeTransient {
-		t.Errorf("mute server: ErrorCode(%v) = %v, want CodeTransient", err, c)
-	}
+	assert.Equal(t, backend.CodeTransient, ErrorCode(err), "mute server: ErrorCode(%v)", err)
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
-	if err := Classify(cctx, context.Canceled); !errors.Is(err, context.Canceled) {
-		t.Errorf("Classify(canceled) = %v", err)
-	}
+	assert.ErrorIs(t, Classify(cctx, context.Canceled), context.Canceled, "Classify(canceled)")
 }
 
 // commandCalls is the server's count of cmd since the last CONFIG
@@ -220,9 +212,7 @@ func TestRefreshBatchAndErrors(t *testing.T) {
 func commandCalls(t *testing.T, c *goredis.Client, cmd string) int {
 	t.Helper()
 	info, err := c.Info(t.Context(), "commandstats").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for _, line := range strings.Split(info, "\n") {
 		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_"+cmd+":"); ok {
 			var n int
@@ -240,13 +230,9 @@ func commandCalls(t *testing.T, c *goredis.Client, cmd string) int {
 // PONG.
 func nextMessage(t *testing.T, ctx context.Context, ps *goredis.PubSub) string {
 	t.Helper()
-	if err := ps.Ping(ctx, "barrier"); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, ps.Ping(ctx, "barrier"))
 	m, err := ps.ReceiveTimeout(ctx, 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if msg, ok := m.(*goredis.Message); ok {
 		if _, err := ps.ReceiveTimeout(ctx, 5*time.Second); err != nil { // the PONG
 			t.Fatal(err)

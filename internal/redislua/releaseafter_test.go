@@ -3,6 +3,9 @@ package redislua
 import (
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestMinimumHold walks release_after.lua and release_hold's minimum-hold
@@ -22,9 +25,7 @@ func TestMinimumHold(t *testing.T) {
 	pttl := func(k Keys) time.Duration { return c.PTTL(ctx, k.Lock).Val() }
 
 	k := KeysFor("t:", "min-hold-nested")
-	if err := ps.Subscribe(ctx, k.Channel); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, ps.Subscribe(ctx, k.Channel))
 	if _, err := ps.ReceiveTimeout(ctx, 5*time.Second); err != nil { // the confirmation
 		t.Fatal(err)
 	}
@@ -45,26 +46,20 @@ func TestMinimumHold(t *testing.T) {
 	if p := pttl(k); p < 50*time.Second {
 		t.Errorf("release after with another hold left shortened the expiry to %v", p)
 	}
-	if woken() {
-		t.Error("release after with another hold left published a wake-up")
-	}
+	assert.False(t, woken(), "release after with another hold left published a wake-up")
 	if rr, err := Release(ctx, c, k, "A", r.Token, h2); err != nil || rr != HoldsLeft {
 		t.Fatalf("release of the last hold within the minimum hold = %v, %v; want HoldsLeft", rr, err)
 	}
 	if p := pttl(k); p <= 0 || p > 5*time.Second {
 		t.Errorf("lock after its last hold's release within the minimum hold: pttl %v, want ≤ 5s", p)
 	}
-	if !woken() {
-		t.Error("the release that cut the lock's life short published no wake-up")
-	}
+	assert.True(t, woken(), "the release that cut the lock's life short published no wake-up")
 	if r, err := Acquire(ctx, c, k, "B", holds.Next(), "", time.Minute); err != nil || r.Outcome != Busy || r.Holder != "A" {
 		t.Errorf("B within the minimum hold = %+v, %v; want busy, held by A", r, err)
 	}
 
 	k = KeysFor("t:", "min-hold-lone")
-	if err := ps.Subscribe(ctx, k.Channel); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, ps.Subscribe(ctx, k.Channel))
 	if _, err := ps.ReceiveTimeout(ctx, 5*time.Second); err != nil {
 		t.Fatal(err)
 	}
@@ -81,9 +76,7 @@ func TestMinimumHold(t *testing.T) {
 	if p := pttl(k); p <= 0 || p > 2*time.Second {
 		t.Errorf("lock after release after of its lone hold: pttl %v, want ≤ 2s", p)
 	}
-	if !woken() {
-		t.Error("release after that cut the lock's life short published no wake-up")
-	}
+	assert.True(t, woken(), "release after that cut the lock's life short published no wake-up")
 	if ok, err := ReleaseAfter(ctx, c, k, "A", r.Token, h, 2*time.Second); err != nil || ok {
 		t.Errorf("second release after of the same hold = %v, %v; want not held", ok, err)
 	}

@@ -8,6 +8,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestComposition (no server): every script is its fragments followed by
@@ -17,16 +20,12 @@ func TestComposition(t *testing.T) {
 	for name, parts := range map[string][]string{
 		"release": releaseParts, "refresh": refreshParts, "fair release": fairReleaseParts, "release after": releaseAfterParts,
 	} {
-		if !slices.Contains(parts, "hold.lua") {
-			t.Errorf("%s does not include hold.lua", name)
-		}
+		assert.True(t, slices.Contains(parts, "hold.lua"), "%s does not include hold.lua", name)
 	}
 	for name, parts := range map[string][]string{
 		"acquire": acquireParts, "fair acquire": fairAcquireParts, "fair release": fairReleaseParts, "force release": forceReleaseParts,
 	} {
-		if !slices.Contains(parts, "fence.lua") {
-			t.Errorf("%s does not include fence.lua", name)
-		}
+		assert.True(t, slices.Contains(parts, "fence.lua"), "%s does not include fence.lua", name)
 	}
 	check := "redis.call('HMGET', KEYS[1], 'o', 't', ARGV[3]"
 	files, err := fs.Glob(luaFiles, "lua/*.lua")
@@ -65,9 +64,7 @@ func TestComposition(t *testing.T) {
 func TestComposedScripts(t *testing.T) {
 	c := client(t)
 	ctx := t.Context()
-	if err := c.ScriptFlush(ctx).Err(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, c.ScriptFlush(ctx).Err())
 	holds := NewHoldSource()
 	k := KeysFor("t:", "composed")
 	h := holds.Next()
@@ -96,12 +93,8 @@ func TestComposedScripts(t *testing.T) {
 	}
 	hashes := []string{acquireScript.Hash(), releaseScript.Hash(), refreshScript.Hash(), fairAcquireScript.Hash(), fairReleaseScript.Hash()}
 	exists, err := c.ScriptExists(ctx, hashes...).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for i, ok := range exists {
-		if !ok {
-			t.Errorf("script %s: the server does not know the composed script's hash after running it", hashes[i])
-		}
+		assert.True(t, ok, "script %s: the server does not know the composed script's hash after running it", hashes[i])
 	}
 }

@@ -11,6 +11,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock/internal/testkit/testserver"
+	"github.com/stretchr/testify/require"
 )
 
 // TestScriptServerCPUPaired compares the server's time per operation of
@@ -43,9 +44,7 @@ func TestScriptServerCPUPaired(t *testing.T) {
 		var src []byte
 		for _, p := range parts {
 			b, err := os.ReadFile(filepath.Join(dir, p))
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			src = append(src, b...)
 			if len(b) > 0 && b[len(b)-1] != '\n' {
 				src = append(src, '\n')

@@ -11,6 +11,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock/internal/testkit/testserver"
+	"github.com/stretchr/testify/require"
 )
 
 // BenchmarkScriptServerCPU measures the Redis server's time per script
@@ -169,17 +170,13 @@ func BenchmarkScriptServerCPU(b *testing.B) {
 func serverCPU(b *testing.B, c *goredis.Client) float64 {
 	b.Helper()
 	info, err := c.Info(context.Background(), "cpu").Result()
-	if err != nil {
-		b.Fatalf("info cpu: %v", err)
-	}
+	require.NoError(b, err, "info cpu")
 	var total float64
 	for _, line := range strings.Split(info, "\n") {
 		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
 		if ok && (k == "used_cpu_user_main_thread" || k == "used_cpu_sys_main_thread") {
 			n, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				b.Fatalf("info cpu: %q: %v", line, err)
-			}
+			require.NoError(b, err, "info cpu: %q", line)
 			total += n * 1e6
 		}
 	}
@@ -192,9 +189,7 @@ func serverCPU(b *testing.B, c *goredis.Client) float64 {
 func commandUsec(b testing.TB, c *goredis.Client, cmds ...string) float64 {
 	b.Helper()
 	info, err := c.Info(context.Background(), "commandstats").Result()
-	if err != nil {
-		b.Fatalf("info commandstats: %v", err)
-	}
+	require.NoError(b, err, "info commandstats")
 	var total float64
 	for _, line := range strings.Split(info, "\n") {
 		line = strings.TrimSpace(line)
@@ -205,9 +200,7 @@ func commandUsec(b testing.TB, c *goredis.Client, cmds ...string) float64 {
 		for _, kv := range strings.Split(line[strings.IndexByte(line, ':')+1:], ",") {
 			if v, ok := strings.CutPrefix(kv, "usec="); ok {
 				n, err := strconv.ParseFloat(v, 64)
-				if err != nil {
-					b.Fatalf("commandstats: %q: %v", line, err)
-				}
+				require.NoError(b, err, "commandstats: %q", line)
 				total += n
 			}
 		}

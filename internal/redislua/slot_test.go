@@ -8,6 +8,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock/internal/testkit/testserver"
+	"github.com/stretchr/testify/require"
 )
 
 // TestSlot (no server): Redis's reference values and hash-tag rules
@@ -72,9 +73,7 @@ func TestSlotMatchesCluster(t *testing.T) {
 	}
 	for _, k := range keys {
 		want, err := c.ClusterKeySlot(t.Context(), k).Result()
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		if got := Slot(k); int64(got) != want {
 			t.Errorf("Slot(%q) = %d, CLUSTER KEYSLOT says %d", k, got, want)
 		}

@@ -9,6 +9,7 @@ import (
 	"github.com/distlock/distlock/internal/redissub/redialgate"
 	"github.com/distlock/distlock/internal/testkit/netfault"
 	"github.com/distlock/distlock/internal/testkit/testserver"
+	"github.com/stretchr/testify/require"
 )
 
 // TestWakeAfterResubscription: the pub/sub connection breaks — killed
@@ -26,9 +27,7 @@ func TestWakeAfterResubscription(t *testing.T) {
 func testWakeAfterResubscription(t *testing.T, silent bool) {
 	addr := testserver.Redis(t, testserver.RedisConfig{}).Addr()
 	proxy, err := netfault.Listen(addr)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { _ = proxy.Close() })
 	gate := redialgate.New()
 	t.Cleanup(gate.Open)

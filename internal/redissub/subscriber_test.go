@@ -7,6 +7,8 @@ import (
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // fired reports whether ch fires within d (0: whether it has fired).
@@ -101,12 +103,8 @@ func TestSubscriberWakesHeadAndHandsOn(t *testing.T) {
 		t.Fatal("hand-on not passed along the queue")
 	}
 	st := sub.Stats()
-	if st.HandOns != 2 {
-		t.Errorf("Stats.HandOns = %d, want 2", st.HandOns)
-	}
-	if st.Messages != 2 {
-		t.Errorf("Stats.Messages = %d, want 2", st.Messages)
-	}
+	assert.Equal(t, int64(2), st.HandOns, "Stats.HandOns")
+	assert.Equal(t, int64(2), st.Messages, "Stats.Messages")
 }
 
 // TestSubscriberRanks: WatchRank queues waiters by the caller's rank, not by
@@ -138,16 +136,12 @@ func TestSubscriberRanks(t *testing.T) {
 	}
 	// A release published through each Subscriber's server in turn.
 	for i, c := range []*goredis.Client{c2, c1} {
-		if err := c.Publish(ctx, channel, "0").Err(); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, c.Publish(ctx, channel, "0").Err())
 		if !fired(a, 5*time.Second) {
 			t.Fatalf("release %d: lowest rank not woken", i)
 		}
 		dispatched(t, subs[1-i], 1)
-		if fired(b, 0) {
-			t.Errorf("release %d: a higher rank was woken too", i)
-		}
+		assert.False(t, fired(b, 0), "release %d: a higher rank was woken too", i)
 	}
 }
 
@@ -258,25 +252,15 @@ func TestWatchAllObserverTakesNoWakeUp(t *testing.T) {
 	defer cancel2()
 	publish("1")
 	dispatched(t, sub, 1)
-	if !fired(w1, 0) {
-		t.Fatal("the waiter behind the observer was not woken")
-	}
-	if !fired(obs, 0) {
-		t.Fatal("the observer was not woken")
-	}
-	if fired(w2, 0) {
-		t.Fatal("the second waiter was woken too (only the head is)")
-	}
+	require.True(t, fired(w1, 0), "the waiter behind the observer was not woken")
+	require.True(t, fired(obs, 0), "the observer was not woken")
+	require.False(t, fired(w2, 0), "the second waiter was woken too (only the head is)")
 	publish("2")
 	dispatched(t, sub, 2)
 	unobserve() // woken, not reading: hands nothing on
 	sub.Active()
-	if fired(w2, 0) {
-		t.Fatal("the observer's leaving handed a wake-up on")
-	}
-	if !fired(w1, 0) {
-		t.Fatal("the head was not woken by the second message")
-	}
+	require.False(t, fired(w2, 0), "the observer's leaving handed a wake-up on")
+	require.True(t, fired(w1, 0), "the head was not woken by the second message")
 }
 
 // pubRig is a Subscriber on a test server and a function that publishes a

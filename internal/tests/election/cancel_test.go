@@ -8,6 +8,8 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/internal/testkit/testserver"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestLeadWithEndedCtxNeverLeads: Lead with a ctx that has already ended
@@ -44,9 +46,7 @@ func TestLeadCancelledDuringFnResigns(t *testing.T) {
 		<-tctx.Done()
 		return tctx.Err()
 	})
-	if !errors.Is(err, context.Canceled) {
-		t.Errorf("Lead: %v, want context.Canceled", err)
-	}
+	assert.ErrorIs(t, err, context.Canceled, "Lead")
 	if info, err := e.Leader(t.Context()); err != nil || info.Held {
 		t.Errorf("after Lead returned: %+v, %v; want the term resigned", info, err)
 	}
@@ -58,9 +58,7 @@ func TestLeadCancelledDuringBackoff(t *testing.T) {
 	srv := testserver.Redis(t, testserver.RedisConfig{})
 	l := open(t, "redis://"+srv.Addr()+"/0")
 	e := election(t, l, "leader", "host-a", distlock.WithRecampaignBackoff(distlock.Backoff{Min: time.Hour, Max: time.Hour}))
-	if err := srv.Kill(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, srv.Kill())
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() {
@@ -70,9 +68,7 @@ func TestLeadCancelledDuringBackoff(t *testing.T) {
 	cancel()
 	select {
 	case err := <-done:
-		if !errors.Is(err, context.Canceled) {
-			t.Errorf("Lead: %v, want context.Canceled", err)
-		}
+		assert.ErrorIs(t, err, context.Canceled, "Lead")
 	case <-time.After(30 * time.Second):
 		t.Fatal("Lead still waiting out its backoff 30s after ctx ended")
 	}

@@ -2,7 +2,6 @@ package election_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"runtime"
 	"sync"
@@ -10,6 +9,8 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestCloseEndsEveryCandidateAndObserver: candidates lead, wait, or back
@@ -31,9 +32,7 @@ func TestCloseEndsEveryCandidateAndObserver(t *testing.T) {
 			)
 			for c := range 10 {
 				l, err := distlock.Open(ctx, url)
-				if err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, err)
 				ls = append(ls, l)
 				e := election(t, l, "leader", fmt.Sprintf("c%d", c), distlock.WithObserveInterval(5*time.Millisecond),
 					distlock.WithRecampaignBackoff(distlock.Backoff{Min: time.Millisecond, Max: 20 * time.Millisecond}))
@@ -59,13 +58,9 @@ func TestCloseEndsEveryCandidateAndObserver(t *testing.T) {
 				_ = l.Close()
 			}
 			wg.Wait()
-			if ctx.Err() != nil {
-				t.Fatal("candidates or observers ran until ctx ended, not until Close")
-			}
+			require.NoError(t, ctx.Err(), "candidates or observers ran until ctx ended, not until Close")
 			for _, err := range errs {
-				if !errors.Is(err, distlock.ErrClosed) {
-					t.Errorf("Lead after Close: %v, want ErrClosed", err)
-				}
+				assert.ErrorIs(t, err, distlock.ErrClosed, "Lead after Close")
 			}
 			if g := settleGoroutines(base); g > base {
 				buf := make([]byte, 1<<16)

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestElectionCrowd: 1,000 candidates (over a few Lockers, as a fleet's
@@ -29,9 +31,7 @@ func TestElectionCrowd(t *testing.T) {
 			ls := make([]*distlock.Locker, lockers)
 			for i := range ls {
 				l, err := distlock.Open(t.Context(), url)
-				if err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, err)
 				ls[i] = l
 			}
 			ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
@@ -88,9 +88,7 @@ func TestElectionCrowd(t *testing.T) {
 			for _, e := range errs {
 				t.Error(e)
 			}
-			if terms != candidates {
-				t.Errorf("%d terms, want %d (one per candidate)", terms, candidates)
-			}
+			assert.Equal(t, candidates, terms, "%d terms, want %d (one per candidate)", terms, candidates)
 			for _, l := range ls {
 				_ = l.Close()
 			}

@@ -16,6 +16,7 @@ import (
 	_ "github.com/distlock/distlock/postgres"
 	_ "github.com/distlock/distlock/redis"
 	_ "github.com/distlock/distlock/zookeeper"
+	"github.com/stretchr/testify/require"
 )
 
 // backend names a backend and starts its server (a fresh namespace for
@@ -57,9 +58,7 @@ func postgresURL(t *testing.T) string {
 func open(t *testing.T, url string, opts ...distlock.Option) *distlock.Locker {
 	t.Helper()
 	l, err := distlock.Open(t.Context(), url, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { _ = l.Close() })
 	return l
 }
@@ -67,9 +66,7 @@ func open(t *testing.T, url string, opts ...distlock.Option) *distlock.Locker {
 func election(t *testing.T, l *distlock.Locker, key, id string, opts ...distlock.ElectionOption) *distlock.Election {
 	t.Helper()
 	e, err := distlock.NewElection(l, key, id, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return e
 }
 

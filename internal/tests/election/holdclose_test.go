@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/stretchr/testify/require"
 )
 
 // TestMinHoldSessionBoundCloseLeavesNothing: on a session-bound backend a
@@ -21,28 +22,18 @@ func TestMinHoldSessionBoundCloseLeavesNothing(t *testing.T) {
 	}
 	base := runtime.NumGoroutine()
 	l, err := distlock.Open(t.Context(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for i := range 20 {
 		lease, err := l.TryAcquire(t.Context(), "job"+string(rune('a'+i)), distlock.WithMinHold(time.Minute))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := lease.Release(t.Context()); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
+		require.NoError(t, lease.Release(t.Context()))
 	}
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, l.Close())
 	if g := settleGoroutines(base); g > base {
 		buf := make([]byte, 1<<16)
 		t.Errorf("%d goroutines after Close, %d before Open:\n%s", g, base, buf[:runtime.Stack(buf, true)])
 	}
 	lease, err := other.TryAcquire(t.Context(), "joba")
-	if err != nil {
-		t.Fatalf("after Close within the minimum hold: %v, want the lock free", err)
-	}
+	require.NoError(t, err, "after Close within the minimum hold: %v, want the lock free", err)
 	lease.Release(t.Context())
 }

@@ -10,6 +10,8 @@ import (
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/internal/testkit/netfault"
 	"github.com/distlock/distlock/internal/testkit/testserver"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestCampaignCancelledWhileGrantInFlight: a candidate's campaign request
@@ -22,9 +24,7 @@ import (
 func TestCampaignCancelledWhileGrantInFlight(t *testing.T) {
 	srv := testserver.Redis(t, testserver.RedisConfig{})
 	p, err := netfault.Listen(srv.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer p.Close()
 	base := runtime.NumGoroutine()
 	slow := open(t, "redis://"+p.Addr()+"/0")
@@ -53,12 +53,8 @@ func TestCampaignCancelledWhileGrantInFlight(t *testing.T) {
 		info, _ := b.Leader(t.Context())
 		t.Fatalf("the other candidate could not lead within 20s after a cancelled campaign: %v (leader %+v)", err, info)
 	}
-	if err := tb.Err(); err != nil {
-		t.Errorf("the new leader's term: %v", err)
-	}
-	if err := tb.Resign(t.Context()); err != nil {
-		t.Error(err)
-	}
+	assert.NoError(t, tb.Err(), "the new leader's term")
+	assert.NoError(t, tb.Resign(t.Context()))
 	_, _ = slow.Close(), fast.Close()
 	// The proxy's two pipes per connection close with the Lockers' connections.
 	if g := settleGoroutines(base); g > base {
@@ -74,9 +70,7 @@ func TestCampaignCancelledWhileGrantInFlight(t *testing.T) {
 func TestLeadCancelledDuringResign(t *testing.T) {
 	srv := testserver.Redis(t, testserver.RedisConfig{})
 	p, err := netfault.Listen(srv.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer p.Close()
 	l := open(t, "redis://"+p.Addr()+"/0")
 	e := election(t, l, "leader", "host-a", distlock.WithTermOptions(distlock.WithTTL(time.Minute)))

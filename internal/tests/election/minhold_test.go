@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/stretchr/testify/require"
 )
 
 // TestElectionWithMinHoldTermOption: WithTermOptions(WithMinHold(d)) is
@@ -19,12 +20,8 @@ func TestElectionWithMinHoldTermOption(t *testing.T) {
 	l := open(t, redisURL(t))
 	e := election(t, l, "leader", "host-a", distlock.WithTermOptions(distlock.WithMinHold(time.Second)))
 	term, err := e.Campaign(t.Context())
-	if err != nil {
-		t.Fatalf("Campaign with a minimum hold among the term options: %v", err)
-	}
-	if err := term.Resign(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "Campaign with a minimum hold among the term options")
+	require.NoError(t, term.Resign(t.Context()))
 	if info, err := e.Leader(t.Context()); err != nil || !info.Held {
 		t.Errorf("right after Resign within the minimum hold: %+v, %v; want still held", info, err)
 	}
@@ -69,9 +66,7 @@ func TestLeadEndedAtGrantKeepsNoMinHold(t *testing.T) {
 func TestLeadMinHoldKeptAfterFnRan(t *testing.T) {
 	l := open(t, memURL(t))
 	e := election(t, l, "leader", "host-a", distlock.WithTermOptions(distlock.WithMinHold(time.Minute)))
-	if err := e.Lead(t.Context(), func(context.Context, *distlock.Term) error { return nil }); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, e.Lead(t.Context(), func(context.Context, *distlock.Term) error { return nil }))
 	if info, err := e.Leader(t.Context()); err != nil || !info.Held {
 		t.Errorf("after fn ran and returned within the minimum hold: %+v, %v; want still held", info, err)
 	}

@@ -1,10 +1,10 @@
 package election_test
 
 import (
-	"errors"
 	"testing"
 
 	"github.com/distlock/distlock"
+	"github.com/stretchr/testify/assert"
 )
 
 // TestNilFnIsAnError: Lead, Do and TryDo with a nil function return an
@@ -20,17 +20,13 @@ func TestNilFnIsAnError(t *testing.T) {
 				t.Errorf("%s with a nil function panicked: %v", name, p)
 			}
 		}()
-		if err := f(); !errors.Is(err, distlock.ErrInvalidOption) {
-			t.Errorf("%s with a nil function: %v, want ErrInvalidOption", name, err)
-		}
+		assert.ErrorIs(t, f(), distlock.ErrInvalidOption, "%s with a nil function", name)
 	}
 	call("Lead", func() error { return e.Lead(t.Context(), nil) })
 	call("Do", func() error { return l.Do(t.Context(), "job", nil) })
 	call("TryDo", func() error {
 		ran, err := l.TryDo(t.Context(), "job", nil)
-		if ran {
-			t.Error("TryDo with a nil function reports it ran")
-		}
+		assert.False(t, ran, "TryDo with a nil function reports it ran")
 		return err
 	})
 	if info, err := e.Leader(t.Context()); err != nil || info.Held {

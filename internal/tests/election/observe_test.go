@@ -7,6 +7,8 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/internal/testkit/testserver"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestObserveEndsWhenLockerCloses: Observe's doc says a closed Locker
@@ -17,9 +19,7 @@ func TestObserveEndsWhenLockerCloses(t *testing.T) {
 		backend{"mysql-forupdate", mysqlURL}, backend{"postgres-advisory", postgresURL}) {
 		t.Run(b.name, func(t *testing.T) {
 			l, err := distlock.Open(t.Context(), b.url(t))
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			e := election(t, l, "leader", "host-a", distlock.WithObserveInterval(10*time.Millisecond))
 			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 			defer cancel()
@@ -28,18 +28,14 @@ func TestObserveEndsWhenLockerCloses(t *testing.T) {
 				t.Fatalf("first observation: %+v, %v; want nobody leading", info, ok)
 			}
 			term, err := e.Campaign(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			if info := <-ch; !info.Held || info.Token != term.Token() {
 				t.Errorf("second observation: %+v; want the term (token %d)", info, term.Token())
 			}
 			_ = l.Close()
 			for range ch {
 			}
-			if ctx.Err() != nil {
-				t.Errorf("Observe's channel stayed open after the Locker closed, until ctx ended")
-			}
+			assert.NoError(t, ctx.Err(), "Observe's channel stayed open after the Locker closed, until ctx ended")
 		})
 	}
 }
@@ -57,22 +53,16 @@ func TestObserveRidesOutBackendOutage(t *testing.T) {
 	if info := <-ch; info.Held {
 		t.Fatalf("first observation: %+v, want nobody leading", info)
 	}
-	if err := srv.Kill(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, srv.Kill())
 	time.Sleep(200 * time.Millisecond) // polls fail meanwhile
 	select {
 	case info, ok := <-ch:
 		t.Fatalf("during the outage: %+v, %v; want nothing", info, ok)
 	default:
 	}
-	if err := srv.Restart(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, srv.Restart(t.Context()))
 	term, err := e.Campaign(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if info, ok := <-ch; !ok || !info.Held || info.Token != term.Token() {
 		t.Errorf("after the outage: %+v, %v; want the new term (token %d)", info, ok, term.Token())
 	}

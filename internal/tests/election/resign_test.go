@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/stretchr/testify/assert"
 )
 
 // TestLeadFnResignsAndFails: fn steps down on a fatal error of its own
@@ -23,9 +24,7 @@ func TestLeadFnResignsAndFails(t *testing.T) {
 	calls := 0
 	err := e.Lead(ctx, func(tctx context.Context, term *distlock.Term) error {
 		calls++
-		if err := term.Resign(tctx); err != nil {
-			t.Errorf("Resign: %v", err)
-		}
+		assert.NoError(t, term.Resign(tctx), "Resign")
 		return fatal
 	})
 	if !errors.Is(err, fatal) || calls != 1 {

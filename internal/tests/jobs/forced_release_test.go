@@ -12,6 +12,7 @@ import (
 	_ "github.com/distlock/distlock/memcached"
 	_ "github.com/distlock/distlock/redis"
 	_ "github.com/distlock/distlock/redlock"
+	"github.com/stretchr/testify/assert"
 )
 
 // TestDoReportsForcedReleaseDuringFn: an operator forces the lock free
@@ -53,9 +54,7 @@ func TestDoReportsForcedReleaseDuringFn(t *testing.T) {
 				}
 				return nil // done before the next refresh (TTL 1m)
 			}, distlock.WithTTL(time.Minute))
-			if !errors.Is(err, distlock.ErrLockLost) {
-				t.Errorf("Do whose lock was forced free while fn ran: %v; want an error wrapping ErrLockLost", err)
-			}
+			assert.ErrorIs(t, err, distlock.ErrLockLost, "Do whose lock was forced free while fn ran: %v; want an error wrapping ErrLockLost", err)
 			ran, err := holder.TryDo(ctx, "job2", func(context.Context) error {
 				_, err := op.ForceRelease(ctx, "job2")
 				return err

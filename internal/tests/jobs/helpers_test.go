@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/distlock/distlock"
+	"github.com/stretchr/testify/require"
 )
 
 // openTwo opens two Lockers (two clients) on url, closed when the test ends.
@@ -12,9 +13,7 @@ func openTwo(t *testing.T, url string) (a, b *distlock.Locker) {
 	var ls [2]*distlock.Locker
 	for i := range ls {
 		l, err := distlock.Open(t.Context(), url)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		t.Cleanup(func() { _ = l.Close() })
 		ls[i] = l
 	}

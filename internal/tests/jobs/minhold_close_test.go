@@ -2,11 +2,12 @@ package jobs_test
 
 import (
 	"context"
-	"errors"
 	"testing"
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestMinHoldSurvivesCloseOnExpiringBackends: a process shuts down (Close
@@ -21,15 +22,9 @@ func TestMinHoldSurvivesCloseOnExpiringBackends(t *testing.T) {
 			a, other := openTwo(t, b.url(t))
 			ctx := t.Context()
 			lease, err := a.TryAcquire(ctx, "nightly", distlock.WithTTL(2*time.Second), distlock.WithMinHold(time.Minute))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := a.Close(); err != nil {
-				t.Fatal(err)
-			}
-			if err := lease.Err(); !errors.Is(err, distlock.ErrClosed) {
-				t.Errorf("lease after Close: %v, want ErrClosed", err)
-			}
+			require.NoError(t, err)
+			require.NoError(t, a.Close())
+			assert.ErrorIs(t, lease.Err(), distlock.ErrClosed, "lease after Close")
 			ran, err := other.TryDo(ctx, "nightly", func(context.Context) error { return nil }, distlock.WithTTL(2*time.Second))
 			if ran || err != nil {
 				t.Errorf("another host right after Close within a one-minute minimum hold: ran %v, %v; want skipped", ran, err)

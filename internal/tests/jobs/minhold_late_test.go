@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/stretchr/testify/require"
 )
 
 // TestTryDoMinHoldEveryBackend: host a runs a short job with TryDo and a
@@ -41,9 +42,7 @@ func TestTryDoMinHoldEveryBackend(t *testing.T) {
 					_ = lease.Release(ctx)
 					return
 				}
-				if !errors.Is(err, distlock.ErrNotAcquired) {
-					t.Fatalf("TryAcquire: %v", err)
-				}
+				require.ErrorIs(t, err, distlock.ErrNotAcquired, "TryAcquire")
 				if time.Now().After(deadline) {
 					t.Fatalf("lock still taken %v after the acquisition, %v minimum hold", time.Since(start), hold)
 				}

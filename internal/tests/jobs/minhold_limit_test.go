@@ -1,11 +1,11 @@
 package jobs_test
 
 import (
-	"errors"
 	"testing"
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/stretchr/testify/assert"
 )
 
 // TestMinHoldBeyondBackendLimitRefusedUpFront: memcached cannot keep an
@@ -19,12 +19,8 @@ func TestMinHoldBeyondBackendLimitRefusedUpFront(t *testing.T) {
 	ctx := t.Context()
 	lease, err := a.TryAcquire(ctx, "nightly", distlock.WithTTL(2*time.Second), distlock.WithMinHold(31*24*time.Hour))
 	if err != nil {
-		if !errors.Is(err, distlock.ErrInvalidOption) {
-			t.Errorf("TryAcquire with a 31-day minimum hold on memcached: %v, want ErrInvalidOption", err)
-		}
+		assert.ErrorIs(t, err, distlock.ErrInvalidOption, "TryAcquire with a 31-day minimum hold on memcached")
 		return
 	}
-	if err := lease.Release(ctx); err != nil {
-		t.Errorf("accepted a 31-day minimum hold, then Release failed: %v", err)
-	}
+	assert.NoError(t, lease.Release(ctx), "accepted a 31-day minimum hold, then Release failed")
 }

@@ -1,11 +1,12 @@
 package jobs_test
 
 import (
-	"errors"
 	"testing"
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestMinHoldReleaseAfterLossLeavesNewOwner: a lease with a minimum hold
@@ -20,33 +21,21 @@ func TestMinHoldReleaseAfterLossLeavesNewOwner(t *testing.T) {
 			a, other := openTwo(t, b.url(t))
 			ctx := t.Context()
 			first, err := a.TryAcquire(ctx, "nightly", distlock.WithTTL(3*time.Second), distlock.WithMinHold(time.Hour))
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			if _, err := other.ForceRelease(ctx, "nightly"); err != nil {
 				t.Fatal(err)
 			}
 			second, err := other.TryAcquire(ctx, "nightly", distlock.WithTTL(3*time.Second), distlock.WithAutoRefresh(false))
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			before, err := other.Inspect(ctx, "nightly")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := first.Release(ctx); !errors.Is(err, distlock.ErrLockLost) {
-				t.Errorf("Release of the evicted lease: %v, want ErrLockLost", err)
-			}
+			require.NoError(t, err)
+			assert.ErrorIs(t, first.Release(ctx), distlock.ErrLockLost, "Release of the evicted lease")
 			after, err := other.Inspect(ctx, "nightly")
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			if after.Owner != second.Owner() || after.Token != before.Token || after.TTL > before.TTL {
 				t.Errorf("new owner's lock changed by the old lease's Release: before %+v, after %+v", before, after)
 			}
-			if err := second.Release(ctx); err != nil {
-				t.Errorf("new owner's Release: %v", err)
-			}
+			assert.NoError(t, second.Release(ctx), "new owner's Release")
 		})
 	}
 }

@@ -11,6 +11,8 @@ import (
 	_ "github.com/distlock/distlock/memcached"
 	_ "github.com/distlock/distlock/memory"
 	_ "github.com/distlock/distlock/redis"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestMinHoldLeftoverHoldOutlivesLaterRelease: a lease released within its
@@ -47,14 +49,10 @@ func minHoldLeftover(t *testing.T, url string) {
 	const hold = 2 * time.Second // whole seconds: memcached's expiry granularity
 	first, err := a.TryAcquire(ctx, "job", distlock.WithOwner("host-a"), distlock.WithMinHold(hold))
 	if strings.HasPrefix(url, "redlock:") {
-		if !errors.Is(err, distlock.ErrInvalidOption) {
-			t.Errorf("WithMinHold with WithOwner on a backend without DelayedReleaser: %v, want ErrInvalidOption", err)
-		}
+		assert.ErrorIs(t, err, distlock.ErrInvalidOption, "WithMinHold with WithOwner on a backend without DelayedReleaser")
 		return
 	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if err := first.Release(ctx); err != nil { // within the minimum hold
 		t.Fatal(err)
 	}
@@ -62,13 +60,9 @@ func minHoldLeftover(t *testing.T, url string) {
 	// long TTL and no minimum hold, and releases it after the first hold
 	// has passed.
 	second, err := a.TryAcquire(ctx, "job", distlock.WithOwner("host-a"), distlock.WithTTL(time.Minute))
-	if err != nil {
-		t.Fatalf("same owner within the minimum hold: %v", err)
-	}
+	require.NoError(t, err, "same owner within the minimum hold")
 	time.Sleep(hold + time.Second)
-	if err := second.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, second.Release(ctx))
 	if info, err := b.Inspect(ctx, "job"); err != nil || info.Held {
 		t.Errorf("after every lease was released and the minimum hold passed: %+v, %v; want free (the lock is left until the released lease's 1m TTL)", info, err)
 	}
@@ -107,20 +101,12 @@ func minHoldNested(t *testing.T, url string) {
 	ctx := t.Context()
 	const hold = 10 * time.Second
 	outer, err := a.TryAcquire(ctx, "job", distlock.WithOwner("host-a"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	start := time.Now()
 	inner, err := a.TryAcquire(ctx, "job", distlock.WithOwner("host-a"), distlock.WithMinHold(hold))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := inner.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := outer.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	require.NoError(t, inner.Release(ctx))
+	require.NoError(t, outer.Release(ctx))
 	if l, err := b.TryAcquire(ctx, "job"); err == nil {
 		if time.Since(start) < hold {
 			t.Errorf("another owner took the lock %v after a nested acquisition with a %v minimum hold", time.Since(start), hold)
@@ -152,21 +138,15 @@ func TestMinHoldEndsBeforeLongTTL(t *testing.T) {
 			a, b := openTwo(t, c.url(t))
 			ctx := t.Context()
 			lease, err := a.TryAcquire(ctx, "job", distlock.WithTTL(time.Minute), distlock.WithMinHold(2*time.Second))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := lease.Release(ctx); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
+			require.NoError(t, lease.Release(ctx))
 			if _, err := b.TryAcquire(ctx, "job"); !errors.Is(err, distlock.ErrNotAcquired) {
 				t.Fatalf("another owner within the minimum hold: %v, want ErrNotAcquired", err)
 			}
 			wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 			defer cancel()
 			next, err := b.Acquire(wctx, "job")
-			if err != nil {
-				t.Fatalf("lock not free 20s after a 2s minimum hold (TTL 1m): %v", err)
-			}
+			require.NoError(t, err, "lock not free 20s after a 2s minimum hold (TTL 1m)")
 			_ = next.Release(ctx)
 		})
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/stretchr/testify/require"
 )
 
 // TestMinHoldCountsFromGrantAfterWait: Do waits for a lock another host
@@ -23,18 +24,14 @@ func TestMinHoldCountsFromGrantAfterWait(t *testing.T) {
 			ctx := t.Context()
 			const ttl, hold, busy = 2 * time.Second, 2 * time.Second, 3 * time.Second
 			first, err := other.TryAcquire(ctx, "nightly", distlock.WithTTL(ttl))
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			go func() {
 				time.Sleep(busy) // longer than the minimum hold
 				_ = first.Release(context.Background())
 			}()
 			err = a.Do(ctx, "nightly", func(context.Context) error { return nil },
 				distlock.WithTTL(ttl), distlock.WithMinHold(hold))
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			granted := time.Now() // the grant came before Do returned
 			ran, err := other.TryDo(ctx, "nightly", func(context.Context) error { return nil }, distlock.WithTTL(ttl))
 			if elapsed := time.Since(granted); elapsed < hold && (ran || err != nil) {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/internal/testkit/testserver"
+	"github.com/stretchr/testify/require"
 )
 
 // TestObserveWakesOnRelease: on backends that announce releases to their
@@ -36,13 +37,9 @@ func TestObserveWakesOnRelease(t *testing.T) {
 			a, _ := distlock.NewElection(candidates, "leader", "a")
 			b, _ := distlock.NewElection(candidates, "leader", "b")
 			watch, err := distlock.NewElection(observer, "leader", "observer", distlock.WithObserveInterval(10*time.Minute))
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			term, err := a.Campaign(t.Context())
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			ctx, cancel := context.WithCancel(t.Context())
 			defer cancel()
 			seen := watch.Observe(ctx)
@@ -59,16 +56,12 @@ func TestObserveWakesOnRelease(t *testing.T) {
 			if info := next("the leader"); info.Metadata != "a" {
 				t.Fatalf("first observation %+v, want a leading", info)
 			}
-			if err := term.Resign(t.Context()); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, term.Resign(t.Context()))
 			if info := next("the resignation"); info.Held {
 				t.Fatalf("observed %+v after a resigned, want nobody leading", info)
 			}
 			term, err = b.Campaign(t.Context())
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			defer term.Resign(context.Background())
 			if info := next("the new leader"); info.Metadata != "b" || info.Token != term.Token() {
 				t.Errorf("observed %+v, want b with token %d", info, term.Token())

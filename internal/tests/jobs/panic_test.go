@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/stretchr/testify/require"
 )
 
 // TestDoFnPanicReleases: fn panics inside Do or TryDo and the caller
@@ -39,9 +40,7 @@ func TestDoFnPanicReleases(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 			defer cancel()
 			lease, err := b.Acquire(ctx, c.name)
-			if err != nil {
-				t.Fatalf("after fn panicked under the lock: %v", err)
-			}
+			require.NoError(t, err, "after fn panicked under the lock")
 			_ = lease.Release(t.Context())
 		})
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/distlock/distlock/internal/testkit/slack"
 	"github.com/distlock/distlock/internal/testkit/testserver"
+	"github.com/stretchr/testify/require"
 )
 
 // The package's servers: one of each kind per run, started on first use
@@ -68,9 +69,7 @@ func shared[T any](t *testing.T, what string, start func(ctx context.Context, di
 		}
 		k.srv, k.stop = s, func() { _ = stop(s); _ = os.RemoveAll(dir) }
 	})
-	if k.err != nil {
-		t.Fatalf("start %s: %v", what, k.err)
-	}
+	require.NoError(t, k.err, "start %s", what)
 	return k.srv.(T)
 }
 

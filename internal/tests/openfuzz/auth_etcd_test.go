@@ -11,6 +11,7 @@ import (
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/etcd"
 	"github.com/distlock/distlock/internal/testkit/testserver"
+	"github.com/stretchr/testify/require"
 )
 
 // TestEtcdRefusedCredentialsAreErrAuth: against an etcd with authentication
@@ -23,9 +24,7 @@ func TestEtcdRefusedCredentialsAreErrAuth(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	admin, err := clientv3.New(clientv3.Config{Endpoints: []string{srv.Addr()}, DialTimeout: 10 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer admin.Close()
 	for _, step := range []func() error{
 		func() error { _, err := admin.UserAdd(ctx, "root", "rootpw"); return err },
@@ -33,22 +32,16 @@ func TestEtcdRefusedCredentialsAreErrAuth(t *testing.T) {
 		func() error { _, err := admin.UserAdd(ctx, "nobody", "nobodypw"); return err },
 		func() error { _, err := admin.AuthEnable(ctx); return err },
 	} {
-		if err := step(); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, step())
 	}
 	for name, cfg := range map[string]clientv3.Config{
 		"no credentials": {Endpoints: []string{srv.Addr()}, DialTimeout: 10 * time.Second},
 		"no permission":  {Endpoints: []string{srv.Addr()}, DialTimeout: 10 * time.Second, Username: "nobody", Password: "nobodypw"},
 	} {
 		c, err := clientv3.New(cfg)
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
+		require.NoError(t, err, "%s", name)
 		l, err := etcd.New(c)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		_, err = l.Acquire(ctx, "k", distlock.WithRetryUnavailable(true))
 		if !errors.Is(err, distlock.ErrAuth) || errors.Is(err, distlock.ErrUnavailable) || ctx.Err() != nil {
 			t.Errorf("%s: Acquire: %v; want ErrAuth, not ErrUnavailable, at once", name, err)

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/distlock/distlock/backend"
+	"github.com/stretchr/testify/require"
 )
 
 // TestEveryRegisteredSchemeHasAnImportHint: the unknown-scheme error names
@@ -40,16 +41,12 @@ func TestExamplesImportEveryBackendTheyOffer(t *testing.T) {
 	}
 	for _, f := range files {
 		src, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		if !strings.Contains(string(src), `"backend"`) {
 			continue // no -backend flag: the example names its backend
 		}
 		file, err := parser.ParseFile(token.NewFileSet(), f, src, parser.ImportsOnly)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		have := map[string]bool{}
 		for _, im := range file.Imports {
 			p, _ := strconv.Unquote(im.Path.Value)

@@ -17,6 +17,8 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/backend"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // urlInText matches the backend URLs written in the README, the docs and
@@ -28,9 +30,7 @@ var urlInText = regexp.MustCompile(`\b(?:rediss?|redlock|zookeeper|zk|memcached|
 // files, so the fuzzer starts from what users and tests actually write.
 func seedURLs(t testing.TB) []string {
 	root, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	set := map[string]bool{}
 	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -54,9 +54,7 @@ func seedURLs(t testing.TB) []string {
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for _, u := range MalformedURLs {
 		set[u] = true
 	}
@@ -75,9 +73,7 @@ func seedURLs(t testing.TB) []string {
 func TestSeedsCoverEverySchemeAndTheReadme(t *testing.T) {
 	seeds := seedURLs(t)
 	for _, want := range []string{"redis://127.0.0.1:6379/0", "mem://"} {
-		if !contains(seeds, want) {
-			t.Errorf("seeds lack %q", want)
-		}
+		assert.True(t, contains(seeds, want), "seeds lack %q", want)
 	}
 	for _, s := range backend.Schemes() {
 		n := 0
@@ -161,9 +157,7 @@ func checkOpen(t *testing.T, raw string) {
 		return
 	}
 	msg := err.Error()
-	if strings.ContainsAny(msg, "\n\r") {
-		t.Errorf("Open(%q): error of several lines: %q", raw, msg)
-	}
+	assert.False(t, strings.ContainsAny(msg, "\n\r"), "Open(%q): error of several lines: %q", raw, msg)
 	if !errors.Is(err, distlock.ErrInvalidOption) && !errors.Is(err, distlock.ErrUnavailable) {
 		t.Errorf("Open(%q): %v wraps neither ErrInvalidOption nor ErrUnavailable", raw, err)
 	}
@@ -202,13 +196,9 @@ func showsPassword(u *url.URL, pw, msg string) bool {
 // message really shows still is.
 func TestPasswordInFixedText(t *testing.T) {
 	u, _ := url.Parse("postgres://:gres@")
-	if showsPassword(u, "gres", "postgres: open: invalid option: want postxxxxx://user:password@host:5432/database") {
-		t.Error("the backend's name counted as the password")
-	}
+	assert.False(t, showsPassword(u, "gres", "postgres: open: invalid option: want postxxxxx://user:password@host:5432/database"), "the backend's name counted as the password")
 	u, _ = url.Parse("postgres://:secret@")
-	if !showsPassword(u, "secret", "postgres: open: password secret rejected") {
-		t.Error("a shown password not reported")
-	}
+	assert.True(t, showsPassword(u, "secret", "postgres: open: password secret rejected"), "a shown password not reported")
 }
 
 // TestControlCharactersInFragmentOneLine: url.Parse lets raw control

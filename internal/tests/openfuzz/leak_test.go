@@ -16,6 +16,7 @@ import (
 	_ "github.com/distlock/distlock/redis"
 	_ "github.com/distlock/distlock/redlock"
 	_ "github.com/distlock/distlock/zookeeper"
+	"github.com/stretchr/testify/assert"
 )
 
 func TestOpenErrorsHidePassword(t *testing.T) {
@@ -33,12 +34,8 @@ func TestOpenErrorsHidePassword(t *testing.T) {
 		}
 		msg := err.Error()
 		t.Logf("%q -> %s", raw, msg)
-		if Leaks(msg) {
-			t.Errorf("Open(%q): error shows the password: %s", raw, msg)
-		}
-		if strings.Contains(msg, "\n") {
-			t.Errorf("Open(%q): error of several lines: %q", raw, msg)
-		}
+		assert.False(t, Leaks(msg), "Open(%q): error shows the password: %s", raw, msg)
+		assert.NotContains(t, msg, "\n", "Open(%q): error of several lines: %q", raw, msg)
 		if !errors.Is(err, distlock.ErrInvalidOption) && !errors.Is(err, distlock.ErrUnavailable) {
 			t.Errorf("Open(%q): %v, want ErrInvalidOption or ErrUnavailable", raw, err)
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/distlock/distlock/postgres"
 	"github.com/distlock/distlock/redis"
 	"github.com/distlock/distlock/redlock"
+	"github.com/stretchr/testify/require"
 )
 
 // TestNewChecksDefaults: every backend's New refuses unusable default
@@ -27,18 +28,12 @@ func TestNewChecksDefaults(t *testing.T) {
 	rc := goredis.NewClient(&goredis.Options{Addr: "127.0.0.1:1"})
 	defer rc.Close()
 	db, err := sql.Open("mysql", "u:p@tcp(127.0.0.1:1)/db")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer db.Close()
 	cfg, err := pgxpool.ParseConfig("postgres://u:p@127.0.0.1:1/db")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer pool.Close()
 	for _, tc := range []struct {
 		bad  distlock.Option

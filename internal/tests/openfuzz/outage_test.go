@@ -12,6 +12,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/internal/testkit/testserver"
+	"github.com/stretchr/testify/require"
 )
 
 // TestWithRetryUnavailable: Acquire with the option rides out a server
@@ -21,13 +22,9 @@ func TestWithRetryUnavailable(t *testing.T) {
 	srv := testserver.Redis(t, testserver.RedisConfig{})
 	url := "redis://" + srv.Addr() + "/0"
 	l, err := distlock.Open(context.Background(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer l.Close()
-	if err := srv.Kill(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, srv.Kill())
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if _, err := l.Acquire(ctx, "k"); !errors.Is(err, distlock.ErrUnavailable) || ctx.Err() != nil {
@@ -39,23 +36,15 @@ func TestWithRetryUnavailable(t *testing.T) {
 		restarted <- srv.Restart(context.Background())
 	}()
 	lease, err := l.Acquire(ctx, "k", distlock.WithRetryUnavailable(true))
-	if rerr := <-restarted; rerr != nil {
-		t.Fatal(rerr)
-	}
-	if err != nil {
-		t.Fatalf("with WithRetryUnavailable, Acquire across a restart: %v", err)
-	}
+	require.NoError(t, <-restarted)
+	require.NoError(t, err, "with WithRetryUnavailable, Acquire across a restart")
 	_ = lease.Release(ctx)
 
 	admin := goredis.NewClient(&goredis.Options{Addr: srv.Addr()})
 	defer admin.Close()
-	if err := admin.ConfigSet(ctx, "requirepass", "right").Err(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, admin.ConfigSet(ctx, "requirepass", "right").Err())
 	bad, err := distlock.Open(ctx, "redis://:wrong@"+srv.Addr()+"/0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer bad.Close()
 	if _, err := bad.Acquire(ctx, "k", distlock.WithRetryUnavailable(true)); err == nil || ctx.Err() != nil || !strings.Contains(err.Error(), "WRONGPASS") {
 		t.Errorf("wrong password with WithRetryUnavailable: %v (ctx %v); want WRONGPASS before ctx ends", err, ctx.Err())
@@ -72,9 +61,7 @@ func TestRefusedCredentialsAreErrAuth(t *testing.T) {
 	defer cancel()
 	admin := goredis.NewClient(&goredis.Options{Addr: srv.Addr()})
 	defer admin.Close()
-	if err := admin.ConfigSet(ctx, "requirepass", "right").Err(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, admin.ConfigSet(ctx, "requirepass", "right").Err())
 	for _, url := range []string{
 		"redis://:wrong@" + srv.Addr() + "/0",
 		"redis://" + srv.Addr() + "/0",
@@ -150,36 +137,24 @@ func TestWithRetryUnavailableEveryBackend(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			defer cancel()
 			l, err := distlock.Open(ctx, b.url)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			defer l.Close()
 			lease, err := l.Acquire(ctx, "outage") // the table exists, the session is up
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			_ = lease.Release(ctx)
-			if err := b.srv.Kill(); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, b.srv.Kill())
 			short, cancelShort := context.WithTimeout(ctx, 30*time.Second)
 			_, err = l.Acquire(short, "outage")
 			cancelShort()
-			if !errors.Is(err, distlock.ErrUnavailable) {
-				t.Fatalf("without the option, Acquire against a stopped server: %v; want ErrUnavailable", err)
-			}
+			require.ErrorIs(t, err, distlock.ErrUnavailable, "without the option, Acquire against a stopped server")
 			restarted := make(chan error, 1)
 			go func() {
 				time.Sleep(time.Second)
 				restarted <- b.srv.Restart(ctx)
 			}()
 			lease, err = l.Acquire(ctx, "outage", distlock.WithRetryUnavailable(true))
-			if rerr := <-restarted; rerr != nil {
-				t.Fatal(rerr)
-			}
-			if err != nil {
-				t.Fatalf("with WithRetryUnavailable, Acquire across a restart: %v", err)
-			}
+			require.NoError(t, <-restarted)
+			require.NoError(t, err, "with WithRetryUnavailable, Acquire across a restart")
 			_ = lease.Release(ctx)
 		})
 	}

@@ -2,11 +2,11 @@ package openfuzz
 
 import (
 	"context"
-	"errors"
 	"testing"
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/stretchr/testify/assert"
 )
 
 // TestOpenRangeChecks: every numeric URL parameter out of its range is an
@@ -53,8 +53,6 @@ func TestOpenRangeChecks(t *testing.T) {
 			t.Errorf("Open(%q) succeeded, want ErrInvalidOption", raw)
 			continue
 		}
-		if !errors.Is(err, distlock.ErrInvalidOption) {
-			t.Errorf("Open(%q): %v, want ErrInvalidOption", raw, err)
-		}
+		assert.ErrorIs(t, err, distlock.ErrInvalidOption, "Open(%q)", raw)
 	}
 }

@@ -10,6 +10,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // earlyExit matches a pipe into a reader that may exit before its writer is
@@ -22,27 +25,21 @@ var earlyExit = regexp.MustCompile(`\|\s*(head|grep -q|grep -m)\b`)
 func TestNoEarlyExitUnderPipefail(t *testing.T) {
 	root := filepath.Join("..", "..", "..")
 	files, err := filepath.Glob(filepath.Join(root, "scripts", "*.sh"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	files = append(files, filepath.Join(root, ".ci", "run"))
 	if len(files) < 2 {
 		t.Fatalf("found %d scripts; the glob is wrong", len(files))
 	}
 	for _, f := range files {
 		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		src := string(b)
 		if !strings.Contains(src, "pipefail") {
 			continue
 		}
 		for i, line := range strings.Split(src, "\n") {
 			code, _, _ := strings.Cut(line, "#")
-			if earlyExit.MatchString(code) {
-				t.Errorf("%s:%d: %q: the reader may exit first and pipefail turns the writer's SIGPIPE into a failure; read the whole input (sed -n 1p, grep -c)", f, i+1, strings.TrimSpace(line))
-			}
+			assert.False(t, earlyExit.MatchString(code), "%s:%d: %q: the reader may exit first and pipefail turns the writer's SIGPIPE into a failure; read the whole input (sed -n 1p, grep -c)", f, i+1, strings.TrimSpace(line))
 		}
 	}
 }
@@ -56,19 +53,13 @@ func TestTestPackagesIsOneLineOfEveryPackage(t *testing.T) {
 	sh := exec.Command("bash", filepath.Join("scripts", "test-packages.sh"))
 	sh.Dir = root
 	out, err := sh.Output()
-	if err != nil {
-		t.Fatalf("test-packages.sh: %v", err)
-	}
+	require.NoError(t, err, "test-packages.sh")
 	list := strings.TrimSuffix(string(out), "\n")
-	if strings.Contains(list, "\n") {
-		t.Fatalf("test-packages.sh printed %d lines, want one", strings.Count(list, "\n")+1)
-	}
+	require.NotContains(t, list, "\n", "test-packages.sh printed %d lines, want one", strings.Count(list, "\n")+1)
 	cmd := exec.Command("go", "list", "./...")
 	cmd.Dir = root
 	all, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("go list: %v", err)
-	}
+	require.NoError(t, err, "go list")
 	got := strings.Fields(list)
 	want := strings.Fields(string(all))
 	slices.Sort(got)
