@@ -1,0 +1,103 @@
+package zookeeper
+
+import (
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/distlock/distlock/conformance"
+)
+
+// fourLetter sends a four-letter word to addr and returns the answer.
+func fourLetter(t testing.TB, addr, word string) string {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+	if err != nil {
+		t.Fatalf("%s: %v", word, err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Write([]byte(word)); err != nil {
+		t.Fatalf("%s: %v", word, err)
+	}
+	var b strings.Builder
+	buf := make([]byte, 4096)
+	for {
+		n, err := c.Read(buf)
+		b.Write(buf[:n])
+		if err != nil {
+			break
+		}
+	}
+	return b.String()
+}
+
+// watchedPaths returns the paths the server has a watch on ("wchp").
+func watchedPaths(t testing.TB, addr string) map[string]bool {
+	t.Helper()
+	out := map[string]bool{}
+	for _, line := range strings.Split(fourLetter(t, addr, "wchp"), "\n") {
+		if strings.HasPrefix(line, "/") {
+			out[strings.TrimSpace(line)] = true
+		}
+	}
+	return out
+}
+
+// TestWaiterLeavesNoWatchOnGonePredecessor: a waiter whose predecessor is
+// gone by the time it watches it (here: the predecessor's data changes and
+// it is deleted in one transaction, so the waiter's re-watch after the data
+// event finds it gone) must not leave a watch behind on that path: a
+// sequential name is never created again, so such a watch would stay on
+// the server and in the client for the session's whole life, one per wait.
+func TestWaiterLeavesNoWatchOnGonePredecessor(t *testing.T) {
+	conformance.Parallel(t)
+	s := standalone(t)
+	base := uniqueBase(t)
+	holder := dialT(t, []string{s.Addr()}, WithBasePath(base))
+	waiter := dialT(t, []string{s.Addr()}, WithBasePath(base))
+	admin := adminConn(t, s.Addr())
+
+	h, err := holder.Acquire(ctxT(t, 30*time.Second), "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = h.Release(ctxT(t, 10*time.Second)) }()
+	w0 := driverOf(waiter).stats.watches.Load()
+	done := make(chan error, 1)
+	go func() {
+		l, err := waiter.Acquire(ctxT(t, 30*time.Second), "k")
+		if err == nil {
+			err = l.Release(ctxT(t, 10*time.Second))
+		}
+		done <- err
+	}()
+	waitFor(t, 20*time.Second, "waiter watching its predecessor", func() bool { return driverOf(waiter).stats.watches.Load() > w0 })
+
+	nodes := lockNodes(t, admin, base, "k")
+	if len(nodes) != 2 {
+		t.Fatalf("queue %v, want the holder's node and the waiter's", nodes)
+	}
+	pred := base + "/" + encodeKey("k") + "/" + nodes[0]
+	data, _, err := admin.Get(pred)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.Multi(&zk.SetDataRequest{Path: pred, Data: data, Version: -1}, &zk.DeleteRequest{Path: pred, Version: -1}); err != nil {
+		t.Fatalf("multi set+delete: %v", err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("waiter: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("waiter was not granted once its predecessor was deleted")
+	}
+	if w := watchedPaths(t, s.Addr()); w[pred] {
+		t.Errorf("a watch is left on the deleted predecessor %s (wchp)", pred)
+	}
+}
