@@ -1,6 +1,8 @@
 package zookeeper
 
 import (
+	"context"
+	"errors"
 	"net"
 	"strings"
 	"testing"
@@ -8,7 +10,9 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
+	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/conformance"
+	"github.com/distlock/distlock/internal/testkit/slack"
 )
 
 // fourLetter sends a four-letter word to addr and returns the answer.
@@ -100,4 +104,51 @@ func TestWaiterLeavesNoWatchOnGonePredecessor(t *testing.T) {
 	if w := watchedPaths(t, s.Addr()); w[pred] {
 		t.Errorf("a watch is left on the deleted predecessor %s (wchp)", pred)
 	}
+}
+
+// TestWaiterCancelledWhileCutOffReturnsPromptly: a queued waiter whose ctx
+// ends while its server does not answer returns the ctx error promptly (the
+// contract: Acquire honours ctx), and its node is deleted once the server
+// answers again: the delete of its node must not hold the caller.
+func TestWaiterCancelledWhileCutOffReturnsPromptly(t *testing.T) {
+	conformance.Parallel(t)
+	needControl(t)
+	s := standalone(t)
+	base, fw := uniqueBase(t), &faults{}
+	holder := dialT(t, []string{s.Addr()}, WithBasePath(base))
+	waiter := dialT(t, []string{s.Addr()}, WithBasePath(base), WithDialer(fw.dial), WithSessionTimeout(20*time.Second))
+	admin := adminConn(t, s.Addr())
+	warm(t, waiter)
+
+	h, err := holder.Acquire(ctxT(t, 30*time.Second), "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = h.Release(ctxT(t, 10*time.Second)) }()
+	w0 := driverOf(waiter).stats.watches.Load()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := waiter.Acquire(ctx, "k")
+		done <- err
+	}()
+	waitFor(t, 20*time.Second, "waiter watching its predecessor", func() bool { return driverOf(waiter).stats.watches.Load() > w0 })
+
+	fw.setBlackhole(true)
+	cancel()
+	start := time.Now()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) || !errors.Is(err, distlock.ErrNotAcquired) {
+			t.Errorf("waiter: %v, want ErrNotAcquired and context.Canceled", err)
+		}
+		if took, most := time.Since(start), slack.D(500*time.Millisecond); took > most {
+			t.Errorf("Acquire returned %v after its ctx was cancelled, want at most %v", took, most)
+		}
+	case <-time.After(slack.D(30 * time.Second)):
+		t.Fatal("Acquire did not return after its ctx was cancelled")
+	}
+	fw.setBlackhole(false)
+	waitFor(t, slack.D(20*time.Second), "the waiter's node deleted", func() bool { return len(lockNodes(t, admin, base, "k")) == 1 })
 }
