@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/queuewait/queuewaittest"
 	"github.com/distlock/distlock/internal/testkit/netfault"
 	"github.com/distlock/distlock/internal/testkit/slack"
 )
@@ -136,4 +137,24 @@ func TestCancelledBeforeWatch(t *testing.T) {
 		keys, err := waiterKeys(ctxT(t, 5*time.Second), admin, prefix)
 		return err == nil && len(keys) == 1
 	})
+}
+
+// TestMixedOwnersAllGranted: waiters of three owners on one Locker,
+// joining each other's holds out of the queue (queuewaittest).
+func TestMixedOwnersAllGranted(t *testing.T) {
+	t.Parallel()
+	c := cluster(t)
+	prefix := uniquePrefix(t)
+	admin := adminClient(t, c.Addrs()...)
+	queuewaittest.MixedOwnersAllGranted(t, 60, 3,
+		func(t *testing.T) *distlock.Locker {
+			return dialT(t, c.Addrs(), WithSessionTTL(30*time.Second), WithPrefix(prefix))
+		},
+		func(t *testing.T) int {
+			keys, err := waiterKeys(ctxT(t, 5*time.Second), admin, prefix)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return len(keys)
+		})
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/conformance"
+	"github.com/distlock/distlock/internal/queuewait/queuewaittest"
 	"github.com/distlock/distlock/internal/testkit/slack"
 )
 
@@ -151,4 +152,18 @@ func TestWaiterCancelledWhileCutOffReturnsPromptly(t *testing.T) {
 	}
 	fw.setBlackhole(false)
 	waitFor(t, slack.D(20*time.Second), "the waiter's node deleted", func() bool { return len(lockNodes(t, admin, base, "k")) == 1 })
+}
+
+// TestMixedOwnersAllGranted: waiters of three owners on one Locker,
+// joining each other's holds out of the queue (queuewaittest).
+func TestMixedOwnersAllGranted(t *testing.T) {
+	conformance.Parallel(t)
+	s := standalone(t)
+	base := uniqueBase(t)
+	admin := adminConn(t, s.Addr())
+	queuewaittest.MixedOwnersAllGranted(t, 60, 3,
+		func(t *testing.T) *distlock.Locker {
+			return dialT(t, []string{s.Addr()}, WithBasePath(base), WithSessionTimeout(20*time.Second))
+		},
+		func(t *testing.T) int { return len(lockNodes(t, admin, base, "k")) })
 }
