@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -166,4 +167,68 @@ func TestMixedOwnersAllGranted(t *testing.T) {
 			return dialT(t, []string{s.Addr()}, WithBasePath(base), WithSessionTimeout(20*time.Second))
 		},
 		func(t *testing.T) int { return len(lockNodes(t, admin, base, "k")) })
+}
+
+// TestTwoHundredWaitersInOrder: 200 waiters queued on one key are all
+// granted, in queue order (their tokens rise), and each release wakes one
+// waiter: the queue's reads and watch events grow with the waiters, not
+// with their square (a herd).
+func TestTwoHundredWaitersInOrder(t *testing.T) {
+	conformance.Parallel(t)
+	s := standalone(t)
+	base := uniqueBase(t)
+	const n = 200
+	admin := adminConn(t, s.Addr())
+	holder := dialT(t, []string{s.Addr()}, WithBasePath(base))
+	w := dialT(t, []string{s.Addr()}, WithBasePath(base), WithSessionTimeout(20*time.Second))
+	warm(t, w)
+	lease, err := holder.Acquire(ctxT(t, 30*time.Second), "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxT(t, slack.D(3*time.Minute))
+	var (
+		mu     sync.Mutex
+		tokens []uint64
+		wg     sync.WaitGroup
+	)
+	for i := range n {
+		wg.Go(func() {
+			l, err := w.Acquire(ctx, "k")
+			if err != nil {
+				t.Errorf("waiter %d: %v", i, err)
+				return
+			}
+			mu.Lock()
+			tokens = append(tokens, l.Token())
+			mu.Unlock()
+			if err := l.Release(ctx); err != nil {
+				t.Errorf("waiter %d: Release: %v", i, err)
+			}
+		})
+	}
+	waitFor(t, slack.D(time.Minute), "every waiter queued", func() bool { return len(lockNodes(t, admin, base, "k")) == n+1 })
+	d := driverOf(w)
+	waitFor(t, slack.D(time.Minute), "every waiter watching", func() bool { return d.stats.watches.Load() >= n })
+	lists, events := d.stats.children.Load(), d.stats.watchEvents.Load()
+	if err := lease.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	if len(tokens) != n {
+		t.Fatalf("%d of %d waiters granted", len(tokens), n)
+	}
+	for i := 1; i < n; i++ {
+		if tokens[i] <= tokens[i-1] {
+			t.Fatalf("grant %d has token %d after %d: not in queue order", i, tokens[i], tokens[i-1])
+		}
+	}
+	dl, de := d.stats.children.Load()-lists, d.stats.watchEvents.Load()-events
+	t.Logf("%d releases: %d queue reads, %d watch events", n, dl, de)
+	if de > n || dl > 2*n {
+		t.Errorf("%d releases woke waiters %d times and read the queue %d times, want at most %d and %d (herd)", n, de, dl, n, 2*n)
+	}
+	if left := lockNodes(t, admin, base, "k"); len(left) != 0 {
+		t.Errorf("nodes left: %v", left)
+	}
 }
