@@ -13,10 +13,9 @@ import (
 	"github.com/distlock/distlock/internal/testkit/slack"
 )
 
-// TestWaiterCancelledWhileCutOffReturnsPromptly: a queued waiter whose ctx
-// ends while the cluster does not answer returns the ctx error promptly
-// (Acquire honours ctx), and its waiter key is deleted once the cluster
-// answers again.
+// TestWaiterCancelledWhileCutOffReturnsPromptly: a queued waiter cancelled
+// while the cluster does not answer returns promptly and its waiter key
+// goes once the cluster answers (queuewaittest.CancelledWhileCutOff).
 func TestWaiterCancelledWhileCutOffReturnsPromptly(t *testing.T) {
 	t.Parallel()
 	needControl(t)
@@ -30,41 +29,21 @@ func TestWaiterCancelledWhileCutOffReturnsPromptly(t *testing.T) {
 	holder := dialT(t, c.Addrs(), WithSessionTTL(testTTL), WithPrefix(prefix))
 	waiter := dialT(t, link.Addrs(), WithSessionTTL(10*time.Second), WithPrefix(prefix))
 	admin := adminClient(t, c.Addrs()...)
-
-	h, err := holder.Acquire(ctxT(t, 30*time.Second), "k")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = h.Release(ctxT(t, 10*time.Second)) }()
-	w0 := driverOf(waiter).stats.watches.Load()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() {
-		_, err := waiter.Acquire(ctx, "k")
-		done <- err
-	}()
-	waitFor(t, 20*time.Second, "waiter watching its predecessor", func() bool { return driverOf(waiter).stats.watches.Load() > w0 })
-
-	link.Blackhole()
-	cancel()
-	start := time.Now()
-	select {
-	case err := <-done:
-		if !errors.Is(err, context.Canceled) || !errors.Is(err, distlock.ErrNotAcquired) {
-			t.Errorf("waiter: %v, want ErrNotAcquired and context.Canceled", err)
-		}
-		if took, most := time.Since(start), slack.D(500*time.Millisecond); took > most {
-			t.Errorf("Acquire returned %v after its ctx was cancelled, want at most %v", took, most)
-		}
-	case <-time.After(slack.D(30 * time.Second)):
-		t.Fatal("Acquire did not return after its ctx was cancelled")
-	}
-	link.Heal()
-	waitFor(t, slack.D(20*time.Second), "the waiter's key deleted", func() bool {
-		keys, err := waiterKeys(ctxT(t, 5*time.Second), admin, prefix)
-		return err == nil && len(keys) == 1
-	})
+	queuewaittest.CancelledWhileCutOff(t, holder, waiter, driverOf(waiter).stats.watches.Load,
+		func(on bool) {
+			if on {
+				link.Blackhole()
+			} else {
+				link.Heal()
+			}
+		},
+		func(t *testing.T) int {
+			keys, err := waiterKeys(ctxT(t, 5*time.Second), admin, prefix)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return len(keys)
+		})
 }
 
 // beforeWatchRun runs a waiter behind a holder on a Locker whose

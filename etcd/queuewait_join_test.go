@@ -3,7 +3,6 @@ package etcd
 import (
 	"context"
 	"errors"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -11,24 +10,9 @@ import (
 
 	"github.com/distlock/distlock/backend"
 	"github.com/distlock/distlock/internal/queuewait"
+	"github.com/distlock/distlock/internal/queuewait/queuewaittest"
 	"github.com/distlock/distlock/internal/testkit/slack"
 )
-
-// joinHooked is an entry whose Joinable runs a hook once, when it reports
-// the owner's hold as joinable: between queuewait's check and its Nest.
-type joinHooked struct {
-	*entry
-	once atomic.Bool
-	hook func()
-}
-
-func (j *joinHooked) Joinable() (<-chan struct{}, bool) {
-	ch, same := j.entry.Joinable()
-	if same && j.once.CompareAndSwap(false, true) {
-		j.hook()
-	}
-	return ch, same
-}
 
 // TestHoldEndsBetweenJoinableAndNest: A of owner o holds; B of owner o is
 // queued behind A's key on the same driver and finds A's hold joinable,
@@ -83,7 +67,7 @@ func TestHoldEndsBetweenJoinableAndNest(t *testing.T) {
 			if first.CreateRevision == e.rev {
 				t.Fatal("B's key is first while A holds")
 			}
-			b, err := queuewait.Await[backend.Lock, clientv3.WatchResponse](ctx, &joinHooked{entry: e, hook: func() { tc.end(t, a, aKey) }})
+			b, err := queuewait.Await(ctx, queuewaittest.HookJoinable[backend.Lock, clientv3.WatchResponse](e, func() { tc.end(t, a, aKey) }))
 			if err != nil {
 				t.Fatalf("B, after A's hold ended between its check and its nest: %v", err)
 			}

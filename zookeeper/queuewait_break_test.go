@@ -1,9 +1,6 @@
 package zookeeper
 
 import (
-	"context"
-	"errors"
-	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -17,35 +14,15 @@ import (
 	"github.com/distlock/distlock/internal/testkit/slack"
 )
 
-// fourLetter sends a four-letter word to addr and returns the answer.
-func fourLetter(t testing.TB, addr, word string) string {
-	t.Helper()
-	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
-	if err != nil {
-		t.Fatalf("%s: %v", word, err)
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
-	if _, err := c.Write([]byte(word)); err != nil {
-		t.Fatalf("%s: %v", word, err)
-	}
-	var b strings.Builder
-	buf := make([]byte, 4096)
-	for {
-		n, err := c.Read(buf)
-		b.Write(buf[:n])
-		if err != nil {
-			break
-		}
-	}
-	return b.String()
-}
-
 // watchedPaths returns the paths the server has a watch on ("wchp").
 func watchedPaths(t testing.TB, addr string) map[string]bool {
 	t.Helper()
 	out := map[string]bool{}
-	for _, line := range strings.Split(fourLetter(t, addr, "wchp"), "\n") {
+	answer, err := fourLetterWord(addr, "wchp")
+	if err != nil {
+		t.Fatalf("wchp: %v", err)
+	}
+	for _, line := range strings.Split(answer, "\n") {
 		if strings.HasPrefix(line, "/") {
 			out[strings.TrimSpace(line)] = true
 		}
@@ -108,10 +85,10 @@ func TestWaiterLeavesNoWatchOnGonePredecessor(t *testing.T) {
 	}
 }
 
-// TestWaiterCancelledWhileCutOffReturnsPromptly: a queued waiter whose ctx
-// ends while its server does not answer returns the ctx error promptly (the
-// contract: Acquire honours ctx), and its node is deleted once the server
-// answers again: the delete of its node must not hold the caller.
+// TestWaiterCancelledWhileCutOffReturnsPromptly: a queued waiter cancelled
+// while its server does not answer returns promptly (the delete of its
+// node must not hold the caller) and its node goes once the server answers
+// (queuewaittest.CancelledWhileCutOff).
 func TestWaiterCancelledWhileCutOffReturnsPromptly(t *testing.T) {
 	conformance.Parallel(t)
 	needControl(t)
@@ -121,38 +98,8 @@ func TestWaiterCancelledWhileCutOffReturnsPromptly(t *testing.T) {
 	waiter := dialT(t, []string{s.Addr()}, WithBasePath(base), WithDialer(fw.dial), WithSessionTimeout(20*time.Second))
 	admin := adminConn(t, s.Addr())
 	warm(t, waiter)
-
-	h, err := holder.Acquire(ctxT(t, 30*time.Second), "k")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = h.Release(ctxT(t, 10*time.Second)) }()
-	w0 := driverOf(waiter).stats.watches.Load()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() {
-		_, err := waiter.Acquire(ctx, "k")
-		done <- err
-	}()
-	waitFor(t, 20*time.Second, "waiter watching its predecessor", func() bool { return driverOf(waiter).stats.watches.Load() > w0 })
-
-	fw.setBlackhole(true)
-	cancel()
-	start := time.Now()
-	select {
-	case err := <-done:
-		if !errors.Is(err, context.Canceled) || !errors.Is(err, distlock.ErrNotAcquired) {
-			t.Errorf("waiter: %v, want ErrNotAcquired and context.Canceled", err)
-		}
-		if took, most := time.Since(start), slack.D(500*time.Millisecond); took > most {
-			t.Errorf("Acquire returned %v after its ctx was cancelled, want at most %v", took, most)
-		}
-	case <-time.After(slack.D(30 * time.Second)):
-		t.Fatal("Acquire did not return after its ctx was cancelled")
-	}
-	fw.setBlackhole(false)
-	waitFor(t, slack.D(20*time.Second), "the waiter's node deleted", func() bool { return len(lockNodes(t, admin, base, "k")) == 1 })
+	queuewaittest.CancelledWhileCutOff(t, holder, waiter, driverOf(waiter).stats.watches.Load, fw.setBlackhole,
+		func(t *testing.T) int { return len(lockNodes(t, admin, base, "k")) })
 }
 
 // TestMixedOwnersAllGranted: waiters of three owners on one Locker,

@@ -61,13 +61,7 @@ func MixedOwnersAllGranted(t *testing.T, n, owners int, dial func(t *testing.T) 
 			}
 		})
 	}
-	deadline := time.Now().Add(slack.D(time.Minute))
-	for left(t) < n+1 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d waiters queued", left(t)-1, n)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	until(t, time.Minute, "every waiter queued", func() bool { return left(t) == n+1 })
 	if err := lease.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
