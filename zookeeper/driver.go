@@ -130,6 +130,7 @@ type testHooks struct {
 	afterCreate       func(path string) // an attempt's node was created: it is about to look at the queue
 	sessionLost       func(id int64, cause string)
 	beforeForceDelete func(path string) // ForceRelease read the holder at path
+	headWait          func()            // a try waits for an attempt of its owner at the head of the queue
 }
 
 func withHooks(h *testHooks) Option { return func(c *config) { c.hooks = h } }
