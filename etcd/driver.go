@@ -11,6 +11,7 @@ import (
 	"github.com/distlock/distlock/backend"
 	"github.com/distlock/distlock/internal/async"
 	"github.com/distlock/distlock/internal/holdtab"
+	"github.com/distlock/distlock/internal/queuewait"
 )
 
 // driver implements backend.Driver, backend.Blocker, backend.Inspector,
@@ -39,6 +40,7 @@ type driver struct {
 	table    *holdtab.Table[*hold] // the holds of this driver, by key (keys.go)
 	orphans  map[string]struct{}   // waiter keys whose create is being undone (undoCreate)
 	hw       holdWatch             // the live holds and their watch (holdwatch.go)
+	attempts queuewait.Attempts    // the attempts under way, by waiter key (a try waits behind its owner's)
 
 	stats stats
 }

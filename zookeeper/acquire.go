@@ -111,12 +111,14 @@ type entry struct {
 	checked bool
 
 	pred string // the node just before ours that the last Look found
+	head string // the guid of the first node the last Look found
 }
 
 // attempt is one acquisition on session s: protected create, then (wait)
 // the recipe's loop (wait.go), or else one look: hold if first.
 func (d *driver) attempt(ctx context.Context, s *session, ks *keyState, parent string, req backend.Request, wait bool) (backend.Lock, error) {
 	e := &entry{ctx: ctx, d: d, s: s, ks: ks, req: req, parent: parent, guid: newGUID()}
+	defer d.attempts.Start(e.guid, req.Owner)()
 	child, err := d.protectedCreate(ctx, s, parent, e.guid, encodeNode(req.Owner, req.Metadata, 1))
 	if err != nil {
 		return nil, err
@@ -172,6 +174,9 @@ func (e *entry) position(ctx context.Context) (pred string, err error) {
 		return "", e.Fail(e.d.mapErr(e.s, err))
 	}
 	ms := order(children)
+	if len(ms) > 0 {
+		e.head = ms[0].guid
+	}
 	idx := -1
 	for i, m := range ms {
 		switch {

@@ -12,6 +12,7 @@ import (
 	"github.com/distlock/distlock/backend"
 	"github.com/distlock/distlock/internal/async"
 	"github.com/distlock/distlock/internal/holdtab"
+	"github.com/distlock/distlock/internal/queuewait"
 )
 
 // driver implements backend.Driver, backend.Blocker and
@@ -29,12 +30,13 @@ type driver struct {
 	g      *async.Group  // requests to the server (call.go)
 	bg     *async.Group  // background work: monitor, heartbeat, deletions
 
-	mu     sync.Mutex
-	closed bool
-	conn   *zk.Conn
-	info   *connInfo // nil for a caller's conn not made by Connect
-	cur    *session
-	table  *holdtab.Table[*hold] // the holds of this driver, by key (keys.go)
+	mu       sync.Mutex
+	closed   bool
+	conn     *zk.Conn
+	info     *connInfo // nil for a caller's conn not made by Connect
+	cur      *session
+	table    *holdtab.Table[*hold] // the holds of this driver, by key (keys.go)
+	attempts queuewait.Attempts    // the attempts under way, by guid (a try waits behind its owner's)
 
 	stats stats
 }

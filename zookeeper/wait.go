@@ -86,6 +86,16 @@ func (e *entry) Nest(ctx context.Context) (backend.Lock, bool, error) {
 	return e.d.nest(ctx, e.ks, e.req)
 }
 
+// Head tells whether the first node is that of an attempt of our owner on
+// this driver under way.
+func (e *entry) Head() (<-chan struct{}, bool) {
+	ended, ours := e.d.attempts.Of(e.head, e.req.Owner)
+	if h := e.d.cfg.hooks; ours && h != nil && h.headWait != nil {
+		h.headWait()
+	}
+	return ended, ours
+}
+
 // Ends: the driver's closing, our session's loss.
 func (e *entry) Ends() queuewait.Ends {
 	return queuewait.Ends{
