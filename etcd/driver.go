@@ -117,6 +117,7 @@ type testHooks struct {
 	holdOpen    func(from int64)             // the hold watch is about to open a stream from revision from
 	holdEnded   func()                       // the hold watch's stream ended (before it decides to leave or set up again)
 	headWait    func()                       // a try waits for an attempt of its owner at the head of the queue
+	publish     func()                       // a hold's count is about to be written
 }
 
 func withHooks(h *testHooks) Option { return func(c *config) { c.hooks = h } }

@@ -30,3 +30,13 @@ func TestTryBehindOwnersAttempt(t *testing.T) {
 		return dialT(t, c.Addrs(), WithSessionTTL(testTTL), WithPrefix(uniquePrefix(t)), withHooks(hooks))
 	})
 }
+
+// TestLastReleaseDuringCountWrite: a release that keeps a nested hold and
+// the last release racing (queuewaittest.LastReleaseDuringCountWrite).
+func TestLastReleaseDuringCountWrite(t *testing.T) {
+	t.Parallel()
+	c := cluster(t)
+	queuewaittest.LastReleaseDuringCountWrite(t, func(t *testing.T, publish func()) *distlock.Locker {
+		return dialT(t, c.Addrs(), WithSessionTTL(testTTL), WithPrefix(uniquePrefix(t)), withHooks(&testHooks{publish: publish}))
+	})
+}

@@ -133,6 +133,7 @@ type testHooks struct {
 	sessionLost       func(id int64, cause string)
 	beforeForceDelete func(path string) // ForceRelease read the holder at path
 	headWait          func()            // a try waits for an attempt of its owner at the head of the queue
+	publish           func()            // a hold's count is about to be written
 }
 
 func withHooks(h *testHooks) Option { return func(c *config) { c.hooks = h } }

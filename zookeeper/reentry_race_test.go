@@ -31,3 +31,13 @@ func TestTryBehindOwnersAttempt(t *testing.T) {
 		return dialT(t, []string{s.Addr()}, WithBasePath(uniqueBase(t)), withHooks(hooks))
 	})
 }
+
+// TestLastReleaseDuringCountWrite: a release that keeps a nested hold and
+// the last release racing (queuewaittest.LastReleaseDuringCountWrite).
+func TestLastReleaseDuringCountWrite(t *testing.T) {
+	conformance.Parallel(t)
+	s := standalone(t)
+	queuewaittest.LastReleaseDuringCountWrite(t, func(t *testing.T, publish func()) *distlock.Locker {
+		return dialT(t, []string{s.Addr()}, WithBasePath(uniqueBase(t)), withHooks(&testHooks{publish: publish}))
+	})
+}
