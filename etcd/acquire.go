@@ -71,6 +71,7 @@ type entry struct {
 	// The predecessor the last Look found, and the revision of that read.
 	pred    *mvccpb.KeyValue
 	predRev int64
+	head    string // the first waiter key the create or the last Look found
 }
 
 // attempt is one acquisition on session s: create the waiter key, hold if
@@ -78,10 +79,12 @@ type entry struct {
 func (d *driver) attempt(ctx context.Context, s *session, ks *keyState, prefix string, req backend.Request, wait bool) (backend.Lock, error) {
 	id := newID()
 	e := &entry{ctx: ctx, d: d, s: s, ks: ks, req: req, prefix: prefix, id: id, key: waiterKey(prefix, int64(s.id), id)}
+	defer d.attempts.Start(e.key, req.Owner)()
 	first, err := e.create(ctx)
 	if err != nil {
 		return nil, err
 	}
+	e.head = string(first.Key)
 	if first.CreateRevision == e.rev {
 		return d.grant(e)
 	}

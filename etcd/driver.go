@@ -11,6 +11,7 @@ import (
 	"github.com/distlock/distlock/backend"
 	"github.com/distlock/distlock/internal/async"
 	"github.com/distlock/distlock/internal/holdtab"
+	"github.com/distlock/distlock/internal/queuewait"
 )
 
 // driver implements backend.Driver, backend.Blocker, backend.Inspector,
@@ -39,6 +40,7 @@ type driver struct {
 	table    *holdtab.Table[*hold] // the holds of this driver, by key (keys.go)
 	orphans  map[string]struct{}   // waiter keys whose create is being undone (undoCreate)
 	hw       holdWatch             // the live holds and their watch (holdwatch.go)
+	attempts queuewait.Attempts    // the attempts under way, by waiter key (a try waits behind its owner's)
 
 	stats stats
 }
@@ -114,6 +116,8 @@ type testHooks struct {
 	holdRestart func()                       // the hold watch's stream ended; it is about to read the held keys it listed
 	holdOpen    func(from int64)             // the hold watch is about to open a stream from revision from
 	holdEnded   func()                       // the hold watch's stream ended (before it decides to leave or set up again)
+	headWait    func()                       // a try waits for an attempt of its owner at the head of the queue
+	publish     func()                       // a hold's count is about to be written
 }
 
 func withHooks(h *testHooks) Option { return func(c *config) { c.hooks = h } }

@@ -16,6 +16,9 @@ import (
 // deletes the key).
 func (d *driver) publishHolds(ctx context.Context, h *hold) (bool, error) {
 	return d.table.Publish(ctx, h, func() error { return ctxErr(ctx) }, func(ctx context.Context, n int) (bool, error) {
+		if hk := d.cfg.hooks; hk != nil && hk.publish != nil {
+			hk.publish()
+		}
 		return d.ifHeld(ctx, h, clientv3.OpPut(d.keyOf(h), encodeValue(h.Owner, h.Metadata, n), clientv3.WithLease(h.sess.id)))
 	})
 }

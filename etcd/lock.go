@@ -71,6 +71,12 @@ func (l *lock) Release(ctx context.Context) error {
 			return err
 		}
 		if !held {
+			d.mu.Lock()
+			last := h.Count == 0 && !h.Lost
+			d.mu.Unlock()
+			if last {
+				return nil // the owner's last release removed it meanwhile
+			}
 			d.table.Gone(h, errKeyGone, nil)
 			return l.errNotHeld()
 		}

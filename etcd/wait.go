@@ -29,8 +29,9 @@ func (e *entry) Look(ctx context.Context) (first bool, err error) {
 }
 
 // predecessor reads, in one linearizable transaction, the key just before
-// ours and our own key. It returns the predecessor (nil if ours is first)
-// and the revision of the read; errRestart if our key is gone.
+// ours, our own key and the first key (e.head). It returns the predecessor
+// (nil if ours is first) and the revision of the read; errRestart if our
+// key is gone.
 func (e *entry) predecessor(ctx context.Context) (*mvccpb.KeyValue, int64, error) {
 	d := e.d
 	d.stats.reads.Add(1)
@@ -40,6 +41,7 @@ func (e *entry) predecessor(ctx context.Context) (*mvccpb.KeyValue, int64, error
 		resp, err = d.client.Txn(ctx).Then(
 			clientv3.OpGet(e.prefix, append(clientv3.WithLastCreate(), clientv3.WithMaxCreateRev(e.rev-1))...),
 			clientv3.OpGet(e.key),
+			clientv3.OpGet(e.prefix, clientv3.WithFirstCreate()...),
 		).Commit()
 		return err
 	})
@@ -49,6 +51,9 @@ func (e *entry) predecessor(ctx context.Context) (*mvccpb.KeyValue, int64, error
 	own := resp.Responses[1].GetResponseRange().GetKvs()
 	if len(own) == 0 || own[0].CreateRevision != e.rev {
 		return nil, 0, errRestart // deleted: lease ended, or an operator
+	}
+	if heads := resp.Responses[2].GetResponseRange().GetKvs(); len(heads) > 0 {
+		e.head = string(heads[0].Key)
 	}
 	preds := resp.Responses[0].GetResponseRange().GetKvs()
 	if len(preds) == 0 {
@@ -108,6 +113,16 @@ func (e *entry) Joinable() (<-chan struct{}, bool) { return e.d.table.Joinable(e
 // Nest joins that hold (nest).
 func (e *entry) Nest(ctx context.Context) (backend.Lock, bool, error) {
 	return e.d.nest(ctx, e.ks, e.req)
+}
+
+// Head tells whether the first waiter key is that of an attempt of our
+// owner on this driver under way.
+func (e *entry) Head() (<-chan struct{}, bool) {
+	ended, ours := e.d.attempts.Of(e.head, e.req.Owner)
+	if h := e.d.cfg.hooks; ours && h != nil && h.headWait != nil {
+		h.headWait()
+	}
+	return ended, ours
 }
 
 // Ends: the driver's closing, our session's loss.

@@ -89,6 +89,7 @@ func (d *driver) verify(ctx context.Context, h *hold) (bool, error) {
 
 // entry is the node of one attempt in its key's queue.
 type entry struct {
+	ctx    context.Context // the acquisition's
 	d      *driver
 	s      *session
 	ks     *keyState
@@ -110,12 +111,14 @@ type entry struct {
 	checked bool
 
 	pred string // the node just before ours that the last Look found
+	head string // the guid of the first node the last Look found
 }
 
 // attempt is one acquisition on session s: protected create, then (wait)
 // the recipe's loop (wait.go), or else one look: hold if first.
 func (d *driver) attempt(ctx context.Context, s *session, ks *keyState, parent string, req backend.Request, wait bool) (backend.Lock, error) {
-	e := &entry{d: d, s: s, ks: ks, req: req, parent: parent, guid: newGUID()}
+	e := &entry{ctx: ctx, d: d, s: s, ks: ks, req: req, parent: parent, guid: newGUID()}
+	defer d.attempts.Start(e.guid, req.Owner)()
 	child, err := d.protectedCreate(ctx, s, parent, e.guid, encodeNode(req.Owner, req.Metadata, 1))
 	if err != nil {
 		return nil, err
@@ -145,10 +148,10 @@ func (d *driver) attempt(ctx context.Context, s *session, ks *keyState, parent s
 	return e.Grant()
 }
 
-// Fail deletes the entry's node (in the background if need be) and returns
-// err.
+// Fail deletes the entry's node (in the background if need be, at once
+// when the acquisition's ctx has ended) and returns err.
 func (e *entry) Fail(err error) error {
-	e.d.deleteNode(e.s, e.path)
+	e.d.deleteNode(e.ctx, e.s, e.path)
 	return err
 }
 
@@ -171,6 +174,9 @@ func (e *entry) position(ctx context.Context) (pred string, err error) {
 		return "", e.Fail(e.d.mapErr(e.s, err))
 	}
 	ms := order(children)
+	if len(ms) > 0 {
+		e.head = ms[0].guid
+	}
 	idx := -1
 	for i, m := range ms {
 		switch {

@@ -70,7 +70,7 @@ func (d *driver) ForceRelease(ctx context.Context, key string, want backend.Hold
 		switch {
 		case err == nil:
 			for _, p := range h.dups {
-				d.deleteNode(s, p)
+				d.deleteNode(d.ctx, s, p)
 			}
 			return false, nil
 		case errors.Is(err, zk.ErrNoNode), errors.Is(err, zk.ErrBadVersion):

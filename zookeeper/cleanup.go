@@ -19,13 +19,20 @@ import (
 // cleanupBackoff is the schedule of a background deletion's tries.
 var cleanupBackoff = async.Backoff{First: 50 * time.Millisecond, Max: 2 * time.Second}
 
-// deleteNode deletes a node of ours now if it can (bounded), else in the
-// background.
-func (d *driver) deleteNode(s *session, path string) {
-	ctx, cancel := context.WithTimeout(d.ctx, min(2*time.Second, s.timeout))
-	defer cancel()
-	if d.deleteOnce(ctx, s, path) {
-		return
+// deleteNode deletes a node of ours now if it can (bounded by ctx, the
+// caller's, by the driver's closing and by min(2s, the session timeout)),
+// else in the background: a caller whose ctx has ended does not wait for
+// the server.
+func (d *driver) deleteNode(ctx context.Context, s *session, path string) {
+	if ctx.Err() == nil {
+		ctx, cancel := context.WithTimeout(ctx, min(2*time.Second, s.timeout))
+		stop := context.AfterFunc(d.ctx, cancel)
+		ok := d.deleteOnce(ctx, s, path)
+		stop()
+		cancel()
+		if ok {
+			return
+		}
 	}
 	d.deleteNodeBG(s, path)
 }

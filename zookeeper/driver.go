@@ -12,6 +12,7 @@ import (
 	"github.com/distlock/distlock/backend"
 	"github.com/distlock/distlock/internal/async"
 	"github.com/distlock/distlock/internal/holdtab"
+	"github.com/distlock/distlock/internal/queuewait"
 )
 
 // driver implements backend.Driver, backend.Blocker and
@@ -29,12 +30,13 @@ type driver struct {
 	g      *async.Group  // requests to the server (call.go)
 	bg     *async.Group  // background work: monitor, heartbeat, deletions
 
-	mu     sync.Mutex
-	closed bool
-	conn   *zk.Conn
-	info   *connInfo // nil for a caller's conn not made by Connect
-	cur    *session
-	table  *holdtab.Table[*hold] // the holds of this driver, by key (keys.go)
+	mu       sync.Mutex
+	closed   bool
+	conn     *zk.Conn
+	info     *connInfo // nil for a caller's conn not made by Connect
+	cur      *session
+	table    *holdtab.Table[*hold] // the holds of this driver, by key (keys.go)
+	attempts queuewait.Attempts    // the attempts under way, by guid (a try waits behind its owner's)
 
 	stats stats
 }
@@ -130,6 +132,8 @@ type testHooks struct {
 	afterCreate       func(path string) // an attempt's node was created: it is about to look at the queue
 	sessionLost       func(id int64, cause string)
 	beforeForceDelete func(path string) // ForceRelease read the holder at path
+	headWait          func()            // a try waits for an attempt of its owner at the head of the queue
+	publish           func()            // a hold's count is about to be written
 }
 
 func withHooks(h *testHooks) Option { return func(c *config) { c.hooks = h } }

@@ -353,13 +353,27 @@ func lockNodes(t testing.TB, admin *zk.Conn, base, key string) []string {
 
 // srvrMode returns the "Mode:" of a server's srvr four-letter word.
 func srvrMode(addr string) (string, error) {
+	out, err := fourLetterWord(addr, "srvr")
+	if err != nil {
+		return "", err
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if m, ok := strings.CutPrefix(line, "Mode: "); ok {
+			return strings.TrimSpace(m), nil
+		}
+	}
+	return "", fmt.Errorf("no mode in %q", out)
+}
+
+// fourLetterWord sends a four-letter word to addr and returns the answer.
+func fourLetterWord(addr, word string) (string, error) {
 	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
 	if err != nil {
 		return "", err
 	}
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
-	if _, err := c.Write([]byte("srvr")); err != nil {
+	if _, err := c.Write([]byte(word)); err != nil {
 		return "", err
 	}
 	var b strings.Builder
@@ -368,15 +382,9 @@ func srvrMode(addr string) (string, error) {
 		n, err := c.Read(buf)
 		b.Write(buf[:n])
 		if err != nil {
-			break
+			return b.String(), nil
 		}
 	}
-	for _, line := range strings.Split(b.String(), "\n") {
-		if m, ok := strings.CutPrefix(line, "Mode: "); ok {
-			return strings.TrimSpace(m), nil
-		}
-	}
-	return "", fmt.Errorf("no mode in %q", b.String())
 }
 
 // cutNow resets every open connection and refuses re-dials for refuse.

@@ -13,6 +13,9 @@ import (
 // the latest count.
 func (d *driver) publishHolds(ctx context.Context, h *hold) (bool, error) {
 	return d.table.Publish(ctx, h, func() error { return ctxError(ctx, h.sess.conn) }, func(ctx context.Context, n int) (bool, error) {
+		if hk := d.cfg.hooks; hk != nil && hk.publish != nil {
+			hk.publish()
+		}
 		data := encodeNode(h.Owner, h.Metadata, n)
 		var stat *zk.Stat
 		err := d.retrying(ctx, h.sess, func(c *zk.Conn) error {

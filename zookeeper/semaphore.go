@@ -75,7 +75,7 @@ func (d *driver) lease(ctx context.Context, s *session, req backend.Request, per
 	}
 	path := parent + "/" + child
 	fail := func(err error) error {
-		d.deleteNode(s, path)
+		d.deleteNode(d.ctx, s, path)
 		return err
 	}
 	for {

@@ -2,6 +2,7 @@ package zookeeper
 
 import (
 	"context"
+	"errors"
 
 	"github.com/go-zookeeper/zk"
 
@@ -27,7 +28,7 @@ func (e *entry) Look(ctx context.Context) (first bool, err error) {
 	return e.pred == "", nil
 }
 
-// Watch sets an exists watch on the predecessor; gone: it is gone already.
+// Watch sets a watch on the predecessor; gone: it is gone already.
 func (e *entry) Watch(ctx context.Context) (<-chan zk.Event, bool, error) {
 	ch, exists, err := e.watchPredecessor(ctx)
 	return ch, err == nil && !exists, err
@@ -44,8 +45,11 @@ func (e *entry) Event(ctx context.Context, ev zk.Event, _ bool) (<-chan zk.Event
 	return e.Watch(ctx)
 }
 
-// watchPredecessor sets an exists watch on the predecessor; exists false:
-// it is gone already. An error has ended the attempt (its node deleted).
+// watchPredecessor sets a data watch on the predecessor (GetW: it fires on
+// the deletion, and unlike ExistsW it leaves no watch behind on a node
+// that is gone already, whose sequential name is never created again);
+// exists false: it is gone already. An error has ended the attempt (its
+// node deleted).
 func (e *entry) watchPredecessor(ctx context.Context) (<-chan zk.Event, bool, error) {
 	var (
 		exists bool
@@ -53,7 +57,11 @@ func (e *entry) watchPredecessor(ctx context.Context) (<-chan zk.Event, bool, er
 	)
 	err := e.d.retrying(ctx, e.s, func(c *zk.Conn) error {
 		var err error
-		exists, _, ch, err = c.ExistsW(e.pred)
+		_, _, ch, err = c.GetW(e.pred)
+		exists = err == nil
+		if errors.Is(err, zk.ErrNoNode) {
+			err = nil
+		}
 		return err
 	})
 	if err != nil {
@@ -76,6 +84,16 @@ func (e *entry) Joinable() (<-chan struct{}, bool) { return e.d.table.Joinable(e
 // Nest joins that hold (nest).
 func (e *entry) Nest(ctx context.Context) (backend.Lock, bool, error) {
 	return e.d.nest(ctx, e.ks, e.req)
+}
+
+// Head tells whether the first node is that of an attempt of our owner on
+// this driver under way.
+func (e *entry) Head() (<-chan struct{}, bool) {
+	ended, ours := e.d.attempts.Of(e.head, e.req.Owner)
+	if h := e.d.cfg.hooks; ours && h != nil && h.headWait != nil {
+		h.headWait()
+	}
+	return ended, ours
 }
 
 // Ends: the driver's closing, our session's loss.

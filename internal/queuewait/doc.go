@@ -36,7 +36,12 @@
 //     renews the signal.
 //   - Refuse, the end of a try (no wait) whose entry is not first, joins
 //     the owner's hold the same way before it deletes the entry and
-//     returns busy: a try of an owner that holds the key succeeds.
+//     returns busy: a try of an owner that holds the key succeeds. While
+//     the head of the queue is an attempt of the same owner on this driver
+//     that is not granted yet (Head), the try waits until that attempt is
+//     granted (and joins it) or ends (and looks again), since no other
+//     owner holds the key then: a try is refused only when the head of
+//     the queue is not an attempt or a hold of its owner on this driver.
 //   - Await holds no lock and starts no goroutine of its own: it returns
 //     once Grant, Nest or an end returns, and leaves nothing running but
 //     what the backend started.

@@ -34,6 +34,12 @@ type Queue[L, E any] interface {
 	// has one (ok).
 	Nest(ctx context.Context) (l L, ok bool, err error)
 
+	// Head reports whether the head of the queue, as the entry's create
+	// or its last Look found it, is another attempt of this driver for the
+	// entry's owner, still under way (created, not yet granted: Attempts),
+	// and returns the channel closed when that attempt ends.
+	Head() (ended <-chan struct{}, ours bool)
+
 	// Fail deletes the entry (in the background if need be) and returns
 	// err.
 	Fail(err error) error
@@ -119,13 +125,43 @@ func watch[L, E any](ctx context.Context, q Queue[L, E], ends Ends, changed <-ch
 // Refuse ends a try (no wait) whose entry is not first: it joins the hold
 // of the entry's owner if the driver has one by now (it may have been
 // granted after the try's own check), and otherwise deletes the entry and
-// returns busy.
+// returns busy. While the head of the queue is an attempt of the same
+// owner on this driver that is not granted yet (Head), no other owner
+// holds the key: Refuse waits until that attempt is granted (and joins its
+// hold) or ends (and looks again: Grant if first).
 func Refuse[L, E any](ctx context.Context, q Queue[L, E], busy error) (L, error) {
-	if _, l, joined, err := join(ctx, q); joined {
-		return l, err
-	}
 	var none L
-	return none, q.Fail(busy)
+	ends := q.Ends()
+	for {
+		changed, l, joined, err := join(ctx, q)
+		if joined {
+			return l, err
+		}
+		ended, ours := q.Head()
+		if !ours {
+			return none, q.Fail(busy)
+		}
+		select {
+		case <-changed:
+		case <-ended:
+		case <-ctx.Done():
+			return none, q.Fail(ends.CtxErr(ctx))
+		case <-ends.Closed:
+			return none, q.Fail(ends.ClosedErr)
+		case <-ends.Lost:
+			return none, q.Fail(ends.LostErr)
+		}
+		if _, l, joined, err := join(ctx, q); joined {
+			return l, err
+		}
+		first, err := q.Look(ctx)
+		if err != nil {
+			return none, err
+		}
+		if first {
+			return q.Grant()
+		}
+	}
 }
 
 // join nests in the driver's hold of the entry's owner, if it has one

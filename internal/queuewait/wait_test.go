@@ -22,6 +22,7 @@ type fake struct {
 	changed        chan struct{}
 	joinable       func() (<-chan struct{}, bool)
 	nest           func() (string, bool, error)
+	head           func() (<-chan struct{}, bool) // default: not ours
 	closed, lost   chan struct{}
 	looks, watches int
 	evs, grants    int
@@ -84,6 +85,13 @@ func (f *fake) Joinable() (<-chan struct{}, bool) {
 }
 
 func (f *fake) Nest(context.Context) (string, bool, error) { f.nests++; return f.nest() }
+
+func (f *fake) Head() (<-chan struct{}, bool) {
+	if f.head == nil {
+		return nil, false
+	}
+	return f.head()
+}
 
 func (f *fake) Fail(err error) error { f.failed = append(f.failed, err); return err }
 
@@ -346,4 +354,61 @@ func TestRefuse(t *testing.T) {
 		assert.Empty(t, l)
 		assert.Equal(t, []error{busy}, f.failed)
 	}
+}
+
+// A try behind an attempt of its owner at the head of the queue waits for
+// it: joins its hold once granted, or looks again once it ended (granted
+// if first, refused if another owner's entry heads the queue then).
+func TestRefuseWaitsForOwnersAttemptAtHead(t *testing.T) {
+	busy := errors.New("busy")
+	t.Run("granted", func(t *testing.T) {
+		f := newFake()
+		// The owner's hold appears with the signal: the join after it
+		// finds it (Head runs in Refuse's goroutine, before the wait).
+		f.head = func() (<-chan struct{}, bool) { f.sameAtStart = true; return nil, true }
+		f.nest = func() (string, bool, error) { return "nested", true, nil }
+		done := make(chan result, 1)
+		go func() { l, err := Refuse[string, int](context.Background(), f, busy); done <- result{l, err} }()
+		close(f.changed)
+		r := wait(t, done)
+		require.NoError(t, r.err)
+		assert.Equal(t, "nested", r.l)
+		assert.Equal(t, []error{nil}, f.failed)
+	})
+	for _, tc := range []struct {
+		name  string
+		first bool
+		want  error
+	}{{"ended, first", true, nil}, {"ended, behind another owner", false, busy}} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFake()
+			ended := make(chan struct{})
+			heads := 0
+			f.head = func() (<-chan struct{}, bool) { heads++; return ended, heads == 1 }
+			f.look = func(int) (bool, error) { return tc.first, nil }
+			done := make(chan result, 1)
+			go func() { l, err := Refuse[string, int](context.Background(), f, busy); done <- result{l, err} }()
+			close(ended)
+			r := wait(t, done)
+			if tc.want != nil {
+				require.ErrorIs(t, r.err, tc.want)
+				assert.Equal(t, []error{busy}, f.failed)
+				return
+			}
+			require.NoError(t, r.err)
+			assert.Equal(t, "granted", r.l)
+			assert.Empty(t, f.failed)
+		})
+	}
+	t.Run("ctx", func(t *testing.T) {
+		f := newFake()
+		f.head = func() (<-chan struct{}, bool) { return nil, true }
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan result, 1)
+		go func() { l, err := Refuse[string, int](ctx, f, busy); done <- result{l, err} }()
+		cancel()
+		r := wait(t, done)
+		require.ErrorIs(t, r.err, context.Canceled)
+		require.Len(t, f.failed, 1)
+	})
 }
