@@ -32,9 +32,11 @@ check:
 # every registered scheme, every URL in the docs, the malformed ones —
 # included), the OpenTelemetry module's and the gocron adapter's tests (each
 # its own go.mod), and the patched ZooKeeper client's own regression test
-# (third_party/go-zookeeper-zk/README.distlock.md). Three packages at a time, the ones that take minutes
-# first (scripts/test-packages.sh: the same set as ./...): most tests wait
-# on servers and leases, not on the CPU. Server data lives on tmpfs where
+# (third_party/go-zookeeper-zk/README.distlock.md). The packages whose
+# tests take minutes run three at a time, longest first; beside them the
+# others, one at a time (scripts/test-packages.sh slow and rest: together
+# the same set as ./...). Most tests wait on servers and leases, not on the
+# CPU, and a small package's time is mostly the link of its test binary. Server data lives on tmpfs where
 # the machine has one (scripts/with-tmpfs.sh). The conformance suites' load
 # checks run a quarter of their critical sections (DISTLOCK_CONFORMANCE_ROUNDS;
 # `make soak` runs four times the default).
@@ -55,7 +57,8 @@ warm:
 # library's.
 tests:
 	DISTLOCK_CONFORMANCE_ROUNDS=0.25 scripts/with-tmpfs.sh scripts/run-all.sh \
-		"$(GO) test -race -count=1 -p 3 -timeout 25m $$(scripts/test-packages.sh)" \
+		"$(GO) test -race -count=1 -p 3 -timeout 25m $$(scripts/test-packages.sh slow)" \
+		"$(GO) test -race -count=1 -p 1 -timeout 25m $$(scripts/test-packages.sh rest)" \
 		"cd otel && $(GO) test -race -count=1 ./..." \
 		"cd gocronlock && $(GO) test -race -count=1 ./..." \
 		"cd third_party/go-zookeeper-zk && $(GO) test -race -count=1 ./..." \

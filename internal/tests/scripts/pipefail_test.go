@@ -67,4 +67,16 @@ func TestTestPackagesIsOneLineOfEveryPackage(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("test-packages.sh lists %d packages, go list ./... %d: the sets differ", len(got), len(want))
 	}
+	// make ci tests slow and rest, at once: together they are all, once.
+	var parts []string
+	for _, which := range []string{"slow", "rest"} {
+		sh := exec.Command("bash", filepath.Join("scripts", "test-packages.sh"), which)
+		sh.Dir = root
+		out, err := sh.Output()
+		require.NoError(t, err, "test-packages.sh %s", which)
+		require.NotContains(t, strings.TrimSuffix(string(out), "\n"), "\n", "test-packages.sh %s printed more than one line", which)
+		parts = append(parts, strings.Fields(string(out))...)
+	}
+	slices.Sort(parts)
+	require.Equal(t, want, parts, "test-packages.sh slow and rest together are not go list ./..., each package once")
 }
