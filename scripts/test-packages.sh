@@ -11,7 +11,7 @@
 # test command).
 set -euo pipefail
 which=${1:-all}
-slow=(redis postgres memcached zookeeper mysql etcd redlock cmd/distlock conformance internal/tests/jobs file internal/testkit/testserver)
+slow=(redis postgres mysql memcached zookeeper redlock etcd cmd/distlock conformance internal/tests/jobs)
 mod=$(go list -m)
 all=$(go list ./...)
 slowList() {
