@@ -71,20 +71,23 @@ func (l *Locker) attempt(ctx context.Context, op string, r *request, wait bool) 
 		err      error
 		attempts = 1
 	)
-	if wait && l.blocker != nil {
+	native := wait && l.blocker != nil
+	if native {
 		cctx, stop := l.closeAware(ctx)
 		sent = time.Now()
 		lock, err = l.blocker.Acquire(cctx, req)
 		stop()
-	} else if wait {
+		native = err != backend.ErrSkip // bare, as database/sql's driver.ErrSkip
+	}
+	if wait && !native {
 		lock, sent, attempts, err = l.waitLoop(ctx, req, r.retry, r.sharedOwner)
-	} else {
+	} else if !wait {
 		sent = time.Now()
 		lock, err = l.drv.TryAcquire(ctx, req)
 	}
 	if err != nil {
 		err = l.classify(err)
-		if l.blocker == nil || !wait {
+		if !native {
 			err = noAnswer(ctx, err)
 		}
 		return nil, attempts, l.err(op, key, l.ctxError(ctx, err))
@@ -151,6 +154,8 @@ func (l *Locker) waitLoop(ctx context.Context, req backend.Request, policy Retry
 		ownerWake <-chan struct{} // req.Owner granted req.Key in this Locker
 		timer     *time.Timer
 		unwatch   func(held bool) // ends the watch behind wake
+		// unannounced: the Notifier does not announce releases for req
+		unannounced bool
 	)
 	defer func() {
 		if unwatch != nil {
@@ -199,9 +204,10 @@ func (l *Locker) waitLoop(ctx context.Context, req backend.Request, policy Retry
 			ctx, stop = l.closeAware(ctx)
 			defer stop()
 		}
-		if l.notifier != nil && wake == nil {
-			wake, unwatch = l.watch(ctx, req.Key)
-			if ctx.Err() == nil {
+		if l.notifier != nil && wake == nil && !unannounced {
+			wake, unwatch = l.watch(ctx, req)
+			unannounced = wake == nil // not for this request: poll
+			if !unannounced && ctx.Err() == nil {
 				continue // subscribed: try once more so a release in between is not missed
 			}
 		}
@@ -244,15 +250,20 @@ func (l *Locker) waitLoop(ctx context.Context, req backend.Request, policy Retry
 	}
 }
 
-// watch is the Notifier's Watch of key, through WatchHeld where the driver
+// watch is the Notifier's Watch of req, through WatchHeld where the driver
 // has it: the cancel it returns is told whether the waiter leaves holding
-// the lock.
-func (l *Locker) watch(ctx context.Context, key string) (<-chan struct{}, func(held bool)) {
+// the lock. A nil channel (and cancel): releases of req are not announced.
+func (l *Locker) watch(ctx context.Context, req backend.Request) (<-chan struct{}, func(held bool)) {
 	if l.heldNotifier != nil {
-		return l.heldNotifier.WatchHeld(ctx, key)
+		if ch, cancel := l.heldNotifier.WatchHeld(ctx, req); ch != nil {
+			return ch, cancel
+		}
+		return nil, nil
 	}
-	ch, cancel := l.notifier.Watch(ctx, key)
-	return ch, func(bool) { cancel() }
+	if ch, cancel := l.notifier.Watch(ctx, req); ch != nil {
+		return ch, func(bool) { cancel() }
+	}
+	return nil, nil
 }
 
 // notifyFallback is the longest a notified waiter sleeps without a message

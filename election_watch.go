@@ -3,6 +3,8 @@ package distlock
 import (
 	"context"
 	"time"
+
+	"github.com/distlock/distlock/backend"
 )
 
 // quickObserve is the first pause of Observe's quick polls while nobody
@@ -45,7 +47,10 @@ func (w *leaderWatch) arm(ctx context.Context) {
 		return
 	}
 	defer w.l.inflight.Done()
-	w.ch, w.cancel = w.l.notifier.Watch(ctx, w.key)
+	w.ch, w.cancel = w.l.notifier.Watch(ctx, backend.Request{Key: w.key})
+	if w.ch == nil {
+		w.l = nil // releases of this key are not announced: poll
+	}
 }
 
 // wait pauses until the next look, given whether someone leads now; it

@@ -203,7 +203,10 @@ func (d *notifyDriver) publish(key string) {
 	}
 }
 
-func (d *notifyDriver) Watch(ctx context.Context, key string) (<-chan struct{}, func()) {
+var _ backend.Notifier = (*notifyDriver)(nil)
+
+func (d *notifyDriver) Watch(ctx context.Context, req backend.Request) (<-chan struct{}, func()) {
+	key := req.Key
 	t := time.NewTimer(notifyConfirm)
 	defer t.Stop()
 	for {

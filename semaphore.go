@@ -32,7 +32,7 @@ import (
 // Semaphores and locks live in separate namespaces: a semaphore on key
 // "jobs" and a lock on key "jobs" do not exclude each other. Every
 // acquisition is a distinct holder: WithOwner is refused (ErrInvalidOption).
-// Backends whose driver implements backend.Semaphorer hand them out; the
+// Backends whose driver implements backend.Permitter hand them out; the
 // others refuse with ErrInvalidOption and the reason.
 type Semaphore struct {
 	l       *Locker // the permits' own Locker: see permitLocker
@@ -108,13 +108,15 @@ func (s *Semaphore) acquire(ctx context.Context, op string, opts []Option, wait 
 // not recognise). It is made once per count and closed when l closes; l's
 // Close waits for it.
 func (l *Locker) permitLocker(permits int) (*Locker, error) {
-	sem, ok := l.drv.(backend.Semaphorer)
+	pm, ok := l.drv.(backend.Permitter)
 	if !ok {
-		if r, ok := l.drv.(backend.SemaphoreRefuser); ok {
-			return nil, r.NoSemaphore()
-		}
-		return nil, fmt.Errorf("%w: the %s backend has no semaphores (its driver does not implement backend.Semaphorer)", ErrInvalidOption, l.name)
+		return nil, fmt.Errorf("%w: the %s backend has no semaphores (its driver does not implement backend.Permitter)", ErrInvalidOption, l.name)
 	}
+	caps, err := pm.PermitCapabilities()
+	if err != nil {
+		return nil, err
+	}
+	caps.Reentrant, caps.Fair = false, false
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
@@ -124,15 +126,14 @@ func (l *Locker) permitLocker(permits int) (*Locker, error) {
 		return pl, nil
 	}
 	l.inflight.Add(1) // done by pl's Close, which l's Close waits for
-	d := &permitDriver{sem: sem, permits: permits}
-	pl := New(d, l.name, l.defaults...)
+	pl := New(&permitDriver{Driver: l.drv, caps: caps, permits: permits}, l.name, l.defaults...)
 	pl.ttlPolicy, pl.classifier = l.ttlPolicy, l.classifier
-	pl.batcher, pl.delayed = nil, nil
-	if b, ok := l.drv.(backend.PermitBlocker); ok {
-		pl.blocker = permitBlocker{b, permits}
+	pl.batcher, pl.delayed, pl.heldNotifier = nil, nil, nil
+	if l.blocker != nil {
+		pl.blocker = permitBlocker{l.blocker, permits}
 	}
-	if n, ok := l.drv.(backend.PermitNotifier); ok {
-		pl.notifier = permitNotifier{n}
+	if l.notifier != nil {
+		pl.notifier = permitNotifier{l.notifier, permits}
 	}
 	if l.permits == nil {
 		l.permits = map[int]*Locker{}
@@ -145,21 +146,21 @@ func (l *Locker) permitLocker(permits int) (*Locker, error) {
 	return pl, nil
 }
 
-// permitDriver is a Semaphorer seen as a Driver of one permit count.
+// permitDriver is l's driver seen as a Driver of the permits of one count:
+// every request it passes on has Permits set.
 type permitDriver struct {
-	sem     backend.Semaphorer
+	backend.Driver
+	caps    backend.Capabilities
 	permits int
 }
 
 func (d *permitDriver) TryAcquire(ctx context.Context, req backend.Request) (backend.Lock, error) {
-	return d.sem.TryAcquirePermit(ctx, req, d.permits)
+	req.Permits = d.permits
+	return d.Driver.TryAcquire(ctx, req)
 }
 
-func (d *permitDriver) Capabilities() backend.Capabilities {
-	c := d.sem.PermitCapabilities()
-	c.Reentrant, c.Fair = false, false
-	return c
-}
+// Capabilities are the driver's PermitCapabilities.
+func (d *permitDriver) Capabilities() backend.Capabilities { return d.caps }
 
 // Close does nothing: the connections are the Locker's.
 func (d *permitDriver) Close() error { return nil }
@@ -175,16 +176,21 @@ func (d *permitDriver) ForceRelease(context.Context, string, backend.Holder) (ba
 }
 
 type permitBlocker struct {
-	b       backend.PermitBlocker
+	b       backend.Blocker
 	permits int
 }
 
 func (b permitBlocker) Acquire(ctx context.Context, req backend.Request) (backend.Lock, error) {
-	return b.b.AcquirePermit(ctx, req, b.permits)
+	req.Permits = b.permits
+	return b.b.Acquire(ctx, req)
 }
 
-type permitNotifier struct{ n backend.PermitNotifier }
+type permitNotifier struct {
+	n       backend.Notifier
+	permits int
+}
 
-func (n permitNotifier) Watch(ctx context.Context, key string) (<-chan struct{}, func()) {
-	return n.n.WatchPermits(ctx, key)
+func (n permitNotifier) Watch(ctx context.Context, req backend.Request) (<-chan struct{}, func()) {
+	req.Permits = n.permits
+	return n.n.Watch(ctx, req)
 }

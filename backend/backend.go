@@ -87,6 +87,12 @@ type Request struct {
 	// loss on their own may ignore it: distlock's local validity deadline
 	// and refresh failures cover them.
 	Lost func(error)
+	// Permits, when above 0, makes the request one for a permit of the
+	// counting semaphore of Permits permits on Key (see Permitter), not
+	// for the lock Key. distlock sets it only for drivers whose
+	// PermitCapabilities returns no error, and never to more than
+	// MaxPermits.
+	Permits int
 }
 
 // Driver is the interface a backend implements. Its methods are safe for
@@ -150,25 +156,38 @@ type DelayedReleaser interface {
 	ReleaseAfter(ctx context.Context, lock Lock, d time.Duration) error
 }
 
-// Blocker is implemented by drivers whose backend can wait for a lock
-// natively (a server-side wait, a watch on a predecessor node, an in-process
-// queue). distlock's Acquire then calls Acquire instead of its own retry
-// loop. Acquire must honour ctx and, when it returns an error, leave nothing
-// behind in the backend.
+// ErrSkip is returned by Blocker.Acquire, before it sends anything, for a
+// request that the driver does not wait for natively (say, a permit where
+// only locks queue natively): distlock then waits for that request as for
+// a driver without Blocker. It is returned bare, never wrapped.
+var ErrSkip = errors.New("distlock/backend: no native wait for this request")
+
+// Blocker is implemented by drivers whose backend can wait for a lock, or
+// a permit (Request.Permits), natively (a server-side wait, a watch on a
+// predecessor node, an in-process queue). distlock's Acquire then calls
+// Acquire instead of its own retry loop. Acquire must honour ctx and, when
+// it returns an error, leave nothing behind in the backend. For a request
+// it has no native wait for, it returns ErrSkip at once.
 type Blocker interface {
 	Acquire(ctx context.Context, req Request) (Lock, error)
 }
 
 // Notifier is implemented by drivers whose backend announces releases.
-// Watch registers interest in key: after Watch returns, every release of key
-// wakes at least one of the driver's watchers of key with a non-blocking send
-// on its channel (capacity at least 1). A driver may wake just one of several
-// watchers of a key, to spare the others a wasted attempt, provided that a
-// woken watcher's cancel hands the wake-up on to another watcher: a waiter
-// that leaves must not swallow a release. distlock calls Watch after a
-// failed attempt and before the next one, so a release between the two is
-// not missed; it calls cancel when it stops waiting, whether it acquired the
-// lock or not.
+// Watch registers interest in req.Key's lock, or with req.Permits above 0
+// in its semaphore's permits; it reads only those two fields. After Watch
+// returns, every release wakes at least one of the driver's watchers of
+// that lock or semaphore with a non-blocking send on its channel
+// (capacity at least 1). A driver may wake just one of several watchers,
+// to spare the others a wasted attempt, provided that a woken watcher's
+// cancel hands the wake-up on to another watcher: a waiter that leaves
+// must not swallow a release. distlock calls Watch after a failed attempt
+// and before the next one, so a release between the two is not missed; it
+// calls cancel when it stops waiting, whether it acquired or not.
+//
+// For a request whose releases the driver does not announce (say, permits
+// where only locks are announced), Watch returns a nil channel and a nil
+// cancel at once: distlock then polls for it as for a driver without
+// Notifier.
 //
 // Watch honours ctx, the caller's: every wait inside it (a dial, a
 // subscription and its confirmation by the server) ends when ctx ends, and
@@ -177,24 +196,25 @@ type Blocker interface {
 // already under way, an unsubscription) goes on in the background, bounded
 // by the driver, and never delays the caller. When interest cannot be
 // registered — ctx ended, the notification channel is down or silent —
-// Watch returns a channel that may never fire and a cancel that the caller
-// still calls; it reports no error, because the caller's remedy is the same
-// either way: it checks ctx itself and otherwise falls back on its retry
-// delays.
+// Watch returns a non-nil channel that may never fire and a cancel that
+// the caller still calls; it reports no error, because the caller's
+// remedy is the same either way: it checks ctx itself and otherwise falls
+// back on its retry delays.
 type Notifier interface {
-	Watch(ctx context.Context, key string) (ch <-chan struct{}, cancel func())
+	Watch(ctx context.Context, req Request) (ch <-chan struct{}, cancel func())
 }
 
 // HeldNotifier is optionally implemented by a Notifier that wakes one
-// watcher of a key at a time. WatchHeld is Watch whose cancel is told
+// watcher of a lock at a time. WatchHeld is Watch whose cancel is told
 // whether the waiter leaves holding the lock: a woken watcher that
 // acquired need not hand its wake-up on, since the lock is taken and its
 // release will wake the next watcher (a hand-on would cost the next
 // watcher an attempt that cannot succeed). cancel(false) is Watch's
-// cancel. distlock calls WatchHeld instead of Watch where it is
+// cancel. distlock calls WatchHeld instead of Watch for the waits of
+// lock requests (never of permits, nor for observers) where it is
 // implemented.
 type HeldNotifier interface {
-	WatchHeld(ctx context.Context, key string) (ch <-chan struct{}, cancel func(held bool))
+	WatchHeld(ctx context.Context, req Request) (ch <-chan struct{}, cancel func(held bool))
 }
 
 // TTLPolicy is implemented by drivers whose validity differs from the

@@ -28,10 +28,12 @@
 //
 // Each method returns when its ctx ends, as the required ones do.
 //
-//   - Blocker: a native wait. Else distlock polls TryAcquire.
-//   - Notifier: release announcements. Else polling only.
+//   - Blocker: a native wait. Else distlock polls TryAcquire. For a
+//     request it has no native wait for, Acquire returns ErrSkip.
+//   - Notifier: release announcements. Else polling only. For a request
+//     whose releases it does not announce, Watch returns a nil channel.
 //   - HeldNotifier (with Notifier): no wake-up handed on by a watcher that
-//     acquired. Else every leaving watcher hands its wake-up on.
+//     acquired a lock. Else every leaving watcher hands its wake-up on.
 //   - TTLPolicy: a validity other than ttl less 1% + 2ms. Else
 //     DefaultValidity.
 //   - Issued: when the server started the TTL of a lock granted after a
@@ -43,9 +45,10 @@
 //   - DelayedReleaser: release a hold and keep the lock a given time
 //     longer. Else a never-shortening refresh, and WithMinHold is refused
 //     with WithOwner.
-//   - Semaphorer (with PermitBlocker, PermitNotifier): permits of counting
-//     semaphores. Else Locker.Semaphore refuses the backend with
-//     ErrInvalidOption and SemaphoreRefuser's reason.
+//   - Permitter: permits of counting semaphores, requested through
+//     TryAcquire, Blocker and Notifier with Request.Permits set; a mode
+//     without them returns its reason. Else Locker.Semaphore refuses the
+//     backend with ErrInvalidOption.
 //   - MultiAcquirer: several free locks in one atomic request. Else
 //     Locker.AcquireAll takes the keys one by one in sorted order.
 //   - Aser: answers Locker.As with the backend's client and extras. Else

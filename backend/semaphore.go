@@ -1,69 +1,46 @@
 package backend
 
-import (
-	"context"
-	"fmt"
-)
+import "fmt"
 
 // MaxPermits is the largest permit count of a semaphore.
 const MaxPermits = 1 << 20
 
-// Semaphorer is implemented by drivers that can hand out permits of a
-// counting semaphore: at most permits holders of one key at any instant.
-// Semaphores live in a namespace of their own: a semaphore and a lock of
-// the same key are independent.
+// Permitter is implemented by drivers that hand out permits of counting
+// semaphores. A permit is requested through the lock methods with
+// Request.Permits set: Driver.TryAcquire takes one of Request.Permits
+// permits of Request.Key, Blocker.Acquire waits for one (or returns
+// ErrSkip), Notifier.Watch announces given-back permits (or returns a nil
+// channel). At most Permits holders of one key hold a permit at any
+// instant. Semaphores live in a namespace of their own: a semaphore and a
+// lock of the same key are independent.
 //
 // A permit is a Lock: Token, Refresh and Release behave as a lock's, for
 // that one permit (owner-checked by the permit's own id, never touching
-// another holder's permit). Request.Owner is unique to each acquisition
-// (distlock refuses WithOwner for permits), so permits never nest. Lost,
-// TTL and Metadata are as for a lock; a driver may ignore Metadata.
+// another holder's permit). With every permit held the attempt returns
+// ErrNotAcquired (Busy, with the earliest expiry of a holder where known)
+// and leaves nothing behind; an attempt whose outcome is unknown is undone
+// by the driver as a lock's is; expired holders are dropped in the same
+// atomic step that counts the holders. Request.Owner is unique to each
+// acquisition (distlock refuses WithOwner for permits), so permits never
+// nest. Lost, TTL and Metadata are as for a lock; a driver may ignore
+// Metadata.
 //
 // The permit count is part of the semaphore's identity: while at least one
-// permit of key is held, TryAcquirePermit with another count returns a
+// permit of key is held, an attempt with another count returns a
 // *PermitsError (it wraps ErrInvalidOption) and takes nothing. A semaphore
 // of which no permit is held takes the count of its next acquisition.
 //
-// Without it: Locker.Semaphore refuses the backend with
-// ErrInvalidOption, giving SemaphoreRefuser's reason if the driver has one.
-type Semaphorer interface {
-	// TryAcquirePermit makes one attempt to take one of permits permits
-	// of req.Key. With every permit held it returns ErrNotAcquired (Busy,
-	// with the earliest expiry of a holder where known) and leaves nothing
-	// behind; an attempt whose outcome is unknown is undone by the driver
-	// as Driver.TryAcquire's is. Expired holders are dropped in the same
-	// atomic step that counts the holders.
-	TryAcquirePermit(ctx context.Context, req Request, permits int) (Lock, error)
+// Without it: Locker.Semaphore refuses the backend with ErrInvalidOption.
+type Permitter interface {
 	// PermitCapabilities reports what the driver guarantees of permits:
 	// Fencing (a per-key token strictly increasing over every permit
-	// granted), Notify (PermitNotifier or PermitBlocker), SessionBound,
-	// Expiring, Durable, as for locks. Reentrant is never claimed.
-	PermitCapabilities() Capabilities
-}
-
-// PermitBlocker is implemented by Semaphorers whose backend can wait for a
-// permit natively. AcquirePermit is TryAcquirePermit that waits until a
-// permit is free or ctx ends; it honours ctx as Blocker.Acquire does and
-// leaves nothing behind when it returns an error. Without it: distlock
-// polls TryAcquirePermit (woken by PermitNotifier where there is one).
-type PermitBlocker interface {
-	AcquirePermit(ctx context.Context, req Request, permits int) (Lock, error)
-}
-
-// PermitNotifier is implemented by Semaphorers whose backend announces
-// that a permit of key was given back. It has Notifier.Watch's contract,
-// for permits. Without it: polling at the retry policy's delays, never
-// past the earliest holder's expiry (Busy's RetryAfter).
-type PermitNotifier interface {
-	WatchPermits(ctx context.Context, key string) (ch <-chan struct{}, cancel func())
-}
-
-// SemaphoreRefuser is implemented by drivers without semaphores that can
-// say why (a mechanism that cannot count holders atomically, a mode that
-// is a per-session mutex). NoSemaphore returns that reason, an error
-// wrapping ErrInvalidOption.
-type SemaphoreRefuser interface {
-	NoSemaphore() error
+	// granted), Notify (waits woken by the backend), SessionBound,
+	// Expiring, Durable, as for locks; Reentrant and Fair are never
+	// claimed. A driver whose mode has no semaphores (a mechanism that
+	// cannot count holders atomically, a per-session mutex) returns an
+	// error wrapping ErrInvalidOption that says why; distlock then never
+	// sends it a request with Permits set.
+	PermitCapabilities() (Capabilities, error)
 }
 
 // PermitsError is the error of an acquisition whose permit count differs

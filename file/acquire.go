@@ -37,6 +37,9 @@ const maxTryRounds = 4
 // TryAcquire implements backend.Driver: one attempt at the kernel lock,
 // without waiting.
 func (d *driver) TryAcquire(ctx context.Context, req backend.Request) (backend.Lock, error) {
+	if req.Permits > 0 {
+		return d.tryAcquirePermit(ctx, req)
+	}
 	return d.acquire(ctx, req, false)
 }
 
@@ -44,6 +47,9 @@ func (d *driver) TryAcquire(ctx context.Context, req backend.Request) (backend.L
 // non-blocking attempts, woken by releases (hub.go) and a bounded poll, so
 // that it returns when ctx ends and leaves no thread or descriptor behind.
 func (d *driver) Acquire(ctx context.Context, req backend.Request) (backend.Lock, error) {
+	if req.Permits > 0 {
+		return d.acquirePermit(ctx, req)
+	}
 	return d.acquire(ctx, req, true)
 }
 

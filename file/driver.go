@@ -20,7 +20,7 @@ import (
 )
 
 // driver implements backend.Driver, backend.Blocker, backend.Inspector,
-// backend.ForceReleaser, backend.Semaphorer and backend.ErrorClassifier
+// backend.ForceReleaser, backend.Permitter and backend.ErrorClassifier
 // over one directory. Its mechanisms live in their own files: acquire.go
 // (taking a lock file and granting a token), lock.go (a held lock), admin.go
 // (Inspect, ForceRelease), semaphore.go (permits), hub.go and watch_*.go

@@ -31,22 +31,25 @@ import (
 // each permit is a file, and an acquisition may look at each of them.
 const MaxPermits = 4096
 
-// PermitCapabilities implements backend.Semaphorer.
-func (d *driver) PermitCapabilities() backend.Capabilities {
-	return backend.Capabilities{Fencing: true, SessionBound: true, Notify: d.dw.notify}
+var _ backend.Permitter = (*driver)(nil)
+
+// PermitCapabilities implements backend.Permitter.
+func (d *driver) PermitCapabilities() (backend.Capabilities, error) {
+	return backend.Capabilities{Fencing: true, SessionBound: true, Notify: d.dw.notify}, nil
 }
 
-// TryAcquirePermit implements backend.Semaphorer.
-func (d *driver) TryAcquirePermit(ctx context.Context, req backend.Request, permits int) (backend.Lock, error) {
-	if err := d.checkPermits(permits); err != nil {
+// tryAcquirePermit is TryAcquire of one of req.Permits permits.
+func (d *driver) tryAcquirePermit(ctx context.Context, req backend.Request) (backend.Lock, error) {
+	if err := d.checkPermits(req.Permits); err != nil {
 		return nil, err
 	}
-	return d.takePermit(ctx, req, permits)
+	return d.takePermit(ctx, req, req.Permits)
 }
 
-// AcquirePermit implements backend.PermitBlocker: it waits as Acquire
-// does, woken when any permit file of the semaphore is released.
-func (d *driver) AcquirePermit(ctx context.Context, req backend.Request, permits int) (backend.Lock, error) {
+// acquirePermit is Acquire of one of req.Permits permits: it waits as for a
+// lock, woken when any permit file of the semaphore is released.
+func (d *driver) acquirePermit(ctx context.Context, req backend.Request) (backend.Lock, error) {
+	permits := req.Permits
 	if err := d.checkPermits(permits); err != nil {
 		return nil, err
 	}

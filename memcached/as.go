@@ -32,7 +32,10 @@ func (d *driver) As(target any) bool {
 	return true
 }
 
-// NoSemaphore says why memcached has no semaphores.
-func (d *driver) NoSemaphore() error {
-	return fmt.Errorf("%w: the memcached backend has no semaphores: memcached has no atomic operation over a set of holders (no scripts, no sorted sets): CAS on one item listing the holders would lose a crashed holder's permit for good or over-issue under contention", backend.ErrInvalidOption)
+var _ backend.Permitter = (*driver)(nil)
+
+// PermitCapabilities implements backend.Permitter: memcached has no
+// semaphores, and the error says why.
+func (d *driver) PermitCapabilities() (backend.Capabilities, error) {
+	return backend.Capabilities{}, fmt.Errorf("%w: the memcached backend has no semaphores: memcached has no atomic operation over a set of holders (no scripts, no sorted sets): CAS on one item listing the holders would lose a crashed holder's permit for good or over-issue under contention", backend.ErrInvalidOption)
 }

@@ -325,6 +325,9 @@ func (d *driver) attempt(req backend.Request, now time.Time) (*lock, *entry) {
 }
 
 func (d *driver) TryAcquire(ctx context.Context, req backend.Request) (backend.Lock, error) {
+	if req.Permits > 0 {
+		return d.tryAcquirePermit(ctx, req)
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -342,10 +345,13 @@ func (d *driver) TryAcquire(ctx context.Context, req backend.Request) (backend.L
 	return nil, backend.Busy(e.expires.Sub(now))
 }
 
-// Acquire waits in arrival order: the lock is handed to the first waiter
+// Acquire waits in arrival order for a lock (permits: ErrSkip): the lock is handed to the first waiter
 // when its holder releases it or expires, and at the same moment a nested
 // hold goes to every other waiter of that waiter's owner.
 func (d *driver) Acquire(ctx context.Context, req backend.Request) (backend.Lock, error) {
+	if req.Permits > 0 {
+		return nil, backend.ErrSkip // permits wait on Watch
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("%w: %w", backend.ErrNotAcquired, err)
 	}

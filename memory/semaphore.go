@@ -11,9 +11,14 @@ import (
 // Semaphores (Locker.Semaphore): a table of permit holders per key,
 // beside the lock table and independent of it. Expired holders are dropped
 // whenever the key is looked at; a permit given back or dropped wakes the
-// key's watchers (backend.PermitNotifier). Tokens come from a per-key
+// key's watchers (Watch with Request.Permits). Tokens come from a per-key
 // counter of its own that outlives the semaphore (Fencing). Permits are
 // session-bound as locks are: Crash and Close give them back at once.
+
+var _ interface {
+	backend.Permitter
+	backend.Notifier
+} = (*driver)(nil)
 
 // semTable holds a namespace's semaphores. Guarded by Namespace.mu.
 type semTable struct {
@@ -46,9 +51,10 @@ func (ns *Namespace) semTable() *semTable {
 	return &ns.semt
 }
 
-// PermitCapabilities: Fencing, Notify, SessionBound, Expiring.
-func (d *driver) PermitCapabilities() backend.Capabilities {
-	return backend.Capabilities{Fencing: true, Notify: true, SessionBound: true, Expiring: true}
+// PermitCapabilities implements backend.Permitter: Fencing, Notify,
+// SessionBound, Expiring.
+func (d *driver) PermitCapabilities() (backend.Capabilities, error) {
+	return backend.Capabilities{Fencing: true, Notify: true, SessionBound: true, Expiring: true}, nil
 }
 
 // current returns key's semaphore with its expired holders dropped (their
@@ -87,7 +93,9 @@ func (t *semTable) wake(key string) {
 	}
 }
 
-func (d *driver) TryAcquirePermit(ctx context.Context, req backend.Request, permits int) (backend.Lock, error) {
+// tryAcquirePermit takes one of req.Permits permits of req.Key.
+func (d *driver) tryAcquirePermit(ctx context.Context, req backend.Request) (backend.Lock, error) {
+	permits := req.Permits
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -122,9 +130,14 @@ func (d *driver) TryAcquirePermit(ctx context.Context, req backend.Request, perm
 	return p, nil
 }
 
-// WatchPermits wakes the returned channel whenever a permit of key is given
-// back or dropped.
-func (d *driver) WatchPermits(_ context.Context, key string) (<-chan struct{}, func()) {
+// Watch implements backend.Notifier for permits: the returned channel is
+// woken whenever a permit of req.Key is given back or dropped. Locks wait
+// in Acquire's queue, so their releases are not announced (a nil channel).
+func (d *driver) Watch(_ context.Context, req backend.Request) (<-chan struct{}, func()) {
+	if req.Permits == 0 {
+		return nil, nil
+	}
+	key := req.Key
 	ns := d.ns
 	w := &semWatch{ch: make(chan struct{}, 1)}
 	ns.mu.Lock()

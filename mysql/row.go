@@ -125,6 +125,9 @@ func (d *rowDriver) Capabilities() backend.Capabilities {
 // own hold id, so no orphan blocks other owners until the TTL — also when
 // the same owner acquires the lock again meanwhile and nests in that hold.
 func (d *rowDriver) TryAcquire(ctx context.Context, req backend.Request) (backend.Lock, error) {
+	if req.Permits > 0 {
+		return d.tryAcquirePermit(ctx, req)
+	}
 	if err := d.ready(ctx); err != nil {
 		return nil, err
 	}

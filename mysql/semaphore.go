@@ -62,13 +62,20 @@ func newPermitSQL(db *sql.DB, t string) sqllock.PermitSQL {
 	}
 }
 
-// PermitCapabilities: Fencing, Expiring, Durable.
-func (d *rowDriver) PermitCapabilities() backend.Capabilities { return d.sem.Capabilities() }
+var (
+	_ backend.Permitter = (*rowDriver)(nil)
+	_ backend.Permitter = (*fuDriver)(nil)
+)
 
-// TryAcquirePermit takes one of permits permits of req.Key in one
+// PermitCapabilities implements backend.Permitter: Fencing, Expiring, Durable.
+func (d *rowDriver) PermitCapabilities() (backend.Capabilities, error) {
+	return d.sem.Capabilities(), nil
+}
+
+// tryAcquirePermit takes one of req.Permits permits of req.Key in one
 // transaction (sqllock.Permits).
-func (d *rowDriver) TryAcquirePermit(ctx context.Context, req backend.Request, permits int) (backend.Lock, error) {
-	return d.sem.TryAcquire(ctx, req, permits)
+func (d *rowDriver) tryAcquirePermit(ctx context.Context, req backend.Request) (backend.Lock, error) {
+	return d.sem.TryAcquire(ctx, req, req.Permits)
 }
 
 // Key is the SHA-256 of the semaphore key.
@@ -163,7 +170,8 @@ func (t *permitTx) Commit(context.Context) error { return t.tx.Commit() }
 
 func (t *permitTx) Rollback(context.Context) { _ = t.tx.Rollback() }
 
-// NoSemaphore: forupdate mode refuses semaphores.
-func (d *fuDriver) NoSemaphore() error {
-	return fmt.Errorf("%w: mysql forupdate mode has no semaphores: a row locked FOR UPDATE has one holder, with nothing to count holders by; use mode=row", backend.ErrInvalidOption)
+// PermitCapabilities implements backend.Permitter: this mode refuses
+// semaphores, and the error says why.
+func (d *fuDriver) PermitCapabilities() (backend.Capabilities, error) {
+	return backend.Capabilities{}, fmt.Errorf("%w: mysql forupdate mode has no semaphores: a row locked FOR UPDATE has one holder, with nothing to count holders by; use mode=row", backend.ErrInvalidOption)
 }

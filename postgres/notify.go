@@ -52,12 +52,17 @@ type notifyRowDriver struct{ *rowDriver }
 
 var _ backend.Notifier = notifyRowDriver{}
 
-// Watch implements backend.Notifier. It never waits (the shared LISTEN
-// connection is kept by a background goroutine), so ctx is not consulted.
-func (d notifyRowDriver) Watch(_ context.Context, key string) (<-chan struct{}, func()) {
+// Watch implements backend.Notifier for locks; permits are not announced
+// (a nil channel: distlock polls for them). It never waits (the shared
+// LISTEN connection is kept by a background goroutine), so ctx is not
+// consulted.
+func (d notifyRowDriver) Watch(_ context.Context, req backend.Request) (<-chan struct{}, func()) {
+	if req.Permits > 0 {
+		return nil, nil
+	}
 	ln := d.listen
 	ch := make(chan struct{}, 1)
-	tag := keyTag(key)
+	tag := keyTag(req.Key)
 	ln.mu.Lock()
 	if ln.watchers[tag] == nil {
 		ln.watchers[tag] = map[chan struct{}]struct{}{}

@@ -114,6 +114,9 @@ func (d *rowDriver) Capabilities() backend.Capabilities {
 // connection broke after the statement may have run), the hold it may have
 // taken is given back in the background by its request id.
 func (d *rowDriver) TryAcquire(ctx context.Context, req backend.Request) (backend.Lock, error) {
+	if req.Permits > 0 {
+		return d.tryAcquirePermit(ctx, req)
+	}
 	if err := d.ready(ctx); err != nil {
 		return nil, err
 	}

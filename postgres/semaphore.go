@@ -60,13 +60,20 @@ func newPermitSQL(pool *pgxpool.Pool, t string) sqllock.PermitSQL {
 	}
 }
 
-// PermitCapabilities: Fencing, Expiring, Durable.
-func (d *rowDriver) PermitCapabilities() backend.Capabilities { return d.sem.Capabilities() }
+var (
+	_ backend.Permitter = (*rowDriver)(nil)
+	_ backend.Permitter = (*advDriver)(nil)
+)
 
-// TryAcquirePermit takes one of permits permits of req.Key in one
+// PermitCapabilities implements backend.Permitter: Fencing, Expiring, Durable.
+func (d *rowDriver) PermitCapabilities() (backend.Capabilities, error) {
+	return d.sem.Capabilities(), nil
+}
+
+// tryAcquirePermit takes one of req.Permits permits of req.Key in one
 // transaction (sqllock.Permits).
-func (d *rowDriver) TryAcquirePermit(ctx context.Context, req backend.Request, permits int) (backend.Lock, error) {
-	return d.sem.TryAcquire(ctx, req, permits)
+func (d *rowDriver) tryAcquirePermit(ctx context.Context, req backend.Request) (backend.Lock, error) {
+	return d.sem.TryAcquire(ctx, req, req.Permits)
 }
 
 // Key is the semaphore key itself.
@@ -132,7 +139,8 @@ func (t *permitTx) Commit(ctx context.Context) error { return t.tx.Commit(ctx) }
 
 func (t *permitTx) Rollback(ctx context.Context) { _ = t.tx.Rollback(ctx) }
 
-// NoSemaphore: advisory mode refuses semaphores.
-func (d *advDriver) NoSemaphore() error {
-	return fmt.Errorf("%w: postgres advisory mode has no semaphores: an advisory lock is a per-session mutex with nothing to count holders by; use mode=row", backend.ErrInvalidOption)
+// PermitCapabilities implements backend.Permitter: this mode refuses
+// semaphores, and the error says why.
+func (d *advDriver) PermitCapabilities() (backend.Capabilities, error) {
+	return backend.Capabilities{}, fmt.Errorf("%w: postgres advisory mode has no semaphores: an advisory lock is a per-session mutex with nothing to count holders by; use mode=row", backend.ErrInvalidOption)
 }

@@ -38,6 +38,9 @@ func (f *fairDriver) Capabilities() backend.Capabilities {
 // queue entry and reports a grant whose message was lost), or the end of
 // ctx (it leaves the queue, releasing the lock if it was granted meanwhile).
 func (f *fairDriver) Acquire(ctx context.Context, req backend.Request) (backend.Lock, error) {
+	if req.Permits > 0 {
+		return nil, backend.ErrSkip // permits are not queued: distlock waits on Watch
+	}
 	w := &fairWait{
 		d: f.driver, req: req, k: f.keys(req.Key), hold: f.holds.Next(),
 		wake: make(chan struct{}, 1), grants: make(chan redissub.GrantMessage, 1),

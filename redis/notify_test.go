@@ -12,6 +12,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/backend"
 	"github.com/distlock/distlock/internal/redislua"
 	"github.com/distlock/distlock/internal/testkit/slack"
 	"github.com/distlock/distlock/internal/testkit/testserver"
@@ -185,7 +186,7 @@ func TestLingerStopsGoroutine(t *testing.T) {
 	w := newTestLocker(t, &goredis.Options{Addr: srv.Addr()}, WithSubscriptionLinger(300*time.Millisecond))
 	held, err := holder.TryAcquire(ctx, "linger", distlock.WithTTL(time.Minute))
 	require.NoError(t, err)
-	ch, cancel := w.d.Watch(t.Context(), "linger")
+	ch, cancel := w.d.Watch(t.Context(), backend.Request{Key: "linger"})
 	if ch == nil {
 		t.Fatal("nil channel")
 	}
@@ -224,7 +225,7 @@ func TestSubscriptionSurvivesReconnect(t *testing.T) {
 	w := newTestLocker(t, &goredis.Options{Addr: srv.Addr()})
 	held, err := holder.TryAcquire(ctx, "reconnect", distlock.WithTTL(time.Minute))
 	require.NoError(t, err)
-	ch, cancel := w.d.Watch(t.Context(), "reconnect")
+	ch, cancel := w.d.Watch(t.Context(), backend.Request{Key: "reconnect"})
 	defer cancel()
 	if n := admin.ClientKillByFilter(ctx, "TYPE", "pubsub").Val(); n != 1 {
 		t.Fatalf("killed %d pub/sub clients, want 1", n)
@@ -236,7 +237,7 @@ func TestSubscriptionSurvivesReconnect(t *testing.T) {
 	}
 	eventually(t, 10*time.Second, "resubscribed", func() bool { return len(pubsubClients(t, admin)) == 1 })
 	// A second watcher of the same key waits for the resubscription.
-	ch2, cancel2 := w.d.Watch(t.Context(), "reconnect")
+	ch2, cancel2 := w.d.Watch(t.Context(), backend.Request{Key: "reconnect"})
 	defer cancel2()
 	require.NoError(t, held.Release(ctx))
 	// The release wakes the head of the queue (the first watcher); when it

@@ -112,6 +112,7 @@ type driver struct {
 var (
 	_ backend.Driver          = (*driver)(nil)
 	_ backend.Notifier        = (*driver)(nil)
+	_ backend.HeldNotifier    = (*driver)(nil)
 	_ backend.TTLPolicy       = (*driver)(nil)
 	_ backend.BatchRefresher  = (*driver)(nil)
 	_ backend.ErrorClassifier = (*driver)(nil)
@@ -141,6 +142,9 @@ func (d *driver) keys(key string) redislua.Keys {
 }
 
 func (d *driver) TryAcquire(ctx context.Context, req backend.Request) (backend.Lock, error) {
+	if req.Permits > 0 {
+		return d.tryAcquirePermit(ctx, req)
+	}
 	k := d.keys(req.Key)
 	hold := d.holds.Next()
 	sent := time.Now()
@@ -233,9 +237,13 @@ func (d *driver) undo(k redislua.Keys, req backend.Request, hold string, inFligh
 // Every release message wakes every Watch caller (redissub.WatchAll): it is
 // taken for an observer (Election.Observe), which never stands in the
 // queue of the waiters (WatchHeld), so that one that does not read its
-// channel holds no waiter's wake-up.
-func (d *driver) Watch(ctx context.Context, key string) (<-chan struct{}, func()) {
-	k := d.keys(key)
+// channel holds no waiter's wake-up. For permits (req.Permits) it watches
+// the semaphore's channel, whose release messages wake one watcher each.
+func (d *driver) Watch(ctx context.Context, req backend.Request) (<-chan struct{}, func()) {
+	if req.Permits > 0 {
+		return d.watchPermits(ctx, req)
+	}
+	k := d.keys(req.Key)
 	ch, cancel := d.sub.WatchAll(ctx, k.Channel)
 	if ctx.Err() == nil && !d.closed.Load() {
 		_, _, _ = async.Call(d.bg.Group(), ctx, func(ctx context.Context) (struct{}, error) {
@@ -251,8 +259,8 @@ func (d *driver) Watch(ctx context.Context, key string) (<-chan struct{}, func()
 // that leaves holding the lock hands no wake-up on, since the lock it
 // takes while other waiters of this Locker wait is marked for them at once
 // (AcquireWaited), and its release wakes the next.
-func (d *driver) WatchHeld(ctx context.Context, key string) (<-chan struct{}, func(held bool)) {
-	return d.sub.WatchHeld(ctx, d.keys(key).Channel)
+func (d *driver) WatchHeld(ctx context.Context, req backend.Request) (<-chan struct{}, func(held bool)) {
+	return d.sub.WatchHeld(ctx, d.keys(req.Key).Channel)
 }
 
 // RefreshBatch implements backend.BatchRefresher: one pipeline (one round

@@ -19,22 +19,21 @@ import (
 // token; release and refresh act on one permit id, only while it is
 // unexpired. The keys expire with the last holder. A release publishes on
 // the semaphore's channel, which waiters watch through the Locker's shared
-// subscription (backend.PermitNotifier); a waiter never sleeps past the
+// subscription (Watch with Request.Permits); a waiter never sleeps past the
 // first holder's expiry. An acquire whose reply is lost is undone by its
 // permit id on a schedule. Capabilities: Fencing, Notify, Expiring.
 
-var _ interface {
-	backend.Semaphorer
-	backend.PermitNotifier
-} = (*driver)(nil)
+var _ backend.Permitter = (*driver)(nil)
 
-// PermitCapabilities: Fencing, Notify, Expiring.
-func (d *driver) PermitCapabilities() backend.Capabilities {
-	return backend.Capabilities{Fencing: true, Notify: true, Expiring: true}
+// PermitCapabilities implements backend.Permitter: Fencing, Notify,
+// Expiring.
+func (d *driver) PermitCapabilities() (backend.Capabilities, error) {
+	return backend.Capabilities{Fencing: true, Notify: true, Expiring: true}, nil
 }
 
-// TryAcquirePermit runs the acquire script once.
-func (d *driver) TryAcquirePermit(ctx context.Context, req backend.Request, permits int) (backend.Lock, error) {
+// tryAcquirePermit runs the acquire script once for one of req.Permits
+// permits.
+func (d *driver) tryAcquirePermit(ctx context.Context, req backend.Request) (backend.Lock, error) {
 	if d.closed.Load() {
 		return nil, backend.ErrClosed
 	}
@@ -45,7 +44,7 @@ func (d *driver) TryAcquirePermit(ctx context.Context, req backend.Request, perm
 	id := d.holds.Next()
 	sent := time.Now()
 	run := withTryAgain(d.cluster, func(ctx context.Context) (redislua.SemResult, error) {
-		return redislua.SemAcquire(ctx, d.client, k, id, req.TTL, permits)
+		return redislua.SemAcquire(ctx, d.client, k, id, req.TTL, req.Permits)
 	})
 	var (
 		r         redislua.SemResult
@@ -68,17 +67,17 @@ func (d *driver) TryAcquirePermit(ctx context.Context, req backend.Request, perm
 		}
 		return nil, redislua.OpError(ctx, err)
 	case r.Have != 0:
-		return nil, &backend.PermitsError{Key: req.Key, Have: r.Have, Want: permits}
+		return nil, &backend.PermitsError{Key: req.Key, Have: r.Have, Want: req.Permits}
 	case !r.Granted:
 		return nil, backend.Busy(r.PTTL)
 	}
 	return &permit{d: d, keys: k, id: id, token: r.Token, issued: sent}, nil
 }
 
-// WatchPermits implements backend.PermitNotifier over the Locker's shared
-// subscription.
-func (d *driver) WatchPermits(ctx context.Context, key string) (<-chan struct{}, func()) {
-	return d.sub.Watch(ctx, redislua.SemKeysFor(d.prefix, key).Channel)
+// watchPermits is Watch for the permits of req.Key's semaphore, over the
+// Locker's shared subscription.
+func (d *driver) watchPermits(ctx context.Context, req backend.Request) (<-chan struct{}, func()) {
+	return d.sub.Watch(ctx, redislua.SemKeysFor(d.prefix, req.Key).Channel)
 }
 
 // permit is one held permit.

@@ -26,7 +26,8 @@ func (d *driver) As(target any) bool {
 	return false
 }
 
-// NoSemaphore says why Redlock has no semaphores.
-func (d *driver) NoSemaphore() error {
-	return fmt.Errorf("%w: the redlock backend has no semaphores: a permit count needs one atomic view of every holder, which independent masters with a quorum cannot give (two quorums can each see a free permit); use redis:// on one server, Sentinel or Cluster", backend.ErrInvalidOption)
+// PermitCapabilities implements backend.Permitter: Redlock has no
+// semaphores, and the error says why.
+func (d *driver) PermitCapabilities() (backend.Capabilities, error) {
+	return backend.Capabilities{}, fmt.Errorf("%w: the redlock backend has no semaphores: a permit count needs one atomic view of every holder, which independent masters with a quorum cannot give (two quorums can each see a free permit); use redis:// on one server, Sentinel or Cluster", backend.ErrInvalidOption)
 }

@@ -103,6 +103,8 @@ type driver struct {
 var (
 	_ backend.Driver          = (*driver)(nil)
 	_ backend.Notifier        = (*driver)(nil)
+	_ backend.HeldNotifier    = (*driver)(nil)
+	_ backend.Permitter       = (*driver)(nil)
 	_ backend.TTLPolicy       = (*driver)(nil)
 	_ backend.BatchRefresher  = (*driver)(nil)
 	_ backend.ErrorClassifier = (*driver)(nil)

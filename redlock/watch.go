@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 
+	"github.com/distlock/distlock/backend"
 	"github.com/distlock/distlock/internal/redislua"
 	"github.com/distlock/distlock/internal/redissub"
 )
@@ -13,8 +14,8 @@ import (
 // queue. It returns once N − quorum + 1 nodes confirmed their subscription,
 // every node answered or timed out, or ctx ended. The acquire loop uses
 // WatchHeld.
-func (d *driver) Watch(ctx context.Context, key string) (<-chan struct{}, func()) {
-	return d.watch(ctx, key, true)
+func (d *driver) Watch(ctx context.Context, req backend.Request) (<-chan struct{}, func()) {
+	return d.watch(ctx, req.Key, true)
 }
 
 // WatchHeld implements backend.HeldNotifier for distlock's acquire loop:
@@ -24,8 +25,8 @@ func (d *driver) Watch(ctx context.Context, key string) (<-chan struct{}, func()
 // the holder on every node that answers busy. Its cancel hands a received wake-up on whether or
 // not it leaves holding the lock: a lock taken on Redlock's nodes is not
 // marked for the waiters behind it, whose hand-on attempt marks it.
-func (d *driver) WatchHeld(ctx context.Context, key string) (<-chan struct{}, func(held bool)) {
-	ch, cancel := d.watch(ctx, key, false)
+func (d *driver) WatchHeld(ctx context.Context, req backend.Request) (<-chan struct{}, func(held bool)) {
+	ch, cancel := d.watch(ctx, req.Key, false)
 	return ch, func(bool) { cancel() }
 }
 

@@ -16,12 +16,18 @@ import (
 // TryAcquire creates a node, checks whether it is first, and deletes it if
 // it is not.
 func (d *driver) TryAcquire(ctx context.Context, req backend.Request) (backend.Lock, error) {
+	if req.Permits > 0 {
+		return d.acquirePermit(ctx, req, req.Permits, false)
+	}
 	return d.acquire(ctx, req, false)
 }
 
 // Acquire creates a node and waits, watching only its predecessor, until
 // it is first.
 func (d *driver) Acquire(ctx context.Context, req backend.Request) (backend.Lock, error) {
+	if req.Permits > 0 {
+		return d.acquirePermit(ctx, req, req.Permits, true)
+	}
 	return d.acquire(ctx, req, true)
 }
 

@@ -25,19 +25,13 @@ const (
 	semHoldKey  = "\xffsem-permit\xff" // + the attempt's GUID: the keyState of one permit
 )
 
-// PermitCapabilities: Fencing, Notify, SessionBound, Durable.
-func (d *driver) PermitCapabilities() backend.Capabilities {
-	return backend.Capabilities{Fencing: true, Notify: true, SessionBound: true, Durable: true}
-}
+var _ backend.Permitter = (*driver)(nil)
 
-// TryAcquirePermit implements backend.Semaphorer.
-func (d *driver) TryAcquirePermit(ctx context.Context, req backend.Request, permits int) (backend.Lock, error) {
-	return d.acquirePermit(ctx, req, permits, false)
-}
-
-// AcquirePermit implements backend.PermitBlocker.
-func (d *driver) AcquirePermit(ctx context.Context, req backend.Request, permits int) (backend.Lock, error) {
-	return d.acquirePermit(ctx, req, permits, true)
+// PermitCapabilities implements backend.Permitter: Fencing, Notify,
+// SessionBound, Durable. TryAcquire and Acquire take a permit when
+// Request.Permits is set (acquirePermit).
+func (d *driver) PermitCapabilities() (backend.Capabilities, error) {
+	return backend.Capabilities{Fencing: true, Notify: true, SessionBound: true, Durable: true}, nil
 }
 
 func (d *driver) acquirePermit(ctx context.Context, req backend.Request, permits int, wait bool) (backend.Lock, error) {
@@ -46,7 +40,7 @@ func (d *driver) acquirePermit(ctx context.Context, req backend.Request, permits
 		return nil, err
 	}
 	defer func() {
-		// At once, not in the background: a TryAcquirePermit right after
+		// At once, not in the background: a permit TryAcquire right after
 		// this one returns must not find the admission lock still taken.
 		// A release that fails here is finished in the background by the
 		// lock's own Release (deleteNodeBG).

@@ -3,7 +3,7 @@
 package main
 
 // semaphoreBackends: the registered URL schemes (and modes) whose drivers
-// implement backend.Semaphorer.
+// implement backend.Permitter.
 var semaphoreBackends = []string{"file://", "mem://", "mysql:// (mode=row)", "postgres:// and postgresql:// (mode=row)", "redis:// and redis+cluster:// and redis+sentinel:// and rediss:// and rediss+cluster:// and rediss+sentinel://", "zookeeper:// and zk://"}
 
 // noSemaphoreBackends: the others.
