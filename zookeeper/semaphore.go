@@ -127,6 +127,9 @@ func (d *driver) lease(ctx context.Context, s *session, req backend.Request, per
 		if !wait {
 			return nil, fail(backend.Busy(0))
 		}
+		if h := d.cfg.hooks; h != nil && h.permitWait != nil {
+			h.permitWait()
+		}
 		select {
 		case <-changed:
 		case <-ctx.Done():
