@@ -103,7 +103,9 @@ func TestPermitWaiterCancelledWhileCutOffReturnsPromptly(t *testing.T) {
 	case err := <-done:
 		assert.ErrorIs(t, err, context.Canceled)
 		assert.ErrorIs(t, err, distlock.ErrNotAcquired)
-		if took, most := time.Since(start), slack.D(500*time.Millisecond); took > most {
+		took, most := time.Since(start), slack.D(500*time.Millisecond)
+		t.Logf("Acquire returned %v after its ctx was cancelled", took)
+		if took > most {
 			t.Errorf("Acquire returned %v after its ctx was cancelled, want at most %v", took, most)
 		}
 	case <-time.After(slack.D(30 * time.Second)):
