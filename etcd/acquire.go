@@ -71,20 +71,32 @@ type entry struct {
 	// The predecessor the last Look found, and the revision of that read.
 	pred    *mvccpb.KeyValue
 	predRev int64
-	head    string // the first waiter key the create or the last Look found
+
+	// Joining the owner's hold, and its attempt at the head of the queue
+	// (by waiter key: the first the create or the last Look found).
+	queuewait.Member[backend.Lock, *hold]
+}
+
+// newEntry returns the entry of a new attempt of req on session s, in the
+// queue under prefix; its waiter key is not created yet.
+func (d *driver) newEntry(ctx context.Context, s *session, ks *keyState, prefix string, req backend.Request) *entry {
+	id := newID()
+	e := &entry{ctx: ctx, d: d, s: s, ks: ks, req: req, prefix: prefix, id: id, key: waiterKey(prefix, int64(s.id), id)}
+	e.Member = queuewait.NewMember(d.table, ks, req.Owner, &d.attempts,
+		func(ctx context.Context) (backend.Lock, bool, error) { return d.nest(ctx, ks, req) }, d.headWaitHook())
+	return e
 }
 
 // attempt is one acquisition on session s: create the waiter key, hold if
 // it is the first, else (wait) watch the predecessor until it is.
 func (d *driver) attempt(ctx context.Context, s *session, ks *keyState, prefix string, req backend.Request, wait bool) (backend.Lock, error) {
-	id := newID()
-	e := &entry{ctx: ctx, d: d, s: s, ks: ks, req: req, prefix: prefix, id: id, key: waiterKey(prefix, int64(s.id), id)}
+	e := d.newEntry(ctx, s, ks, prefix, req)
 	defer d.attempts.Start(e.key, req.Owner)()
 	first, err := e.create(ctx)
 	if err != nil {
 		return nil, err
 	}
-	e.head = string(first.Key)
+	e.SetHead(string(first.Key))
 	if first.CreateRevision == e.rev {
 		return d.grant(e)
 	}

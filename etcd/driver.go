@@ -121,3 +121,11 @@ type testHooks struct {
 }
 
 func withHooks(h *testHooks) Option { return func(c *config) { c.hooks = h } }
+
+// headWaitHook returns the headWait hook, nil if there is none.
+func (d *driver) headWaitHook() func() {
+	if h := d.cfg.hooks; h != nil {
+		return h.headWait
+	}
+	return nil
+}

@@ -66,21 +66,11 @@ func (l *lock) Release(ctx context.Context) error {
 	case holdtab.WasLost:
 		return l.errNotHeld()
 	case holdtab.Kept:
-		held, err := d.publishHolds(ctx, h)
-		if err != nil {
-			return err
-		}
-		if !held {
-			d.mu.Lock()
-			last := h.Count == 0 && !h.Lost
-			d.mu.Unlock()
-			if last {
-				return nil // the owner's last release removed it meanwhile
-			}
-			d.table.Gone(h, errKeyGone, nil)
+		lost, err := d.table.ReleaseKept(ctx, h, d.publishHolds, errKeyGone)
+		if lost {
 			return l.errNotHeld()
 		}
-		return nil
+		return err
 	}
 	key := d.keyOf(h)
 	held, err := d.ifHeld(ctx, h, clientv3.OpDelete(key))

@@ -57,9 +57,7 @@ func TestHoldEndsBetweenJoinableAndNest(t *testing.T) {
 				t.Fatal(err)
 			}
 			req := backend.Request{Key: "k", Owner: "o"}
-			id := newID()
-			prefixK := d.lockPrefix("k")
-			e := &entry{ctx: ctx, d: d, s: s, ks: ks, req: req, prefix: prefixK, id: id, key: waiterKey(prefixK, int64(s.id), id)}
+			e := d.newEntry(ctx, s, ks, d.lockPrefix("k"), req)
 			first, err := e.create(ctx)
 			if err != nil {
 				t.Fatal(err)

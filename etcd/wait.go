@@ -16,7 +16,8 @@ import (
 // predecessor (the waiter key with the highest create revision below
 // ours) and watches only its deletion, then reads again, as etcd's own
 // concurrency.Mutex does; one release wakes one waiter. The methods below
-// are its queuewait.Queue.
+// and its queuewait.Member (joining the owner's hold, Head) are its
+// queuewait.Queue.
 var _ queuewait.Queue[backend.Lock, clientv3.WatchResponse] = (*entry)(nil)
 
 // Look reads the predecessor (predecessor); an error deletes our key.
@@ -29,7 +30,7 @@ func (e *entry) Look(ctx context.Context) (first bool, err error) {
 }
 
 // predecessor reads, in one linearizable transaction, the key just before
-// ours, our own key and the first key (e.head). It returns the predecessor
+// ours, our own key and the first key (SetHead). It returns the predecessor
 // (nil if ours is first) and the revision of the read; errRestart if our
 // key is gone.
 func (e *entry) predecessor(ctx context.Context) (*mvccpb.KeyValue, int64, error) {
@@ -53,7 +54,7 @@ func (e *entry) predecessor(ctx context.Context) (*mvccpb.KeyValue, int64, error
 		return nil, 0, errRestart // deleted: lease ended, or an operator
 	}
 	if heads := resp.Responses[2].GetResponseRange().GetKvs(); len(heads) > 0 {
-		e.head = string(heads[0].Key)
+		e.SetHead(string(heads[0].Key))
 	}
 	preds := resp.Responses[0].GetResponseRange().GetKvs()
 	if len(preds) == 0 {
@@ -106,24 +107,6 @@ func (e *entry) Event(ctx context.Context, wr clientv3.WatchResponse, ok bool) (
 
 // Grant makes our key, found first, a hold.
 func (e *entry) Grant() (backend.Lock, error) { return e.d.grant(e) }
-
-// Joinable tells whether this driver holds the key for our owner.
-func (e *entry) Joinable() (<-chan struct{}, bool) { return e.d.table.Joinable(e.ks, e.req.Owner) }
-
-// Nest joins that hold (nest).
-func (e *entry) Nest(ctx context.Context) (backend.Lock, bool, error) {
-	return e.d.nest(ctx, e.ks, e.req)
-}
-
-// Head tells whether the first waiter key is that of an attempt of our
-// owner on this driver under way.
-func (e *entry) Head() (<-chan struct{}, bool) {
-	ended, ours := e.d.attempts.Of(e.head, e.req.Owner)
-	if h := e.d.cfg.hooks; ours && h != nil && h.headWait != nil {
-		h.headWait()
-	}
-	return ended, ours
-}
 
 // Ends: the driver's closing, our session's loss.
 func (e *entry) Ends() queuewait.Ends {

@@ -117,13 +117,25 @@ type entry struct {
 	checked bool
 
 	pred string // the node just before ours that the last Look found
-	head string // the guid of the first node the last Look found
+
+	// Joining the owner's hold, and its attempt at the head of the queue
+	// (by guid: that of the first node the last Look found).
+	queuewait.Member[backend.Lock, *hold]
+}
+
+// newEntry returns the entry of a new attempt of req on session s, under
+// parent; its node is not created yet.
+func (d *driver) newEntry(ctx context.Context, s *session, ks *keyState, parent string, req backend.Request) *entry {
+	e := &entry{ctx: ctx, d: d, s: s, ks: ks, req: req, parent: parent, guid: newGUID()}
+	e.Member = queuewait.NewMember(d.table, ks, req.Owner, &d.attempts,
+		func(ctx context.Context) (backend.Lock, bool, error) { return d.nest(ctx, ks, req) }, d.headWaitHook())
+	return e
 }
 
 // attempt is one acquisition on session s: protected create, then (wait)
 // the recipe's loop (wait.go), or else one look: hold if first.
 func (d *driver) attempt(ctx context.Context, s *session, ks *keyState, parent string, req backend.Request, wait bool) (backend.Lock, error) {
-	e := &entry{ctx: ctx, d: d, s: s, ks: ks, req: req, parent: parent, guid: newGUID()}
+	e := d.newEntry(ctx, s, ks, parent, req)
 	defer d.attempts.Start(e.guid, req.Owner)()
 	child, err := d.protectedCreate(ctx, s, parent, e.guid, encodeNode(req.Owner, req.Metadata, 1))
 	if err != nil {
@@ -181,7 +193,7 @@ func (e *entry) position(ctx context.Context) (pred string, err error) {
 	}
 	ms := order(children)
 	if len(ms) > 0 {
-		e.head = ms[0].guid
+		e.SetHead(ms[0].guid)
 	}
 	idx := -1
 	for i, m := range ms {

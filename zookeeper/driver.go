@@ -134,6 +134,15 @@ type testHooks struct {
 	beforeForceDelete func(path string) // ForceRelease read the holder at path
 	headWait          func()            // a try waits for an attempt of its owner at the head of the queue
 	publish           func()            // a hold's count is about to be written
+	permitWait        func()            // a permit wait found no permit free: it is about to wait for a change
 }
 
 func withHooks(h *testHooks) Option { return func(c *config) { c.hooks = h } }
+
+// headWaitHook returns the headWait hook, nil if there is none.
+func (d *driver) headWaitHook() func() {
+	if h := d.cfg.hooks; h != nil {
+		return h.headWait
+	}
+	return nil
+}

@@ -59,21 +59,11 @@ func (l *lock) Release(ctx context.Context) error {
 		}
 		return errNodeGone
 	case holdtab.Kept:
-		held, err := d.publishHolds(ctx, h)
-		if err != nil {
-			return err
-		}
-		if !held {
-			d.mu.Lock()
-			last := h.Count == 0 && !h.Lost
-			d.mu.Unlock()
-			if last {
-				return nil // the owner's last release removed it meanwhile
-			}
-			d.table.Gone(h, errNodeDeleted, nil)
+		lost, err := d.table.ReleaseKept(ctx, h, d.publishHolds, errNodeDeleted)
+		if lost {
 			return errNodeGone
 		}
-		return nil
+		return err
 	}
 	var sentOnce bool
 	err := d.retrying(ctx, s, func(c *zk.Conn) error {

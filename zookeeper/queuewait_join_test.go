@@ -59,7 +59,7 @@ func TestHoldEndsBetweenJoinableAndNest(t *testing.T) {
 			}
 			defer d.unuse(sess)
 			req := backend.Request{Key: "k", Owner: "o"}
-			e := &entry{ctx: ctx, d: d, s: sess, ks: ks, req: req, parent: d.parentPath("k"), guid: newGUID()}
+			e := d.newEntry(ctx, sess, ks, d.parentPath("k"), req)
 			child, err := d.protectedCreate(ctx, sess, e.parent, e.guid, encodeNode(req.Owner, req.Metadata, 1))
 			if err != nil {
 				t.Fatal(err)

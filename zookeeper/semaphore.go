@@ -40,11 +40,13 @@ func (d *driver) acquirePermit(ctx context.Context, req backend.Request, permits
 		return nil, err
 	}
 	defer func() {
-		// At once, not in the background: a permit TryAcquire right after
-		// this one returns must not find the admission lock still taken.
-		// A release that fails here is finished in the background by the
-		// lock's own Release (deleteNodeBG).
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		// At once, not in the background, while ctx lives: a
+		// permit TryAcquire right after this one returns must not find the
+		// admission lock still taken. A release that fails here, or that
+		// ctx cut short (a caller whose ctx has ended does not wait for
+		// the server), is finished in the background by the lock's own
+		// Release (deleteNodeBG).
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
 		_ = admit.Release(rctx)
 	}()
@@ -68,8 +70,10 @@ func (d *driver) lease(ctx context.Context, s *session, req backend.Request, per
 		return nil, err
 	}
 	path := parent + "/" + child
+	// A failed lease deletes its node (at once, in the background once
+	// ctx has ended: deleteNode).
 	fail := func(err error) error {
-		d.deleteNode(d.ctx, s, path)
+		d.deleteNode(ctx, s, path)
 		return err
 	}
 	for {
@@ -120,6 +124,9 @@ func (d *driver) lease(ctx context.Context, s *session, req backend.Request, per
 		}
 		if !wait {
 			return nil, fail(backend.Busy(0))
+		}
+		if h := d.cfg.hooks; h != nil && h.permitWait != nil {
+			h.permitWait()
 		}
 		select {
 		case <-changed:

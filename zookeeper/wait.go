@@ -13,7 +13,8 @@ import (
 // An entry waits in its queue with queuewait.Await, as the recipe says:
 // list the children without a watch, hold if first, otherwise watch only
 // the next-lower node's deletion and list again; one release wakes one
-// waiter. The methods below are its queuewait.Queue.
+// waiter. The methods below and its queuewait.Member (joining the owner's
+// hold, Head) are its queuewait.Queue.
 var _ queuewait.Queue[backend.Lock, zk.Event] = (*entry)(nil)
 
 // Look lists the children (position) and checks, once, that our node is
@@ -76,24 +77,6 @@ func (e *entry) watchPredecessor(ctx context.Context) (<-chan zk.Event, bool, er
 // Grant makes our node, found first, a hold.
 func (e *entry) Grant() (backend.Lock, error) {
 	return e.d.grant(e.s, e.ks, e.req, e.path, uint64(e.st.Czxid), e.watch, e.Fail)
-}
-
-// Joinable tells whether this driver holds the key for our owner.
-func (e *entry) Joinable() (<-chan struct{}, bool) { return e.d.table.Joinable(e.ks, e.req.Owner) }
-
-// Nest joins that hold (nest).
-func (e *entry) Nest(ctx context.Context) (backend.Lock, bool, error) {
-	return e.d.nest(ctx, e.ks, e.req)
-}
-
-// Head tells whether the first node is that of an attempt of our owner on
-// this driver under way.
-func (e *entry) Head() (<-chan struct{}, bool) {
-	ended, ours := e.d.attempts.Of(e.head, e.req.Owner)
-	if h := e.d.cfg.hooks; ours && h != nil && h.headWait != nil {
-		h.headWait()
-	}
-	return ended, ours
 }
 
 // Ends: the driver's closing, our session's loss.

@@ -24,6 +24,9 @@
 //     mutex held); the Lost callbacks of its handles then run, each once,
 //     after the mutex is released — Gone skips the handle that found the
 //     loss itself, which reports it through its own error.
+//   - A release that keeps other holds (ReleaseKept) is reported lost only
+//     if the tenure ended while holds on it remained: not when the
+//     owner's own last release removed it meanwhile.
 //   - A handle is released once (ReleaseLocked reports a second release),
 //     and a released handle is never told of a loss.
 //   - Publish calls of one hold run one at a time, and a call writes again
@@ -278,6 +281,29 @@ func (t *Table[H]) ReleaseLocked(h H, hd *Handle) Releasing {
 	}
 	t.detachLocked(h)
 	return Last
+}
+
+// ReleaseKept finishes a release that kept other holds on h
+// (ReleaseLocked returned Kept): it writes the new count with publish,
+// which reports whether the tenure still exists. The release is reported
+// lost (lost true, and h ended with gone, as by Gone) only when the
+// tenure is gone while holds on it remain or h has ended. A tenure that
+// the owner's own last release, racing this one, removed meanwhile (no
+// hold left, h not ended) is no loss: the release succeeded (false, nil).
+// An error of publish is returned as it is.
+func (t *Table[H]) ReleaseKept(ctx context.Context, h H, publish func(context.Context, H) (bool, error), gone error) (lost bool, err error) {
+	held, err := publish(ctx, h)
+	if err != nil || held {
+		return false, err
+	}
+	t.mu.Lock()
+	last := h.Base().Count == 0 && !h.Base().Lost
+	t.mu.Unlock()
+	if last {
+		return false, nil // the owner's last release removed it meanwhile
+	}
+	t.Gone(h, gone, nil)
+	return true, nil
 }
 
 // Holding reports whether hd is not released and h has not ended.

@@ -145,3 +145,50 @@ func TestGoneTellsEveryHandleButTheFinder(t *testing.T) {
 	}
 	require.Equal(t, WasLost, release(tab, mu, h, first), "release after the loss")
 }
+
+// TestReleaseKept: a release that kept a nested hold is lost only when the
+// tenure is gone while holds remain, not when the owner's last release,
+// racing it, removed the tenure before its count write landed.
+func TestReleaseKept(t *testing.T) {
+	errGone, errWrite := errors.New("gone"), errors.New("write failed")
+	for _, tc := range []struct {
+		name     string
+		lastWins bool // the other hold is released before the write lands
+		held     bool
+		err      error
+		lost     bool
+	}{
+		{name: "written", held: true},
+		{name: "write error", err: errWrite},
+		{name: "tenure gone, hold left", lost: true},
+		{name: "tenure removed by the last release", lastWins: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tab, mu, k := newKey(t)
+			var told []error
+			h, hd1, _ := grant(tab, mu, k, "a", func(err error) { told = append(told, err) })
+			hd2 := new(Handle)
+			_, ok, err := tab.Nest(t.Context(), k, "a", hd2, nil, func(context.Context, *testHold) (bool, error) { return true, nil }, errGone)
+			require.NoError(t, err)
+			require.True(t, ok)
+			require.Equal(t, Kept, release(tab, mu, h, hd2))
+			lost, err := tab.ReleaseKept(t.Context(), h, func(context.Context, *testHold) (bool, error) {
+				if tc.lastWins {
+					require.Equal(t, Last, release(tab, mu, h, hd1))
+				}
+				return tc.held, tc.err
+			}, errGone)
+			require.ErrorIs(t, err, tc.err)
+			require.Equal(t, tc.lost, lost)
+			mu.Lock()
+			ended := h.Lost
+			mu.Unlock()
+			require.Equal(t, tc.lost, ended, "h ended")
+			if tc.lost {
+				require.Equal(t, []error{errGone}, told, "the remaining hold told of the loss")
+			} else {
+				require.Empty(t, told)
+			}
+		})
+	}
+}

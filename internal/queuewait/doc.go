@@ -3,7 +3,9 @@
 // (zookeeper's sequential nodes, etcd's waiter keys). A backend implements
 // Queue for one waiter's entry with only its mechanism: reading where the
 // entry stands, watching a deletion, granting, nesting, deleting the entry;
-// Await runs the loop.
+// Await runs the loop. What every backend's entry does alike (joining its
+// owner's hold, recognising its owner's attempt at the head of the queue)
+// is Member's, which the entry embeds.
 //
 // The loop, round by round: join the owner's hold if the driver has one
 // (Joinable, which also gives the hold table's signal of a new hold), Look
