@@ -310,7 +310,7 @@ func (r *recipeRun) multi(ctx context.Context, name string, l *distlock.Locker, 
 func (r *recipeRun) permit(ctx context.Context, name string, l *distlock.Locker, rng *rand.Rand, opts []distlock.Option, how string) {
 	s, err := l.Semaphore("sem", r.permits)
 	if err != nil {
-		r.violate("%s: NewSemaphore: %v", name, err)
+		r.violate("%s: Semaphore: %v", name, err)
 		return
 	}
 	try := rng.IntN(2) == 0

@@ -16,7 +16,7 @@ func newSem(t *testing.T, l *distlock.Locker, key string, n int) *distlock.Semap
 	t.Helper()
 	s, err := l.Semaphore(key, n)
 	if err != nil {
-		t.Fatalf("NewSemaphore: %v", err)
+		t.Fatalf("Semaphore: %v", err)
 	}
 	return s
 }
@@ -76,11 +76,11 @@ func TestSemaphoreCountIsIdentity(t *testing.T) {
 	_ = p.Release(ctx)
 	for _, n := range []int{0, -1, backend.MaxPermits + 1} {
 		if _, err := l.Semaphore("k", n); !errors.Is(err, distlock.ErrInvalidOption) {
-			t.Errorf("NewSemaphore(%d): %v, want ErrInvalidOption", n, err)
+			t.Errorf("Semaphore(%d): %v, want ErrInvalidOption", n, err)
 		}
 	}
 	if _, err := l.Semaphore("", 1); !errors.Is(err, distlock.ErrInvalidKey) {
-		t.Errorf("NewSemaphore with empty key: %v", err)
+		t.Errorf("Semaphore with empty key: %v", err)
 	}
 	if _, err := newSem(t, l, "k2", 1).Acquire(ctx, distlock.WithOwner("me")); !errors.Is(err, distlock.ErrInvalidOption) {
 		t.Errorf("permit WithOwner: %v, want ErrInvalidOption", err)
@@ -179,7 +179,7 @@ func TestSemaphoreSessionEnd(t *testing.T) {
 		t.Fatalf("permit of a closed Locker not given back: %v", err)
 	}
 	if _, err := closing.Semaphore("s", 1); !errors.Is(err, distlock.ErrClosed) {
-		t.Fatalf("NewSemaphore on a closed Locker: %v", err)
+		t.Fatalf("Semaphore on a closed Locker: %v", err)
 	}
 }
 

@@ -16,7 +16,7 @@ import (
 )
 
 // semaphoreChecks are the checks of counting semaphores, run on backends
-// whose NewSemaphore does not refuse them (skipped with the backend's
+// whose Locker.Semaphore does not refuse them (skipped with the backend's
 // reason otherwise).
 func semaphoreChecks() []Check {
 	return []Check{
@@ -41,7 +41,7 @@ func semaphore(t T, l *distlock.Locker, key string, n int) *distlock.Semaphore {
 		t.Skipf("no semaphores: %v", err)
 	}
 	if err != nil {
-		t.Fatalf("NewSemaphore(%q, %d): %v", key, n, err)
+		t.Fatalf("Semaphore(%q, %d): %v", key, n, err)
 	}
 	return s
 }

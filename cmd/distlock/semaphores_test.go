@@ -99,7 +99,7 @@ func probedSemaphores(t *testing.T) (with, without []string) {
 			_, err = l.Semaphore("probe", 2)
 			_ = l.Close()
 			if err != nil && !errors.Is(err, distlock.ErrInvalidOption) {
-				t.Fatalf("%s (mode %q): NewSemaphore: %v", scheme, mode, err)
+				t.Fatalf("%s (mode %q): Semaphore: %v", scheme, mode, err)
 			}
 			i := slices.IndexFunc(groups, func(g *group) bool { return g.pkg == pkg && g.mode == mode })
 			if i < 0 {
