@@ -78,6 +78,16 @@ func (l *Locker) attempt(ctx context.Context, op string, r *request, wait bool) 
 		lock, err = l.blocker.Acquire(cctx, req)
 		stop()
 		native = err != backend.ErrSkip // bare, as database/sql's driver.ErrSkip
+		if !native && lock != nil {
+			// A lock along with ErrSkip breaks the Blocker contract
+			// (ErrSkip comes before anything is sent): give it back, in
+			// the background as below, rather than leave it held.
+			l.inflight.Add(1)
+			go func(lock backend.Lock) {
+				defer l.inflight.Done()
+				l.releaseQuietly(lock)
+			}(lock)
+		}
 	}
 	if wait && !native {
 		lock, sent, attempts, err = l.waitLoop(ctx, req, r.retry, r.sharedOwner)
@@ -252,18 +262,27 @@ func (l *Locker) waitLoop(ctx context.Context, req backend.Request, policy Retry
 
 // watch is the Notifier's Watch of req, through WatchHeld where the driver
 // has it: the cancel it returns is told whether the waiter leaves holding
-// the lock. A nil channel (and cancel): releases of req are not announced.
+// the lock. A nil channel (and cancel): releases of req are not announced;
+// a cancel the driver returned with its nil channel is called at once.
 func (l *Locker) watch(ctx context.Context, req backend.Request) (<-chan struct{}, func(held bool)) {
 	if l.heldNotifier != nil {
-		if ch, cancel := l.heldNotifier.WatchHeld(ctx, req); ch != nil {
-			return ch, cancel
+		ch, cancel := l.heldNotifier.WatchHeld(ctx, req)
+		if ch == nil && cancel != nil {
+			cancel(false)
+		}
+		if ch == nil {
+			return nil, nil
+		}
+		return ch, cancel
+	}
+	ch, cancel := l.notifier.Watch(ctx, req)
+	if ch == nil {
+		if cancel != nil {
+			cancel()
 		}
 		return nil, nil
 	}
-	if ch, cancel := l.notifier.Watch(ctx, req); ch != nil {
-		return ch, func(bool) { cancel() }
-	}
-	return nil, nil
+	return ch, func(bool) { cancel() }
 }
 
 // notifyFallback is the longest a notified waiter sleeps without a message

@@ -49,7 +49,12 @@ func (w *leaderWatch) arm(ctx context.Context) {
 	defer w.l.inflight.Done()
 	w.ch, w.cancel = w.l.notifier.Watch(ctx, backend.Request{Key: w.key})
 	if w.ch == nil {
-		w.l = nil // releases of this key are not announced: poll
+		// Releases of this key are not announced: poll. A cancel given
+		// with the nil channel ends its registration now.
+		if w.cancel != nil {
+			w.cancel()
+		}
+		w.l, w.cancel = nil, nil
 	}
 }
 
