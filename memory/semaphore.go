@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"container/list"
 	"context"
 	"fmt"
 	"time"
@@ -10,8 +11,10 @@ import (
 
 // Semaphores (Locker.Semaphore): a table of permit holders per key,
 // beside the lock table and independent of it. Expired holders are dropped
-// whenever the key is looked at; a permit given back or dropped wakes the
-// key's watchers (Watch with Request.Permits). Tokens come from a per-key
+// whenever the key is looked at; each permit given back or dropped wakes
+// one watcher of the key (Watch with Request.Permits), the longest
+// watching without a wake-up pending, and a woken watcher that leaves
+// hands its wake-up on. Tokens come from a per-key
 // counter of its own that outlives the semaphore (Fencing). Permits are
 // session-bound as locks are: Crash and Close give them back at once.
 
@@ -24,7 +27,7 @@ var _ interface {
 type semTable struct {
 	sems     map[string]*semaphore
 	fences   map[string]uint64
-	watchers map[string]map[*semWatch]struct{}
+	watchers map[string]*list.List // of *semWatch, in arrival order
 }
 
 type semaphore struct {
@@ -42,11 +45,16 @@ type permit struct {
 	lost    func(error)
 }
 
-type semWatch struct{ ch chan struct{} }
+// semWatch is one watcher of a semaphore's permits.
+type semWatch struct {
+	ch    chan struct{}
+	el    *list.Element // nil once cancelled
+	woken bool          // sent a wake-up: its leaving hands one on
+}
 
 func (ns *Namespace) semTable() *semTable {
 	if ns.semt.sems == nil {
-		ns.semt = semTable{sems: map[string]*semaphore{}, fences: map[string]uint64{}, watchers: map[string]map[*semWatch]struct{}{}}
+		ns.semt = semTable{sems: map[string]*semaphore{}, fences: map[string]uint64{}, watchers: map[string]*list.List{}}
 	}
 	return &ns.semt
 }
@@ -65,16 +73,14 @@ func (t *semTable) current(key string, now time.Time) *semaphore {
 	if s == nil {
 		return nil
 	}
-	freed := false
+	freed := 0
 	for p := range s.holders {
 		if !now.Before(p.expires) {
 			delete(s.holders, p)
-			freed = true
+			freed++
 		}
 	}
-	if freed {
-		t.wake(key)
-	}
+	t.wake(key, freed)
 	if len(s.holders) == 0 {
 		delete(t.sems, key)
 		return nil
@@ -82,12 +88,20 @@ func (t *semTable) current(key string, now time.Time) *semaphore {
 	return s
 }
 
-// wake tells every watcher of key that a permit came free. Callers hold
-// ns.mu.
-func (t *semTable) wake(key string) {
-	for w := range t.watchers[key] {
+// wake tells n watchers of key that n permits came free: the first n, in
+// arrival order, without a wake-up pending (one pending will try anyway).
+// Callers hold ns.mu.
+func (t *semTable) wake(key string, n int) {
+	ws := t.watchers[key]
+	if ws == nil {
+		return
+	}
+	for e := ws.Front(); e != nil && n > 0; e = e.Next() {
+		w := e.Value.(*semWatch)
 		select {
 		case w.ch <- struct{}{}:
+			w.woken = true
+			n--
 		default:
 		}
 	}
@@ -130,9 +144,10 @@ func (d *driver) tryAcquirePermit(ctx context.Context, req backend.Request) (bac
 	return p, nil
 }
 
-// Watch implements backend.Notifier for permits: the returned channel is
-// woken whenever a permit of req.Key is given back or dropped. Locks wait
-// in Acquire's queue, so their releases are not announced (a nil channel).
+// Watch implements backend.Notifier for permits: each permit of req.Key
+// given back or dropped wakes one watcher, in arrival order, and a woken
+// watcher's cancel hands a wake-up on. Locks wait in Acquire's queue, so
+// their releases are not announced (a nil channel).
 func (d *driver) Watch(_ context.Context, req backend.Request) (<-chan struct{}, func()) {
 	if req.Permits == 0 {
 		return nil, nil
@@ -142,18 +157,27 @@ func (d *driver) Watch(_ context.Context, req backend.Request) (<-chan struct{},
 	w := &semWatch{ch: make(chan struct{}, 1)}
 	ns.mu.Lock()
 	t := ns.semTable()
-	if t.watchers[key] == nil {
-		t.watchers[key] = map[*semWatch]struct{}{}
+	ws := t.watchers[key]
+	if ws == nil {
+		ws = list.New()
+		t.watchers[key] = ws
 	}
-	t.watchers[key][w] = struct{}{}
+	w.el = ws.PushBack(w)
 	ns.mu.Unlock()
 	return w.ch, func() {
 		ns.mu.Lock()
-		delete(t.watchers[key], w)
-		if len(t.watchers[key]) == 0 {
+		defer ns.mu.Unlock()
+		if w.el == nil {
+			return
+		}
+		ws.Remove(w.el)
+		w.el = nil
+		if ws.Len() == 0 {
 			delete(t.watchers, key)
 		}
-		ns.mu.Unlock()
+		if w.woken {
+			t.wake(key, 1)
+		}
 	}
 }
 
@@ -202,7 +226,7 @@ func (p *permit) Release(context.Context) error {
 	if len(s.holders) == 0 {
 		delete(ns.semt.sems, p.key)
 	}
-	ns.semt.wake(p.key)
+	ns.semt.wake(p.key, 1)
 	return nil
 }
 
@@ -221,9 +245,7 @@ func (ns *Namespace) endPermits(d *driver) []func(error) {
 				}
 			}
 		}
-		if len(s.holders) < n {
-			t.wake(key)
-		}
+		t.wake(key, n-len(s.holders))
 		if len(s.holders) == 0 {
 			delete(t.sems, key)
 		}
