@@ -13,16 +13,18 @@ const quickObserve = 10 * time.Millisecond
 
 // leaderWatch is how Observe waits between two looks at the leader. Every
 // backend is polled at the observe interval. Where the driver announces
-// releases to the waiters it does not queue itself (backend.Notifier:
-// redis and redlock), a release of the key also wakes the observer at once,
-// and while nobody leads it looks again after 10ms, doubling up to the
-// interval, because a candidate is about to take over and acquisitions are
-// not announced. Drivers that wake one waiter of a key at a time (redis,
-// redlock) keep their Watch for observers like this one out of the
-// waiters' queue: every release wakes the observer, and an observer that
-// is slow to look never holds the wake-up of a waiter (the waiters watch
-// through backend.HeldNotifier). The backends that queue waiters themselves
-// (backend.Blocker: memory, ZooKeeper, the SQL backends) are polled.
+// releases of locks (backend.Notifier whose Watch of a lock returns a
+// channel: redis, redlock, PostgreSQL with notify), a release of the key
+// also wakes the observer at once, and while nobody leads it looks again
+// after 10ms, doubling up to the interval, because a candidate is about to
+// take over and acquisitions are not announced. Drivers that wake one
+// waiter of a key at a time (redis, redlock) keep their Watch for
+// observers like this one out of the waiters' queue: every release wakes
+// the observer, and an observer that is slow to look never holds the
+// wake-up of a waiter (the waiters watch through backend.HeldNotifier).
+// The backends that queue waiters themselves (backend.Blocker: memory,
+// ZooKeeper, the SQL backends) are polled; so is a Notifier whose Watch of
+// a lock returns a nil channel (memory, whose Watch serves permits only).
 type leaderWatch struct {
 	l        *Locker // nil: the backend cannot tell releases (polling only)
 	key      string

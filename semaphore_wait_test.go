@@ -221,19 +221,23 @@ func TestMemoryObserveDoesNotSpin(t *testing.T) {
 	require.LessOrEqual(t, d.inspects.Load(), int32(1), "Inspect calls in 200ms at a 1h interval")
 }
 
-// TestMemoryPermitWaitEnds: a permit wait on memory (ErrSkip, then the
-// watched loop) ends promptly with ErrNotAcquired and the cause when its
-// ctx has ended before the call, ends during the wait, or its Locker
-// closes; nothing is held after, no goroutine stays.
+// TestMemoryPermitWaitEnds: a permit wait on memory (ErrSkip, then the watched
+// loop) ends promptly with ErrNotAcquired and
+// the cause when its ctx has ended before the call, ends during the wait,
+// or its Locker closes; nothing is held after, no goroutine stays.
 func TestMemoryPermitWaitEnds(t *testing.T) {
 	ns := memory.NewNamespace()
-	holder := memLocker(t, ns)
-	hp, err := newSem(t, holder, "s", 1).Acquire(t.Context(), distlock.WithTTL(time.Hour))
+	open := func() *distlock.Locker { return memory.MustNew(ns) }
+	holder := open()
+	t.Cleanup(func() { _ = holder.Close() })
+	hs := newSem(t, holder, "s", 1)
+	require.Equal(t, distlock.Capabilities{Fencing: true, Notify: true, SessionBound: true, Expiring: true}, hs.Capabilities(), "the permits' capabilities, as before Permitter")
+	hp, err := hs.Acquire(t.Context(), distlock.WithTTL(time.Hour))
 	require.NoError(t, err)
 	base := runtime.NumGoroutine()
 	prompt := slack.D(500 * time.Millisecond)
 
-	l := memory.MustNew(ns)
+	l := open()
 	sem := newSem(t, l, "s", 1)
 	ended, cancel := context.WithCancel(t.Context())
 	cancel()
@@ -262,7 +266,7 @@ func TestMemoryPermitWaitEnds(t *testing.T) {
 	require.Less(t, time.Since(start), prompt, "Locker closed during the wait")
 
 	require.NoError(t, hp.Release(t.Context()))
-	p, err := newSem(t, holder, "s", 1).TryAcquire(t.Context())
+	p, err := hs.TryAcquire(t.Context())
 	require.NoError(t, err, "nothing held by the ended waits")
 	require.NoError(t, p.Release(t.Context()))
 	if msg := goroutinesBack(base); msg != "" {

@@ -38,6 +38,8 @@ func TestPermitWaitEnds(t *testing.T) {
 		key := "permitwait/" + t.Name()
 		hs, err := holder.Semaphore(key, 1)
 		require.NoError(t, err)
+		require.Equal(t, distlock.Capabilities{Fencing: true, Notify: true, Expiring: true}, hs.Capabilities(),
+			"the permits' capabilities, as before Permitter")
 		hp, err := hs.Acquire(ctx, distlock.WithTTL(time.Minute))
 		require.NoError(t, err)
 		base := runtime.NumGoroutine()
@@ -148,5 +150,34 @@ func TestPermitHandoffManyWaiters(t *testing.T) {
 		}
 		require.Equal(t, int32(waiters), done.Load())
 		t.Logf("%d handoffs in %v, %d scripts", waiters, time.Since(start), scripts()-before)
+	})
+}
+
+// TestObserveWokenByReleaseBothModes: Election.Observe over a plain and a
+// fair Locker is woken by the leader's release at once, long before its
+// minute-long observe interval: a fair Locker's Watch serves observers of
+// locks as a plain one's does.
+func TestObserveWokenByReleaseBothModes(t *testing.T) {
+	srv := testserver.Redis(t, testserver.RedisConfig{})
+	fairModes(t, func(t *testing.T, opts ...Option) {
+		leader := newTestLocker(t, &goredis.Options{Addr: srv.Addr()}, opts...)
+		lo := newTestLocker(t, &goredis.Options{Addr: srv.Addr()}, opts...)
+		ctx := tctx(t, 30*time.Second)
+		key := "permitwait/" + t.Name()
+		e, err := distlock.NewElection(leader.Locker, key, "one", distlock.WithTermOptions(distlock.WithTTL(time.Minute)))
+		require.NoError(t, err)
+		observer, err := distlock.NewElection(lo.Locker, key, "observer", distlock.WithObserveInterval(time.Minute))
+		require.NoError(t, err)
+		term, err := e.Campaign(ctx)
+		require.NoError(t, err)
+		seen := observer.Observe(tctx(t, 20*time.Second))
+		info := <-seen
+		require.True(t, info.Held, "the first look sees the leader")
+		released := time.Now()
+		require.NoError(t, term.Resign(ctx))
+		info, ok := <-seen
+		require.True(t, ok, "observer closed before it saw the release")
+		require.False(t, info.Held)
+		require.Less(t, time.Since(released), slack.D(2*time.Second), "the observer woken by the release")
 	})
 }
