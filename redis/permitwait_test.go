@@ -12,6 +12,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/testkit/netfault"
 	"github.com/distlock/distlock/internal/testkit/slack"
 	"github.com/distlock/distlock/internal/testkit/testserver"
 	"github.com/stretchr/testify/require"
@@ -179,5 +180,38 @@ func TestObserveWokenByReleaseBothModes(t *testing.T) {
 		require.True(t, ok, "observer closed before it saw the release")
 		require.False(t, info.Held)
 		require.Less(t, time.Since(released), slack.D(2*time.Second), "the observer woken by the release")
+	})
+}
+
+// TestPermitAcquireSilentSubscription: a permit wait whose Watch cannot
+// get its subscription confirmed (the pub/sub connection silent) still
+// returns when its ctx ends, with ErrNotAcquired wrapping the ctx error
+// (not ErrUnavailable: the semaphore answered "busy"); plain and fair
+// (ErrSkip, then the watched loop).
+func TestPermitAcquireSilentSubscription(t *testing.T) {
+	fairModes(t, func(t *testing.T, opts ...Option) {
+		t.Parallel() // each Close gives up its silent pub/sub connection at its bound (~1.7s)
+		srv, p := proxied(t)
+		ctx := tctx(t, time.Minute)
+		holder := newTestLocker(t, &goredis.Options{Addr: srv.Addr()})
+		hs, err := holder.Semaphore("silent/sem", 1)
+		require.NoError(t, err)
+		_, err = hs.TryAcquire(ctx, distlock.WithTTL(time.Minute))
+		require.NoError(t, err)
+		w := newTestLocker(t, &goredis.Options{Addr: p.Addr(), ContextTimeoutEnabled: true}, opts...)
+		require.NoError(t, w.client.Ping(ctx).Err()) // the command connection, open before the fault
+		p.SetScope(netfault.NewConns)                // the pub/sub connection, dialled later
+		p.BlackholeDir(netfault.Request)
+		sem, err := w.Semaphore("silent/sem", 1)
+		require.NoError(t, err)
+		const d = 200 * time.Millisecond
+		actx, cancel := context.WithTimeout(ctx, d)
+		defer cancel()
+		start := time.Now()
+		_, err = sem.Acquire(actx)
+		require.Less(t, time.Since(start), d+slack.D(300*time.Millisecond), "permit Acquire with a %v ctx", d)
+		require.ErrorIs(t, err, distlock.ErrNotAcquired)
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		require.NotErrorIs(t, err, distlock.ErrUnavailable)
 	})
 }
