@@ -114,6 +114,9 @@ func (l *Locker) permitLocker(permits int) (*Locker, error) {
 	}
 	caps, err := pm.PermitCapabilities()
 	if err != nil {
+		if !errors.Is(err, ErrInvalidOption) {
+			err = fmt.Errorf("%w: %w", ErrInvalidOption, err)
+		}
 		return nil, err
 	}
 	caps.Reentrant, caps.Fair = false, false

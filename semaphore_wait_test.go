@@ -371,3 +371,24 @@ func TestObserveNilChannelCancelIsCalled(t *testing.T) {
 	require.Eventually(t, func() bool { return cancels.Load() == 1 }, slack.D(time.Second), time.Millisecond,
 		"the nil-channel Watch's cancel, while Observe polls")
 }
+
+// refusingDriver is a memory session whose PermitCapabilities refuses
+// with a bare error (the contract asks for one wrapping
+// ErrInvalidOption).
+type refusingDriver struct{ backend.Driver }
+
+func (refusingDriver) PermitCapabilities() (backend.Capabilities, error) {
+	return backend.Capabilities{}, errors.New("refusing: this mode has no semaphores")
+}
+
+// TestPermitRefusalIsInvalidOption: Locker.Semaphore of a backend whose
+// mode has no semaphores fails with ErrInvalidOption, as documented, and
+// the driver's reason, even when the driver's error does not wrap it.
+func TestPermitRefusalIsInvalidOption(t *testing.T) {
+	d := newHookDriver(t, t.Name())
+	l := distlock.New(refusingDriver{d.Driver}, "refusing")
+	defer l.Close()
+	_, err := l.Semaphore("s", 1)
+	require.ErrorIs(t, err, distlock.ErrInvalidOption)
+	require.ErrorContains(t, err, "this mode has no semaphores")
+}
