@@ -267,10 +267,10 @@ func (l *Locker) waitLoop(ctx context.Context, req backend.Request, policy Retry
 func (l *Locker) watch(ctx context.Context, req backend.Request) (<-chan struct{}, func(held bool)) {
 	if l.heldNotifier != nil {
 		ch, cancel := l.heldNotifier.WatchHeld(ctx, req)
-		if ch == nil && cancel != nil {
-			cancel(false)
-		}
 		if ch == nil {
+			if cancel != nil {
+				cancel(false)
+			}
 			return nil, nil
 		}
 		return ch, cancel

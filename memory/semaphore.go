@@ -14,9 +14,9 @@ import (
 // whenever the key is looked at; each permit given back or dropped wakes
 // one watcher of the key (Watch with Request.Permits), the longest
 // watching without a wake-up pending, and a woken watcher that leaves
-// hands its wake-up on. Tokens come from a per-key
-// counter of its own that outlives the semaphore (Fencing). Permits are
-// session-bound as locks are: Crash and Close give them back at once.
+// hands its wake-up on. Tokens come from a per-key counter of its own that
+// outlives the semaphore (Fencing). Permits are session-bound as locks
+// are: Crash and Close give them back at once.
 
 var _ interface {
 	backend.Permitter
