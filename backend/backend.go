@@ -158,8 +158,10 @@ type DelayedReleaser interface {
 
 // ErrSkip is returned by Blocker.Acquire, before it sends anything, for a
 // request that the driver does not wait for natively (say, a permit where
-// only locks queue natively): distlock then waits for that request as for
-// a driver without Blocker. It is returned bare, never wrapped.
+// only locks queue natively), with a nil Lock: distlock then waits for
+// that request as for a driver without Blocker. It is returned bare, never
+// wrapped: a wrapped ErrSkip fails the acquisition with that error, and a
+// Lock returned along with ErrSkip is released by distlock.
 var ErrSkip = errors.New("distlock/backend: no native wait for this request")
 
 // Blocker is implemented by drivers whose backend can wait for a lock, or
@@ -187,7 +189,8 @@ type Blocker interface {
 // For a request whose releases the driver does not announce (say, permits
 // where only locks are announced), Watch returns a nil channel and a nil
 // cancel at once: distlock then polls for it as for a driver without
-// Notifier.
+// Notifier (a non-nil cancel returned with a nil channel is called at
+// once).
 //
 // Watch honours ctx, the caller's: every wait inside it (a dial, a
 // subscription and its confirmation by the server) ends when ctx ends, and
