@@ -42,14 +42,24 @@ func goroutinesCreated() uint64 {
 //   - distlock: TryAcquire + Release with default options (auto-refresh
 //     on), through New over a go-redis client;
 //   - floor: go-redis alone, SET NX PX then the EVALSHA
-//     compare-and-delete, for reference.
+//     compare-and-delete, for reference;
+//   - paired: blocks of pairBlock cycles of each, alternating (which goes
+//     first alternates too), one op being one pair of blocks: the medians
+//     of each one's CPU per cycle and of the pairs' differences
+//     (distlock−floor), which on a loaded machine move far less between
+//     runs than the separate figures (the client's CPU grows with the
+//     server's latency too: a client waiting longer spins and polls
+//     more).
 func BenchmarkClientCPU(b *testing.B) {
 	srv := testserver.Redis(b, testserver.RedisConfig{})
 	ctx := context.Background()
-	measure := func(b *testing.B, cycle func() error) {
-		for range 100 { // warm up: scripts loaded, connection dialled
+	warm := func(b *testing.B, cycle func() error) {
+		for range 100 { // scripts loaded, connection dialled
 			require.NoError(b, cycle())
 		}
+	}
+	measure := func(b *testing.B, cycle func() error) {
+		warm(b, cycle)
 		b.ReportAllocs()
 		b.ResetTimer()
 		g0 := goroutinesCreated()
@@ -64,31 +74,64 @@ func BenchmarkClientCPU(b *testing.B) {
 		b.ReportMetric(float64(cpu)/float64(time.Microsecond)/float64(b.N), "cpu-µs/cycle")
 		b.ReportMetric(float64(g)/float64(b.N), "goroutines/cycle")
 	}
-	b.Run("distlock", func(b *testing.B) {
+	distlockCycle := func(b *testing.B, key string) func() error {
 		c := goredis.NewClient(&goredis.Options{Addr: srv.Addr()})
-		defer c.Close()
+		b.Cleanup(func() { _ = c.Close() })
 		l, err := New(c)
 		require.NoError(b, err)
-		defer l.Close()
-		measure(b, func() error {
-			lease, err := l.TryAcquire(ctx, "bench/clientcpu")
+		b.Cleanup(func() { _ = l.Close() })
+		return func() error {
+			lease, err := l.TryAcquire(ctx, key)
 			if err != nil {
 				return err
 			}
 			return lease.Release(ctx)
-		})
-	})
-	b.Run("floor", func(b *testing.B) {
+		}
+	}
+	floorCycle := func(b *testing.B, key string) func() error {
 		c := goredis.NewClient(&goredis.Options{Addr: srv.Addr()})
-		defer c.Close()
+		b.Cleanup(func() { _ = c.Close() })
 		del := goredis.NewScript(floorDelSrc)
 		require.NoError(b, del.Load(ctx, c).Err())
-		measure(b, func() error {
+		return func() error {
 			val := randomValue()
-			if err := c.SetNX(ctx, "bench/clientcpu/floor", val, 15001*time.Millisecond).Err(); err != nil {
+			if err := c.SetNX(ctx, key, val, 15001*time.Millisecond).Err(); err != nil {
 				return err
 			}
-			return del.Run(ctx, c, []string{"bench/clientcpu/floor"}, val).Err()
-		})
+			return del.Run(ctx, c, []string{key}, val).Err()
+		}
+	}
+	b.Run("distlock", func(b *testing.B) { measure(b, distlockCycle(b, "bench/clientcpu")) })
+	b.Run("floor", func(b *testing.B) { measure(b, floorCycle(b, "bench/clientcpu/floor")) })
+	b.Run("paired", func(b *testing.B) {
+		cycles := [2]func() error{floorCycle(b, "bench/clientcpu/paired-floor"), distlockCycle(b, "bench/clientcpu/paired")}
+		for _, c := range cycles {
+			warm(b, c)
+		}
+		var per [2][]float64 // µs per cycle of each block: floor, distlock
+		var diff []float64
+		b.ResetTimer()
+		for i := 0; b.Loop(); i++ {
+			var us [2]float64
+			for j := range 2 {
+				k := (i + j) % 2
+				cpu0 := processCPU(b)
+				for range pairBlock {
+					if err := cycles[k](); err != nil {
+						b.Fatal(err)
+					}
+				}
+				us[k] = float64(processCPU(b)-cpu0) / float64(time.Microsecond) / pairBlock
+			}
+			per[0], per[1] = append(per[0], us[0]), append(per[1], us[1])
+			diff = append(diff, us[1]-us[0])
+		}
+		b.StopTimer()
+		b.ReportMetric(median(per[0]), "floor-cpu-µs/cycle")
+		b.ReportMetric(median(per[1]), "distlock-cpu-µs/cycle")
+		b.ReportMetric(median(diff), "diff-cpu-µs/cycle")
 	})
 }
+
+// pairBlock is the cycles of one block of BenchmarkClientCPU/paired.
+const pairBlock = 200
