@@ -96,7 +96,7 @@ const (
 // line in one allocation: the arguments are pointers into it, which
 // go-redis writes as the values they point to (and boxing a pointer
 // allocates nothing, where boxing a string or a large integer would
-// allocate once per argument), and, when in placed them, they sit in cmd
+// allocate once per argument), and, once in has placed them, they sit in cmd
 // after the slots of the command's name, SHA1, key count and keys, so that
 // evalSha builds the EVALSHA command in place. A callArgs is sent once: a
 // retried call is built anew.
