@@ -29,6 +29,10 @@ func New(d backend.Driver, name string, opts ...Option) *Locker {
 		defaults: opts,
 		leases:   map[*Lease]struct{}{},
 	}
+	l.baseOK = !hasNil(opts) // a nil one panics at each acquisition, as it did
+	if l.baseOK {
+		l.base = applied(defaultSettings(), opts)
+	}
 	l.blocker, _ = d.(backend.Blocker)
 	l.notifier, _ = d.(backend.Notifier)
 	l.heldNotifier, _ = d.(backend.HeldNotifier)
@@ -188,6 +192,11 @@ type Locker struct {
 	name     string
 	caps     Capabilities
 	defaults []Option
+	// base is defaultSettings with defaults applied, made once by New
+	// (options are pure: a copy of their result is their result); baseOK
+	// false: not made (a default is nil).
+	base     settings
+	baseOK   bool
 	blocker  backend.Blocker
 	notifier backend.Notifier
 	// heldNotifier, when the driver has it, is notifier's WatchHeld
@@ -240,13 +249,7 @@ type request struct {
 }
 
 func (l *Locker) prepare(key string, opts []Option) (request, error) {
-	r := request{settings: defaultSettings(), key: key}
-	for _, o := range l.defaults {
-		o(&r.settings)
-	}
-	for _, o := range opts {
-		o(&r.settings)
-	}
+	r := request{settings: l.settingsWith(opts), key: key}
 	if r.settings.err != nil {
 		return r, r.settings.err
 	}
@@ -271,6 +274,35 @@ func (l *Locker) prepare(key string, opts []Option) (request, error) {
 		r.owner = newOwnerID()
 	}
 	return r, nil
+}
+
+// settingsWith returns the settings of an acquisition with opts:
+// defaultSettings, then the Locker's default options, then opts.
+func (l *Locker) settingsWith(opts []Option) settings {
+	switch {
+	case !l.baseOK:
+		return applied(applied(defaultSettings(), l.defaults), opts)
+	case len(opts) == 0:
+		return l.base // no copy to the heap: an Option's argument escapes
+	}
+	return applied(l.base, opts)
+}
+
+func hasNil(opts []Option) bool {
+	for _, o := range opts {
+		if o == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// applied returns s with opts applied in order.
+func applied(s settings, opts []Option) settings {
+	for _, o := range opts {
+		o(&s)
+	}
+	return s
 }
 
 // validityFor returns how long a lock granted with ttl is certainly held

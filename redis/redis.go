@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"sync/atomic"
 	"time"
 
@@ -67,6 +68,7 @@ func newDriver(client goredis.UniversalClient, c config) (*driver, error) {
 		fair:    c.fair,
 		wait:    c.wait,
 		holds:   redislua.NewHoldSource(),
+		known:   &keyCache{seed: maphash.MakeSeed()},
 		sub: redissub.NewSubscriber(client, redissub.SubscriberOptions{
 			ConfirmTimeout: c.confirmTimeout,
 			Linger:         c.linger,
@@ -91,6 +93,7 @@ type driver struct {
 	prefix string
 	owned  bool
 	holds  *redislua.HoldSource
+	known  *keyCache // keys of names recently acquired (see keys)
 	sub    *redissub.Subscriber
 	fair   bool // keys carry the fair queue (see fairDriver)
 	wait   waitPolicy
@@ -133,19 +136,30 @@ func (d *driver) Validity(ttl time.Duration) (time.Duration, error) {
 	return backend.DefaultValidity(ttl)
 }
 
+// keys returns the keys of the lock named key, as the driver's
+// acquisitions remembered them (d.known) or derived anew.
 func (d *driver) keys(key string) redislua.Keys {
+	k, _ := d.knownKeys(key)
+	return k
+}
+
+// knownKeys is keys, reporting whether d.known had them.
+func (d *driver) knownKeys(key string) (redislua.Keys, bool) {
+	if k, ok := d.known.get(key); ok {
+		return k, true
+	}
 	k := redislua.KeysFor(d.prefix, key)
 	if d.fair {
 		k = k.Fair()
 	}
-	return k
+	return k, false
 }
 
 func (d *driver) TryAcquire(ctx context.Context, req backend.Request) (backend.Lock, error) {
 	if req.Permits > 0 {
 		return d.tryAcquirePermit(ctx, req)
 	}
-	k := d.keys(req.Key)
+	k, known := d.knownKeys(req.Key)
 	hold := d.holds.Next()
 	sent := time.Now()
 	var fa *redislua.FairAttempt
@@ -160,6 +174,9 @@ func (d *driver) TryAcquire(ctx context.Context, req backend.Request) (backend.L
 		return nil, backend.Busy(r.PTTL)
 	}
 	l := &lock{d: d, keys: k, owner: req.Owner, hold: hold, token: r.Token, issued: sent}
+	if !known {
+		d.known.put(&l.keys)
+	}
 	if err := d.confirmGrant(ctx, l, req); err != nil {
 		return nil, err
 	}

@@ -73,6 +73,7 @@ type call struct {
 	s    *goredis.Script
 	keys []string
 	args []any
+	r    *callArgs // nil, or the callArgs keys and args are in
 	late func(*goredis.Cmd)
 	cmd  *goredis.Cmd
 }
@@ -100,6 +101,12 @@ func NotSent(err error) bool {
 // undo work from there with GoChild). A ctx that can never end sends a
 // lone request on the caller's goroutine.
 func (b *Batch) Do(ctx context.Context, s *goredis.Script, keys []string, args []any, late func(*goredis.Cmd)) (cmd *goredis.Cmd, abandoned bool, err error) {
+	return b.do(ctx, s, keys, args, nil, late)
+}
+
+// do is Do for a call whose keys and args are r's (r nil: they are
+// not), so that its EVALSHA command is built in r when they are in place.
+func (b *Batch) do(ctx context.Context, s *goredis.Script, keys []string, args []any, r *callArgs, late func(*goredis.Cmd)) (cmd *goredis.Cmd, abandoned bool, err error) {
 	if err := ctx.Err(); err != nil {
 		return nil, false, &notSent{async.CtxError(ctx)}
 	}
@@ -109,9 +116,9 @@ func (b *Batch) Do(ctx context.Context, s *goredis.Script, keys []string, args [
 		// in the send (a client hook's) that the caller recovers must not
 		// leave the queue busy for ever.
 		defer b.q.Next()
-		return b.run(ctx, s, keys, args), false, nil
+		return b.run(ctx, s, keys, args, r), false, nil
 	}
-	c := &call{ctx: ctx, s: s, keys: keys, args: args, late: late}
+	c := &call{ctx: ctx, s: s, keys: keys, args: args, r: r, late: late}
 	b.q.Push(c)
 	switch b.q.Wait(ctx, c, !b.patient) {
 	case natbatch.Dropped:
@@ -130,12 +137,12 @@ func (b *Batch) send(calls []*call) {
 	ctx := batchContext(calls)
 	if len(calls) == 1 {
 		c := calls[0]
-		c.cmd = b.run(ctx, c.s, c.keys, c.args)
+		c.cmd = b.run(ctx, c.s, c.keys, c.args, c.r)
 		return
 	}
 	pipe := b.c.Pipeline()
 	for _, c := range calls {
-		c.cmd = evalSha(ctx, c.s, c.keys, c.args)
+		c.cmd = evalSha(ctx, c.s, c.keys, c.args, c.r)
 		_ = pipe.Process(ctx, c.cmd)
 	}
 	_, _ = pipe.Exec(ctx) // per-command errors are read by the callers
@@ -155,8 +162,8 @@ func (b *Batch) send(calls []*call) {
 
 // run sends one script call as Script.Run does (EVALSHA, EVAL on NOSCRIPT),
 // with the cheaper command of evalSha.
-func (b *Batch) run(ctx context.Context, s *goredis.Script, keys []string, args []any) *goredis.Cmd {
-	cmd := evalSha(ctx, s, keys, args)
+func (b *Batch) run(ctx context.Context, s *goredis.Script, keys []string, args []any, r *callArgs) *goredis.Cmd {
+	cmd := evalSha(ctx, s, keys, args, r)
 	if err := b.c.Process(ctx, cmd); isNoScript(err) {
 		return s.Eval(ctx, b.c, keys, args...)
 	}
@@ -167,22 +174,26 @@ func (b *Batch) run(ctx context.Context, s *goredis.Script, keys []string, args 
 // a call does not box it again.
 var shas sync.Map // *goredis.Script → any
 
-// evalSha is the EVALSHA command of a call of s, built with one
-// allocation besides the Cmd (go-redis's own boxes the command name, the
+// evalSha is the EVALSHA command of a call of s, built with no
+// allocation besides the Cmd in r when r holds keys and args in place
+// (callArgs.in), else with one (go-redis's own boxes the command name, the
 // SHA1 and every key): keys are passed by pointer, which the client writes
 // and routes (Cluster) as the strings they point to. keys must not change
 // until the command has been sent.
-func evalSha(ctx context.Context, s *goredis.Script, keys []string, args []any) *goredis.Cmd {
+func evalSha(ctx context.Context, s *goredis.Script, keys []string, args []any, r *callArgs) *goredis.Cmd {
 	sha, ok := shas.Load(s)
 	if !ok {
 		sha, _ = shas.LoadOrStore(s, any(s.Hash()))
 	}
-	a := make([]any, 3+len(keys)+len(args))
+	a := r.line() // args are in place already, after the keys
+	if a == nil {
+		a = make([]any, 3+len(keys)+len(args))
+		copy(a[3+len(keys):], args)
+	}
 	a[0], a[1], a[2] = "evalsha", sha, len(keys)
 	for i := range keys {
 		a[3+i] = &keys[i]
 	}
-	copy(a[3+len(keys):], args)
 	cmd := goredis.NewCmd(ctx, a...)
 	if len(keys) > 0 {
 		cmd.SetFirstKeyPos(3)
@@ -221,13 +232,13 @@ func (uncancelled) Done() <-chan struct{} { return nil }
 func (uncancelled) Err() error            { return nil }
 
 // via runs one script call through b and parses its reply: Do for the
-// driver-level operations below.
-func via[T any](ctx context.Context, b *Batch, s *goredis.Script, keys []string, args []any, parse func(*goredis.Cmd) (T, error), late func(T, error)) (T, bool, error) {
+// driver-level operations below (r: see do).
+func via[T any](ctx context.Context, b *Batch, s *goredis.Script, keys []string, args []any, r *callArgs, parse func(*goredis.Cmd) (T, error), late func(T, error)) (T, bool, error) {
 	var lc func(*goredis.Cmd)
 	if late != nil {
 		lc = func(cmd *goredis.Cmd) { late(parse(cmd)) }
 	}
-	cmd, abandoned, err := b.Do(ctx, s, keys, args, lc)
+	cmd, abandoned, err := b.do(ctx, s, keys, args, r, lc)
 	if err != nil {
 		var zero T
 		return zero, abandoned, err
@@ -253,11 +264,11 @@ func (b *Batch) AcquireWaited(ctx context.Context, k Keys, owner, hold, metadata
 }
 
 func (b *Batch) acquire(ctx context.Context, k Keys, owner, hold, metadata string, ttl time.Duration, waited bool, late func(AcquireResult, error)) (AcquireResult, bool, error) {
-	keys, args, err := acquireCall(k, owner, hold, metadata, ttl, waited)
+	r, err := acquireCall(k, owner, hold, metadata, ttl, waited)
 	if err != nil {
 		return AcquireResult{}, false, err
 	}
-	return via(ctx, b, acquireScript, keys, args, parseAcquireCmd, late)
+	return via(ctx, b, acquireScript, r.keys, r.args, r, parseAcquireCmd, late)
 }
 
 // FairAcquire is the package's FairAcquire through b (see Do).
@@ -266,25 +277,25 @@ func (b *Batch) FairAcquire(ctx context.Context, k Keys, owner string, ttl time.
 	if err != nil {
 		return AcquireResult{}, false, err
 	}
-	return via(ctx, b, fairAcquireScript, keys, args, parseFairAcquireCmd, late)
+	return via(ctx, b, fairAcquireScript, keys, args, nil, parseFairAcquireCmd, late)
 }
 
 // Release is the package's Release through b (see Do).
 func (b *Batch) Release(ctx context.Context, k Keys, owner string, token uint64, hold string, late func(ReleaseResult, error)) (ReleaseResult, bool, error) {
-	s, keys, args, err := releaseCall(k, owner, token, hold)
+	s, r, err := releaseCall(k, owner, token, hold)
 	if err != nil {
 		return NotHeld, false, err
 	}
-	return via(ctx, b, s, keys, args, parseReleaseCmd, late)
+	return via(ctx, b, s, r.keys, r.args, r, parseReleaseCmd, late)
 }
 
 // Refresh is the package's Refresh through b (see Do); an abandoned
 // refresh needs no undo, so it takes no late handler.
 func (b *Batch) Refresh(ctx context.Context, k Keys, owner string, token uint64, hold string, ttl time.Duration) (bool, error) {
-	keys, args, err := refreshCall(k, owner, token, hold, ttl)
+	r, err := refreshCall(k, owner, token, hold, ttl)
 	if err != nil {
 		return false, err
 	}
-	held, _, err := via(ctx, b, refreshScript, keys, args, parseRefreshCmd, nil)
+	held, _, err := via(ctx, b, refreshScript, r.keys, r.args, r, parseRefreshCmd, nil)
 	return held, err
 }

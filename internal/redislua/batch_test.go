@@ -202,20 +202,32 @@ func TestBatchPipelines(t *testing.T) {
 }
 
 // TestEvalShaAllocations: a script call is built with two allocations (the
-// argument slice and the Cmd), however many keys it has; go-redis's
-// Script.Run made eleven for an acquire (the command name, the SHA1 and
-// each key boxed again on every call).
+// argument slice and the Cmd), however many keys it has, and with one (the
+// Cmd) when it is built in its callArgs; go-redis's Script.Run made eleven
+// for an acquire (the command name, the SHA1 and each key boxed again on
+// every call).
 func TestEvalShaAllocations(t *testing.T) {
 	keys := []string{"lock", "fence", "legacy"}
 	args := []any{"owner", 10000, "hold"}
-	evalSha(t.Context(), acquireScript, keys, args) // caches the boxed SHA1
-	if n := testing.AllocsPerRun(100, func() { evalSha(t.Context(), acquireScript, keys, args) }); n > 2 {
+	evalSha(t.Context(), acquireScript, keys, args, nil) // caches the boxed SHA1
+	if n := testing.AllocsPerRun(100, func() { evalSha(t.Context(), acquireScript, keys, args, nil) }); n > 2 {
 		t.Errorf("evalSha: %.0f allocations, want at most 2", n)
 	}
-	cmd := evalSha(t.Context(), acquireScript, keys, args)
+	cmd := evalSha(t.Context(), acquireScript, keys, args, nil)
 	if got := fmt.Sprint(cmd.Args()[:4]); !strings.Contains(got, acquireScript.Hash()) || cmd.Args()[2] != 3 {
 		t.Errorf("evalSha args %s: want evalsha, the SHA1, 3 keys", got)
 	}
+
+	r, err := acquireCall(KeysFor("t:", "evalsha"), "owner", NewHoldSource().Next(), "meta", 10*time.Second, false)
+	require.NoError(t, err)
+	if n := testing.AllocsPerRun(100, func() { evalSha(t.Context(), acquireScript, r.keys, r.args, r) }); n > 1 {
+		t.Errorf("evalSha in a callArgs: %.0f allocations, want at most 1", n)
+	}
+	inPlace := evalSha(t.Context(), acquireScript, r.keys, r.args, r).Args()
+	built := evalSha(t.Context(), acquireScript, r.keys, r.args, nil).Args()
+	require.Len(t, inPlace, 3+3+5)
+	require.Equal(t, built, inPlace, "the same command line in place as built apart")
+	require.Equal(t, &r.k[0], inPlace[3], "keys by pointer")
 }
 
 // panicHook panics in the next command the client processes while armed

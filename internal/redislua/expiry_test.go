@@ -24,11 +24,11 @@ func TestRefreshReply(t *testing.T) {
 	}
 	refresh := func(ttl time.Duration) int64 {
 		t.Helper()
-		keys, args, err := refreshCall(k, "A", r.Token, h, ttl)
+		call, err := refreshCall(k, "A", r.Token, h, ttl)
 		if err != nil {
 			t.Fatal(err)
 		}
-		n, err := refreshScript.Run(ctx, c, keys, args...).Int64()
+		n, err := refreshScript.Run(ctx, c, call.keys, call.args...).Int64()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -55,8 +55,8 @@ func TestRefreshReply(t *testing.T) {
 	if p := pttl(); p < 20*time.Second || p > 30*time.Second {
 		t.Errorf("lock without expiry after a 30s refresh: pttl %v", p)
 	}
-	keys, args, _ := refreshCall(k, "B", r.Token, h, time.Hour)
-	if n, err := refreshScript.Run(ctx, c, keys, args...).Int64(); err != nil || n != 0 {
+	call, _ := refreshCall(k, "B", r.Token, h, time.Hour)
+	if n, err := refreshScript.Run(ctx, c, call.keys, call.args...).Int64(); err != nil || n != 0 {
 		t.Errorf("refresh by another owner = %d, %v; want 0", n, err)
 	}
 	if p := pttl(); p > 30*time.Second {

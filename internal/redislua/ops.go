@@ -55,49 +55,79 @@ type AcquireResult struct {
 // after a lost reply does not add a second hold. hold must come from a
 // HoldSource; ttl must be whole milliseconds (see PX).
 func Acquire(ctx context.Context, c goredis.Scripter, k Keys, owner, hold, metadata string, ttl time.Duration) (AcquireResult, error) {
-	keys, args, err := acquireCall(k, owner, hold, metadata, ttl, false)
+	r, err := acquireCall(k, owner, hold, metadata, ttl, false)
 	if err != nil {
 		return AcquireResult{}, err
 	}
-	return parseAcquireCmd(acquireScript.Run(ctx, c, keys, args...))
+	return parseAcquireCmd(acquireScript.Run(ctx, c, r.keys, r.args...))
 }
 
-// acquireCall checks Acquire's arguments and returns the script's keys and
-// arguments.
-func acquireCall(k Keys, owner, hold, metadata string, ttl time.Duration, waited bool) ([]string, []any, error) {
+// acquireCall checks Acquire's arguments and returns the script's call.
+func acquireCall(k Keys, owner, hold, metadata string, ttl time.Duration, waited bool) (*callArgs, error) {
 	px, err := PX(ttl)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if err := checkHold(hold); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	r := &callArgs{keys: [3]string{k.Lock, k.Fence, k.Legacy}, s: [4]string{owner, hold, k.Name, metadata}, n: px}
-	r.args = [6]any{&r.s[0], &r.n, &r.s[1], &r.s[2], &r.s[3], "0"}
-	keys := r.keys[:1]
+	r := &callArgs{k: [maxCallKeys]string{k.Lock, k.Fence, k.Legacy}, s: [4]string{owner, hold, k.Name, metadata}, n: px}
+	nk := 1
 	if k.Fence != "" {
-		keys = r.keys[:3]
+		nk = 3
 	}
-	if waited {
-		r.args[5] = "1" // other waiters: the new lock is marked for them
-		return keys, r.args[:6], nil
+	switch {
+	case waited: // other waiters: the new lock is marked for them
+		return r.in(nk, &r.s[0], &r.n, &r.s[1], &r.s[2], &r.s[3], "1"), nil
+	case metadata == "": // no metadata: not sent, not stored
+		return r.in(nk, &r.s[0], &r.n, &r.s[1], &r.s[2]), nil
 	}
-	if metadata == "" {
-		return keys, r.args[:4], nil // no metadata: not sent, not stored
-	}
-	return keys, r.args[:5], nil
+	return r.in(nk, &r.s[0], &r.n, &r.s[1], &r.s[2], &r.s[3]), nil
 }
 
-// callArgs holds one script call's keys and arguments in one allocation:
-// the arguments are pointers into it, which go-redis writes as the values
-// they point to (and boxing a pointer allocates nothing, where boxing a
-// string or a large integer would allocate once per argument).
+// maxCallKeys and maxCallArgs bound the keys and arguments that in puts
+// in a callArgs.
+const (
+	maxCallKeys = 3
+	maxCallArgs = 6
+)
+
+// callArgs holds one script call's keys, arguments and EVALSHA command
+// line in one allocation: the arguments are pointers into it, which
+// go-redis writes as the values they point to (and boxing a pointer
+// allocates nothing, where boxing a string or a large integer would
+// allocate once per argument), and, once in has placed them, they sit in cmd
+// after the slots of the command's name, SHA1, key count and keys, so that
+// evalSha builds the EVALSHA command in place. A callArgs is sent once: a
+// retried call is built anew.
 type callArgs struct {
-	keys [3]string
-	args [6]any
-	s    [4]string
-	n    int64
-	u    uint64
+	keys    []string // the script's keys
+	args    []any    // its arguments
+	inPlace bool     // keys are in k and args in cmd (see in)
+	cmd     [3 + maxCallKeys + maxCallArgs]any
+	k       [maxCallKeys]string
+	s       [4]string
+	n       int64
+	u       uint64
+}
+
+// in makes k[:nk] the call's keys and a its arguments, in place, and
+// returns r.
+func (r *callArgs) in(nk int, a ...any) *callArgs {
+	r.keys = r.k[:nk]
+	r.args = r.cmd[3+nk : 3+nk+len(a)]
+	copy(r.args, a)
+	r.inPlace = true
+	return r
+}
+
+// line is the slice of r that evalSha builds the EVALSHA command line in:
+// nil unless r's keys and arguments are in place.
+func (r *callArgs) line() []any {
+	if r == nil || !r.inPlace {
+		return nil
+	}
+	return r.cmd[:3+len(r.keys)+len(r.args)]
 }
 
 func parseAcquireCmd(cmd *goredis.Cmd) (AcquireResult, error) {
@@ -181,25 +211,24 @@ const (
 // wait (or undoes an attempt), and a freed lock is granted to the first live
 // waiter instead.
 func Release(ctx context.Context, c goredis.Scripter, k Keys, owner string, token uint64, hold string) (ReleaseResult, error) {
-	s, keys, args, err := releaseCall(k, owner, token, hold)
+	s, r, err := releaseCall(k, owner, token, hold)
 	if err != nil {
 		return NotHeld, err
 	}
-	return parseReleaseCmd(s.Run(ctx, c, keys, args...))
+	return parseReleaseCmd(s.Run(ctx, c, r.keys, r.args...))
 }
 
-// releaseCall checks Release's arguments and returns the script to run,
-// its keys and arguments.
-func releaseCall(k Keys, owner string, token uint64, hold string) (*goredis.Script, []string, []any, error) {
+// releaseCall checks Release's arguments and returns the script to run
+// and its call.
+func releaseCall(k Keys, owner string, token uint64, hold string) (*goredis.Script, *callArgs, error) {
 	if err := checkHold(hold); err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
 	if k.Queue != "" {
-		return fairReleaseScript, k.fairKeys(), []any{owner, token, hold, k.Channel, k.Name}, nil
+		return fairReleaseScript, &callArgs{keys: k.fairKeys(), args: []any{owner, token, hold, k.Channel, k.Name}}, nil
 	}
-	r := &callArgs{keys: [3]string{k.Lock}, s: [4]string{owner, hold, k.Channel}, u: token}
-	r.args = [6]any{&r.s[0], &r.u, &r.s[1], &r.s[2]}
-	return releaseScript, r.keys[:1], r.args[:4], nil
+	r := &callArgs{k: [maxCallKeys]string{k.Lock}, s: [4]string{owner, hold, k.Channel}, u: token}
+	return releaseScript, r.in(1, &r.s[0], &r.u, &r.s[1], &r.s[2]), nil
 }
 
 func parseReleaseCmd(cmd *goredis.Cmd) (ReleaseResult, error) {
@@ -223,26 +252,24 @@ func parseReleaseCmd(cmd *goredis.Cmd) (ReleaseResult, error) {
 // shortens the expiry. It reports whether the lock was held (false: nothing
 // was changed).
 func Refresh(ctx context.Context, c goredis.Scripter, k Keys, owner string, token uint64, hold string, ttl time.Duration) (bool, error) {
-	keys, args, err := refreshCall(k, owner, token, hold, ttl)
+	r, err := refreshCall(k, owner, token, hold, ttl)
 	if err != nil {
 		return false, err
 	}
-	return parseRefreshCmd(refreshScript.Run(ctx, c, keys, args...))
+	return parseRefreshCmd(refreshScript.Run(ctx, c, r.keys, r.args...))
 }
 
-// refreshCall checks Refresh's arguments and returns the script's keys
-// and arguments.
-func refreshCall(k Keys, owner string, token uint64, hold string, ttl time.Duration) ([]string, []any, error) {
+// refreshCall checks Refresh's arguments and returns the script's call.
+func refreshCall(k Keys, owner string, token uint64, hold string, ttl time.Duration) (*callArgs, error) {
 	px, err := PX(ttl)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if err := checkHold(hold); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	r := &callArgs{keys: [3]string{k.Lock}, s: [4]string{owner, hold}, u: token, n: px}
-	r.args = [6]any{&r.s[0], &r.u, &r.s[1], &r.n}
-	return r.keys[:1], r.args[:4], nil
+	r := &callArgs{k: [maxCallKeys]string{k.Lock}, s: [4]string{owner, hold}, u: token, n: px}
+	return r.in(1, &r.s[0], &r.u, &r.s[1], &r.n), nil
 }
 
 func parseRefreshCmd(cmd *goredis.Cmd) (bool, error) {

@@ -66,17 +66,17 @@ func TestScriptServerCPUPaired(t *testing.T) {
 	}
 	acquire := func(s scripts, k Keys, owner, hold string, ttl time.Duration) AcquireResult {
 		t.Helper()
-		keys, args, err := acquireCall(k, owner, hold, "", ttl, false)
+		call, err := acquireCall(k, owner, hold, "", ttl, false)
 		must("acquire call", true, err)
-		r, err := parseAcquireCmd(s.acquire.Run(ctx, c, keys, args...))
+		r, err := parseAcquireCmd(s.acquire.Run(ctx, c, call.keys, call.args...))
 		must("acquire", true, err)
 		return r
 	}
 	release := func(s scripts, k Keys, owner string, token uint64, hold string) ReleaseResult {
 		t.Helper()
-		_, keys, args, err := releaseCall(k, owner, token, hold)
+		_, call, err := releaseCall(k, owner, token, hold)
 		must("release call", true, err)
-		r, err := parseReleaseCmd(s.release.Run(ctx, c, keys, args...))
+		r, err := parseReleaseCmd(s.release.Run(ctx, c, call.keys, call.args...))
 		must("release", true, err)
 		return r
 	}
@@ -120,9 +120,9 @@ func TestScriptServerCPUPaired(t *testing.T) {
 		}},
 		{"refresh (extending)", func(s scripts) {
 			refreshes++
-			keys, args, err := refreshCall(refreshed, "A", refreshToken, refreshHold, ttl+time.Duration(refreshes)*time.Millisecond)
+			call, err := refreshCall(refreshed, "A", refreshToken, refreshHold, ttl+time.Duration(refreshes)*time.Millisecond)
 			must("refresh call", true, err)
-			held, err := parseRefreshCmd(s.refresh.Run(ctx, c, keys, args...))
+			held, err := parseRefreshCmd(s.refresh.Run(ctx, c, call.keys, call.args...))
 			must("refresh", held, err)
 		}},
 		{"fair cycle (acquire free + release)", func(s scripts) {
@@ -131,9 +131,9 @@ func TestScriptServerCPUPaired(t *testing.T) {
 			must("fair acquire call", true, err)
 			r, err := parseFairAcquireCmd(s.fairAcquire.Run(ctx, c, keys, args...))
 			must("fair acquire", r.Outcome == Acquired, err)
-			_, keys, args, err = releaseCall(fair, "A", r.Token, h)
+			_, call, err := releaseCall(fair, "A", r.Token, h)
 			must("fair release call", true, err)
-			n, err := s.fairRelease.Run(ctx, c, keys, args...).Int64()
+			n, err := s.fairRelease.Run(ctx, c, call.keys, call.args...).Int64()
 			must("fair release", n == 1, err)
 		}},
 	}
