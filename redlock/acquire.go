@@ -49,6 +49,9 @@ func (d *driver) TryAcquire(ctx context.Context, req backend.Request) (backend.L
 	a.after = d.releasing.after(a.h.keys.Lock)
 	r := d.run(ctx, quorumOp{wait: min(d.nodeTimeout, validity), op: a, decided: acquireDecided})
 	success := !r.ctxDone && r.tally().yes >= d.quorum && r.elapsed < validity
+	if d.onAttempt != nil {
+		d.onAttempt(r.tally())
+	}
 	if success {
 		for _, x := range r.rs {
 			a.unsure[x.i] = redislua.Ambiguous(x.err)

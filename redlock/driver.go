@@ -98,6 +98,9 @@ type driver struct {
 	// for node by node.
 	releasing releasing
 	closed    atomic.Bool
+	// onAttempt, if set (tests only, before use), is told every acquire
+	// attempt's answers at its decision.
+	onAttempt func(tally)
 }
 
 var (
