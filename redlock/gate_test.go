@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/redislua"
 	"github.com/distlock/distlock/internal/testkit/slack"
 )
 
@@ -86,5 +87,49 @@ func TestWokenWaiterAsksTheGateFirst(t *testing.T) {
 	}
 	if err := <-got; err != nil {
 		t.Fatalf("the waiter after the release: %v", err)
+	}
+}
+
+// TestLeftoverOnTheGateDoesNotBlockWaiters: a hold of another owner left on
+// the gate node alone (a failed attempt's give-back that never arrived),
+// older than an attempt under way can be, does not hold up waiters while
+// the other nodes are free: their attempt goes on to every node.
+func TestLeftoverOnTheGateDoesNotBlockWaiters(t *testing.T) {
+	c := startCluster(t, 5)
+	a, b := newTestLocker(t, c.addrs()), newTestLocker(t, c.addrs())
+	warm(t, a)
+	warm(t, b)
+	const key = "gate/leftover"
+	ctx := tctx(t, slack.D(30*time.Second))
+	d := driverOf(b)
+	gate := d.gateOf(key)
+	if _, _, err := d.nodes[gate].batch.Acquire(ctx, d.keys(key), "someone-else", redislua.NewHoldSource().Next(), "", time.Minute, nil); err != nil {
+		t.Fatal(err)
+	}
+	held, err := a.Acquire(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		lease, err := b.Acquire(ctx, key)
+		if err == nil {
+			err = lease.Release(ctx)
+		}
+		got <- err
+	}()
+	eventually(t, slack.D(10*time.Second), "the waiter queued", func() bool { return d.waiting.has(key) })
+	// The leftover grows older than an attempt under way can be.
+	time.Sleep(2*d.nodeTimeout + 10*time.Millisecond)
+	if err := held.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatalf("the waiter: %v", err)
+		}
+	case <-time.After(slack.D(5 * time.Second)):
+		t.Fatal("the waiter is still waiting, 5s after the release, with a quorum of nodes free")
 	}
 }

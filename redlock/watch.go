@@ -27,7 +27,12 @@ func (d *driver) Watch(ctx context.Context, req backend.Request) (<-chan struct{
 // marked for the waiters behind it, whose hand-on attempt marks it.
 func (d *driver) WatchHeld(ctx context.Context, req backend.Request) (<-chan struct{}, func(held bool)) {
 	ch, cancel := d.watch(ctx, req.Key, false)
-	return ch, func(bool) { cancel() }
+	d.waiting.add(req.Key)
+	var once sync.Once
+	return ch, func(bool) {
+		once.Do(func() { d.waiting.remove(req.Key) })
+		cancel()
+	}
 }
 
 // watch is Watch (all: an observer, woken by every release) and WatchHeld
