@@ -115,10 +115,10 @@ type attempt struct {
 	// yet is not sent it.
 	withdrawn atomic.Bool
 	key       string // the lock's name, of which gateOf picks the gate
-	// gateNode (-1: none) answered gateResult before the fan-out (see
+	// gateNode (-1: none) answered *gateResult before the fan-out (see
 	// gate); the fan-out takes that answer instead of asking it again.
 	gateNode   int
-	gateResult nodeResult
+	gateResult *nodeResult
 }
 
 // errWithdrawn is the failure of a node whose request was not sent
@@ -128,7 +128,7 @@ var errWithdrawn = errors.New("not sent: the attempt was already decided")
 // node runs the acquire script on node nd.
 func (a *attempt) node(ctx context.Context, i int, nd *node) nodeResult {
 	if i == a.gateNode {
-		return a.gateResult
+		return *a.gateResult
 	}
 	// If ctx ends first, the request is not sent (not ambiguous).
 	a.after.wait(ctx, i)

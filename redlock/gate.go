@@ -110,7 +110,7 @@ func (a *attempt) gate(ctx context.Context) (r nodeResult, sent time.Time, ok bo
 	r = a.node(gctx, i, nd)
 	cancel()
 	r.i = i
-	a.gateNode, a.gateResult = i, r
+	a.gateNode, a.gateResult = i, &r
 	return r, sent, true
 }
 
