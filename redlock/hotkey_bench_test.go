@@ -25,7 +25,8 @@ import (
 // handoffs/s, release→next-acquire p50/p99 (of acquisitions whose call
 // began before the release), acquire attempts per handoff, split votes
 // per handoff (attempts granted by some nodes, but not a quorum, at their
-// decision), the 5 servers' commands and CPU µs per handoff (INFO), and
+// decision), refusals at the gate per handoff (attempts that asked one
+// node), the 5 servers' commands and CPU µs per handoff (INFO), and
 // the acquisitions that failed unavailable (a node slower than the 50ms
 // per-node timeout on a loaded machine), which are tried again.
 func BenchmarkHotKey(b *testing.B) {
@@ -51,6 +52,7 @@ func BenchmarkHotKey(b *testing.B) {
 			b.ReportMetric(med(func(r hotKeyResult) float64 { return r.p99 }), "p99-µs")
 			b.ReportMetric(med(func(r hotKeyResult) float64 { return r.attempts }), "attempts/handoff")
 			b.ReportMetric(med(func(r hotKeyResult) float64 { return r.split }), "splits/handoff")
+			b.ReportMetric(med(func(r hotKeyResult) float64 { return r.gated }), "gate-refusals/handoff")
 			b.ReportMetric(med(func(r hotKeyResult) float64 { return r.cmds }), "cmds/handoff")
 			b.ReportMetric(med(func(r hotKeyResult) float64 { return r.cpu }), "srv-cpu-µs/handoff")
 			b.ReportMetric(med(func(r hotKeyResult) float64 { return r.errs }), "unavailable/run")
@@ -62,19 +64,22 @@ func BenchmarkHotKey(b *testing.B) {
 const hotKeyRun = 2 * time.Second
 
 type hotKeyResult struct {
-	perSec, p50, p99, attempts, split, cmds, cpu float64
-	errs                                         float64 // unavailable answers per run
+	perSec, p50, p99, attempts, split, gated, cmds, cpu float64
+	errs                                                float64 // unavailable answers per run
 }
 
 func hotKey(b *testing.B, addrs []string, lockers, waiters int, hold, dur time.Duration) hotKeyResult {
 	b.Helper()
-	var attempts, split atomic.Int64
+	var attempts, split, gated atomic.Int64
 	ls := make([]*distlock.Locker, lockers)
 	for i := range ls {
 		l := newTestLocker(b, addrs)
 		d := driverOf(l)
 		d.onAttempt = func(t tally) {
 			attempts.Add(1)
+			if t.yes+t.no+t.failed == 1 {
+				gated.Add(1)
+			}
 			if t.yes > 0 && t.yes < d.quorum {
 				split.Add(1)
 			}
@@ -93,6 +98,7 @@ func hotKey(b *testing.B, addrs []string, lockers, waiters int, hold, dur time.D
 	load0 := serverLoad(b, addrs)
 	attempts.Store(0)
 	split.Store(0)
+	gated.Store(0)
 	var (
 		base        = time.Now()
 		lastRelease atomic.Int64
@@ -166,6 +172,7 @@ func hotKey(b *testing.B, addrs []string, lockers, waiters int, hold, dur time.D
 		p99:      pct(.99),
 		attempts: float64(attempts.Load()) / n,
 		split:    float64(split.Load()) / n,
+		gated:    float64(gated.Load()) / n,
 		cmds:     float64(load1.cmds-load0.cmds) / n,
 		cpu:      (load1.cpu - load0.cpu) * 1e6 / n,
 		errs:     float64(errs.Load()),
