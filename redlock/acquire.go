@@ -306,7 +306,7 @@ const forever = time.Duration(1<<63 - 1)
 // two per-node timeouts, its age (bounded by that); for a holder's, its
 // expiry; forever when unknown.
 func (d *driver) freeIn(r nodeResult, base time.Duration, quorumHeld bool) time.Duration {
-	bound := 2*d.nodeTimeout + 10*time.Millisecond
+	bound := d.youngHold()
 	pttl := r.pttl
 	if pttl <= 0 {
 		pttl = forever
@@ -319,6 +319,11 @@ func (d *driver) freeIn(r nodeResult, base time.Duration, quorumHeld bool) time.
 	}
 	return min(r.age, bound-r.age, pttl)
 }
+
+// youngHold bounds the age of a hold that may belong to an attempt still
+// under way (granted here, its fate decided by the other nodes' answers):
+// two per-node timeouts and some slack.
+func (d *driver) youngHold() time.Duration { return 2*d.nodeTimeout + 10*time.Millisecond }
 
 // heldByQuorum reports whether the busy answers show one owner holding a
 // quorum of the nodes.

@@ -115,25 +115,21 @@ func (a *attempt) gate(ctx context.Context) (r nodeResult, sent time.Time, ok bo
 }
 
 // refusedAtGate returns whether the gate's refusal r is final for the
-// attempt, and then the wait before the next attempt. A hold younger than two per-node
-// timeouts is final: it belongs to an attempt still under way or to a
-// holder that just took the lock; either announces its end at the gate
-// (the holder's release, or the give-back of an attempt that failed to
-// reach a quorum, see giveBackHold), and the wait before the next attempt
-// only bounds what announces nothing (an ambiguous failure, a process that
-// died mid-attempt). An older hold, or one of unknown age, may be a
-// leftover on this node alone while a quorum of the others is free: the
-// attempt goes on to every node.
+// attempt, and then the wait before the next attempt (0: unknown). A
+// refusal by a hold younger than two per-node timeouts is final: the hold
+// belongs to an attempt still under way or to a holder that just took the
+// lock, and either announces its end at the gate — the holder's release,
+// or the give-back of an attempt that failed to reach a quorum (see
+// giveBackHold) — so the waiter waits for that, bounded by the hold's
+// expiry (what announces nothing: an ambiguous failure, a process that
+// died mid-attempt; its hold is old at the waiter's next attempt). An
+// older hold, or one of unknown age, may be a leftover on this node alone
+// while a quorum of the others is free: the attempt goes on to every node.
 func (a *attempt) refusedAtGate(r nodeResult) (bool, time.Duration) {
-	bound := 2*a.d.nodeTimeout + 10*time.Millisecond
-	if r.age < 0 || r.age >= bound {
+	if r.age < 0 || r.age >= a.d.youngHold() {
 		return false, 0
 	}
-	after := bound - r.age
-	if r.pttl > 0 {
-		after = min(after, r.pttl)
-	}
-	return true, after
+	return true, max(r.pttl, 0)
 }
 
 // giveBackHold is the hold to give back on node i after a failed attempt:

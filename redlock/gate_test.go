@@ -120,7 +120,7 @@ func TestLeftoverOnTheGateDoesNotBlockWaiters(t *testing.T) {
 	}()
 	eventually(t, slack.D(10*time.Second), "the waiter queued", func() bool { return d.waiting.has(key) })
 	// The leftover grows older than an attempt under way can be.
-	time.Sleep(2*d.nodeTimeout + 10*time.Millisecond)
+	time.Sleep(d.youngHold())
 	if err := held.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
