@@ -18,7 +18,10 @@ import (
 
 // TryAcquire runs one Redlock attempt: the acquire script with the same
 // owner, hold id and TTL on every node in parallel, each bounded by the
-// per-node timeout; success needs a quorum and validity left.
+// per-node timeout; success needs a quorum and validity left (counted from
+// the first request). While this driver has waiters queued on the lock,
+// the lock's gate node is asked first and the others only once it granted
+// (see gate.go).
 func (d *driver) TryAcquire(ctx context.Context, req backend.Request) (backend.Lock, error) {
 	if d.closed.Load() {
 		return nil, backend.ErrClosed
