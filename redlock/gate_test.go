@@ -49,13 +49,10 @@ func countAttempts(l *testLocker) *atomic.Int64 {
 // one release are served one at a time at the gate instead of splitting
 // the nodes among them (split votes, after which all give back and retry).
 func TestWokenWaiterAsksTheGateFirst(t *testing.T) {
-	c := startCluster(t, 5)
 	// A long per-node timeout: the holder's hold stays "young" (younger
 	// than two per-node timeouts) for the whole test.
 	opts := []Option{WithNodeTimeout(slack.D(time.Second))}
-	a, b := newTestLocker(t, c.addrs(), opts...), newTestLocker(t, c.addrs(), opts...)
-	warm(t, a)
-	warm(t, b)
+	c, a, b := twoLockers(t, opts...)
 	const key = "gate/woken"
 	ctx := tctx(t, slack.D(30*time.Second))
 	held, err := a.Acquire(ctx, key, distlock.WithTTL(time.Minute))
@@ -63,14 +60,7 @@ func TestWokenWaiterAsksTheGateFirst(t *testing.T) {
 		t.Fatal(err)
 	}
 	attempts := countAttempts(b)
-	got := make(chan error, 1)
-	go func() {
-		lease, err := b.Acquire(ctx, key)
-		if err == nil {
-			err = lease.Release(ctx)
-		}
-		got <- err
-	}()
+	got := acquireAndRelease(ctx, b, key)
 	// The first attempt, then the one after subscribing.
 	eventually(t, slack.D(10*time.Second), "the waiter's first two attempts", func() bool { return attempts.Load() >= 2 })
 	before, n := c.evalshas(t), attempts.Load()
@@ -95,10 +85,7 @@ func TestWokenWaiterAsksTheGateFirst(t *testing.T) {
 // older than an attempt under way can be, does not hold up waiters while
 // the other nodes are free: their attempt goes on to every node.
 func TestLeftoverOnTheGateDoesNotBlockWaiters(t *testing.T) {
-	c := startCluster(t, 5)
-	a, b := newTestLocker(t, c.addrs()), newTestLocker(t, c.addrs())
-	warm(t, a)
-	warm(t, b)
+	_, a, b := twoLockers(t)
 	const key = "gate/leftover"
 	ctx := tctx(t, slack.D(30*time.Second))
 	d := driverOf(b)
@@ -110,14 +97,7 @@ func TestLeftoverOnTheGateDoesNotBlockWaiters(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := make(chan error, 1)
-	go func() {
-		lease, err := b.Acquire(ctx, key)
-		if err == nil {
-			err = lease.Release(ctx)
-		}
-		got <- err
-	}()
+	got := acquireAndRelease(ctx, b, key)
 	eventually(t, slack.D(10*time.Second), "the waiter queued", func() bool { return d.waiting.has(key) })
 	// The leftover grows older than an attempt under way can be.
 	time.Sleep(d.youngHold())
@@ -132,4 +112,28 @@ func TestLeftoverOnTheGateDoesNotBlockWaiters(t *testing.T) {
 	case <-time.After(slack.D(5 * time.Second)):
 		t.Fatal("the waiter is still waiting, 5s after the release, with a quorum of nodes free")
 	}
+}
+
+// twoLockers starts 5 nodes and two warm Lockers over them.
+func twoLockers(t *testing.T, opts ...Option) (*cluster, *testLocker, *testLocker) {
+	t.Helper()
+	c := startCluster(t, 5)
+	a, b := newTestLocker(t, c.addrs(), opts...), newTestLocker(t, c.addrs(), opts...)
+	warm(t, a)
+	warm(t, b)
+	return c, a, b
+}
+
+// acquireAndRelease acquires key with l and releases it, in the
+// background; the channel gets the first error, or nil.
+func acquireAndRelease(ctx context.Context, l *testLocker, key string) <-chan error {
+	got := make(chan error, 1)
+	go func() {
+		lease, err := l.Acquire(ctx, key)
+		if err == nil {
+			err = lease.Release(ctx)
+		}
+		got <- err
+	}()
+	return got
 }

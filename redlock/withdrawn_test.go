@@ -15,10 +15,7 @@ import (
 // (which would keep the waiters' attempts away from the lock's gate node,
 // and Watch from waiting for its subscription, for a second).
 func TestWithdrawnNodeIsNotMarkedDown(t *testing.T) {
-	c := startCluster(t, 5)
-	a, b := newTestLocker(t, c.addrs()), newTestLocker(t, c.addrs())
-	warm(t, a)
-	warm(t, b)
+	_, a, b := twoLockers(t)
 	const key = "withdrawn/one"
 	ctx := tctx(t, slack.D(30*time.Second))
 	held, err := a.Acquire(ctx, key)
