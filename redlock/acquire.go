@@ -18,7 +18,10 @@ import (
 
 // TryAcquire runs one Redlock attempt: the acquire script with the same
 // owner, hold id and TTL on every node in parallel, each bounded by the
-// per-node timeout; success needs a quorum and validity left.
+// per-node timeout; success needs a quorum and validity left (counted from
+// the first request). While this driver has waiters queued on the lock,
+// the lock's gate node is asked first and the others only once it granted
+// (see gate.go).
 func (d *driver) TryAcquire(ctx context.Context, req backend.Request) (backend.Lock, error) {
 	if d.closed.Load() {
 		return nil, backend.ErrClosed
@@ -30,9 +33,10 @@ func (d *driver) TryAcquire(ctx context.Context, req backend.Request) (backend.L
 	if err != nil {
 		return nil, err
 	}
-	a := &attempt{d: d, h: holdRef{keys: d.keys(req.Key), owner: req.Owner, hold: d.holds.Next()}, metadata: req.Metadata, ttl: req.TTL, validity: validity}
+	a := &attempt{d: d, h: holdRef{keys: d.keys(req.Key), owner: req.Owner, hold: d.holds.Next()}, metadata: req.Metadata, ttl: req.TTL, validity: validity, key: req.Key, gateNode: -1}
 	// undo: a failed attempt gives back its holds silently, so that waiters
-	// are not woken to retry the same minorities in a loop.
+	// are not woken to retry the same minorities in a loop — but on the
+	// lock's gate node, where waiters refused by it wait (giveBackHold).
 	a.undoH = a.h
 	a.undoH.keys.Channel = ""
 	// unsure[i]: node i's answer was lost (the hold may be there, or may
@@ -47,8 +51,28 @@ func (d *driver) TryAcquire(ctx context.Context, req backend.Request) (backend.L
 	l.unsure = l.unsure[:len(d.nodes)]
 	a.unsure = l.unsure
 	a.after = d.releasing.after(a.h.keys.Lock)
-	r := d.run(ctx, quorumOp{wait: min(d.nodeTimeout, validity), op: a, decided: acquireDecided})
+	var r round
+	if d.waiting.has(req.Key) {
+		gr, sent, ok := a.gate(ctx)
+		if ok && gr.out == no {
+			if final, after := a.refusedAtGate(gr); final {
+				// Refused at the gate: the others were not asked.
+				if d.onAttempt != nil {
+					d.onAttempt(tally{no: 1})
+				}
+				return nil, backend.Busy(after)
+			}
+		}
+		r = d.run(ctx, quorumOp{wait: max(0, min(d.nodeTimeout, validity-time.Since(sent))), op: a, decided: acquireDecided})
+		// The validity counts from the first request sent (the gate's).
+		r.elapsed = time.Since(sent)
+	} else {
+		r = d.run(ctx, quorumOp{wait: min(d.nodeTimeout, validity), op: a, decided: acquireDecided})
+	}
 	success := !r.ctxDone && r.tally().yes >= d.quorum && r.elapsed < validity
+	if d.onAttempt != nil {
+		d.onAttempt(r.tally())
+	}
 	if success {
 		for _, x := range r.rs {
 			a.unsure[x.i] = redislua.Ambiguous(x.err)
@@ -93,6 +117,11 @@ type attempt struct {
 	// withdrawn: the attempt failed; a node whose request is not sent
 	// yet is not sent it.
 	withdrawn atomic.Bool
+	key       string // the lock's name, of which gateOf picks the gate
+	// gateNode (-1: none) answered *gateResult before the fan-out (see
+	// gate); the fan-out takes that answer instead of asking it again.
+	gateNode   int
+	gateResult *nodeResult
 }
 
 // errWithdrawn is the failure of a node whose request was not sent
@@ -101,6 +130,9 @@ var errWithdrawn = errors.New("not sent: the attempt was already decided")
 
 // node runs the acquire script on node nd.
 func (a *attempt) node(ctx context.Context, i int, nd *node) nodeResult {
+	if i == a.gateNode {
+		return *a.gateResult
+	}
 	// If ctx ends first, the request is not sent (not ambiguous).
 	a.after.wait(ctx, i)
 	if a.withdrawn.Load() {
@@ -125,7 +157,7 @@ func (a *attempt) late(r nodeResult, success bool) {
 	case success:
 		a.unsure[r.i] = ambiguous
 	case r.out == yes:
-		a.d.giveBack(context.Background(), r.i, a.undoH, a.ttl)
+		a.d.giveBack(context.Background(), r.i, a.giveBackHold(r.i), a.ttl)
 	case errors.Is(r.err, errWithdrawn):
 	case ambiguous:
 		a.d.undo(r.i, a.undoH, a.ttl, undoInFlight, true)
@@ -160,6 +192,12 @@ func (a *attempt) failed(ctx context.Context, r *round) error {
 			return fmt.Errorf("%w: %w", backend.Busy(0), async.CtxError(ctx))
 		}
 		return async.CtxError(ctx)
+	}
+	if g := slices.Index(granted, d.gateOf(a.key)); g >= 0 {
+		// After the others, announced: a waiter it wakes finds them free.
+		gate := granted[g]
+		granted = slices.Delete(granted, g, g+1)
+		defer d.giveBack(ctx, gate, a.giveBackHold(gate), a.ttl)
 	}
 	d.releaseNodes(ctx, granted, a.undoH, a.ttl)
 	return a.failure(r)
@@ -271,7 +309,7 @@ const forever = time.Duration(1<<63 - 1)
 // two per-node timeouts, its age (bounded by that); for a holder's, its
 // expiry; forever when unknown.
 func (d *driver) freeIn(r nodeResult, base time.Duration, quorumHeld bool) time.Duration {
-	bound := 2*d.nodeTimeout + 10*time.Millisecond
+	bound := d.youngHold()
 	pttl := r.pttl
 	if pttl <= 0 {
 		pttl = forever
@@ -284,6 +322,11 @@ func (d *driver) freeIn(r nodeResult, base time.Duration, quorumHeld bool) time.
 	}
 	return min(r.age, bound-r.age, pttl)
 }
+
+// youngHold bounds the age of a hold that may belong to an attempt still
+// under way (granted here, its fate decided by the other nodes' answers):
+// two per-node timeouts and some slack.
+func (d *driver) youngHold() time.Duration { return 2*d.nodeTimeout + 10*time.Millisecond }
 
 // heldByQuorum reports whether the busy answers show one owner holding a
 // quorum of the nodes.

@@ -98,6 +98,12 @@ type driver struct {
 	// for node by node.
 	releasing releasing
 	closed    atomic.Bool
+	// waiting: the waiters queued on each lock (WatchHeld), whose
+	// attempts go to the lock's gate node first (see gate).
+	waiting waiting
+	// onAttempt, if set (tests only, before use), is told every acquire
+	// attempt's answers at its decision.
+	onAttempt func(tally)
 }
 
 var (

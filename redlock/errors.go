@@ -53,8 +53,10 @@ func (d *driver) nodeError(ctx, nctx context.Context, n *node, err error) error 
 	}
 	async.Settle(ctx, err)
 	ctxErr := ctx.Err()
-	if ctxErr == nil && !redislua.IsReply(err) {
-		n.markDown(d) // unreachable or too slow, not cancelled by the caller
+	if ctxErr == nil && !redislua.IsReply(err) && !errors.Is(err, errWithdrawn) {
+		// Unreachable or too slow, not cancelled by the caller (nor
+		// spared a request by an attempt decided without it).
+		n.markDown(d)
 	}
 	switch {
 	case ctxErr != nil && errors.Is(err, ctxErr):

@@ -20,14 +20,20 @@ func (d *driver) Watch(ctx context.Context, req backend.Request) (<-chan struct{
 
 // WatchHeld implements backend.HeldNotifier for distlock's acquire loop:
 // the waiter joins the key's waiters' queue on every node, where a release
-// wakes only the head. It does not mark the lock (no round trip to the
+// wakes only the head; until its cancel, the driver's attempts on the lock
+// go to the lock's gate node first (see gate.go). It does not mark the lock (no round trip to the
 // nodes): the loop attempts again right after it, and a busy attempt marks
 // the holder on every node that answers busy. Its cancel hands a received wake-up on whether or
 // not it leaves holding the lock: a lock taken on Redlock's nodes is not
 // marked for the waiters behind it, whose hand-on attempt marks it.
 func (d *driver) WatchHeld(ctx context.Context, req backend.Request) (<-chan struct{}, func(held bool)) {
 	ch, cancel := d.watch(ctx, req.Key, false)
-	return ch, func(bool) { cancel() }
+	d.waiting.add(req.Key)
+	var once sync.Once
+	return ch, func(bool) {
+		once.Do(func() { d.waiting.remove(req.Key) })
+		cancel()
+	}
 }
 
 // watch is Watch (all: an observer, woken by every release) and WatchHeld
