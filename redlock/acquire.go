@@ -21,7 +21,9 @@ import (
 // per-node timeout; success needs a quorum and validity left (counted from
 // the first request). While this driver has waiters queued on the lock,
 // the lock's gate node is asked first and the others only once it granted
-// (see gate.go).
+// — or, for an attempt that is not a queued waiter's, also once it refused
+// (see gate.go): a nested acquisition succeeds whenever its owner holds a
+// quorum.
 func (d *driver) TryAcquire(ctx context.Context, req backend.Request) (backend.Lock, error) {
 	if d.closed.Load() {
 		return nil, backend.ErrClosed

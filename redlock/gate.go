@@ -19,7 +19,9 @@ import (
 // marks the lock there for the next release's wake-up. The quorum decides
 // as before — the gate's grant is one vote of the attempt — so mutual
 // exclusion is unchanged; a gate that fails or is marked down lets the
-// attempt fan out to every node, as an attempt without waiters does.
+// attempt fan out to every node, as an attempt without waiters does. Only
+// a queued waiter's attempt stops at the gate's refusal (refusedAtGate):
+// any other may be a nested acquisition, which needs the other nodes.
 
 // gateOf is the gate node of key: the node whose address, hashed with the
 // key, ranks highest (rendezvous hashing). Every driver configured with the
@@ -55,32 +57,43 @@ func fnv1a(h uint64, s string) uint64 {
 	return h
 }
 
-// waiting counts a driver's queued waiters per lock.
+// waiting counts a driver's queued waiters per lock, and per lock and
+// owner.
 type waiting struct {
-	total atomic.Int64 // over all locks: the uncontended path reads only this
-	mu    sync.Mutex
-	keys  map[string]int
+	total  atomic.Int64 // over all locks: the uncontended path reads only this
+	mu     sync.Mutex
+	keys   map[string]int
+	owners map[waiter]int
 }
 
-func (w *waiting) add(key string) {
+// waiter is one owner queued on one lock.
+type waiter struct{ key, owner string }
+
+func (w *waiting) add(key, owner string) {
 	w.mu.Lock()
 	if w.keys == nil {
-		w.keys = map[string]int{}
+		w.keys, w.owners = map[string]int{}, map[waiter]int{}
 	}
 	w.keys[key]++
+	w.owners[waiter{key, owner}]++
 	w.total.Add(1)
 	w.mu.Unlock()
 }
 
-func (w *waiting) remove(key string) {
+func (w *waiting) remove(key, owner string) {
 	w.mu.Lock()
 	if w.keys[key]--; w.keys[key] <= 0 {
 		delete(w.keys, key)
+	}
+	o := waiter{key, owner}
+	if w.owners[o]--; w.owners[o] <= 0 {
+		delete(w.owners, o)
 	}
 	w.total.Add(-1)
 	w.mu.Unlock()
 }
 
+// has reports whether waiters are queued on key.
 func (w *waiting) has(key string) bool {
 	if w.total.Load() == 0 {
 		return false
@@ -88,6 +101,13 @@ func (w *waiting) has(key string) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.keys[key] > 0
+}
+
+// queued reports whether owner is among the waiters queued on key.
+func (w *waiting) queued(key, owner string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.owners[waiter{key, owner}] > 0
 }
 
 // gate runs the attempt on its lock's gate node alone, unless the gate is
@@ -116,7 +136,11 @@ func (a *attempt) gate(ctx context.Context) (r nodeResult, sent time.Time, ok bo
 
 // refusedAtGate returns whether the gate's refusal r is final for the
 // attempt, and then the wait before the next attempt (0: unknown). A
-// refusal by a hold younger than two per-node timeouts is final: the hold
+// refusal is final only for the attempt of a queued waiter (WatchHeld):
+// any other attempt may be a nested acquisition by an owner that holds a
+// quorum of the other nodes, which must succeed at once, and goes on to
+// every node. For a waiter, a refusal by a hold younger than two per-node
+// timeouts is final: the hold
 // belongs to an attempt still under way or to a holder that just took the
 // lock, and either announces its end at the gate — the holder's release,
 // or the give-back of an attempt that failed to reach a quorum (see
@@ -126,7 +150,7 @@ func (a *attempt) gate(ctx context.Context) (r nodeResult, sent time.Time, ok bo
 // older hold, or one of unknown age, may be a leftover on this node alone
 // while a quorum of the others is free: the attempt goes on to every node.
 func (a *attempt) refusedAtGate(r nodeResult) (bool, time.Duration) {
-	if r.age < 0 || r.age >= a.d.youngHold() {
+	if r.age < 0 || r.age >= a.d.youngHold() || !a.d.waiting.queued(a.key, a.h.owner) {
 		return false, 0
 	}
 	return true, max(r.pttl, 0)
