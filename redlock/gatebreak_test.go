@@ -7,7 +7,9 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/backend"
 	"github.com/distlock/distlock/internal/redislua"
+	"github.com/distlock/distlock/internal/testkit/netfault"
 	"github.com/distlock/distlock/internal/testkit/slack"
 )
 
@@ -53,4 +55,114 @@ func TestReentrantTryAcquireNotRefusedAtGate(t *testing.T) {
 	if err := outer.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestWaitingEmptyAfterWaitsEnd: waiters refused at the gate by a young
+// hold, which end by their ctx (deadline or cancel), some sharing one
+// owner id, leave the driver's count of waiters empty: no lock stays gated
+// and no owner counted as queued once every wait has ended.
+func TestWaitingEmptyAfterWaitsEnd(t *testing.T) {
+	_, a, b := twoLockers(t, WithNodeTimeout(slack.D(time.Second)))
+	const key = "gatebreak/waiting"
+	ctx := tctx(t, slack.D(30*time.Second))
+	held, err := a.TryAcquire(ctx, key, distlock.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := driverOf(b)
+	attempts := countAttempts(b)
+	const n = 6
+	errs := make(chan error, n)
+	cancels := make([]context.CancelFunc, n)
+	for i := range n {
+		wctx, cancel := context.WithTimeout(ctx, slack.D(time.Duration(100*(i%3+1))*time.Millisecond))
+		cancels[i] = cancel
+		opts := []distlock.Option{distlock.WithTTL(time.Minute)}
+		if i%2 == 0 {
+			opts = append(opts, distlock.WithOwner("shared"))
+		}
+		go func() {
+			_, err := b.Acquire(wctx, key, opts...)
+			errs <- err
+		}()
+	}
+	// Some end by cancel while queued, the rest by their deadline.
+	eventually(t, slack.D(10*time.Second), "waiters queued and refused at the gate", func() bool {
+		return d.waiting.has(key) && attempts.Load() >= n
+	})
+	cancels[0]()
+	cancels[3]()
+	for range n {
+		if err := <-errs; !errors.Is(err, distlock.ErrNotAcquired) && !errors.Is(err, context.Canceled) {
+			t.Errorf("waiter: %v, want not acquired or cancelled", err)
+		}
+	}
+	for _, cancel := range cancels {
+		cancel()
+	}
+	d.waiting.mu.Lock()
+	total, keys, owners := d.waiting.total.Load(), len(d.waiting.keys), len(d.waiting.owners)
+	d.waiting.mu.Unlock()
+	if total != 0 || keys != 0 || owners != 0 {
+		t.Fatalf("after every wait ended: %d waiters counted, %d keys, %d owners; want none", total, keys, owners)
+	}
+	if err := held.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestGateLateReplyValidity: the gate grants at once but its reply comes
+// late (most of the per-node timeout); the lease's deadline must not pass
+// the expiry of the hold on any node that granted it, the gate included.
+func TestGateLateReplyValidity(t *testing.T) {
+	c := startCluster(t, 5)
+	g, err := netfault.ListenGroup(c.addrs()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = g.Close() })
+	nt := slack.D(400 * time.Millisecond)
+	l := newTestLocker(t, g.Addrs(), WithNodeTimeout(nt))
+	warm(t, l)
+	const key = "gatebreak/validity"
+	ctx := tctx(t, slack.D(30*time.Second))
+	d := driverOf(l)
+	gate := d.gateOf(key)
+	// A waiter of this driver queued with this owner: the attempt is gated.
+	d.waiting.add(key, "V")
+	defer d.waiting.remove(key, "V")
+	g.Proxies[gate].DelayReplies(nt * 3 / 4)
+	ttl := 2 * nt
+	lease, err := l.TryAcquire(ctx, key, distlock.WithOwner("V"), distlock.WithTTL(ttl))
+	g.Proxies[gate].DelayReplies(0)
+	if err != nil {
+		t.Fatalf("gated TryAcquire with the gate's reply late: %v", err)
+	}
+	name := redislua.KeysFor(prefix, key).Lock
+	for i, admin := range c.admins {
+		before := time.Now()
+		pttl, err := admin.PTTL(ctx, name).Result()
+		if err != nil || pttl <= 0 {
+			t.Fatalf("node %d: PTTL %v, %v", i, pttl, err)
+		}
+		// PTTL is rounded down to the millisecond.
+		if expiry := before.Add(pttl + time.Millisecond); lease.Deadline().After(expiry) {
+			t.Errorf("node %d (gate %d): lease deadline %v after the hold's expiry there", i, gate, lease.Deadline().Sub(expiry))
+		}
+	}
+	if err := lease.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The gate's reply comes after most of the validity, the others'
+	// after the rest of it: the attempt fails (the validity counts from
+	// the gate's request, not from the fan-out), and leaves nothing behind.
+	ttl = 320 * time.Millisecond // validity 314.8ms
+	g.DelayReplies(40 * time.Millisecond)
+	g.Proxies[gate].DelayReplies(290 * time.Millisecond)
+	_, err = d.TryAcquire(ctx, backend.Request{Key: key, Owner: "V", TTL: ttl})
+	g.DelayReplies(0)
+	if err == nil {
+		t.Fatalf("TryAcquire with TTL %v, the gate's reply 290ms late and the others' 40ms: acquired, want a failure (no validity left)", ttl)
+	}
+	eventually(t, slack.D(10*time.Second), "nothing left on the nodes", func() bool { return len(c.holders(t, prefix, key)) == 0 })
 }
