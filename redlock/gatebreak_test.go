@@ -3,6 +3,10 @@ package redlock
 import (
 	"context"
 	"errors"
+	"net"
+	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -165,4 +169,110 @@ func TestGateLateReplyValidity(t *testing.T) {
 		t.Fatalf("TryAcquire with TTL %v, the gate's reply 290ms late and the others' 40ms: acquired, want a failure (no validity left)", ttl)
 	}
 	eventually(t, slack.D(10*time.Second), "nothing left on the nodes", func() bool { return len(c.holders(t, prefix, key)) == 0 })
+}
+
+// TestGatedAndFanOutNeverOverlap: waiters of three Lockers that name the
+// nodes differently — so their gates differ — (direct addresses; the
+// same nodes through proxies, in reverse order; "localhost" names,
+// rotated) and a Locker that only tries (never gated) contend for one lock
+// while the proxied Locker's link to its gate node delays requests by
+// most of the per-node timeout, then while the first Locker's gate node is
+// paused (SIGSTOP) for half of it, and after. At no moment do two of them
+// hold the lock.
+func TestGatedAndFanOutNeverOverlap(t *testing.T) {
+	c := startCluster(t, 5)
+	c.controllable(t)
+	addrs := c.addrs()
+	g, err := netfault.ListenGroup(addrs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = g.Close() })
+	nt := slack.D(200 * time.Millisecond)
+	proxied := slices.Clone(g.Addrs())
+	slices.Reverse(proxied)
+	var local []string
+	for i := range addrs {
+		_, port, _ := net.SplitHostPort(addrs[(i+2)%len(addrs)])
+		local = append(local, "localhost:"+port)
+	}
+	direct := newTestLocker(t, addrs, WithNodeTimeout(nt))
+	lockers := []*testLocker{direct, newTestLocker(t, proxied, WithNodeTimeout(nt)), newTestLocker(t, local, WithNodeTimeout(nt)), newTestLocker(t, addrs, WithNodeTimeout(nt))}
+	for _, l := range lockers {
+		warm(t, l)
+	}
+	const key = "gatebreak/overlap"
+	gate := driverOf(direct).gateOf(key)
+	pgate := len(addrs) - 1 - driverOf(lockers[1]).gateOf(key) // its nodes in reverse
+	ctx := tctx(t, slack.D(30*time.Second))
+	var inside, overlaps, held atomic.Int64
+	enter := func(lease *distlock.Lease) {
+		if inside.Add(1) > 1 {
+			overlaps.Add(1)
+		}
+		held.Add(1)
+		time.Sleep(time.Millisecond)
+		inside.Add(-1)
+		_ = lease.Release(ctx)
+	}
+	// Every worker runs until the last fault has had its time, at most
+	// maxIters rounds.
+	const maxIters = 300
+	run, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	for li, l := range lockers {
+		for range 2 {
+			wg.Go(func() {
+				for range maxIters {
+					if run.Err() != nil {
+						return
+					}
+					if li == len(lockers)-1 { // only tries: never gated
+						if lease, err := l.TryAcquire(ctx, key, distlock.WithTTL(time.Minute)); err == nil {
+							enter(lease)
+						}
+						time.Sleep(2 * time.Millisecond)
+						continue
+					}
+					wctx, cancel := context.WithTimeout(run, slack.D(3*time.Second))
+					lease, err := l.Acquire(wctx, key, distlock.WithTTL(time.Minute))
+					cancel()
+					if err == nil {
+						enter(lease)
+					}
+				}
+			})
+		}
+	}
+	faults := []func(){
+		func() { g.Proxies[pgate].DelayRequests(nt * 3 / 4) }, // the proxied Locker's link to its gate
+		func() {
+			// Paused for less than the per-node timeout: the attempts
+			// under way there wait for it rather than time out (their
+			// give-backs would retry in the background, which Close
+			// waits for).
+			g.Proxies[pgate].DelayRequests(0)
+			_ = c.srvs[gate].Pause()
+			time.Sleep(nt / 2)
+			_ = c.srvs[gate].Resume()
+		},
+	}
+
+	phases := make([]int64, 0, len(faults)+1)
+	for _, f := range faults {
+		time.Sleep(slack.D(300 * time.Millisecond))
+		phases = append(phases, held.Load())
+		f()
+	}
+	time.Sleep(slack.D(300 * time.Millisecond))
+	phases = append(phases, held.Load())
+	stop()
+	wg.Wait()
+	if n := overlaps.Load(); n > 0 {
+		t.Fatalf("%d times two holders at once", n)
+	}
+	if k := len(phases) - 1; phases[k] == phases[k-1] {
+		t.Fatalf("no one held the lock after the gate node was paused: %v", phases)
+	}
+	t.Logf("acquisitions before each fault (delay, pause) and by the end: %v", phases)
 }
