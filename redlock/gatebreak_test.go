@@ -276,3 +276,42 @@ func TestGatedAndFanOutNeverOverlap(t *testing.T) {
 	}
 	t.Logf("acquisitions before each fault (delay, pause) and by the end: %v", phases)
 }
+
+// TestDeadGateHandsOverToTheNextNode: the lock's gate node is dead (marked
+// down): a woken waiter's attempt asks the next node in the gate's ranking
+// alone, as it asked the gate — one script — instead of fanning out to
+// every live node, where the woken waiters of several Lockers split the
+// votes again for as long as the node stays dead.
+func TestDeadGateHandsOverToTheNextNode(t *testing.T) {
+	c, a, b := twoLockers(t, WithNodeTimeout(slack.D(time.Second)))
+	c.controllable(t)
+	const key = "gatebreak/deadgate"
+	ctx := tctx(t, slack.D(30*time.Second))
+	dead := driverOf(b).gateOf(key)
+	c.kill(t, dead)
+	live := slices.Delete(slices.Clone(c.admins), dead, dead+1)
+	scripts := func() int64 { return (&cluster{admins: live}).evalshas(t) }
+	held, err := a.Acquire(ctx, key, distlock.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	attempts := countAttempts(b)
+	got := acquireAndRelease(ctx, b, key)
+	// The first attempt (which finds the dead node down), then the one
+	// after subscribing.
+	eventually(t, slack.D(10*time.Second), "the waiter's first two attempts", func() bool { return attempts.Load() >= 2 })
+	before, n := scripts(), attempts.Load()
+	if err := live[0].Publish(ctx, driverOf(b).keys(key).Channel, "x").Err(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, slack.D(10*time.Second), "the woken waiter's attempt", func() bool { return attempts.Load() > n })
+	if d := scripts() - before; d != 1 {
+		t.Fatalf("the woken waiter's attempt ran %d scripts over the live nodes, want 1 (at the next node after the dead gate)", d)
+	}
+	if err := held.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatalf("the waiter after the release: %v", err)
+	}
+}
