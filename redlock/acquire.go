@@ -195,7 +195,7 @@ func (a *attempt) failed(ctx context.Context, r *round) error {
 		}
 		return async.CtxError(ctx)
 	}
-	if g := slices.Index(granted, d.gateOf(a.key)); g >= 0 {
+	if g := slices.Index(granted, a.announcedAt()); g >= 0 {
 		// After the others, announced: a waiter it wakes finds them free.
 		gate := granted[g]
 		granted = slices.Delete(granted, g, g+1)

@@ -18,21 +18,26 @@ import (
 // free, and the others are refused at the cost of one request, which also
 // marks the lock there for the next release's wake-up. The quorum decides
 // as before — the gate's grant is one vote of the attempt — so mutual
-// exclusion is unchanged; a gate that fails or is marked down lets the
-// attempt fan out to every node, as an attempt without waiters does. Only
+// exclusion is unchanged; a gate that fails lets the attempt fan out to
+// every node, as an attempt without waiters does, and a gate marked down
+// hands the lock's gate over to the next node of its ranking. Only
 // a queued waiter's attempt stops at the gate's refusal (refusedAtGate):
 // any other may be a nested acquisition, which needs the other nodes.
 
-// gateOf is the gate node of key: the node whose address, hashed with the
-// key, ranks highest (rendezvous hashing). Every driver configured with the
-// same addresses — in any order, in any process — picks the same node, and
-// the locks' gates spread over the nodes.
+// gateOf is the gate node of key: of the nodes not marked down, the one
+// whose address, hashed with the key, ranks highest (rendezvous hashing);
+// with every node marked down, the highest of all. Every driver configured
+// with the same addresses — in any order, in any process — picks the same
+// node while it sees the same nodes down, and the locks' gates spread over
+// the nodes; the locks of a dead gate move to the next node of their
+// ranking, the same for every driver that found it dead.
 func (d *driver) gateOf(key string) int {
-	best, bestH := 0, uint64(0)
+	best, bestH, bestUp := 0, uint64(0), false
 	for i, n := range d.nodes {
 		h := fnv1a(fnv1a(fnvOffset, key), n.addr)
-		if i == 0 || h > bestH {
-			best, bestH = i, h
+		up := !n.down(d)
+		if i == 0 || (up && !bestUp) || (up == bestUp && h > bestH) {
+			best, bestH, bestUp = i, h, up
 		}
 	}
 	return best
@@ -110,9 +115,9 @@ func (w *waiting) queued(key, owner string) bool {
 	return w.owners[waiter{key, owner}] > 0
 }
 
-// gate runs the attempt on its lock's gate node alone, unless the gate is
-// marked down or there are fewer than 2 nodes (ok false: fan out to every
-// node). It returns the gate's answer, which the attempt's fan-out then
+// gate runs the attempt on its lock's gate node alone, unless every node
+// is marked down or there are fewer than 2 nodes (ok false: fan out to
+// every node). It returns the gate's answer, which the attempt's fan-out then
 // takes as the gate's (attempt.gateNode), and when it sent the request:
 // the attempt's validity counts from then.
 func (a *attempt) gate(ctx context.Context) (r nodeResult, sent time.Time, ok bool) {
@@ -160,8 +165,17 @@ func (a *attempt) refusedAtGate(r nodeResult) (bool, time.Duration) {
 // on the lock's gate node the give-back announces the release (the waiters
 // that the gate refused wait for it), elsewhere it is silent.
 func (a *attempt) giveBackHold(i int) holdRef {
-	if i == a.d.gateOf(a.key) {
+	if i == a.announcedAt() {
 		return a.h
 	}
 	return a.undoH
+}
+
+// announcedAt is the node where a failed attempt's give-back is announced:
+// the gate it asked first, if that answered, else the lock's gate now.
+func (a *attempt) announcedAt() int {
+	if a.gateNode >= 0 && a.gateResult.out != failed {
+		return a.gateNode
+	}
+	return a.d.gateOf(a.key)
 }
