@@ -20,9 +20,9 @@ import (
 // as before — the gate's grant is one vote of the attempt — so mutual
 // exclusion is unchanged; a gate that fails lets the attempt fan out to
 // every node, as an attempt without waiters does, and a gate marked down
-// hands the lock's gate over to the next node of its ranking. Only
-// a queued waiter's attempt stops at the gate's refusal (refusedAtGate):
-// any other may be a nested acquisition, which needs the other nodes.
+// hands the lock's gate over to the next node of its ranking. Only a
+// queued waiter's attempt stops at the gate's refusal (refusedAtGate): any
+// other may be a nested acquisition, which needs the other nodes.
 
 // gateOf is the gate node of key: of the nodes not marked down, the one
 // whose address, hashed with the key, ranks highest (rendezvous hashing);
@@ -117,9 +117,9 @@ func (w *waiting) queued(key, owner string) bool {
 
 // gate runs the attempt on its lock's gate node alone, unless every node
 // is marked down or there are fewer than 2 nodes (ok false: fan out to
-// every node). It returns the gate's answer, which the attempt's fan-out then
-// takes as the gate's (attempt.gateNode), and when it sent the request:
-// the attempt's validity counts from then.
+// every node). It returns the gate's answer, which the attempt's fan-out
+// then takes as the gate's (attempt.gateNode), and when it sent the
+// request: the attempt's validity counts from then.
 func (a *attempt) gate(ctx context.Context) (r nodeResult, sent time.Time, ok bool) {
 	d := a.d
 	sent = time.Now()
@@ -145,9 +145,8 @@ func (a *attempt) gate(ctx context.Context) (r nodeResult, sent time.Time, ok bo
 // any other attempt may be a nested acquisition by an owner that holds a
 // quorum of the other nodes, which must succeed at once, and goes on to
 // every node. For a waiter, a refusal by a hold younger than two per-node
-// timeouts is final: the hold
-// belongs to an attempt still under way or to a holder that just took the
-// lock, and either announces its end at the gate — the holder's release,
+// timeouts is final: the hold belongs to an attempt still under way or to
+// a holder that just took the lock, and either announces its end at the gate — the holder's release,
 // or the give-back of an attempt that failed to reach a quorum (see
 // giveBackHold) — so the waiter waits for that, bounded by the hold's
 // expiry (what announces nothing: an ambiguous failure, a process that
