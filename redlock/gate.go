@@ -146,12 +146,12 @@ func (a *attempt) gate(ctx context.Context) (r nodeResult, sent time.Time, ok bo
 // quorum of the other nodes, which must succeed at once, and goes on to
 // every node. For a waiter, a refusal by a hold younger than two per-node
 // timeouts is final: the hold belongs to an attempt still under way or to
-// a holder that just took the lock, and either announces its end at the gate — the holder's release,
-// or the give-back of an attempt that failed to reach a quorum (see
-// giveBackHold) — so the waiter waits for that, bounded by the hold's
-// expiry (what announces nothing: an ambiguous failure, a process that
-// died mid-attempt; its hold is old at the waiter's next attempt). An
-// older hold, or one of unknown age, may be a leftover on this node alone
+// a holder that just took the lock, and either announces its end at the
+// gate — the holder's release, or the give-back of an attempt that failed
+// to reach a quorum (see giveBackHold) — so the waiter waits for that,
+// bounded by the hold's expiry (what announces nothing: an ambiguous
+// failure, a process that died mid-attempt; its hold is old at the
+// waiter's next attempt). An older hold, or one of unknown age, may be a leftover on this node alone
 // while a quorum of the others is free: the attempt goes on to every node.
 func (a *attempt) refusedAtGate(r nodeResult) (bool, time.Duration) {
 	if r.age < 0 || r.age >= a.d.youngHold() || !a.d.waiting.queued(a.key, a.h.owner) {
