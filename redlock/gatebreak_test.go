@@ -339,3 +339,39 @@ func TestDeadGateHandsOverToTheNextNode(t *testing.T) {
 		t.Fatalf("the waiter after the release: %v", err)
 	}
 }
+
+// TestGateRefusedWaiterWithoutAnnouncement: a waiter refused at the gate
+// by a young hold waits for an announcement there; when none comes (the
+// holder's holds vanish without a release message: a lost message, a
+// crash and expiry), it still takes the lock within the notification
+// fallback (1s), not at its ctx's end.
+func TestGateRefusedWaiterWithoutAnnouncement(t *testing.T) {
+	c, a, b := twoLockers(t, WithNodeTimeout(slack.D(time.Second)))
+	const key = "gatebreak/unannounced"
+	ctx := tctx(t, slack.D(30*time.Second))
+	if _, err := a.TryAcquire(ctx, key, distlock.WithTTL(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	d := driverOf(b)
+	attempts := countAttempts(b)
+	got := acquireAndRelease(ctx, b, key)
+	eventually(t, slack.D(10*time.Second), "the waiter refused at the gate", func() bool {
+		return d.waiting.has(key) && attempts.Load() >= 2
+	})
+	name := redislua.KeysFor(prefix, key).Lock
+	for _, admin := range c.admins {
+		if err := admin.Del(ctx, name).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := time.Now()
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatalf("the waiter: %v", err)
+		}
+	case <-time.After(slack.D(3 * time.Second)):
+		t.Fatal("the waiter is still waiting 3s after the lock vanished unannounced")
+	}
+	t.Logf("the waiter took the lock %v after it vanished", time.Since(start).Round(time.Millisecond))
+}
