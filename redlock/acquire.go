@@ -21,9 +21,9 @@ import (
 // per-node timeout; success needs a quorum and validity left (counted from
 // the first request). While this driver has waiters queued on the lock,
 // the lock's gate node is asked first and the others only once it granted
-// — or, for an attempt that is not a queued waiter's, also once it refused
-// (see gate.go): a nested acquisition succeeds whenever its owner holds a
-// quorum.
+// — or refused an owner that holds the lock on a quorum of them, when the
+// attempt is not a queued waiter's (see gate.go): a nested acquisition
+// succeeds whenever its owner holds a quorum.
 func (d *driver) TryAcquire(ctx context.Context, req backend.Request) (backend.Lock, error) {
 	if d.closed.Load() {
 		return nil, backend.ErrClosed
@@ -57,7 +57,7 @@ func (d *driver) TryAcquire(ctx context.Context, req backend.Request) (backend.L
 	if d.waiting.has(req.Key) {
 		gr, sent, ok := a.gate(ctx)
 		if ok && gr.out == no {
-			if final, after := a.refusedAtGate(gr); final {
+			if final, after := a.refusedAtGate(ctx, gr); final {
 				// Refused at the gate: the others were not asked.
 				if d.onAttempt != nil {
 					d.onAttempt(tally{no: 1})

@@ -2,9 +2,12 @@ package redlock
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	goredis "github.com/redis/go-redis/v9"
 )
 
 // The gate: while a driver has waiters queued on a lock (WatchHeld), its
@@ -20,9 +23,10 @@ import (
 // as before — the gate's grant is one vote of the attempt — so mutual
 // exclusion is unchanged; a gate that fails lets the attempt fan out to
 // every node, as an attempt without waiters does, and a gate marked down
-// hands the lock's gate over to the next node of its ranking. Only a
-// queued waiter's attempt stops at the gate's refusal (refusedAtGate): any
-// other may be a nested acquisition, which needs the other nodes.
+// hands the lock's gate over to the next node of its ranking. An attempt
+// that is not a queued waiter's may be a nested acquisition, which needs
+// the other nodes: refused at the gate, it asks them whether its owner
+// holds the lock there (refusedAtGate).
 
 // gateOf is the gate node of key: of the nodes not marked down, the one
 // whose address, hashed with the key, ranks highest (rendezvous hashing);
@@ -141,11 +145,11 @@ func (a *attempt) gate(ctx context.Context) (r nodeResult, sent time.Time, ok bo
 
 // refusedAtGate returns whether the gate's refusal r is final for the
 // attempt, and then the wait before the next attempt (0: unknown). A
-// refusal is final only for the attempt of a queued waiter (WatchHeld):
-// any other attempt may be a nested acquisition by an owner that holds a
-// quorum of the other nodes, which must succeed at once, and goes on to
-// every node. For a waiter, a refusal by a hold younger than two per-node
-// timeouts is final: the hold belongs to an attempt still under way or to
+// refusal by a hold younger than two per-node timeouts is final, but for
+// an attempt that is not a queued waiter's (WatchHeld) and whose owner
+// holds the lock on a quorum of the other nodes (heldElsewhere): a nested
+// acquisition, which must succeed at once, goes on to every node. The
+// young hold belongs to an attempt still under way or to
 // a holder that just took the lock, and either announces its end at the
 // gate — the holder's release, or the give-back of an attempt that failed
 // to reach a quorum (see giveBackHold) — so the waiter waits for that,
@@ -153,11 +157,37 @@ func (a *attempt) gate(ctx context.Context) (r nodeResult, sent time.Time, ok bo
 // failure, a process that died mid-attempt; its hold is old at the
 // waiter's next attempt). An older hold, or one of unknown age, may be a leftover on this node alone
 // while a quorum of the others is free: the attempt goes on to every node.
-func (a *attempt) refusedAtGate(r nodeResult) (bool, time.Duration) {
-	if r.age < 0 || r.age >= a.d.youngHold() || !a.d.waiting.queued(a.key, a.h.owner) {
+func (a *attempt) refusedAtGate(ctx context.Context, r nodeResult) (bool, time.Duration) {
+	if r.age < 0 || r.age >= a.d.youngHold() {
+		return false, 0
+	}
+	if !a.d.waiting.queued(a.key, a.h.owner) && a.heldElsewhere(ctx) {
 		return false, 0
 	}
 	return true, max(r.pttl, 0)
+}
+
+// heldElsewhere reports whether the attempt's owner holds the lock on a
+// quorum of the nodes other than the gate, which refused it. One read per
+// node and no grant: unlike the fan-out, it takes no free node from the
+// waiter that the gate served.
+func (a *attempt) heldElsewhere(ctx context.Context) bool {
+	d, gate := a.d, a.gateNode
+	r := d.run(ctx, quorumOp{wait: d.nodeTimeout, op: nodeFunc(func(ctx context.Context, i int, nd *node) nodeResult {
+		if i == gate {
+			return nodeResult{out: no}
+		}
+		o, err := nd.client.HGet(ctx, a.h.keys.Lock, "o").Result()
+		switch {
+		case err == nil && o == a.h.owner:
+			return nodeResult{out: yes}
+		case err == nil || errors.Is(err, goredis.Nil):
+			return nodeResult{out: no}
+		}
+		return nodeResult{out: failed, err: err}
+	}), decided: settled})
+	r.finish(true)
+	return r.tally().yes >= d.quorum
 }
 
 // giveBackHold is the hold to give back on node i after a failed attempt:
