@@ -131,7 +131,15 @@ func TestGateLateReplyValidity(t *testing.T) {
 	const key = "gatebreak/validity"
 	ctx := tctx(t, slack.D(30*time.Second))
 	d := driverOf(l)
-	gate := d.gateOf(key)
+	// No node marked down (a warm-up round trip slower than the per-node
+	// timeout, on a loaded machine): the gate is the top of the ranking.
+	up := func() int {
+		for _, nd := range d.nodes {
+			nd.downUntil.Store(0)
+		}
+		return d.gateOf(key)
+	}
+	gate := up()
 	// A waiter of this driver queued with this owner: the attempt is gated.
 	d.waiting.add(key, "V")
 	defer d.waiting.remove(key, "V")
@@ -143,18 +151,27 @@ func TestGateLateReplyValidity(t *testing.T) {
 		t.Fatalf("gated TryAcquire with the gate's reply late: %v", err)
 	}
 	name := redislua.KeysFor(prefix, key).Lock
+	// A quorum of the nodes holds the lock at least until the lease's
+	// deadline. (Not every node: one may have missed the grant, or an
+	// automatic refresh, and expires earlier.)
+	holding := 0
 	for i, admin := range c.admins {
 		// The deadline first: an automatic refresh in between extends
 		// the hold's expiry too.
 		deadline, before := lease.Deadline(), time.Now()
 		pttl, err := admin.PTTL(ctx, name).Result()
-		if err != nil || pttl <= 0 {
-			t.Fatalf("node %d: PTTL %v, %v", i, pttl, err)
+		if err != nil {
+			t.Fatalf("node %d: PTTL: %v", i, err)
 		}
 		// PTTL is rounded down to the millisecond.
-		if expiry := before.Add(pttl + time.Millisecond); deadline.After(expiry) {
-			t.Errorf("node %d (gate %d): lease deadline %v after the hold's expiry there", i, gate, deadline.Sub(expiry))
+		if expiry := before.Add(pttl + time.Millisecond); pttl > 0 && !deadline.After(expiry) {
+			holding++
+		} else {
+			t.Logf("node %d (gate %d): PTTL %v, lease deadline %v after the hold's expiry", i, gate, pttl, deadline.Sub(expiry))
 		}
+	}
+	if holding < 3 {
+		t.Errorf("%d nodes hold the lock until the lease's deadline, want a quorum of 3", holding)
 	}
 	if err := lease.Release(ctx); err != nil {
 		t.Fatal(err)
@@ -163,6 +180,7 @@ func TestGateLateReplyValidity(t *testing.T) {
 	// after the rest of it: the attempt fails (the validity counts from
 	// the gate's request, not from the fan-out), and leaves nothing behind.
 	ttl = 320 * time.Millisecond // validity 314.8ms
+	gate = up()
 	g.DelayReplies(40 * time.Millisecond)
 	g.Proxies[gate].DelayReplies(290 * time.Millisecond)
 	_, err = d.TryAcquire(ctx, backend.Request{Key: key, Owner: "V", TTL: ttl})
