@@ -21,7 +21,9 @@ import (
 // per-node timeout; success needs a quorum and validity left (counted from
 // the first request). While this driver has waiters queued on the lock,
 // the lock's gate node is asked first and the others only once it granted
-// (see gate.go).
+// — or refused an owner that holds the lock on a quorum of them, when the
+// attempt is not a queued waiter's (see gate.go): a nested acquisition
+// succeeds whenever its owner holds a quorum.
 func (d *driver) TryAcquire(ctx context.Context, req backend.Request) (backend.Lock, error) {
 	if d.closed.Load() {
 		return nil, backend.ErrClosed
@@ -55,7 +57,7 @@ func (d *driver) TryAcquire(ctx context.Context, req backend.Request) (backend.L
 	if d.waiting.has(req.Key) {
 		gr, sent, ok := a.gate(ctx)
 		if ok && gr.out == no {
-			if final, after := a.refusedAtGate(gr); final {
+			if final, after := a.refusedAtGate(ctx, gr); final {
 				// Refused at the gate: the others were not asked.
 				if d.onAttempt != nil {
 					d.onAttempt(tally{no: 1})
@@ -193,7 +195,7 @@ func (a *attempt) failed(ctx context.Context, r *round) error {
 		}
 		return async.CtxError(ctx)
 	}
-	if g := slices.Index(granted, d.gateOf(a.key)); g >= 0 {
+	if g := slices.Index(granted, a.announcedAt()); g >= 0 {
 		// After the others, announced: a waiter it wakes finds them free.
 		gate := granted[g]
 		granted = slices.Delete(granted, g, g+1)

@@ -28,10 +28,10 @@ func (d *driver) Watch(ctx context.Context, req backend.Request) (<-chan struct{
 // marked for the waiters behind it, whose hand-on attempt marks it.
 func (d *driver) WatchHeld(ctx context.Context, req backend.Request) (<-chan struct{}, func(held bool)) {
 	ch, cancel := d.watch(ctx, req.Key, false)
-	d.waiting.add(req.Key)
+	d.waiting.add(req.Key, req.Owner)
 	var once sync.Once
 	return ch, func(bool) {
-		once.Do(func() { d.waiting.remove(req.Key) })
+		once.Do(func() { d.waiting.remove(req.Key, req.Owner) })
 		cancel()
 	}
 }
