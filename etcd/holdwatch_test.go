@@ -290,8 +290,11 @@ func TestManyHeldOneForced(t *testing.T) {
 	if t.Failed() {
 		t.FailNow()
 	}
-	if added := runtime.NumGoroutine() - g0; added > 200 { // other tests run meanwhile
-		t.Errorf("holding %d locks added %d goroutines, want O(1)", n, added)
+	// The count is the process's: the package's parallel tests start
+	// clusters and clients meanwhile (hundreds of goroutines), so the
+	// bound tells O(1) from one goroutine per held lock (n), not 0 from 1.
+	if added := runtime.NumGoroutine() - g0; added > n/4 {
+		t.Errorf("holding %d locks added %d goroutines, want O(1), far below one per lock", n, added)
 	}
 	victim := rand.IntN(n)
 	if _, err := b.ForceRelease(ctx, fmt.Sprintf("k%d", victim)); err != nil {
